@@ -1,0 +1,1 @@
+//! allot's kernel boundary. Thin, typed readers and writers; no policy lives here.

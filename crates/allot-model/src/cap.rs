@@ -1,0 +1,141 @@
+//! Caps: an upper bound on a job's usage rate, in CPUs.
+//!
+//! Seed 004 (EBS, "CPU usage rate caps"): caps are rational numbers such as "1 / 2",
+//! a "!" suffix makes them hard; a hard cap is always enforced, a soft cap only while
+//! others want the CPU; soft 0 makes a true background task; hard 0 is not permitted.
+//! EBS caps a task to a fraction of one CPU; an allot job is a process tree, so its cap
+//! may exceed 1 (up to the machine's CPUs, checked where the machine is known).
+
+use crate::ModelError;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The largest cap the parser accepts; the daemon also bounds it by the CPU count.
+pub const MAX_CPUS: f64 = 4096.0;
+
+/// A cap on usage rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cap {
+    /// CPUs, e.g. 0.5. Zero only when soft (background).
+    pub cpus: f64,
+    /// Hard: enforced even when CPUs are idle (cpu.max). Soft: only under contention.
+    pub hard: bool,
+}
+
+impl Cap {
+    /// Soft cap 0: the job runs on idle CPU only.
+    pub const BACKGROUND: Cap = Cap { cpus: 0.0, hard: false };
+
+    /// True for soft 0, the background class.
+    pub fn is_background(&self) -> bool {
+        !self.hard && self.cpus == 0.0
+    }
+
+    /// `cpu.max` quota for this hard cap over `period_us` (kernel minimum 1 ms).
+    pub fn quota_us(&self, period_us: u64) -> u64 {
+        ((self.cpus * period_us as f64).round() as u64).max(1000)
+    }
+}
+
+impl FromStr for Cap {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        let bad = |why: &str| ModelError::BadCap { got: s.to_string(), why: why.to_string() };
+        let t = s.trim();
+        let (body, hard) = match t.strip_suffix('!') {
+            Some(b) => (b.trim(), true),
+            None => (t, false),
+        };
+        if body.is_empty() {
+            return Err(bad("no number"));
+        }
+        let cpus = if let Some((n, d)) = body.split_once('/') {
+            let n: f64 = n.trim().parse().map_err(|_| bad("numerator is not a number"))?;
+            let d: f64 = d.trim().parse().map_err(|_| bad("denominator is not a number"))?;
+            if d == 0.0 {
+                return Err(bad("denominator is 0"));
+            }
+            n / d
+        } else {
+            body.parse().map_err(|_| bad("not a number"))?
+        };
+        if !cpus.is_finite() {
+            return Err(bad("not a finite number"));
+        }
+        if cpus < 0.0 {
+            return Err(bad("a cap must be >= 0"));
+        }
+        if cpus > MAX_CPUS {
+            return Err(bad("more CPUs than any machine has"));
+        }
+        if hard && cpus == 0.0 {
+            return Err(bad("a hard cap of 0 would never let the job run; use soft 0 (--background) for idle-CPU-only"));
+        }
+        if hard && cpus < 0.01 {
+            return Err(bad("a hard cap must be at least 0.01 CPU (the kernel's 1 ms quota per 100 ms period)"));
+        }
+        Ok(Cap { cpus, hard })
+    }
+}
+
+impl fmt::Display for Cap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = format!("{:.3}", self.cpus);
+        let n = n.trim_end_matches('0').trim_end_matches('.');
+        let n = if n.is_empty() { "0" } else { n };
+        write!(f, "{}{}", n, if self.hard { "!" } else { "" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_seed_forms() {
+        assert_eq!("1/2".parse::<Cap>().unwrap(), Cap { cpus: 0.5, hard: false });
+        assert_eq!("1 / 2".parse::<Cap>().unwrap(), Cap { cpus: 0.5, hard: false });
+        assert_eq!("0.25!".parse::<Cap>().unwrap(), Cap { cpus: 0.25, hard: true });
+        assert_eq!("1/4 !".parse::<Cap>().unwrap(), Cap { cpus: 0.25, hard: true });
+        assert!("0".parse::<Cap>().unwrap().is_background());
+        assert_eq!("1.5".parse::<Cap>().unwrap().cpus, 1.5);
+    }
+
+    #[test]
+    fn refuses_with_the_value_named() {
+        for (bad, why) in [
+            ("0!", "hard cap of 0"),
+            ("2/0", "denominator is 0"),
+            ("-1", ">= 0"),
+            ("x", "not a number"),
+            ("", "no number"),
+            ("!", "no number"),
+            ("nan", "finite"),
+            ("inf", "finite"),
+            ("1/x", "denominator"),
+            ("99999", "more CPUs"),
+            ("0.001!", "at least 0.01"),
+        ] {
+            let e = bad.parse::<Cap>().unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["0.5", "0.25!", "0", "2", "1.333!"] {
+            let c: Cap = s.parse().unwrap();
+            assert_eq!(c.to_string(), s);
+        }
+        assert_eq!("1/3".parse::<Cap>().unwrap().to_string(), "0.333");
+    }
+
+    #[test]
+    fn quota_has_the_kernel_floor() {
+        assert_eq!(Cap { cpus: 0.25, hard: true }.quota_us(100_000), 25_000);
+        assert_eq!(Cap { cpus: 0.01, hard: true }.quota_us(100_000), 1_000);
+        assert_eq!(Cap { cpus: 1.5, hard: true }.quota_us(100_000), 150_000);
+    }
+}

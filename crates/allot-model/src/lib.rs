@@ -1,0 +1,47 @@
+//! allot's vocabulary and its math, pure: no file, socket or clock is touched here.
+//!
+//! The words are DESIGN.md's: a **job** holds **tickets** inside a **currency**; a
+//! currency is **funded** with base tickets; a job's **entitlement** is the CPU it would
+//! get now among the active claimants; its **usage rate** is its smoothed CPU use; a
+//! **cap** bounds the usage rate, soft or hard; soft cap 0 is **background**.
+#![deny(missing_docs)]
+
+pub mod cap;
+pub mod entitlement;
+pub mod nice;
+pub mod units;
+pub mod usage;
+
+pub use cap::Cap;
+pub use entitlement::{entitlements, Claimant, CurrencyClaim};
+pub use units::{Funding, Tickets};
+pub use usage::UsageRate;
+
+/// Every way a value in the vocabulary can be wrong. Messages name the value and what
+/// is allowed, so they can be shown to a user as they are.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// A tickets or funding value out of range or not a number.
+    #[error("{what} must be a whole number {min}..{max}, got {got:?}")]
+    OutOfRange {
+        /// "tickets" or "funding".
+        what: &'static str,
+        /// Smallest allowed.
+        min: u32,
+        /// Largest allowed.
+        max: u32,
+        /// What was given, as given.
+        got: String,
+    },
+    /// A cap that does not parse or is not allowed.
+    #[error("cap {got:?} is invalid: {why}; a cap is CPUs as a decimal (0.5) or fraction (1/2), with ! for hard (0.5!), e.g. --cap 0.25!")]
+    BadCap {
+        /// What was given.
+        got: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// A nice value outside -20..19.
+    #[error("nice must be -20..19, got {0}")]
+    BadNice(i64),
+}

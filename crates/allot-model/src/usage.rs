@@ -1,0 +1,88 @@
+//! Usage rate: a job's CPU use in CPUs, smoothed.
+//!
+//! Seed 004 ("The usage rates for each task are estimated using Kalman filter
+//! techniques … similar to … a running average over twice the filter response half
+//! life"; default half life 5000 ms, range 1000..100000 ms). With a fixed gain this is an
+//! exponentially weighted average whose weight on old samples halves every half-life;
+//! the gain is computed from the actual sample interval, so an irregular sampling
+//! loop still has the configured half-life.
+
+use serde::{Deserialize, Serialize};
+
+/// Default response half-life (seed 004).
+pub const DEFAULT_HALF_LIFE_MS: u64 = 5000;
+
+/// A usage-rate estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UsageRate {
+    /// Current estimate in CPUs.
+    pub cpus: f64,
+    half_life_s: f64,
+    primed: bool,
+}
+
+impl UsageRate {
+    /// A new estimator; the first sample is taken as the estimate.
+    pub fn new(half_life_ms: u64) -> Self {
+        Self { cpus: 0.0, half_life_s: half_life_ms.max(1) as f64 / 1000.0, primed: false }
+    }
+
+    /// Starts from a known rate (seed 004's fork heuristic: a child starts at its
+    /// parent's usage rate rather than zero).
+    pub fn starting_at(half_life_ms: u64, cpus: f64) -> Self {
+        Self { cpus, primed: true, ..Self::new(half_life_ms) }
+    }
+
+    /// Feeds `cpu_s` seconds of CPU used over `dt_s` seconds of wall time.
+    pub fn observe(&mut self, cpu_s: f64, dt_s: f64) -> f64 {
+        if dt_s <= 0.0 {
+            return self.cpus;
+        }
+        let sample = (cpu_s / dt_s).max(0.0);
+        if !self.primed {
+            self.cpus = sample;
+            self.primed = true;
+        } else {
+            let gain = 1.0 - 0.5f64.powf(dt_s / self.half_life_s);
+            self.cpus += gain * (sample - self.cpus);
+        }
+        self.cpus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_is_half_way_after_one_half_life() {
+        let mut u = UsageRate::starting_at(5000, 0.0);
+        // 1 CPU from now on, sampled every 100 ms for 5 s.
+        for _ in 0..50 {
+            u.observe(0.1, 0.1);
+        }
+        assert!((u.cpus - 0.5).abs() < 1e-9, "{}", u.cpus);
+        for _ in 0..50 {
+            u.observe(0.1, 0.1);
+        }
+        assert!((u.cpus - 0.75).abs() < 1e-9, "{}", u.cpus);
+    }
+
+    #[test]
+    fn the_sampling_interval_does_not_change_the_half_life() {
+        let mut a = UsageRate::starting_at(2000, 1.0);
+        let mut b = UsageRate::starting_at(2000, 1.0);
+        a.observe(0.0, 2.0);
+        for _ in 0..20 {
+            b.observe(0.0, 0.1);
+        }
+        assert!((a.cpus - b.cpus).abs() < 1e-9 && (a.cpus - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn first_sample_primes() {
+        let mut u = UsageRate::new(5000);
+        assert_eq!(u.observe(0.3, 1.0), 0.3);
+        assert_eq!(u.observe(1.0, 0.0), 0.3);
+    }
+}
