@@ -1,1 +1,97 @@
-//! allot's kernel boundary. Thin, typed readers and writers; no policy lives here.
+//! allot's kernel boundary: thin, typed readers and writers for the files and calls
+//! allot uses. No policy lives here; every error names the path or call that failed.
+#![deny(missing_docs)]
+
+pub mod cgroup;
+pub mod pidfd;
+pub mod procfs;
+pub mod sched;
+
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong at the kernel boundary.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done ("read", "write", "mkdir", ...).
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file's content did not parse.
+    #[error("{path}: cannot parse {what}: {text:?}")]
+    Parse {
+        /// The path.
+        path: PathBuf,
+        /// What was expected.
+        what: &'static str,
+        /// The offending text (shortened).
+        text: String,
+    },
+    /// A system call failed.
+    #[error("{call}: {source}")]
+    Sys {
+        /// The call and its argument, e.g. "pidfd_open(123)".
+        call: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No usable cgroup cpu controller.
+    #[error("no usable cgroup cpu controller: {0}")]
+    NoCpuController(String),
+}
+
+impl Error {
+    /// The io::ErrorKind underneath, if any (e.g. NotFound when a process exited).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            Error::Io { source, .. } | Error::Sys { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+    /// True when the failure means "the process or file is gone".
+    pub fn is_gone(&self) -> bool {
+        match self {
+            Error::Io { source, .. } | Error::Sys { source, .. } => {
+                source.kind() == std::io::ErrorKind::NotFound || source.raw_os_error() == Some(libc::ESRCH)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Result with this crate's error.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Reads a whole file to a string, naming the path on failure.
+pub fn read(path: impl AsRef<Path>) -> Result<String> {
+    let path = path.as_ref();
+    std::fs::read_to_string(path).map_err(|source| Error::Io { op: "read", path: path.into(), source })
+}
+
+/// Writes a string to a kernel file in one write(2), naming the path on failure.
+pub fn write(path: impl AsRef<Path>, value: &str) -> Result<()> {
+    use std::io::Write;
+    let path = path.as_ref();
+    let io = |source| Error::Io { op: "write", path: path.into(), source };
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io)?;
+    f.write_all(value.as_bytes()).map_err(io)
+}
+
+/// Parses a trimmed number from a kernel file.
+pub fn read_u64(path: impl AsRef<Path>) -> Result<u64> {
+    let path = path.as_ref();
+    let s = read(path)?;
+    s.trim().parse().map_err(|_| Error::Parse { path: path.into(), what: "an integer", text: s.chars().take(80).collect() })
+}
+
+/// Online CPUs available to this process.
+pub fn ncpu() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

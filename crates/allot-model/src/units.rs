@@ -19,6 +19,17 @@ pub const MAX: u32 = 10_000;
 /// Default tickets of a job and default funding of a currency.
 pub const DEFAULT: u32 = 100;
 
+/// cgroup v1 `cpu.shares` of a weight in allot units: 100 ↦ 1024, the kernel's default,
+/// so an allot subtree at defaults weighs what an unmanaged cgroup weighs.
+pub fn v1_shares(units: u32) -> u64 {
+    (units as u64 * 1024 / 100).max(2)
+}
+
+/// Inverse of [`v1_shares`], rounding to the nearest unit.
+pub fn from_v1_shares(shares: u64) -> u32 {
+    ((shares * 100 + 512) / 1024).clamp(MIN as u64, MAX as u64) as u32
+}
+
 fn parse_bounded(what: &'static str, s: &str) -> Result<u32, ModelError> {
     let err = || ModelError::OutOfRange { what, min: MIN, max: MAX, got: s.to_string() };
     let v: i64 = s.trim().parse().map_err(|_| err())?;
@@ -53,14 +64,13 @@ macro_rules! bounded {
             pub fn cgroup_v2_weight(self) -> u32 {
                 self.0
             }
-            /// The weight for cgroup v1 `cpu.shares`: 100 ↦ 1024, the kernel's default,
-            /// so an allot subtree at defaults weighs what an unmanaged cgroup weighs.
+            /// The weight for cgroup v1 `cpu.shares` ([`v1_shares`]).
             pub fn cgroup_v1_shares(self) -> u64 {
-                (self.0 as u64 * 1024 / 100).max(2)
+                v1_shares(self.0)
             }
             /// Inverse of [`Self::cgroup_v1_shares`], rounding to the nearest count.
             pub fn from_cgroup_v1_shares(shares: u64) -> Self {
-                Self(((shares * 100 + 512) / 1024).clamp(MIN as u64, MAX as u64) as u32)
+                Self(from_v1_shares(shares))
             }
             /// Inverse of [`Self::cgroup_v2_weight`].
             pub fn from_cgroup_v2_weight(w: u64) -> Self {

@@ -1,0 +1,381 @@
+//! The cpu controller, cgroup v1 or v2, behind one trait.
+//!
+//! allot owns one subtree (its *root*, a directory directly under the controller's
+//! mount) and addresses everything inside it by a relative path such as `user-1000/j3`.
+//! Weights are given in allot's units, 1..10000 (tickets and funding), and mapped here:
+//! v2 `cpu.weight` takes them as they are, v1 `cpu.shares` scales 100 ↦ 1024.
+//!
+//! v1 has one wrinkle: the `cpu` and `cpuacct` controllers may be mounted apart (this
+//! workplace's machines do that). Usage is only accounted by cpuacct, so the v1 backend
+//! mirrors every directory and every move into the cpuacct hierarchy too.
+
+use crate::{read, read_u64, write, Error, Result};
+use std::path::{Path, PathBuf};
+
+/// cgroup version in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Version {
+    /// Legacy hierarchies: `cpu.shares`, `cpu.cfs_quota_us`, `cpuacct.usage`.
+    V1,
+    /// Unified hierarchy: `cpu.weight`, `cpu.max`, `cpu.stat`.
+    V2,
+}
+
+/// A hard limit: `quota_us` of CPU time every `period_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Max {
+    /// CPU time allowed per period, µs.
+    pub quota_us: u64,
+    /// The period, µs.
+    pub period_us: u64,
+}
+
+/// The cpu controller operations allot needs. `rel` is relative to allot's root; `""`
+/// is the root itself.
+pub trait CpuController: Send + Sync + std::fmt::Debug {
+    /// Which version this is.
+    fn version(&self) -> Version;
+    /// The root's absolute path in the cpu hierarchy.
+    fn root(&self) -> &Path;
+    /// Creates a directory (and its parents) under the root, ready to take processes or
+    /// children. Existing directories are fine.
+    fn create(&self, rel: &str) -> Result<()>;
+    /// Removes an empty directory.
+    fn remove(&self, rel: &str) -> Result<()>;
+    /// True if the directory exists.
+    fn exists(&self, rel: &str) -> bool {
+        self.root().join(rel).is_dir()
+    }
+    /// Child directory names.
+    fn children(&self, rel: &str) -> Result<Vec<String>> {
+        let dir = self.root().join(rel);
+        let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
+        let mut v: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+    /// Sets the weight in allot units (1..10000).
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()>;
+    /// Reads the weight in allot units.
+    fn weight(&self, rel: &str) -> Result<u32>;
+    /// Sets or clears a hard limit.
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()>;
+    /// Reads the hard limit, if any.
+    fn max(&self, rel: &str) -> Result<Option<Max>>;
+    /// True if this kernel has `cpu.idle`.
+    fn has_idle(&self) -> bool {
+        self.root().join("cpu.idle").exists()
+    }
+    /// Sets `cpu.idle` (SCHED_IDLE for the whole group against its siblings).
+    fn set_idle(&self, rel: &str, idle: bool) -> Result<()> {
+        write(self.root().join(rel).join("cpu.idle"), if idle { "1" } else { "0" })
+    }
+    /// Reads `cpu.idle` (false where the kernel lacks it).
+    fn idle(&self, rel: &str) -> Result<bool> {
+        let p = self.root().join(rel).join("cpu.idle");
+        if !p.exists() {
+            return Ok(false);
+        }
+        Ok(read_u64(p)? == 1)
+    }
+    /// Thread-group ids directly in this directory.
+    fn procs(&self, rel: &str) -> Result<Vec<i32>> {
+        let p = self.root().join(rel).join("cgroup.procs");
+        Ok(read(&p)?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+    /// Moves a whole process (all its threads) into the directory.
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()>;
+    /// Total CPU time used by everything in the directory, ns.
+    fn usage_ns(&self, rel: &str) -> Result<u64>;
+    /// The directory of `pid` relative to allot's root, or None if outside it.
+    fn rel_of(&self, pid: i32) -> Result<Option<String>>;
+}
+
+/// Finds the cpu controller and returns a backend whose root is `name` under its mount.
+/// v2 is used when the unified hierarchy has the cpu controller, else v1.
+pub fn detect(name: &str) -> Result<Box<dyn CpuController>> {
+    check_name(name)?;
+    let info = read("/proc/self/mountinfo")?;
+    let mounts = parse_mountinfo(&info);
+    if let Some(m) = mounts.iter().find(|m| m.fstype == "cgroup2") {
+        let ctrls = read(Path::new(&m.point).join("cgroup.controllers")).unwrap_or_default();
+        if ctrls.split_whitespace().any(|c| c == "cpu") {
+            return Ok(Box::new(V2::new(PathBuf::from(&m.point), name)));
+        }
+    }
+    let v1 = |c: &str| mounts.iter().find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == c));
+    if let Some(cpu) = v1("cpu") {
+        let acct = v1("cpuacct").map(|m| PathBuf::from(&m.point));
+        return Ok(Box::new(V1::new(PathBuf::from(&cpu.point), acct, name)));
+    }
+    Err(Error::NoCpuController(
+        "neither a cgroup2 mount with the cpu controller enabled nor a cgroup v1 mount with the cpu controller was found in /proc/self/mountinfo; mount one (e.g. `mount -t cgroup2 none /sys/fs/cgroup`)".into(),
+    ))
+}
+
+fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::NoCpuController(format!(
+            "cgroup root name {name:?} is invalid: use 1..64 of [A-Za-z0-9._-], not starting with '.'"
+        )))
+    }
+}
+
+struct Mount {
+    point: String,
+    fstype: String,
+    options: String,
+}
+
+fn parse_mountinfo(s: &str) -> Vec<Mount> {
+    s.lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split_whitespace().nth(4)?.replace("\\040", " ");
+            let mut r = right.split_whitespace();
+            let fstype = r.next()?.to_string();
+            let _src = r.next();
+            let options = r.next().unwrap_or("").to_string();
+            Some(Mount { point, fstype, options })
+        })
+        .collect()
+}
+
+fn mkdir(p: &Path) -> Result<()> {
+    match std::fs::create_dir(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(Error::Io { op: "mkdir", path: p.into(), source }),
+    }
+}
+
+fn rmdir(p: &Path) -> Result<()> {
+    match std::fs::remove_dir(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(Error::Io { op: "rmdir", path: p.into(), source }),
+    }
+}
+
+fn strip_root(cg: &str, name: &str) -> Option<String> {
+    let rest = cg.strip_prefix('/')?.strip_prefix(name)?;
+    if rest.is_empty() {
+        Some(String::new())
+    } else {
+        rest.strip_prefix('/').map(String::from)
+    }
+}
+
+/// cgroup v1 backend.
+#[derive(Debug)]
+pub struct V1 {
+    name: String,
+    cpu: PathBuf,
+    /// cpuacct root when mounted apart from cpu.
+    acct: Option<PathBuf>,
+}
+
+impl V1 {
+    /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
+    pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
+        let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
+        Self { name: name.into(), cpu: cpu_mount.join(name), acct }
+    }
+    fn acct_dir(&self, rel: &str) -> PathBuf {
+        self.acct.as_ref().unwrap_or(&self.cpu).join(rel)
+    }
+}
+
+impl CpuController for V1 {
+    fn version(&self) -> Version {
+        Version::V1
+    }
+    fn root(&self) -> &Path {
+        &self.cpu
+    }
+    fn create(&self, rel: &str) -> Result<()> {
+        for base in std::iter::once(&self.cpu).chain(self.acct.as_ref()) {
+            let mut p = base.clone();
+            mkdir(&p)?;
+            for part in rel.split('/').filter(|x| !x.is_empty()) {
+                p.push(part);
+                mkdir(&p)?;
+            }
+        }
+        Ok(())
+    }
+    fn remove(&self, rel: &str) -> Result<()> {
+        rmdir(&self.cpu.join(rel))?;
+        if let Some(a) = &self.acct {
+            rmdir(&a.join(rel))?;
+        }
+        Ok(())
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
+        write(self.cpu.join(rel).join("cpu.shares"), &allot_model::units::v1_shares(units).to_string())
+    }
+    fn weight(&self, rel: &str) -> Result<u32> {
+        Ok(allot_model::units::from_v1_shares(read_u64(self.cpu.join(rel).join("cpu.shares"))?))
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
+        let dir = self.cpu.join(rel);
+        match max {
+            Some(m) => {
+                // Quota must fit the period: set the period first when shrinking it.
+                write(dir.join("cpu.cfs_quota_us"), "-1")?;
+                write(dir.join("cpu.cfs_period_us"), &m.period_us.to_string())?;
+                write(dir.join("cpu.cfs_quota_us"), &m.quota_us.to_string())
+            }
+            None => write(dir.join("cpu.cfs_quota_us"), "-1"),
+        }
+    }
+    fn max(&self, rel: &str) -> Result<Option<Max>> {
+        let dir = self.cpu.join(rel);
+        let q = read(dir.join("cpu.cfs_quota_us"))?;
+        let q: i64 = q.trim().parse().unwrap_or(-1);
+        if q < 0 {
+            return Ok(None);
+        }
+        Ok(Some(Max { quota_us: q as u64, period_us: read_u64(dir.join("cpu.cfs_period_us"))? }))
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
+        write(self.cpu.join(rel).join("cgroup.procs"), &pid.to_string())?;
+        if let Some(a) = &self.acct {
+            write(a.join(rel).join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+    fn usage_ns(&self, rel: &str) -> Result<u64> {
+        read_u64(self.acct_dir(rel).join("cpuacct.usage"))
+    }
+    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
+        Ok(strip_root(&crate::procfs::cgroup_of(pid, Some("cpu"))?, &self.name))
+    }
+}
+
+/// cgroup v2 backend.
+#[derive(Debug)]
+pub struct V2 {
+    name: String,
+    mount: PathBuf,
+    root: PathBuf,
+}
+
+impl V2 {
+    /// A backend rooted at `mount/name`.
+    pub fn new(mount: PathBuf, name: &str) -> Self {
+        Self { name: name.into(), root: mount.join(name), mount }
+    }
+    fn enable_cpu(dir: &Path) -> Result<()> {
+        let ctl = dir.join("cgroup.subtree_control");
+        if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
+            return Ok(());
+        }
+        write(ctl, "+cpu")
+    }
+}
+
+impl CpuController for V2 {
+    fn version(&self) -> Version {
+        Version::V2
+    }
+    fn root(&self) -> &Path {
+        &self.root
+    }
+    fn create(&self, rel: &str) -> Result<()> {
+        // Every ancestor of a directory that takes processes must delegate cpu to its
+        // children; the leaf itself must not (no internal processes in v2).
+        Self::enable_cpu(&self.mount)?;
+        mkdir(&self.root)?;
+        let mut p = self.root.clone();
+        for part in rel.split('/').filter(|x| !x.is_empty()) {
+            Self::enable_cpu(&p)?;
+            p.push(part);
+            mkdir(&p)?;
+        }
+        Ok(())
+    }
+    fn remove(&self, rel: &str) -> Result<()> {
+        rmdir(&self.root.join(rel))
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
+        write(self.root.join(rel).join("cpu.weight"), &units.clamp(1, 10000).to_string())
+    }
+    fn weight(&self, rel: &str) -> Result<u32> {
+        Ok(read_u64(self.root.join(rel).join("cpu.weight"))?.clamp(1, 10000) as u32)
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
+        let v = match max {
+            Some(m) => format!("{} {}", m.quota_us, m.period_us),
+            None => "max".into(),
+        };
+        write(self.root.join(rel).join("cpu.max"), &v)
+    }
+    fn max(&self, rel: &str) -> Result<Option<Max>> {
+        let p = self.root.join(rel).join("cpu.max");
+        let s = read(&p)?;
+        let mut it = s.split_whitespace();
+        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
+        if q == "max" {
+            return Ok(None);
+        }
+        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
+        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
+        write(self.root.join(rel).join("cgroup.procs"), &pid.to_string())
+    }
+    fn usage_ns(&self, rel: &str) -> Result<u64> {
+        let p = self.root.join(rel).join("cpu.stat");
+        let s = read(&p)?;
+        s.lines()
+            .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok()))
+            .map(|us| us * 1000)
+            .ok_or(Error::Parse { path: p, what: "usage_usec in cpu.stat", text: s.chars().take(80).collect() })
+    }
+    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
+        Ok(strip_root(&crate::procfs::cgroup_of(pid, None)?, &self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_finds_controllers() {
+        let t = "35 25 0:30 / /sys/fs/cgroup/cpu rw,relatime shared:9 - cgroup cgroup rw,cpu\n\
+                 36 25 0:31 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].point.as_str(), m[0].fstype.as_str(), m[0].options.as_str()), ("/sys/fs/cgroup/cpu", "cgroup", "rw,cpu"));
+        assert_eq!(m[1].fstype, "cgroup2");
+    }
+
+    #[test]
+    fn root_prefix() {
+        assert_eq!(strip_root("/allot/user-1/j2", "allot").as_deref(), Some("user-1/j2"));
+        assert_eq!(strip_root("/allot", "allot").as_deref(), Some(""));
+        assert_eq!(strip_root("/allot2/x", "allot"), None);
+        assert_eq!(strip_root("/", "allot"), None);
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("allot").is_ok() && check_name("allot-test-1.x").is_ok());
+        for bad in ["", ".x", "a/b", "..", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
+}
