@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# Run allot (or a shell script) as the only program on a pure cgroup v2 kernel
+# inside qemu (TCG), and exit with its exit code.
+#
+#   tests/vm/run.sh [options] [--allot PATH] -- ARGS...    runs: allot ARGS...
+#   tests/vm/run.sh [options] [--allot PATH] --shell 'SCRIPT' [-- ARGS...]
+#                                                           runs: sh -c SCRIPT with ARGS as $1..
+# Options:
+#   --allot PATH     the allot binary to put at /bin/allot (default target/release/allot
+#                    when it exists; required unless --shell is given)
+#   --shell SCRIPT   run this sh script (busybox ash) instead of allot
+#   --env K=V        export K=V to the program (repeatable)
+#   --timeout SECS   wall-clock limit for the whole VM run (default 1200, env ALLOT_VM_TIMEOUT)
+#   --smp N          guest CPUs (default 2, env ALLOT_VM_SMP)
+#   --mem MiB        guest memory (default 1024, env ALLOT_VM_MEM)
+#   --log FILE       serial console log (default tests/vm/build/console.log)
+#   --stdout FILE    the program's own stdout, byte-exact, without kernel noise
+#                    (default tests/vm/build/stdout.txt)
+#   -h, --help
+#
+# Exit status: the program's exit status inside the VM; 2 for bad usage; 90+ when the
+# harness itself could not produce a result (see die_harness below). It never skips.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD="$HERE/build"
+MARK_EXIT="ALLOT-VM-EXIT="
+MARK_BOOT="ALLOT-VM-BOOTED"
+
+say() { printf 'vm: %s\n' "$*" >&2; }
+die_usage() { say "usage error: $*"; exit 2; }
+# A harness that cannot run fails loudly (never a silent pass/skip).
+die_harness() { local code=$1; shift; say "HARNESS FAILURE: $*"; exit "$code"; }
+
+usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+# ---------------------------------------------------------------- arguments
+ALLOT=""
+SHELL_SCRIPT=""
+HAVE_SHELL=0
+ENVS=()
+TIMEOUT=${ALLOT_VM_TIMEOUT:-1200}
+SMP=${ALLOT_VM_SMP:-2}
+MEM=${ALLOT_VM_MEM:-1024}
+LOG="$BUILD/console.log"
+STDOUT_FILE="$BUILD/stdout.txt"
+ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --allot) [ $# -ge 2 ] || die_usage "--allot needs a path"; ALLOT=$2; shift 2 ;;
+    --allot=*) ALLOT=${1#*=}; shift ;;
+    --shell) [ $# -ge 2 ] || die_usage "--shell needs a script"; SHELL_SCRIPT=$2; HAVE_SHELL=1; shift 2 ;;
+    --env) [ $# -ge 2 ] || die_usage "--env needs K=V"; ENVS+=("$2"); shift 2 ;;
+    --timeout) [ $# -ge 2 ] || die_usage "--timeout needs seconds"; TIMEOUT=$2; shift 2 ;;
+    --smp) [ $# -ge 2 ] || die_usage "--smp needs a number"; SMP=$2; shift 2 ;;
+    --mem) [ $# -ge 2 ] || die_usage "--mem needs MiB"; MEM=$2; shift 2 ;;
+    --log) [ $# -ge 2 ] || die_usage "--log needs a file"; LOG=$2; shift 2 ;;
+    --stdout) [ $# -ge 2 ] || die_usage "--stdout needs a file"; STDOUT_FILE=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; ARGS=("$@"); break ;;
+    *) die_usage "unknown option '$1' (program arguments go after --)" ;;
+  esac
+done
+for n in "$TIMEOUT" "$SMP" "$MEM"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die_usage "not a positive integer: '$n'"
+done
+for e in ${ENVS[@]+"${ENVS[@]}"}; do
+  [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die_usage "--env wants NAME=VALUE, got '$e'"
+done
+if [ -z "$ALLOT" ] && [ "$HAVE_SHELL" = 0 ] && [ -x "$REPO/target/release/allot" ]; then
+  ALLOT="$REPO/target/release/allot"
+fi
+if [ "$HAVE_SHELL" = 0 ] && [ -z "$ALLOT" ]; then
+  die_usage "give --allot PATH (no target/release/allot found) or --shell SCRIPT"
+fi
+if [ -n "$ALLOT" ]; then
+  [ -f "$ALLOT" ] && [ -x "$ALLOT" ] || die_harness 91 "allot binary '$ALLOT' missing or not executable"
+  ALLOT=$(cd "$(dirname "$ALLOT")" && pwd)/$(basename "$ALLOT")
+fi
+
+# ---------------------------------------------------------------- host tools
+export DEBIAN_FRONTEND=noninteractive
+APT_UPDATED=0
+apt_update() {
+  if [ "$APT_UPDATED" = 0 ]; then
+    say "apt-get update"
+    apt-get update -q >/dev/null || die_harness 92 "apt-get update failed"
+    APT_UPDATED=1
+  fi
+}
+pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+need_pkgs=()
+command -v qemu-system-x86_64 >/dev/null || need_pkgs+=(qemu-system-x86)
+pkg_installed busybox-static || need_pkgs+=(busybox-static)
+command -v cpio >/dev/null || need_pkgs+=(cpio)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die_harness 92 "missing ${need_pkgs[*]} and not root: apt-get install -y ${need_pkgs[*]}"
+  apt_update
+  say "installing ${need_pkgs[*]}"
+  apt-get install -y -q --no-install-recommends "${need_pkgs[@]}" >/dev/null \
+    || die_harness 92 "apt-get install ${need_pkgs[*]} failed"
+fi
+BUSYBOX=/bin/busybox
+[ -x "$BUSYBOX" ] || die_harness 92 "no $BUSYBOX after installing busybox-static"
+if ldd "$BUSYBOX" >/dev/null 2>&1; then
+  die_harness 92 "$BUSYBOX is dynamically linked (want busybox-static's)"
+fi
+
+# ---------------------------------------------------------------- kernel
+# Debian's cloud kernel: cgroup v2 cpu controller, CFS bandwidth, serial console,
+# devtmpfs and gzip initramfs are all built in, so no modules are needed.
+mkdir -p "$BUILD"
+KDIR="$BUILD/kernel"
+VMLINUZ="$KDIR/vmlinuz"
+fetch_kernel() {
+  local tmp meta kpkg deb cfg
+  tmp=$(mktemp -d "$BUILD/kfetch.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" RETURN
+  apt_update
+  # the metapackage names the current versioned image package
+  ( cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download linux-image-cloud-amd64 ) >/dev/null \
+    || die_harness 93 "apt-get download linux-image-cloud-amd64 failed"
+  meta=$(ls "$tmp"/linux-image-cloud-amd64_*.deb)
+  kpkg=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n1)
+  [ -n "$kpkg" ] || die_harness 93 "cannot find the image package in $(basename "$meta")'s Depends"
+  say "downloading $kpkg"
+  ( cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download "$kpkg" ) >/dev/null \
+    || die_harness 93 "apt-get download $kpkg failed"
+  deb=$(ls "$tmp"/"$kpkg"_*.deb)
+  dpkg-deb -x "$deb" "$tmp/x" || die_harness 93 "cannot extract $deb"
+  cfg=$(ls "$tmp"/x/boot/config-* | head -n1)
+  local opt
+  for opt in CONFIG_CGROUPS CONFIG_CGROUP_SCHED CONFIG_FAIR_GROUP_SCHED CONFIG_CFS_BANDWIDTH \
+             CONFIG_DEVTMPFS CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP; do
+    grep -qx "$opt=y" "$cfg" || die_harness 93 "$kpkg lacks built-in $opt"
+  done
+  rm -rf "$KDIR.new"
+  mkdir -p "$KDIR.new"
+  cp "$tmp"/x/boot/vmlinuz-* "$KDIR.new/vmlinuz"
+  cp "$cfg" "$KDIR.new/config"
+  dpkg-deb -f "$deb" Package Version > "$KDIR.new/version"
+  rm -rf "$KDIR"
+  mv "$KDIR.new" "$KDIR"
+}
+(
+  flock 9
+  if [ ! -s "$VMLINUZ" ]; then fetch_kernel; fi
+) 9>"$BUILD/.kernel.lock" || exit $?
+[ -s "$VMLINUZ" ] || die_harness 93 "no kernel at $VMLINUZ"
+KVER=$(tr '\n' ' ' < "$KDIR/version" 2>/dev/null || true)
+
+# ---------------------------------------------------------------- initramfs
+WORK=$(mktemp -d "$BUILD/run.XXXXXX")
+QEMU_PID=""
+cleanup() {
+  # only ever the qemu this script started
+  if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then kill "$QEMU_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ROOT="$WORK/root"
+mkdir -p "$ROOT"/{bin,sbin,etc,proc,sys,dev,tmp,run,root,home/allot-ta,home/allot-tb,var/tmp,usr/bin,usr/sbin}
+cp "$BUSYBOX" "$ROOT/bin/busybox"
+for applet in $("$BUSYBOX" --list); do
+  [ "$applet" = busybox ] || ln -sf busybox "$ROOT/bin/$applet"
+done
+
+# copy a file (following symlinks) to the same absolute path inside the root
+copy_in() { mkdir -p "$ROOT$(dirname "$1")"; cp -L "$1" "$ROOT$1"; }
+if [ -n "$ALLOT" ]; then
+  cp "$ALLOT" "$ROOT/bin/allot"
+  chmod 0755 "$ROOT/bin/allot"
+  if ldd_out=$(ldd "$ALLOT" 2>&1); then
+    # every absolute path ldd reports: libraries and the dynamic loader
+    for f in $(printf '%s\n' "$ldd_out" | grep -o '/[^ ]*' | sort -u); do
+      [ -e "$f" ] || die_harness 91 "ldd names $f for $ALLOT but it does not exist"
+      copy_in "$f"
+    done
+  elif printf '%s' "$ldd_out" | grep -q 'not a dynamic executable'; then
+    :   # static binary: nothing to add
+  else
+    die_harness 91 "ldd $ALLOT failed: $ldd_out"
+  fi
+fi
+
+cat > "$ROOT/etc/passwd" <<'EOF'
+root:x:0:0:root:/root:/bin/sh
+allot-ta:x:2001:2001:allot test user a:/home/allot-ta:/bin/sh
+allot-tb:x:2002:2002:allot test user b:/home/allot-tb:/bin/sh
+nobody:x:65534:65534:nobody:/nonexistent:/bin/false
+EOF
+cat > "$ROOT/etc/group" <<'EOF'
+root:x:0:
+allot-ta:x:2001:
+allot-tb:x:2002:
+nogroup:x:65534:
+EOF
+cat > "$ROOT/etc/shadow" <<'EOF'
+root:*:19000:0:99999:7:::
+allot-ta:*:19000:0:99999:7:::
+allot-tb:*:19000:0:99999:7:::
+nobody:*:19000:0:99999:7:::
+EOF
+chmod 0600 "$ROOT/etc/shadow"
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' > "$ROOT/etc/nsswitch.conf"
+printf '127.0.0.1 localhost allot-vm\n::1 localhost ip6-localhost\n' > "$ROOT/etc/hosts"
+echo allot-vm > "$ROOT/etc/hostname"
+chown 2001:2001 "$ROOT/home/allot-ta"; chown 2002:2002 "$ROOT/home/allot-tb"
+chmod 1777 "$ROOT/tmp" "$ROOT/var/tmp"
+
+# sh single-quoting of one word
+shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
+{
+  printf 'set --'
+  for a in ${ARGS[@]+"${ARGS[@]}"}; do printf ' %s' "$(shq "$a")"; done
+  printf '\n'
+  for e in ${ENVS[@]+"${ENVS[@]}"}; do printf 'export %s=%s\n' "${e%%=*}" "$(shq "${e#*=}")"; done
+} > "$ROOT/etc/allot-vm-args"
+if [ "$HAVE_SHELL" = 1 ]; then
+  printf '%s\n' "$SHELL_SCRIPT" > "$ROOT/etc/allot-vm-script"
+  RUN_LINE='sh /etc/allot-vm-script "$@"'
+else
+  RUN_LINE='/bin/allot "$@"'
+fi
+
+cat > "$ROOT/init" <<EOF
+#!/bin/sh
+# PID 1 of the allot test VM (generated by tests/vm/run.sh)
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TERM=dumb LANG=C.UTF-8
+export ALLOT_VM=1 RUST_BACKTRACE=1
+fail() { echo "allot-vm init: \$*"; echo "${MARK_EXIT}99"; sync; poweroff -f; echo o > /proc/sysrq-trigger; sleep 10; }
+mount -t proc proc /proc || fail "mount proc"
+mount -t sysfs sysfs /sys || fail "mount sysfs"
+mount -t devtmpfs devtmpfs /dev || fail "mount devtmpfs"
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup || fail "mount cgroup2"
+grep -qw cpu /sys/fs/cgroup/cgroup.controllers || fail "no cpu in cgroup.controllers"
+echo +cpu > /sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable +cpu"
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+hostname allot-vm
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+echo "${MARK_BOOT} uptime=\$(cut -d' ' -f1 /proc/uptime)s kernel=\$(uname -r) cpus=\$(nproc) cgroup2=\$(cat /sys/fs/cgroup/cgroup.subtree_control)"
+cd /
+. /etc/allot-vm-args
+set -o pipefail
+# stdout goes live to the console and byte-exact to the second serial port
+( ${RUN_LINE} ) </dev/null | tee /dev/ttyS1
+rc=\$?
+sync
+echo "${MARK_EXIT}\$rc"
+poweroff -f
+echo o > /proc/sysrq-trigger
+sleep 30
+EOF
+chmod 0755 "$ROOT/init"
+
+INITRD="$WORK/initrd.gz"
+( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R +0:+0 --quiet ) \
+  | gzip -1 > "$INITRD" || die_harness 94 "building the initramfs failed"
+# -R +0:+0 made everything root-owned; fix the test users' homes via a tiny second archive
+# is not needed: init-time chown keeps it simple.
+sed -i '' "$ROOT/init" 2>/dev/null || true
+
+# ---------------------------------------------------------------- boot
+mkdir -p "$(dirname "$LOG")" "$(dirname "$STDOUT_FILE")"
+: > "$LOG"; : > "$STDOUT_FILE"
+ACCEL="tcg,thread=multi"
+[ "$SMP" = 1 ] && ACCEL="tcg"
+say "kernel ${KVER:-?}; initrd $(du -h "$INITRD" | cut -f1); accel $ACCEL; smp $SMP; mem ${MEM}M; timeout ${TIMEOUT}s"
+if [ "$HAVE_SHELL" = 1 ]; then say "running shell script${ALLOT:+ (with /bin/allot)}"; else say "running: allot ${ARGS[*]-}"; fi
+say "console log: $LOG"
+
+START=$(date +%s.%N)
+set +e
+timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
+    -accel "$ACCEL" -cpu max -smp "$SMP" -m "$MEM" \
+    -nographic -no-reboot -nodefaults -display none -monitor none \
+    -serial stdio -serial "file:$STDOUT_FILE" \
+    -kernel "$VMLINUZ" -initrd "$INITRD" \
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all mitigations=off rdinit=/init" \
+    </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
+pipe=("${PIPESTATUS[@]}")
+set -e
+END=$(date +%s.%N)
+WALL=$(awk -v a="$START" -v b="$END" 'BEGIN{printf "%.1f", b-a}')
+QRC=${pipe[0]}
+
+if [ "$QRC" = 124 ] || [ "$QRC" = 137 ]; then
+  die_harness 95 "VM timed out after ${TIMEOUT}s (log: $LOG)"
+fi
+if ! grep -q "^${MARK_BOOT}" "$LOG"; then
+  die_harness 96 "VM never reached /init (qemu exit $QRC, ${WALL}s; log: $LOG)"
+fi
+code=$(grep -a -o "^${MARK_EXIT}[0-9]*\$" "$LOG" | tail -n1 | cut -d= -f2)
+if [ -z "$code" ]; then
+  die_harness 97 "no ${MARK_EXIT} marker: the VM died or crashed mid-run (qemu exit $QRC, ${WALL}s; log: $LOG)"
+fi
+if [ "$QRC" != 0 ]; then
+  say "note: qemu exited $QRC after the marker"
+fi
+sed -i 's/\r$//' "$STDOUT_FILE" 2>/dev/null || true
+say "program exit $code; VM wall time ${WALL}s; stdout: $STDOUT_FILE"
+exit "$code"
