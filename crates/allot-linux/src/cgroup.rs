@@ -90,6 +90,9 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     }
     /// Moves a whole process (all its threads) into the directory.
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()>;
+    /// Moves a process out of allot's tree, to the top of the hierarchy (used when an
+    /// ephemeral tree is torn down, so nothing is left running in a removed group).
+    fn release_pid(&self, pid: i32) -> Result<()>;
     /// Total CPU time used by everything in the directory, ns.
     fn usage_ns(&self, rel: &str) -> Result<u64>;
     /// The directory of `pid` relative to allot's root, or None if outside it.
@@ -256,6 +259,13 @@ impl CpuController for V1 {
         }
         Ok(())
     }
+    fn release_pid(&self, pid: i32) -> Result<()> {
+        write(self.cpu.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
+        if let Some(a) = &self.acct {
+            write(a.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         read_u64(self.acct_dir(rel).join("cpuacct.usage"))
     }
@@ -335,6 +345,9 @@ impl CpuController for V2 {
     }
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
         write(self.root.join(rel).join("cgroup.procs"), &pid.to_string())
+    }
+    fn release_pid(&self, pid: i32) -> Result<()> {
+        write(self.mount.join("cgroup.procs"), &pid.to_string())
     }
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         let p = self.root.join(rel).join("cpu.stat");

@@ -220,6 +220,153 @@ pub fn group_members(group: &str) -> Option<(u32, Vec<String>)> {
     })
 }
 
+/// The fields of /proc/PID/sched (or task/TID/sched) that describe how a task has been
+/// scheduled. `wait_max_ms` and `wait_sum_ms` exist only with CONFIG_SCHEDSTATS.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskSched {
+    /// Context switches (voluntary + involuntary).
+    pub nr_switches: u64,
+    /// Switches because the task blocked or slept.
+    pub nr_voluntary_switches: u64,
+    /// Switches because the task was preempted while it still wanted to run.
+    pub nr_involuntary_switches: u64,
+    /// Longest single run-queue wait, ms (CONFIG_SCHEDSTATS only).
+    pub wait_max_ms: Option<f64>,
+    /// Total run-queue wait, ms (CONFIG_SCHEDSTATS only).
+    pub wait_sum_ms: Option<f64>,
+    /// EEVDF slice, ns (6.6+).
+    pub slice_ns: Option<u64>,
+    /// Scheduling policy (SCHED_*).
+    pub policy: Option<u32>,
+    /// Kernel priority (120 = nice 0; < 100 = real-time).
+    pub prio: Option<i32>,
+}
+
+/// Parses the text of /proc/PID/sched: `key : value` lines; unknown keys are ignored.
+pub fn parse_task_sched(s: &str) -> TaskSched {
+    let mut t = TaskSched::default();
+    for line in s.lines() {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        let (k, v) = (k.trim(), v.trim());
+        let f = || v.parse::<f64>().ok();
+        let u = || v.parse::<u64>().ok();
+        match k {
+            "nr_switches" => t.nr_switches = u().unwrap_or(0),
+            "nr_voluntary_switches" => t.nr_voluntary_switches = u().unwrap_or(0),
+            "nr_involuntary_switches" => t.nr_involuntary_switches = u().unwrap_or(0),
+            "se.statistics.wait_max" | "stats.wait_max" | "wait_max" => t.wait_max_ms = f(),
+            "se.statistics.wait_sum" | "stats.wait_sum" | "wait_sum" => t.wait_sum_ms = f(),
+            "se.slice" => t.slice_ns = u(),
+            "policy" => t.policy = v.parse().ok(),
+            "prio" => t.prio = v.parse().ok(),
+            _ => {}
+        }
+    }
+    t
+}
+
+/// Reads /proc/PID/task/TID/sched.
+pub fn task_sched(pid: i32, tid: i32) -> Result<TaskSched> {
+    Ok(parse_task_sched(&read(format!("/proc/{pid}/task/{tid}/sched"))?))
+}
+
+/// Reads /proc/PID/task/TID/schedstat.
+pub fn task_schedstat(pid: i32, tid: i32) -> Result<SchedStat> {
+    schedstat_at(format!("/proc/{pid}/task/{tid}/schedstat"))
+}
+
+/// /proc/loadavg: load averages and the number of runnable tasks right now.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadAvg {
+    /// 1-minute load average.
+    pub avg1: f64,
+    /// Runnable (running or waiting for a CPU) tasks, machine-wide, now.
+    pub runnable: u32,
+    /// All tasks.
+    pub total: u32,
+}
+
+/// Reads /proc/loadavg.
+pub fn loadavg() -> Result<LoadAvg> {
+    let path = PathBuf::from("/proc/loadavg");
+    let s = read(&path)?;
+    let bad = || Error::Parse { path: path.clone(), what: "loadavg", text: s.clone() };
+    let f: Vec<&str> = s.split_whitespace().collect();
+    let (r, t) = f.get(3).and_then(|x| x.split_once('/')).ok_or_else(bad)?;
+    Ok(LoadAvg {
+        avg1: f.first().and_then(|x| x.parse().ok()).ok_or_else(bad)?,
+        runnable: r.parse().map_err(|_| bad())?,
+        total: t.parse().map_err(|_| bad())?,
+    })
+}
+
+/// One line of a PSI file (/proc/pressure/cpu): `some` or `full`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PsiLine {
+    /// Share of the last 10 s in which some (or all) tasks were stalled, percent.
+    pub avg10: f64,
+    /// Share of the last 60 s, percent.
+    pub avg60: f64,
+    /// Total stall time since boot, µs.
+    pub total_us: u64,
+}
+
+/// /proc/pressure/cpu.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Psi {
+    /// Time in which at least one runnable task waited for a CPU.
+    pub some: PsiLine,
+    /// Time in which all non-idle tasks waited (cgroup level; zero at the system level).
+    pub full: Option<PsiLine>,
+}
+
+/// Parses the text of a PSI file.
+pub fn parse_psi(s: &str) -> Option<Psi> {
+    let line = |name: &str| -> Option<PsiLine> {
+        let l = s.lines().find(|l| l.starts_with(name))?;
+        let mut p = PsiLine::default();
+        for kv in l.split_whitespace().skip(1) {
+            let (k, v) = kv.split_once('=')?;
+            match k {
+                "avg10" => p.avg10 = v.parse().ok()?,
+                "avg60" => p.avg60 = v.parse().ok()?,
+                "total" => p.total_us = v.parse().ok()?,
+                _ => {}
+            }
+        }
+        Some(p)
+    };
+    Some(Psi { some: line("some")?, full: line("full") })
+}
+
+/// Reads /proc/pressure/cpu; None when the kernel has no PSI (or it is disabled).
+pub fn psi_cpu() -> Option<Psi> {
+    parse_psi(&std::fs::read_to_string("/proc/pressure/cpu").ok()?)
+}
+
+/// The size of the largest (last-level) CPU cache in bytes, from sysfs; None if unknown.
+pub fn llc_bytes() -> Option<u64> {
+    let mut best: Option<(u32, u64)> = None;
+    for i in 0..8 {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{i}");
+        let Ok(level) = std::fs::read_to_string(format!("{dir}/level")) else { continue };
+        let Ok(size) = std::fs::read_to_string(format!("{dir}/size")) else { continue };
+        let level: u32 = level.trim().parse().ok()?;
+        let size = size.trim();
+        let bytes = if let Some(k) = size.strip_suffix('K') {
+            k.parse::<u64>().ok()? * 1024
+        } else if let Some(m) = size.strip_suffix('M') {
+            m.parse::<u64>().ok()? * 1024 * 1024
+        } else {
+            size.parse().ok()?
+        };
+        if best.is_none_or(|(l, _)| level > l) {
+            best = Some((level, bytes));
+        }
+    }
+    best.map(|(_, b)| b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +400,16 @@ mod tests {
         assert_eq!(parse_cgroup(t, Some("cpuacct")).as_deref(), Some("/x"));
         assert_eq!(parse_cgroup(t, None).as_deref(), Some("/init.scope"));
         assert_eq!(parse_cgroup("3:cpu,cpuacct:/a\n", Some("cpuacct")).as_deref(), Some("/a"));
+    }
+
+    #[test]
+    fn sched_psi_loadavg_parse() {
+        let t = parse_task_sched("x (1, #threads: 1)\n---\nse.slice   :  1400000\nnr_switches  :  10\nnr_voluntary_switches : 7\nnr_involuntary_switches : 3\nse.statistics.wait_max : 48.213000\npolicy : 0\nprio : 120\n");
+        assert_eq!((t.nr_switches, t.nr_voluntary_switches, t.nr_involuntary_switches), (10, 7, 3));
+        assert_eq!((t.wait_max_ms, t.slice_ns, t.policy, t.prio), (Some(48.213), Some(1_400_000), Some(0), Some(120)));
+        let p = parse_psi("some avg10=2.79 avg60=2.45 avg300=1.20 total=6506983\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
+        assert_eq!((p.some.avg10, p.some.total_us), (2.79, 6506983));
+        let l = loadavg().unwrap();
+        assert!(l.runnable >= 1 && l.total >= l.runnable);
     }
 }

@@ -87,6 +87,35 @@ pub fn custom_slices_supported() -> bool {
     ok
 }
 
+/// Restricts a task to the given CPUs (sched_setaffinity(2)).
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET only writes inside it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: set is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r < 0 {
+        return Err(Error::Sys { call: format!("sched_setaffinity({tid}, {cpus:?})"), source: std::io::Error::last_os_error() });
+    }
+    Ok(())
+}
+
+/// The name of a scheduling policy number, as chrt(1) prints it.
+pub fn policy_name(policy: u32) -> &'static str {
+    match policy {
+        SCHED_OTHER => "SCHED_OTHER",
+        SCHED_FIFO => "SCHED_FIFO",
+        SCHED_RR => "SCHED_RR",
+        SCHED_BATCH => "SCHED_BATCH",
+        SCHED_IDLE => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        7 => "SCHED_EXT",
+        _ => "SCHED_?",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,4 +2,11 @@
 //! seeds' benchmarks. Each command is a clap `Args` struct plus a `run` function; the
 //! `allot` binary wires them in.
 
+pub mod bench;
+#[cfg(has_harness)]
+pub mod harness;
+pub mod policy;
+pub mod probe;
+pub mod report;
+pub mod why;
 pub mod workload;

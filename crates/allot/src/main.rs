@@ -1,1 +1,192 @@
-fn main() {}
+//! `allot`: proportional-share CPU for shared Linux machines.
+//!
+//! One binary: the root daemon (`allot daemon`), the thin CLI that drives it, the
+//! instruments (probe, why, bench) and the simulator (sim).
+
+mod client;
+mod config;
+mod daemon;
+mod output;
+mod proto;
+mod selftest;
+
+use clap::{Parser, Subcommand};
+use proto::Request;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+/// Proportional-share CPU for shared Linux machines: tickets per job, a currency per
+/// user, caps, a background class, and the instruments to prove it.
+#[derive(Debug, Parser)]
+#[command(name = "allot", version, propagate_version = true, max_term_width = 100)]
+struct Cli {
+    /// The daemon's socket.
+    #[arg(long, global = true, env = "ALLOT_SOCKET", default_value = "/run/allot/allot.sock")]
+    socket: PathBuf,
+    /// Print JSON instead of a table (for scripts).
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the enforcing daemon (root). Built-in defaults serve without a config.
+    Daemon {
+        /// Config file (optional; defaults apply when it does not exist).
+        #[arg(long, env = "ALLOT_CONFIG")]
+        config: Option<PathBuf>,
+        /// State directory (funding survives restarts here).
+        #[arg(long, env = "ALLOT_STATE_DIR", default_value = "/var/lib/allot")]
+        state_dir: PathBuf,
+        /// Name of allot's cgroup root under the cpu controller's mount.
+        #[arg(long, env = "ALLOT_CGROUP_ROOT", default_value = "allot")]
+        cgroup_root: String,
+        /// For tests and benchmarks: keep no state and remove the cgroup tree on stop.
+        #[arg(long, hide = true)]
+        ephemeral: bool,
+    },
+    /// Run a command as a new job (seed 001's run_tickets): it and all its descendants.
+    Run {
+        /// Tickets: the job's claim inside its currency (1..10000).
+        #[arg(short, long)]
+        tickets: Option<String>,
+        /// Currency (a named one, or a user); default your own.
+        #[arg(long)]
+        currency: Option<String>,
+        /// Cap in CPUs: 0.5! or 1/2! (hard); 0 = background.
+        #[arg(long)]
+        cap: Option<String>,
+        /// Run on idle CPU only (soft cap 0).
+        #[arg(long)]
+        background: bool,
+        /// The command and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Change running processes' jobs (set_tickets, and EBS's per-task caps).
+    Set {
+        /// Processes. A process not yet in a job of its own gets one.
+        #[arg(required = true)]
+        pids: Vec<String>,
+        /// Tickets (1..10000).
+        #[arg(short, long)]
+        tickets: Option<String>,
+        /// Cap in CPUs: 0.5! or 1/2! (hard), 0 (background), or none.
+        #[arg(long)]
+        cap: Option<String>,
+        /// Move to the background class (idle CPU only).
+        #[arg(long, conflicts_with = "foreground")]
+        background: bool,
+        /// Back to the foreground.
+        #[arg(long)]
+        foreground: bool,
+    },
+    /// List jobs and currencies (show_tickets).
+    Show {
+        /// Only this user's jobs.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Show or set a currency's funding (set_funding / show_funding; setting is root's).
+    Fund {
+        /// Currency or user.
+        currency: Option<String>,
+        /// New funding: base tickets, 1..10000.
+        base: Option<String>,
+    },
+    /// Move a process into another currency (lott_chuser; root's).
+    Move {
+        /// The process.
+        pid: String,
+        /// Named currency or user.
+        currency: String,
+    },
+    /// Daemon version, cgroup version and root, kernel features found and missing.
+    Status,
+    /// Periodic latency probe: how late does a wakeup run, under any policy.
+    Probe(allot_measure::probe::ProbeArgs),
+    /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
+    Why(allot_measure::why::WhyArgs),
+    /// The seeds' benchmarks on this machine.
+    Bench(allot_measure::bench::BenchArgs),
+    /// Built-in load generators (for tests and benchmarks).
+    #[command(hide = true)]
+    Workload(allot_measure::workload::WorkloadArgs),
+    /// Check enforcement on this kernel with a private daemon (root).
+    Selftest(selftest::SelftestArgs),
+}
+
+fn num(what: &str, s: &str) -> anyhow::Result<i64> {
+    s.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("{what} must be a whole number 1..10000, got {s:?}"))
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match real_main(cli) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("allot: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<i32> {
+    let json = cli.json;
+    let sock = cli.socket.clone();
+    match cli.command {
+        Command::Daemon { config, state_dir, cgroup_root, ephemeral } => daemon::run(daemon::Options {
+            config_required: config.is_some(),
+            config: config.unwrap_or_else(|| "/etc/allot/allot.toml".into()),
+            socket: sock,
+            state_dir,
+            cgroup_root,
+            ephemeral,
+        }),
+        Command::Run { tickets, currency, cap, background, command } => {
+            let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
+            let data = client::call(&sock, &Request::Run { tickets, currency, cap, background, command: command.clone() })?;
+            if json {
+                eprintln!("{data}");
+            }
+            let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
+            anyhow::bail!("cannot run {:?}: {err}", command[0])
+        }
+        Command::Set { pids, tickets, cap, background, foreground } => {
+            let pids = pids
+                .iter()
+                .map(|p| p.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {p:?}")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
+            let bg = if background { Some(true) } else if foreground { Some(false) } else { None };
+            let data = client::call(&sock, &Request::Set { pids, tickets, cap, background: bg })?;
+            output::print(json, &data, |d| output::changed(d))
+        }
+        Command::Show { user } => {
+            let data = client::call(&sock, &Request::Show { user })?;
+            output::print(json, &data, output::show)
+        }
+        Command::Fund { currency, base } => {
+            let funding = base.map(|b| num("funding", &b)).transpose()?;
+            let data = client::call(&sock, &Request::Fund { currency, funding })?;
+            output::print(json, &data, output::fund)
+        }
+        Command::Move { pid, currency } => {
+            let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
+            let data = client::call(&sock, &Request::Move { pid, currency })?;
+            output::print(json, &data, |d| format!("moved into job {} in currency {}\n", d["job"], d["currency"].as_str().unwrap_or("?")))
+        }
+        Command::Status => {
+            let data = client::call(&sock, &Request::Status)?;
+            output::print(json, &data, output::status)
+        }
+        Command::Probe(a) => allot_measure::probe::run(a),
+        Command::Why(a) => allot_measure::why::run(a),
+        Command::Bench(a) => allot_measure::bench::run(a),
+        Command::Workload(a) => allot_measure::workload::run(a),
+        Command::Selftest(a) => selftest::run(a, json),
+    }
+}

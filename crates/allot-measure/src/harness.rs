@@ -1,0 +1,173 @@
+//! A private allot daemon for tests, self-tests and benchmarks: its own cgroup root
+//! (unique name), socket, state directory and config, so it runs beside a real daemon
+//! and leaves nothing behind. It kills only the processes it started, by pid.
+
+use anyhow::{bail, Context};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A running private daemon and the jobs started through it.
+#[derive(Debug)]
+pub struct PrivateDaemon {
+    exe: PathBuf,
+    daemon: Option<Child>,
+    /// Its socket.
+    pub socket: PathBuf,
+    /// Its state directory (also holds the socket and config).
+    pub dir: PathBuf,
+    /// Its cgroup root name (unique).
+    pub root_name: String,
+    jobs: Vec<Child>,
+}
+
+impl PrivateDaemon {
+    /// Starts `exe daemon --ephemeral` with `config_toml` and waits until it answers.
+    pub fn start(exe: &Path, config_toml: &str) -> anyhow::Result<Self> {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let root_name = format!("allot-test-{}-{}", std::process::id(), n);
+        let dir = std::env::temp_dir().join(&root_name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        // Test users must reach the socket.
+        let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+        let config = dir.join("allot.toml");
+        std::fs::write(&config, config_toml).with_context(|| format!("write {}", config.display()))?;
+        let socket = dir.join("allot.sock");
+        let log = std::fs::File::create(dir.join("daemon.log"))?;
+        let daemon = Command::new(exe)
+            .arg("daemon")
+            .arg("--ephemeral")
+            .arg("--cgroup-root")
+            .arg(&root_name)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(&dir)
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("start {} daemon", exe.display()))?;
+        let mut me = Self { exe: exe.into(), daemon: Some(daemon), socket, dir, root_name, jobs: vec![] };
+        let t0 = Instant::now();
+        loop {
+            let ok = me.allot().arg("status").stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
+            if ok {
+                return Ok(me);
+            }
+            if let Some(Ok(Some(st))) = me.daemon.as_mut().map(|d| d.try_wait()) {
+                bail!("private daemon exited ({st}) at start: {}", me.log());
+            }
+            if t0.elapsed() > Duration::from_secs(20) {
+                bail!("private daemon did not answer within 20 s: {}", me.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
+    }
+
+    /// A command `exe --socket S` to add arguments to.
+    pub fn allot(&self) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.arg("--socket").arg(&self.socket);
+        c
+    }
+
+    /// Runs `allot ARGS` as `uid` (None: as this process) and returns its output.
+    pub fn cli(&self, args: &[&str], uid: Option<u32>) -> anyhow::Result<std::process::Output> {
+        let mut c = self.allot();
+        c.args(args).stdin(Stdio::null());
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        c.output().with_context(|| format!("run allot {args:?}"))
+    }
+
+    /// Starts `allot run RUN_ARGS -- CMD` as `uid`; the child becomes the job's first
+    /// process once `allot run` has exec'd. The child is killed on drop.
+    pub fn run_job(&mut self, run_args: &[&str], cmd: &[&str], uid: Option<u32>) -> anyhow::Result<u32> {
+        let mut c = self.allot();
+        c.arg("run").args(run_args).arg("--").args(cmd).stdin(Stdio::null()).stdout(Stdio::piped());
+        if let Some(u) = uid {
+            c.uid(u).gid(u);
+        }
+        let child = c.spawn().with_context(|| format!("allot run {run_args:?} -- {cmd:?}"))?;
+        let pid = child.id();
+        self.jobs.push(child);
+        Ok(pid)
+    }
+
+    /// Waits until `pid` runs `comm` (i.e. `allot run` has exec'd), up to 10 s.
+    pub fn wait_exec(&self, pid: u32, not_comm: &str) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            match allot_linux::procfs::stat(pid as i32) {
+                Ok(s) if s.comm != not_comm && s.state != 'Z' => return Ok(()),
+                Ok(s) if s.state == 'Z' => bail!("job {pid} exited before its command started: {}", self.log()),
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        bail!("job {pid} did not start within 10 s")
+    }
+
+    /// Takes the job children started so far (for reading their output).
+    pub fn take_jobs(&mut self) -> Vec<Child> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// Signals every job child started (by pid) and reaps it.
+    pub fn kill_jobs(&mut self, sig: i32) {
+        for c in &mut self.jobs {
+            // SAFETY: a pid we started and have not reaped, so it cannot be reused.
+            unsafe { libc::kill(c.id() as i32, sig) };
+        }
+        for mut c in self.jobs.drain(..) {
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops the daemon with SIGTERM (it removes its cgroup tree, being ephemeral).
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        self.kill_jobs(libc::SIGKILL);
+        if let Some(mut d) = self.daemon.take() {
+            // SAFETY: our own unreaped child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+            let t0 = Instant::now();
+            loop {
+                if let Ok(Some(_)) = d.try_wait() {
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(10) {
+                    let _ = d.kill();
+                    let _ = d.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(())
+    }
+
+    /// The daemon's child process (e.g. to kill -9 it in a crash test).
+    pub fn daemon_child(&mut self) -> Option<&mut Child> {
+        self.daemon.as_mut()
+    }
+}
+
+impl Drop for PrivateDaemon {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}

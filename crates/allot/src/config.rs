@@ -1,0 +1,149 @@
+//! The optional TOML config (`/etc/allot/allot.toml`). Every field has a default, so no
+//! file is needed; unknown fields are refused, naming the file, line and field.
+
+use anyhow::Context;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The whole config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Funding of a currency nobody has funded (1..10000).
+    pub default_funding: u32,
+    /// How often the daemon measures usage and reaps empty jobs, ms.
+    pub tick_ms: u64,
+    /// How often it looks for new processes to place, ms.
+    pub scan_ms: u64,
+    /// Usage-rate half-life, ms (seed 004: 1000..100000, default 5000).
+    pub half_life_ms: u64,
+    /// Automatic placement of users' processes.
+    pub users: Users,
+    /// Named currencies.
+    pub currencies: BTreeMap<String, NamedCurrency>,
+}
+
+/// Which processes are placed into their user's currency automatically.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Users {
+    /// Place processes not already in a job.
+    pub auto_place: bool,
+    /// Only users with uid >= this.
+    pub min_uid: u32,
+    /// If set, only these users (names or uids).
+    pub only: Option<Vec<String>>,
+}
+
+/// A named currency (e.g. `ci`) and who may use and fund it.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NamedCurrency {
+    /// Initial funding (later changes with `allot fund` persist and win).
+    pub funding: Option<u32>,
+    /// Users who may run jobs in it.
+    pub users: Vec<String>,
+    /// Groups whose members may run jobs in it.
+    pub groups: Vec<String>,
+    /// Users who may also fund it and move processes into it.
+    pub owners: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            default_funding: 100,
+            tick_ms: 1000,
+            scan_ms: 1000,
+            half_life_ms: allot_model::usage::DEFAULT_HALF_LIFE_MS,
+            users: Users::default(),
+            currencies: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for Users {
+    fn default() -> Self {
+        Self { auto_place: true, min_uid: 1000, only: None }
+    }
+}
+
+/// Names a named currency may not take: they would clash with allot's own directories.
+pub fn check_currency_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !ok {
+        return Err(format!("currency name {name:?} is invalid: use 1..32 of [a-z0-9_-], starting with a letter"));
+    }
+    if name == "background" || name.starts_with("user-") {
+        return Err(format!("currency name {name:?} is reserved (\"background\" and \"user-*\" are allot's own)"));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reads and checks a config file. `required`: a missing file is an error (it was
+    /// named explicitly); otherwise a missing file means the defaults.
+    pub fn load(path: &Path, required: bool) -> anyhow::Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(Self::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
+        };
+        let cfg: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {}", path.display(), e))?;
+        cfg.check().map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        allot_model::Funding::new(self.default_funding as i64).map_err(|e| format!("default_funding: {e}"))?;
+        if !(100..=60_000).contains(&self.tick_ms) {
+            return Err(format!("tick_ms must be 100..60000, got {}", self.tick_ms));
+        }
+        if !(100..=60_000).contains(&self.scan_ms) {
+            return Err(format!("scan_ms must be 100..60000, got {}", self.scan_ms));
+        }
+        if !(1000..=100_000).contains(&self.half_life_ms) {
+            return Err(format!("half_life_ms must be 1000..100000 (seed 004's range), got {}", self.half_life_ms));
+        }
+        for (name, c) in &self.currencies {
+            check_currency_name(name)?;
+            if let Some(f) = c.funding {
+                allot_model::Funding::new(f as i64).map_err(|e| format!("currencies.{name}.funding: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let c: Config = toml::from_str("").unwrap();
+        assert_eq!(c.default_funding, 100);
+        assert!(c.users.auto_place && c.users.min_uid == 1000);
+    }
+
+    #[test]
+    fn typos_name_the_field_and_line() {
+        let e = toml::from_str::<Config>("tick_ms = 500\ndefualt_funding = 3\n").unwrap_err().to_string();
+        assert!(e.contains("defualt_funding") && e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn reads_named_currencies() {
+        let c: Config = toml::from_str("[currencies.ci]\nfunding = 300\nusers = [\"alice\"]\nowners = [\"carol\"]\n").unwrap();
+        assert_eq!(c.currencies["ci"].funding, Some(300));
+        assert!(c.check().is_ok());
+        let bad: Config = toml::from_str("[currencies.background]\n").unwrap();
+        assert!(bad.check().unwrap_err().contains("reserved"));
+        let bad: Config = toml::from_str("half_life_ms = 10").unwrap();
+        assert!(bad.check().unwrap_err().contains("half_life_ms must be 1000..100000"));
+    }
+}

@@ -1,0 +1,309 @@
+//! `allot selftest`: proves enforcement on the running kernel, with a private daemon
+//! (its own cgroup root, socket and state) so it runs beside a real one and leaves
+//! nothing behind. The same checks run in CI on this machine's cgroup v1 and inside a
+//! cgroup v2 VM (tests/vm/run.sh). Shares are read from the kernel's own cgroup
+//! accounting (cpuacct.usage, or cpu.stat usage_usec).
+
+use allot_linux::cgroup::CpuController;
+use allot_measure::harness::PrivateDaemon;
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Check {
+    /// Three CPU-bound jobs at 300/200/100 tickets on one CPU get 3:2:1 (±5% of each share).
+    Ratio,
+    /// One user's 1 process vs another's 5 on one CPU: 50% ±5; after `fund B 300`: 75% ±5.
+    Insulation,
+    /// A job with --cap 0.25! alone on a CPU uses <= 0.27 CPU.
+    Cap,
+    /// A foreground job keeps >= 95% of its work against a background job of 2 × ncpu hogs.
+    Background,
+}
+
+/// `allot selftest`.
+#[derive(Debug, Args)]
+pub struct SelftestArgs {
+    /// Checks to run (default: all).
+    #[arg(value_enum)]
+    pub checks: Vec<Check>,
+    /// Seconds each measurement window lasts.
+    #[arg(long, default_value_t = 6.0)]
+    pub window: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Outcome {
+    check: Check,
+    passed: bool,
+    detail: String,
+    values: serde_json::Value,
+}
+
+/// Runs the checks; exit code 1 if any failed.
+pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("allot selftest must run as root (it starts a private daemon that writes cgroups)");
+    }
+    if !(1.0..=600.0).contains(&args.window) {
+        bail!("--window must be 1..600 seconds, got {}", args.window);
+    }
+    let exe = std::env::current_exe().context("find the allot binary")?;
+    let checks = if args.checks.is_empty() { vec![Check::Ratio, Check::Insulation, Check::Cap, Check::Background] } else { args.checks };
+    let mut outcomes = vec![];
+    for c in checks {
+        let t0 = Instant::now();
+        let out = match c {
+            Check::Ratio => ratio(&exe, args.window),
+            Check::Insulation => insulation(&exe, args.window),
+            Check::Cap => cap(&exe, args.window),
+            Check::Background => background(&exe, args.window),
+        };
+        let o = out.unwrap_or_else(|e| Outcome { check: c, passed: false, detail: format!("could not run: {e:#}"), values: serde_json::Value::Null });
+        if !json {
+            println!("{} {:?}: {} ({:.0} s)", if o.passed { "PASS" } else { "FAIL" }, o.check, o.detail, t0.elapsed().as_secs_f64());
+        }
+        outcomes.push(o);
+    }
+    let failed = outcomes.iter().filter(|o| !o.passed).count();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+    }
+    println!("selftest: {} passed, {} failed", outcomes.len() - failed, failed);
+    Ok(if failed == 0 { 0 } else { 1 })
+}
+
+const CONFIG: &str = "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n";
+
+/// Processes this check started outside the daemon; killed by pid on drop.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: our own unreaped child: its pid cannot have been reused.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        }
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
+    // SAFETY: a zeroed cpu_set_t with one bit set, passed by pointer with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            bail!("sched_setaffinity({pid}, cpu {cpu}): {}", std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The uid of a test user, created with useradd if missing.
+pub fn ensure_user(name: &str) -> anyhow::Result<u32> {
+    if let Some(u) = allot_linux::procfs::user_uid(name) {
+        return Ok(u);
+    }
+    let st = Command::new("useradd")
+        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--comment", "allot test user", name])
+        .status()
+        .with_context(|| format!("useradd {name} (the test needs a user of its own)"))?;
+    if !st.success() {
+        bail!("useradd {name} failed ({st})");
+    }
+    allot_linux::procfs::user_uid(name).with_context(|| format!("user {name} missing after useradd"))
+}
+
+fn show(d: &PrivateDaemon) -> anyhow::Result<serde_json::Value> {
+    let out = d.cli(&["--json", "show"], None)?;
+    if !out.status.success() {
+        bail!("allot show failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The cgroup (relative to the root) of the job holding `pid`, waiting up to 10 s.
+fn job_of(d: &PrivateDaemon, pid: u32) -> anyhow::Result<String> {
+    let t0 = Instant::now();
+    loop {
+        let v = show(d)?;
+        for j in v["jobs"].as_array().into_iter().flatten() {
+            if j["pids"].as_array().into_iter().flatten().any(|p| p.as_u64() == Some(pid as u64)) {
+                return Ok(j["cgroup"].as_str().unwrap_or_default().to_string());
+            }
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("process {pid} was not placed in a job within 10 s; daemon log: {}", d.log());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// CPU seconds each cgroup used over `secs`, from the kernel's accounting.
+fn measure(cg: &dyn CpuController, rels: &[String], secs: f64) -> anyhow::Result<(Vec<f64>, f64)> {
+    let before: Vec<u64> = rels.iter().map(|r| cg.usage_ns(r)).collect::<Result<_, _>>()?;
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let after: Vec<u64> = rels.iter().map(|r| cg.usage_ns(r)).collect::<Result<_, _>>()?;
+    let wall = t0.elapsed().as_secs_f64();
+    Ok((before.iter().zip(after).map(|(b, a)| a.saturating_sub(*b) as f64 / 1e9).collect(), wall))
+}
+
+fn hog(exe: &Path) -> Vec<String> {
+    vec![exe.display().to_string(), "workload".into(), "cpu".into()]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(|s| s.as_str()).collect()
+}
+
+fn ratio(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let h = hog(exe);
+    let tickets = [300u32, 200, 100];
+    let mut rels = vec![];
+    for t in tickets {
+        let pid = d.run_job(&["-t", &t.to_string()], &strs(&h), None)?;
+        pin(pid, 0)?;
+        rels.push(job_of(&d, pid)?);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let (used, _) = measure(cg.as_ref(), &rels, window)?;
+    let total: f64 = used.iter().sum();
+    let shares: Vec<f64> = used.iter().map(|u| u / total).collect();
+    let ideal: Vec<f64> = tickets.iter().map(|&t| t as f64 / 600.0).collect();
+    let worst = shares.iter().zip(&ideal).map(|(s, i)| (s / i - 1.0).abs()).fold(0.0, f64::max);
+    Ok(Outcome {
+        check: Check::Ratio,
+        passed: worst <= 0.05 && total > 0.5 * window,
+        detail: format!(
+            "shares {:.3} {:.3} {:.3} of {:.2} CPU-s (ideal {:.3} {:.3} {:.3}); worst relative error {:.1}% (allowed 5%)",
+            shares[0], shares[1], shares[2], total, ideal[0], ideal[1], ideal[2], worst * 100.0
+        ),
+        values: serde_json::json!({"shares": shares, "ideal": ideal, "cpu_s": total, "worst_rel_err": worst}),
+    })
+}
+
+fn insulation(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+    let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
+    let d = PrivateDaemon::start(exe, CONFIG)?;
+    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let h = hog(exe);
+    let mut kids = Kids(vec![]);
+    // Plain processes, as a user's shell would start them: the daemon finds and places them.
+    for (uid, n) in [(a, 1), (b, 5)] {
+        for _ in 0..n {
+            let c = Command::new(&h[0]).args(&h[1..]).uid(uid).gid(uid).stdin(Stdio::null()).stdout(Stdio::null()).spawn()?;
+            pin(c.id(), 0)?;
+            kids.0.push(c);
+        }
+    }
+    let rel_a = job_of(&d, kids.0[0].id())?;
+    let rel_b = job_of(&d, kids.0[1].id())?;
+    for k in &kids.0[2..] {
+        if job_of(&d, k.id())? != rel_b {
+            bail!("user B's processes landed in different jobs");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let rels = [rel_a, rel_b];
+    let (u, _) = measure(cg.as_ref(), &rels, window)?;
+    let a_share = u[0] / (u[0] + u[1]);
+    let out = d.cli(&["fund", "allot-tb", "300"], None)?;
+    if !out.status.success() {
+        bail!("allot fund allot-tb 300 failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let (u2, _) = measure(cg.as_ref(), &rels, window)?;
+    let b_share = u2[1] / (u2[0] + u2[1]);
+    let ok1 = (a_share - 0.5).abs() <= 0.05;
+    let ok2 = (b_share - 0.75).abs() <= 0.05;
+    Ok(Outcome {
+        check: Check::Insulation,
+        passed: ok1 && ok2,
+        detail: format!(
+            "equal funding: A (1 process) {:.1}% (want 50 ±5); after `fund B 300`: B (5 processes) {:.1}% (want 75 ±5)",
+            a_share * 100.0,
+            b_share * 100.0
+        ),
+        values: serde_json::json!({"a_share_equal": a_share, "b_share_funded_300": b_share}),
+    })
+}
+
+fn cap(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let pid = d.run_job(&["--cap", "0.25!"], &strs(&hog(exe)), None)?;
+    let cpu = allot_linux::ncpu() - 1;
+    pin(pid, cpu)?;
+    let rel = job_of(&d, pid)?;
+    std::thread::sleep(Duration::from_millis(1000));
+    let (u, wall) = measure(cg.as_ref(), &[rel], window)?;
+    let rate = u[0] / wall;
+    Ok(Outcome {
+        check: Check::Cap,
+        // It must be held under the cap, and still run (a stopped job would pass trivially).
+        passed: rate <= 0.27 && rate >= 0.15,
+        detail: format!("--cap 0.25! used {rate:.3} CPU alone on CPU {cpu} (allowed <= 0.27, and >= 0.15 to show it runs)"),
+        values: serde_json::json!({"usage_cpus": rate}),
+    })
+}
+
+fn background(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let n = allot_linux::ncpu();
+    let secs = format!("{:.1}", window.max(2.0) * 0.75);
+    let fg = |d: &PrivateDaemon| -> anyhow::Result<f64> {
+        let e = exe.display().to_string();
+        let out = d.cli(&["run", "--", &e, "workload", "cpu", "--threads", &n.to_string(), "--duration", &secs], None)?;
+        if !out.status.success() {
+            bail!("foreground job failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("foreground job's report")?;
+        v["work"].as_f64().context("no work in report")
+    };
+    let alone1 = fg(&d)?;
+    let mut args = hog(exe);
+    args.extend(["--threads".into(), (2 * n).to_string()]);
+    let bg = d.run_job(&["--background"], &strs(&args), None)?;
+    let rel = job_of(&d, bg)?;
+    if !rel.starts_with("background/") {
+        bail!("background job is in {rel}, not under background/");
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let (bg_alone, w0) = measure(cg.as_ref(), std::slice::from_ref(&rel), 1.0)?;
+    let t0 = Instant::now();
+    let before = cg.usage_ns(&rel)?;
+    let with = fg(&d)?;
+    let bg_during = (cg.usage_ns(&rel)?.saturating_sub(before)) as f64 / 1e9 / t0.elapsed().as_secs_f64();
+    d.kill_jobs(libc::SIGKILL);
+    let alone2 = fg(&d)?;
+    let alone = (alone1 + alone2) / 2.0;
+    let kept = with / alone;
+    let bg_idle_rate = bg_alone[0] / w0;
+    Ok(Outcome {
+        check: Check::Background,
+        // The background must really run when the CPU is free (else "kept" proves nothing).
+        passed: kept >= 0.95 && bg_idle_rate > 0.2,
+        detail: format!(
+            "foreground ({n} threads) kept {:.1}% of its work (want >= 95) against {} background hogs; background used {:.2} CPU while the machine was otherwise idle and {:.3} CPU during the foreground run",
+            kept * 100.0,
+            2 * n,
+            bg_idle_rate,
+            bg_during
+        ),
+        values: serde_json::json!({"kept": kept, "work_alone": [alone1, alone2], "work_with_background": with, "background_cpus_idle": bg_idle_rate, "background_cpus_during": bg_during}),
+    })
+}
