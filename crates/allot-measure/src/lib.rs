@@ -3,7 +3,6 @@
 //! `allot` binary wires them in.
 
 pub mod bench;
-#[cfg(has_harness)]
 pub mod harness;
 pub mod policy;
 pub mod probe;

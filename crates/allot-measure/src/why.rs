@@ -1,0 +1,439 @@
+//! `allot why PID`: seed 003's diagnosis in one command. Samples the kernel's per-thread
+//! accounting (/proc/PID/task/*/schedstat and sched) for a few seconds, puts it next to
+//! the machine's context (runnable tasks vs CPUs, PSI cpu), and gives a verdict:
+//! starved by scheduling, CPU-bound at its fair share, or mostly sleeping or blocked.
+
+use anyhow::Context;
+use clap::Args;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// `allot why PID`: is this process being starved by the scheduler? Samples its threads'
+/// run-queue wait for a few seconds and gives a verdict with the evidence and the allot
+/// command that would help.
+#[derive(Debug, Clone, Args)]
+pub struct WhyArgs {
+    /// The process to diagnose.
+    #[arg(allow_negative_numbers = true)]
+    pub pid: i64,
+    /// Seconds to sample.
+    #[arg(long, short = 'd', default_value_t = 3.0, allow_negative_numbers = true)]
+    pub duration: f64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The three verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// It wants the CPU, and the scheduler makes it wait for it: a task that sleeps and
+    /// waits longer than it runs whenever it wakes, or a CPU-bound one held well below an
+    /// equal share.
+    Starved,
+    /// It is CPU-bound and gets (at least about) an equal share: fairness, not starvation.
+    CpuBoundFairShare,
+    /// It is mostly sleeping or blocked; scheduling is not what delays it.
+    Sleeping,
+}
+
+impl Verdict {
+    /// Words for people.
+    pub fn words(&self) -> &'static str {
+        match self {
+            Verdict::Starved => "starved by scheduling",
+            Verdict::CpuBoundFairShare => "CPU-bound at its fair share",
+            Verdict::Sleeping => "mostly sleeping or blocked",
+        }
+    }
+}
+
+/// Another process that used CPU during the window.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Competitor {
+    /// Its pid.
+    pub pid: i32,
+    /// Its command name.
+    pub comm: String,
+    /// CPUs it used on average.
+    pub cpus: f64,
+}
+
+/// The machine during the window.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MachineContext {
+    /// Online CPUs.
+    pub ncpu: usize,
+    /// Runnable tasks (running or waiting for a CPU), machine-wide, averaged over the
+    /// window, not counting the sampler itself.
+    pub runnable_avg: f64,
+    /// Share of the window in which some task waited for a CPU (PSI cpu "some"), %.
+    pub psi_some_pct: Option<f64>,
+    /// PSI cpu some avg10 at the end, %.
+    pub psi_some_avg10: Option<f64>,
+    /// The processes that used the most CPU during the window (not the target).
+    pub top: Vec<Competitor>,
+}
+
+/// What `why` found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Diagnosis {
+    /// The process.
+    pub pid: i32,
+    /// Its command line.
+    pub cmdline: String,
+    /// Threads seen.
+    pub threads: usize,
+    /// Scheduling policy and nice of the main thread, e.g. "SCHED_OTHER nice 0".
+    pub policy: String,
+    /// Its cpu cgroup (e.g. an allot job).
+    pub cgroup: Option<String>,
+    /// Seconds sampled.
+    pub window_s: f64,
+    /// CPU time used in the window, s (schedstat field 1, all threads).
+    pub cpu_s: f64,
+    /// Runnable-but-waiting time in the window, s (schedstat field 2, run_delay).
+    pub wait_s: f64,
+    /// CPUs used on average (cpu_s / window).
+    pub cpu_rate: f64,
+    /// Waiting per second of wall time, ms.
+    pub wait_ms_per_s: f64,
+    /// Seed 002 §5.2.3 runtime ratio = cpu / (cpu + ready); None if it never ran or waited.
+    pub runtime_ratio: Option<f64>,
+    /// Fraction of the window the busiest thread was runnable (running or waiting).
+    pub busiest_runnable: f64,
+    /// Waits per second: times put on a CPU (schedstat field 3), each after a wait.
+    pub waits_per_s: f64,
+    /// Mean wait per dispatch, ms (run_delay / timeslices).
+    pub mean_wait_ms: f64,
+    /// Involuntary switches per second (preempted while it wanted to run).
+    pub involuntary_per_s: f64,
+    /// Voluntary switches per second (it slept or blocked).
+    pub voluntary_per_s: f64,
+    /// Worst single wait, ms, where the kernel keeps one (see `worst_wait_source`).
+    pub worst_wait_ms: Option<f64>,
+    /// Where `worst_wait_ms` comes from.
+    pub worst_wait_source: Option<String>,
+    /// Longest continuous wait seen by sampling every few ms (an estimate).
+    pub longest_wait_estimate_ms: f64,
+    /// An equal share of the machine per runnable thread, CPUs: ncpu / runnable.
+    pub equal_share: f64,
+    /// The machine.
+    pub machine: MachineContext,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// What allot command would help.
+    pub help: Vec<String>,
+}
+
+// Verdict thresholds. Each is a judgement about what a person would call "starved"; the
+// numbers come from the seeds:
+/// A thread runnable at least this fraction of the window is CPU-bound: a busy loop is
+/// runnable ~100% of the time; the margin covers page faults, brief syscalls and
+/// sampling granularity.
+pub const CPU_BOUND_RUNNABLE: f64 = 0.9;
+/// Seed 002 §5.2.3: a runtime ratio below 0.5 means that when the task was ready it spent
+/// more time waiting for the CPU than running.
+pub const STARVED_RATIO: f64 = 0.5;
+/// Waiting at least 50 ms per second: seed 001 §5.2 puts the latency people notice at
+/// 50–150 ms, and seed 003's starved probe waited far more than this; a sleepy daemon
+/// that waits 100 µs per wakeup has a low ratio but is not starved.
+pub const STARVED_WAIT_MS_PER_S: f64 = 50.0;
+/// A CPU-bound task getting less than half of an equal share is held down (by weight,
+/// policy or cgroup), not just sharing fairly.
+pub const BELOW_SHARE: f64 = 0.5;
+/// Runnable less than this fraction of the window (all threads together): sleeping.
+pub const SLEEPING_DEMAND: f64 = 0.05;
+
+#[derive(Clone, Copy, Default)]
+struct Acc {
+    first: allot_linux::procfs::SchedStat,
+    last: allot_linux::procfs::SchedStat,
+    cur_wait: u64,
+    longest: u64,
+    sched0: (u64, u64),
+}
+
+fn gone(pid: i32, after: f64) -> anyhow::Error {
+    anyhow::anyhow!("process {pid} exited during sampling (after {after:.1} s): nothing left to diagnose")
+}
+
+fn alive(pid: i32) -> bool {
+    allot_linux::procfs::stat(pid).map(|s| s.state != 'Z' && s.state != 'X').unwrap_or(false)
+}
+
+fn cpu_ticks_all() -> HashMap<i32, (u64, String)> {
+    let mut m = HashMap::new();
+    for p in allot_linux::procfs::pids().unwrap_or_default() {
+        if let Ok(s) = allot_linux::procfs::stat(p) {
+            m.insert(p, (s.utime + s.stime, s.comm));
+        }
+    }
+    m
+}
+
+/// Samples `pid` for `window` and diagnoses it. Errors: the pid does not exist, or the
+/// process exits before the window ends.
+pub fn diagnose(pid: i32, window: Duration) -> anyhow::Result<Diagnosis> {
+    diagnose_every(pid, window, Duration::from_millis(5))
+}
+
+/// As [`diagnose`], sampling the threads' schedstat every `every`.
+pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Result<Diagnosis> {
+    if pid <= 0 {
+        anyhow::bail!("PID must be a positive process id, got {pid}");
+    }
+    let st = match allot_linux::procfs::stat(pid) {
+        Ok(s) if s.state != 'Z' && s.state != 'X' => s,
+        Ok(_) => anyhow::bail!("process {pid} has already exited (zombie): nothing to diagnose"),
+        Err(e) if e.is_gone() => anyhow::bail!("no process with PID {pid} (it may have exited)"),
+        Err(e) => return Err(e).context(format!("read process {pid}")),
+    };
+    let cmdline = allot_linux::procfs::cmdline(pid).unwrap_or_else(|_| st.comm.clone());
+    let attr = allot_linux::sched::get(pid).ok();
+    let policy = match attr {
+        Some(a) if a.sched_policy == allot_linux::sched::SCHED_FIFO || a.sched_policy == allot_linux::sched::SCHED_RR => {
+            format!("{} priority {}", allot_linux::sched::policy_name(a.sched_policy), a.sched_priority)
+        }
+        Some(a) => format!("{} nice {}", allot_linux::sched::policy_name(a.sched_policy), a.sched_nice),
+        None => "?".into(),
+    };
+    let cgroup = allot_linux::procfs::cgroup_of(pid, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(pid, None)).ok();
+    let me = std::process::id() as i32;
+
+    let psi0 = allot_linux::procfs::psi_cpu();
+    let ticks0 = cpu_ticks_all();
+    let start = Instant::now();
+    let mut acc: HashMap<i32, Acc> = HashMap::new();
+    let mut runnable = Vec::new();
+    let mut last_load = Instant::now() - Duration::from_secs(1);
+    let mut first = true;
+    loop {
+        let tids = match allot_linux::procfs::tids(pid) {
+            Ok(t) if !t.is_empty() && alive(pid) => t,
+            _ if first => anyhow::bail!("no process with PID {pid} (it may have exited)"),
+            _ => return Err(gone(pid, start.elapsed().as_secs_f64())),
+        };
+        for tid in tids {
+            let Ok(s) = allot_linux::procfs::task_schedstat(pid, tid) else { continue };
+            match acc.get_mut(&tid) {
+                None => {
+                    let ts = allot_linux::procfs::task_sched(pid, tid).unwrap_or_default();
+                    // A thread born during the window counts from zero.
+                    let base = if first { s } else { Default::default() };
+                    acc.insert(tid, Acc { first: base, last: s, sched0: if first { (ts.nr_involuntary_switches, ts.nr_voluntary_switches) } else { (0, 0) }, ..Default::default() });
+                }
+                Some(a) => {
+                    // Longest continuous wait: windows in which the thread waited and
+                    // never ran extend the current wait; a window in which it ran ends it
+                    // (with that window's average wait per dispatch added).
+                    let (dr, dw, dk) = (s.run_ns.saturating_sub(a.last.run_ns), s.wait_ns.saturating_sub(a.last.wait_ns), s.timeslices.saturating_sub(a.last.timeslices));
+                    if dr == 0 && dk == 0 {
+                        a.cur_wait += dw;
+                    } else {
+                        a.longest = a.longest.max(a.cur_wait + dw / dk.max(1));
+                        a.cur_wait = 0;
+                    }
+                    a.last = s;
+                }
+            }
+        }
+        first = false;
+        if last_load.elapsed() >= Duration::from_millis(100) {
+            if let Ok(l) = allot_linux::procfs::loadavg() {
+                // The sampler itself is running while it reads.
+                runnable.push((l.runnable as f64 - 1.0).max(0.0));
+            }
+            last_load = Instant::now();
+        }
+        if start.elapsed() >= window {
+            break;
+        }
+        std::thread::sleep(every.min(window.saturating_sub(start.elapsed())).max(Duration::from_micros(100)));
+    }
+    let t = start.elapsed().as_secs_f64();
+    let psi1 = allot_linux::procfs::psi_cpu();
+    let ticks1 = cpu_ticks_all();
+    if !alive(pid) {
+        return Err(gone(pid, t));
+    }
+
+    let (mut run, mut wait, mut slices, mut inv, mut vol) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut busiest: f64 = 0.0;
+    let mut longest = 0u64;
+    let mut worst: Option<(f64, &'static str)> = None;
+    for (tid, a) in &acc {
+        let dr = a.last.run_ns.saturating_sub(a.first.run_ns);
+        let dw = a.last.wait_ns.saturating_sub(a.first.wait_ns);
+        run += dr;
+        wait += dw;
+        slices += a.last.timeslices.saturating_sub(a.first.timeslices);
+        busiest = busiest.max((dr + dw) as f64 / 1e9 / t);
+        longest = longest.max(a.longest.max(a.cur_wait));
+        if let Ok(ts) = allot_linux::procfs::task_sched(pid, *tid) {
+            inv += ts.nr_involuntary_switches.saturating_sub(a.sched0.0);
+            vol += ts.nr_voluntary_switches.saturating_sub(a.sched0.1);
+            if let Some(m) = ts.wait_max_ms {
+                worst = Some((worst.map_or(m, |w| w.0.max(m)), "wait_max in /proc/PID/task/TID/sched (since the thread started)"));
+            }
+        }
+    }
+    let (cpu_s, wait_s) = (run as f64 / 1e9, wait as f64 / 1e9);
+    let ncpu = allot_linux::ncpu();
+    let runnable_avg = if runnable.is_empty() { 0.0 } else { runnable.iter().sum::<f64>() / runnable.len() as f64 };
+    let hz = allot_linux::procfs::clk_tck() as f64;
+    let mut top: Vec<Competitor> = ticks1
+        .iter()
+        .filter(|(p, _)| **p != pid && **p != me)
+        .filter_map(|(p, (t1, comm))| {
+            let t0 = ticks0.get(p).map(|x| x.0).unwrap_or(0);
+            let cpus = (t1.saturating_sub(t0)) as f64 / hz / t;
+            (cpus >= 0.05).then(|| Competitor { pid: *p, comm: comm.clone(), cpus })
+        })
+        .collect();
+    top.sort_by(|a, b| b.cpus.total_cmp(&a.cpus));
+    top.truncate(3);
+    let machine = MachineContext {
+        ncpu,
+        runnable_avg,
+        psi_some_pct: match (psi0, psi1) {
+            (Some(a), Some(b)) => Some(((b.some.total_us - a.some.total_us) as f64 / 1e6 / t * 100.0).min(100.0)),
+            _ => None,
+        },
+        psi_some_avg10: psi1.map(|p| p.some.avg10),
+        top,
+    };
+    let equal_share = (ncpu as f64 / runnable_avg.max(1.0)).min(1.0);
+    let ratio = (run + wait > 0).then(|| run as f64 / (run + wait) as f64);
+    let wait_ms_per_s = wait_s * 1e3 / t;
+    let demand = (cpu_s + wait_s) / t;
+    let cpu_rate = cpu_s / t;
+    // Threads that are CPU-bound (runnable ≥ 90%) share the machine with everything else.
+    let busy_threads = acc.values().filter(|a| (a.last.run_ns.saturating_sub(a.first.run_ns) + a.last.wait_ns.saturating_sub(a.first.wait_ns)) as f64 / 1e9 / t >= CPU_BOUND_RUNNABLE).count().max(1);
+
+    let (verdict, reason) = if demand < SLEEPING_DEMAND {
+        (Verdict::Sleeping, format!("it was runnable only {:.1}% of the time: it sleeps or blocks, and waited {:.1} ms per second for a CPU", demand * 100.0, wait_ms_per_s))
+    } else if busiest >= CPU_BOUND_RUNNABLE {
+        let per_thread = cpu_rate / busy_threads as f64;
+        if per_thread < BELOW_SHARE * equal_share {
+            (Verdict::Starved, format!("it is CPU-bound but gets {:.2} CPUs per busy thread, under half of an equal share ({:.2}): its weight, policy or cgroup holds it down", per_thread, equal_share))
+        } else {
+            (Verdict::CpuBoundFairShare, format!("it wants the CPU all the time and gets {:.2} CPUs per busy thread, against an equal share of {:.2} ({} CPUs, {:.1} runnable tasks)", per_thread, equal_share, ncpu, runnable_avg))
+        }
+    } else if wait_ms_per_s >= STARVED_WAIT_MS_PER_S && ratio.unwrap_or(1.0) < STARVED_RATIO {
+        (Verdict::Starved, format!("each time it wakes it waits for a CPU longer than it runs (runtime ratio {:.2}, {:.0} ms waiting per second, {:.2} ms per wait)", ratio.unwrap_or(0.0), wait_ms_per_s, if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 }))
+    } else if cpu_rate >= 0.5 {
+        (Verdict::CpuBoundFairShare, format!("it uses {:.2} CPUs and rarely waits (runtime ratio {:.2})", cpu_rate, ratio.unwrap_or(1.0)))
+    } else {
+        (Verdict::Sleeping, format!("it is runnable {:.0}% of the time and waits only {:.1} ms per second for a CPU: what delays it is not the scheduler", demand * 100.0, wait_ms_per_s))
+    };
+    let hogs: Vec<String> = machine.top.iter().map(|c| c.pid.to_string()).collect();
+    let help = match verdict {
+        Verdict::Starved => {
+            let mut h = vec![format!("allot set {pid} -t 1000        # a larger claim inside its currency (tickets)")];
+            if !hogs.is_empty() {
+                h.push(format!("allot set {} --background   # let the CPU-bound competitors run on idle CPU only", hogs.join(" ")));
+            }
+            h.push("allot run --background -- CMD   # start batch work in the background from now on".into());
+            h
+        }
+        Verdict::CpuBoundFairShare => vec![
+            format!("allot set {pid} -t 300          # to give it more than an equal share (tickets)"),
+            format!("allot set {pid} --background    # or, if it is batch work, to let others go first"),
+        ],
+        Verdict::Sleeping => vec!["(no scheduling change will help: look at what it blocks on — I/O, locks, timers)".into()],
+    };
+    Ok(Diagnosis {
+        pid,
+        cmdline,
+        threads: acc.len(),
+        policy,
+        cgroup,
+        window_s: t,
+        cpu_s,
+        wait_s,
+        cpu_rate,
+        wait_ms_per_s,
+        runtime_ratio: ratio,
+        busiest_runnable: busiest,
+        waits_per_s: slices as f64 / t,
+        mean_wait_ms: if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 },
+        involuntary_per_s: inv as f64 / t,
+        voluntary_per_s: vol as f64 / t,
+        worst_wait_ms: worst.map(|w| w.0),
+        worst_wait_source: worst.map(|w| w.1.to_string()),
+        longest_wait_estimate_ms: longest as f64 / 1e6,
+        equal_share,
+        machine,
+        verdict,
+        reason,
+        help,
+    })
+}
+
+/// The diagnosis as text.
+pub fn render(d: &Diagnosis) -> String {
+    let mut cmd = d.cmdline.clone();
+    if cmd.chars().count() > 60 {
+        cmd = cmd.chars().take(57).collect::<String>() + "...";
+    }
+    let mut s = format!(
+        "allot why {} ({}): {} thread{}, {}, cgroup {}, sampled {:.1} s\n\n",
+        d.pid,
+        cmd,
+        d.threads,
+        if d.threads == 1 { "" } else { "s" },
+        d.policy,
+        d.cgroup.as_deref().unwrap_or("?"),
+        d.window_s
+    );
+    s += &format!("verdict: {}\n  {}\n\nevidence (the kernel's own accounting, /proc/{}/task/*/schedstat and sched):\n", d.verdict.words().to_uppercase(), d.reason, d.pid);
+    s += &format!("  CPU time             {:>9.3} s   ({:.2} CPUs)\n", d.cpu_s, d.cpu_rate);
+    s += &format!("  runnable, waiting    {:>9.3} s   ({:.0} ms per second)\n", d.wait_s, d.wait_ms_per_s);
+    s += &format!(
+        "  runtime ratio        {:>9}     cpu / (cpu + wait), seed 002 §5.2.3; 1.00 = never waits\n",
+        d.runtime_ratio.map(|r| format!("{r:.2}")).unwrap_or("-".into())
+    );
+    s += &format!("  waits per second     {:>9.1}     mean wait {:.2} ms\n", d.waits_per_s, d.mean_wait_ms);
+    s += &format!("  involuntary /s       {:>9.1}     (voluntary {:.1}/s)\n", d.involuntary_per_s, d.voluntary_per_s);
+    match (d.worst_wait_ms, &d.worst_wait_source) {
+        (Some(w), Some(src)) => s += &format!("  worst wait           {:>9.2} ms  {}\n", w, src),
+        _ => s += "  worst wait                   -     this kernel keeps none (no CONFIG_SCHEDSTATS wait_max)\n",
+    }
+    s += &format!("  longest wait seen    {:>9.2} ms  (estimate from sampling every 5 ms)\n", d.longest_wait_estimate_ms);
+    let m = &d.machine;
+    s += &format!(
+        "\nmachine: {} CPUs, {:.1} runnable tasks on average (equal share {:.2} CPUs each), PSI cpu some {}\n",
+        m.ncpu,
+        m.runnable_avg,
+        d.equal_share,
+        m.psi_some_pct.map(|p| format!("{p:.0}% of the window")).unwrap_or("n/a".into())
+    );
+    if !m.top.is_empty() {
+        let t: Vec<String> = m.top.iter().map(|c| format!("{} ({}) {:.2} CPUs", c.pid, c.comm, c.cpus)).collect();
+        s += &format!("busiest other processes: {}\n", t.join(", "));
+    }
+    s += "\nwhat would help:\n";
+    for h in &d.help {
+        s += &format!("  {h}\n");
+    }
+    s
+}
+
+/// `allot why`.
+pub fn run(args: WhyArgs) -> anyhow::Result<i32> {
+    if !(args.duration > 0.0 && args.duration <= 3600.0) {
+        anyhow::bail!("--duration must be 0..3600 seconds (exclusive of 0), got {}", args.duration);
+    }
+    let pid = i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;
+    let d = diagnose(pid, Duration::from_secs_f64(args.duration))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(0)
+}
