@@ -23,11 +23,22 @@ pub struct PrivateDaemon {
     /// Its cgroup root name (unique).
     pub root_name: String,
     jobs: Vec<Child>,
+    persistent: bool,
 }
 
 impl PrivateDaemon {
     /// Starts `exe daemon --ephemeral` with `config_toml` and waits until it answers.
     pub fn start(exe: &Path, config_toml: &str) -> anyhow::Result<Self> {
+        Self::start_mode(exe, config_toml, false)
+    }
+
+    /// Like [`Self::start`], but the daemon keeps its state file (so a restart finds its
+    /// funding) and only takes its tree down on a clean stop: for crash tests.
+    pub fn start_persistent(exe: &Path, config_toml: &str) -> anyhow::Result<Self> {
+        Self::start_mode(exe, config_toml, true)
+    }
+
+    fn start_mode(exe: &Path, config_toml: &str, persistent: bool) -> anyhow::Result<Self> {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let root_name = format!("allot-test-{}-{}", std::process::id(), n);
         let dir = std::env::temp_dir().join(&root_name);
@@ -37,29 +48,38 @@ impl PrivateDaemon {
         let config = dir.join("allot.toml");
         std::fs::write(&config, config_toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let log = std::fs::File::create(dir.join("daemon.log"))?;
-        let daemon = Command::new(exe)
-            .arg("daemon")
-            .arg("--ephemeral")
-            .arg("--cgroup-root")
-            .arg(&root_name)
+        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: vec![], persistent };
+        me.launch(!persistent)?;
+        Ok(me)
+    }
+
+    /// Starts the daemon process (again, after [`Self::crash`]) and waits until it
+    /// answers. `ephemeral`: no state file, and the tree is removed on SIGTERM.
+    pub fn launch(&mut self, ephemeral: bool) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("daemon.log"))?;
+        let mut c = Command::new(&self.exe);
+        c.arg("daemon");
+        if ephemeral {
+            c.arg("--ephemeral");
+        }
+        c.arg("--cgroup-root")
+            .arg(&self.root_name)
             .arg("--socket")
-            .arg(&socket)
+            .arg(&self.socket)
             .arg("--state-dir")
-            .arg(&dir)
+            .arg(&self.dir)
             .arg("--config")
-            .arg(&config)
+            .arg(self.dir.join("allot.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("start {} daemon", exe.display()))?;
-        let mut me = Self { exe: exe.into(), daemon: Some(daemon), socket, dir, root_name, jobs: vec![] };
+            .stderr(log);
+        self.daemon = Some(c.spawn().with_context(|| format!("start {} daemon", self.exe.display()))?);
+        let me = self;
         let t0 = Instant::now();
         loop {
             let ok = me.allot().arg("status").stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
             if ok {
-                return Ok(me);
+                return Ok(());
             }
             if let Some(Ok(Some(st))) = me.daemon.as_mut().map(|d| d.try_wait()) {
                 bail!("private daemon exited ({st}) at start: {}", me.log());
@@ -140,6 +160,17 @@ impl PrivateDaemon {
     /// Stops the daemon with SIGTERM (it removes its cgroup tree, being ephemeral).
     pub fn stop(&mut self) -> anyhow::Result<()> {
         self.kill_jobs(libc::SIGKILL);
+        if self.persistent {
+            // A persistent daemon leaves its tree on SIGTERM; an ephemeral one started
+            // on the same root adopts the tree and removes it when it stops.
+            if self.daemon.is_some() {
+                let _ = self.terminate();
+            }
+            self.persistent = false;
+            if self.launch(true).is_err() {
+                self.crash();
+            }
+        }
         if let Some(mut d) = self.daemon.take() {
             // SAFETY: our own unreaped child.
             unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
@@ -160,9 +191,23 @@ impl PrivateDaemon {
         Ok(())
     }
 
-    /// The daemon's child process (e.g. to kill -9 it in a crash test).
-    pub fn daemon_child(&mut self) -> Option<&mut Child> {
-        self.daemon.as_mut()
+    /// Kills the daemon with SIGKILL (a crash: no clean-up runs) and reaps it. The
+    /// jobs it made keep running in their cgroups.
+    pub fn crash(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            // SAFETY: our own unreaped child.
+            unsafe { libc::kill(d.id() as i32, libc::SIGKILL) };
+            let _ = d.wait();
+        }
+    }
+
+    /// Stops the daemon with SIGTERM and waits. A persistent daemon leaves its tree (the
+    /// kernel keeps enforcing it); an ephemeral one removes it.
+    pub fn terminate(&mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let mut d = self.daemon.take().context("daemon not running")?;
+        // SAFETY: our own unreaped child.
+        unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+        Ok(d.wait()?)
     }
 }
 

@@ -50,13 +50,13 @@ enum Command {
     /// Run a command as a new job (seed 001's run_tickets): it and all its descendants.
     Run {
         /// Tickets: the job's claim inside its currency (1..10000).
-        #[arg(short, long)]
+        #[arg(short, long, allow_hyphen_values = true)]
         tickets: Option<String>,
         /// Currency (a named one, or a user); default your own.
         #[arg(long)]
         currency: Option<String>,
         /// Cap in CPUs: 0.5! or 1/2! (hard); 0 = background.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
         /// Run on idle CPU only (soft cap 0).
         #[arg(long)]
@@ -71,10 +71,10 @@ enum Command {
         #[arg(required = true)]
         pids: Vec<String>,
         /// Tickets (1..10000).
-        #[arg(short, long)]
+        #[arg(short, long, allow_hyphen_values = true)]
         tickets: Option<String>,
         /// Cap in CPUs: 0.5! or 1/2! (hard), 0 (background), or none.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
         /// Move to the background class (idle CPU only).
         #[arg(long, conflicts_with = "foreground")]
@@ -94,6 +94,7 @@ enum Command {
         /// Currency or user.
         currency: Option<String>,
         /// New funding: base tickets, 1..10000.
+        #[arg(allow_hyphen_values = true)]
         base: Option<String>,
     },
     /// Move a process into another currency (lott_chuser; root's).

@@ -186,7 +186,8 @@ fn ratio(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
     let worst = shares.iter().zip(&ideal).map(|(s, i)| (s / i - 1.0).abs()).fold(0.0, f64::max);
     Ok(Outcome {
         check: Check::Ratio,
-        passed: worst <= 0.05 && total > 0.5 * window,
+        // The jobs must really have run (other load on the CPU may take a share).
+        passed: worst <= 0.05 && total > 0.2 * window,
         detail: format!(
             "shares {:.3} {:.3} {:.3} of {:.2} CPU-s (ideal {:.3} {:.3} {:.3}); worst relative error {:.1}% (allowed 5%)",
             shares[0], shares[1], shares[2], total, ideal[0], ideal[1], ideal[2], worst * 100.0

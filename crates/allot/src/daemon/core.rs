@@ -308,13 +308,14 @@ impl Core {
     }
 
     /// Resolves a currency argument: a named currency, a user name, or a uid.
-    fn resolve_currency(&mut self, arg: &str) -> R<Currency> {
+    /// Pure: a currency is registered only when a job is made in it.
+    fn resolve_currency(&self, arg: &str) -> R<Currency> {
         if let Some(c) = self.currencies.get(arg).filter(|c| c.kind == Kind::Named) {
             return Ok(c.clone());
         }
         let uid = procfs::user_uid(arg).or_else(|| arg.parse::<u32>().ok());
         match uid {
-            Some(uid) => Ok(self.currencies.entry(format!("user-{uid}")).or_insert_with(|| Currency::user(uid)).clone()),
+            Some(uid) => Ok(self.currencies.get(&format!("user-{uid}")).cloned().unwrap_or_else(|| Currency::user(uid))),
             None => {
                 let named: Vec<&str> = self.currencies.values().filter(|c| c.kind == Kind::Named).map(|c| c.dir.as_str()).collect();
                 Err(format!(
@@ -325,8 +326,8 @@ impl Core {
         }
     }
 
-    fn user_currency(&mut self, uid: u32) -> Currency {
-        self.currencies.entry(format!("user-{uid}")).or_insert_with(|| Currency::user(uid)).clone()
+    fn user_currency(&self, uid: u32) -> Currency {
+        self.currencies.get(&format!("user-{uid}")).cloned().unwrap_or_else(|| Currency::user(uid))
     }
 
     fn in_list(list: &[String], uid: u32) -> bool {
@@ -414,6 +415,7 @@ impl Core {
     /// Creates a job's cgroup with its settings. `default`: the user's automatic job.
     fn new_job(&mut self, cur: &Currency, owner: u32, tickets: Tickets, cap: Option<Cap>, background: bool, command: String, default: bool) -> R<Job> {
         self.ensure_currency_dir(&cur.dir, background)?;
+        self.currencies.entry(cur.dir.clone()).or_insert_with(|| cur.clone());
         let job = Job {
             id: if default { 0 } else { self.next_id },
             currency: cur.dir.clone(),
@@ -741,7 +743,7 @@ impl Core {
                     funding: self.funding_of(d),
                     jobs: jobs.len(),
                     active: jobs.iter().filter(|j| j.active).count(),
-                    usage: jobs.iter().map(|j| j.usage.cpus).sum(),
+                    usage: jobs.iter().fold(0.0, |a, j| a + j.usage.cpus),
                 }
             })
             .collect()

@@ -1,0 +1,296 @@
+//! Kernel tests: a real daemon on this machine's real cgroup tree. They need root and a
+//! cgroup cpu controller, and FAIL (never skip) without them. Each test starts a
+//! private daemon with its own uniquely named cgroup root, which is removed at the end
+//! even when the test fails (the harness's Drop), and kills only the processes it
+//! started, by pid.
+
+use allot_measure::harness::PrivateDaemon;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Tests that measure CPU shares must not overlap each other.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_allot"))
+}
+
+fn require_root() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel tests must run as root (CI runs them as root); they do not skip");
+}
+
+fn user(name: &str) -> u32 {
+    if let Some(u) = allot_linux::procfs::user_uid(name) {
+        return u;
+    }
+    let st = Command::new("useradd").args(["--no-create-home", "--shell", "/usr/sbin/nologin", name]).status().expect("useradd");
+    assert!(st.success(), "useradd {name}");
+    allot_linux::procfs::user_uid(name).unwrap()
+}
+
+/// Children this test started; killed by pid on drop.
+struct Kids(Vec<Child>);
+impl Kids {
+    fn spawn_as(&mut self, uid: u32, cmd: &[&str]) -> u32 {
+        let c = Command::new(cmd[0]).args(&cmd[1..]).uid(uid).gid(uid).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap();
+        let pid = c.id();
+        self.0.push(c);
+        pid
+    }
+}
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "expected success, got {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts the command failed with one error line containing every `needle`.
+fn refused(o: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected a refusal containing {needles:?}, but it succeeded: {}", String::from_utf8_lossy(&o.stdout));
+    for n in needles {
+        assert!(err.contains(n), "error {err:?} should contain {n:?}");
+    }
+    assert_eq!(err.trim().lines().count(), 1, "one clear error line, got {err:?}");
+}
+
+fn show(d: &PrivateDaemon) -> serde_json::Value {
+    serde_json::from_str(&ok(&d.cli(&["--json", "show"], None).unwrap())).unwrap()
+}
+
+fn job_with_pid(v: &serde_json::Value, pid: u32) -> Option<serde_json::Value> {
+    v["jobs"].as_array()?.iter().find(|j| j["pids"].as_array().into_iter().flatten().any(|p| p.as_u64() == Some(pid as u64))).cloned()
+}
+
+fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Seed acceptance 1–4: ratio, insulation, hard cap, background, through `allot selftest`.
+#[test]
+fn selftest_ratio_insulation_cap_background() {
+    require_root();
+    let _s = serial();
+    let out = Command::new(exe()).args(["selftest"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "selftest failed:\n{text}");
+    assert!(text.contains("4 passed, 0 failed"), "{text}");
+}
+
+const CONFIG: &str = "tick_ms = 200\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n[currencies.ci]\nfunding = 200\nusers = [\"allot-ta\"]\n";
+
+#[test]
+fn permissions_and_bad_input_change_nothing() {
+    require_root();
+    let _s = serial();
+    let (a, b) = (user("allot-ta"), user("allot-tb"));
+    let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
+    let mut kids = Kids(vec![]);
+    let a_sleep = kids.spawn_as(a, &["sleep", "300"]);
+    // A's process is placed automatically in A's currency.
+    wait_for("auto-placement", || job_with_pid(&show(&d), a_sleep));
+    let s = a_sleep.to_string();
+
+    // A may give her own process a job of its own, and run in ci, where she is listed.
+    ok(&d.cli(&["set", &s, "-t", "50"], Some(a)).unwrap());
+    let in_ci = d.run_job(&["--currency", "ci"], &["sleep", "300"], Some(a)).unwrap();
+    d.wait_exec(in_ci, "allot").unwrap();
+    assert_eq!(wait_for("job in ci", || job_with_pid(&show(&d), in_ci))["currency"], "ci");
+    let before = show(&d);
+    assert_eq!(job_with_pid(&before, a_sleep).unwrap()["tickets"], 50);
+
+    // B may not touch A's process, fund, move, or use a currency he is not listed in.
+    refused(&d.cli(&["set", &s, "-t", "5000"], Some(b)).unwrap(), &["belongs to allot-ta", "your own processes"]);
+    refused(&d.cli(&["set", &s, "--background"], Some(b)).unwrap(), &["belongs to"]);
+    refused(&d.cli(&["fund", "allot-tb", "300"], Some(b)).unwrap(), &["root's"]);
+    refused(&d.cli(&["fund", "ci", "300"], Some(b)).unwrap(), &["root's"]);
+    refused(&d.cli(&["move", &s, "allot-tb"], Some(b)).unwrap(), &["root's"]);
+    refused(&d.cli(&["run", "--currency", "ci", "--", "true"], Some(b)).unwrap(), &["may not run jobs in currency \"ci\""]);
+    refused(&d.cli(&["run", "--currency", "allot-ta", "--", "true"], Some(b)).unwrap(), &["may not run jobs"]);
+    // A may not fund even her own currency, nor move her process into another.
+    refused(&d.cli(&["fund", "allot-ta", "10000"], Some(a)).unwrap(), &["root's"]);
+    refused(&d.cli(&["move", &s, "ci"], Some(a)).unwrap(), &["root's"]);
+
+    // Bad values: one clear error naming the value and what is allowed.
+    for t in ["0", "-1", "10001", "abc"] {
+        refused(&d.cli(&["run", "-t", t, "--", "true"], Some(a)).unwrap(), &["tickets must be a whole number 1..10000", t]);
+        refused(&d.cli(&["set", &s, "-t", t], Some(a)).unwrap(), &["tickets must be a whole number 1..10000", t]);
+    }
+    for (c, why) in [("0!", "hard cap of 0"), ("2/0", "denominator is 0"), ("-1", ">= 0"), ("x", "not a number")] {
+        refused(&d.cli(&["run", "--cap", c, "--", "true"], Some(a)).unwrap(), &[&format!("cap {c:?} is invalid"), why]);
+        refused(&d.cli(&["set", &s, "--cap", c], Some(a)).unwrap(), &[&format!("cap {c:?} is invalid"), why]);
+    }
+    refused(&d.cli(&["run", "--cap", "0.5", "--", "true"], Some(a)).unwrap(), &["soft cap", "not enforced yet"]);
+    refused(&d.cli(&["run", "--cap", "64!", "--", "true"], Some(a)).unwrap(), &["more than this machine's"]);
+    refused(&d.cli(&["fund", "allot-ta", "0"], None).unwrap(), &["funding must be a whole number 1..10000", "0"]);
+    refused(&d.cli(&["fund", "nosuchthing", "5"], None).unwrap(), &["unknown currency or user \"nosuchthing\""]);
+    refused(&d.cli(&["run", "--currency", "nosuchthing", "--", "true"], Some(a)).unwrap(), &["unknown currency"]);
+    refused(&d.cli(&["set", "999999", "-t", "5"], None).unwrap(), &["no process 999999"]);
+    refused(&d.cli(&["set", "2", "-t", "5"], None).unwrap(), &["kernel thread"]);
+    refused(&d.cli(&["set", "x1", "-t", "5"], None).unwrap(), &["PID must be a process id", "x1"]);
+    refused(&d.cli(&["set", &s], Some(a)).unwrap(), &["needs something to change"]);
+    let mut gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id().to_string();
+    gone.wait().unwrap();
+    refused(&d.cli(&["set", &gone_pid, "-t", "5"], None).unwrap(), &["no process"]);
+
+    // Malformed and hostile socket traffic.
+    let raw = |bytes: &[u8], shutdown: bool| -> String {
+        let mut c = UnixStream::connect(&d.socket).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = c.write_all(bytes);
+        if shutdown {
+            let _ = c.shutdown(std::net::Shutdown::Write);
+        }
+        let mut s = String::new();
+        let _ = c.read_to_string(&mut s);
+        s
+    };
+    assert!(raw(b"garbage\n", false).contains("malformed request"));
+    assert!(raw(b"{\"op\":\"explode\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
+    assert!(raw(&vec![b'x'; 70_000], false).contains("larger than 65536 bytes"));
+    assert_eq!(raw(b"{\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
+    {
+        // A client that connects and says nothing does not block others.
+        let _idle = UnixStream::connect(&d.socket).unwrap();
+        ok(&d.cli(&["status"], None).unwrap());
+    }
+
+    // Nothing changed: same jobs, same tickets, same funding; the daemon still serves.
+    let after = show(&d);
+    assert_eq!(job_with_pid(&after, a_sleep).unwrap()["tickets"], 50);
+    assert_eq!(before["currencies"], after["currencies"]);
+    let ids = |v: &serde_json::Value| v["jobs"].as_array().unwrap().iter().map(|j| j["id"].to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(&before), ids(&after));
+    assert!(!after["currencies"].as_array().unwrap().iter().any(|c| c["name"] == "allot-tb"), "refused requests registered no currency");
+    ok(&d.cli(&["status"], None).unwrap());
+    d.stop().unwrap();
+}
+
+#[test]
+fn crash_restart_adopts_the_tree_and_keeps_funding() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start_persistent(exe(), "tick_ms = 200\n[users]\nauto_place = false\n").unwrap();
+    ok(&d.cli(&["fund", "root", "250"], None).unwrap());
+    let j1 = d.run_job(&["-t", "300"], &["sleep", "300"], None).unwrap();
+    let j2 = d.run_job(&["-t", "50", "--cap", "0.5!"], &["sleep", "300"], None).unwrap();
+    let j3 = d.run_job(&["--background"], &["sleep", "300"], None).unwrap();
+    for p in [j1, j2, j3] {
+        d.wait_exec(p, "allot").unwrap();
+    }
+    let before = wait_for("three jobs", || {
+        let v = show(&d);
+        [j1, j2, j3].iter().all(|&p| job_with_pid(&v, p).is_some()).then_some(v)
+    });
+    let key = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| format!("{} {} {} {} {} {} {}", j["id"], j["tickets"], j["cap"], j["background"], j["pids"], j["cgroup"], j["funding"]))
+            .collect();
+        k.sort();
+        k
+    };
+
+    // kill -9: the kernel keeps enforcing (the groups and their settings stay).
+    d.crash();
+    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let j2rel = job_with_pid(&before, j2).unwrap()["cgroup"].as_str().unwrap().to_string();
+    assert!(cg.max(&j2rel).unwrap().is_some(), "hard cap still in force while the daemon is down");
+
+    d.launch(false).unwrap();
+    let after = show(&d);
+    assert_eq!(key(&before), key(&after), "same jobs, tickets, caps, funding; no duplicates");
+    assert_eq!(after["jobs"].as_array().unwrap().len(), 3);
+    let fund: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "fund", "root"], None).unwrap())).unwrap();
+    assert_eq!(fund["funding"], 250);
+
+    // A new job after adoption gets a fresh id.
+    let j4 = d.run_job(&[], &["sleep", "300"], None).unwrap();
+    d.wait_exec(j4, "allot").unwrap();
+    let v = show(&d);
+    let id4: u64 = job_with_pid(&v, j4).unwrap()["id"].as_str().unwrap().parse().unwrap();
+    let max_before = before["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().parse::<u64>().unwrap()).max().unwrap();
+    assert!(id4 > max_before);
+
+    // A clean stop leaves everything in force and whole; a restart finds it again.
+    let st = d.terminate().unwrap();
+    assert!(st.success());
+    d.launch(false).unwrap();
+    let again = show(&d);
+    assert_eq!(again["jobs"].as_array().unwrap().len(), 4);
+    let fund: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "fund", "root"], None).unwrap())).unwrap();
+    assert_eq!(fund["funding"], 250);
+
+    // When a job's last process exits, its cgroup goes within a few seconds.
+    let rel1 = job_with_pid(&again, j1).unwrap()["cgroup"].as_str().unwrap().to_string();
+    unsafe { libc::kill(j1 as i32, libc::SIGKILL) };
+    let t0 = Instant::now();
+    wait_for("job cgroup removal", || (!cg.exists(&rel1)).then_some(()));
+    eprintln!("empty job removed after {:.1} s", t0.elapsed().as_secs_f64());
+    d.stop().unwrap();
+    assert!(!cg.exists(""), "the test's cgroup root is gone");
+}
+
+#[test]
+fn set_and_move_act_on_the_right_process() {
+    require_root();
+    let _s = serial();
+    let (a, _) = (user("allot-ta"), user("allot-tb"));
+    let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
+    let mut kids = Kids(vec![]);
+    let p = kids.spawn_as(a, &["sleep", "300"]);
+    let s = p.to_string();
+    wait_for("auto-placement", || job_with_pid(&show(&d), p));
+    // set: a job of its own with a hard cap, then background, then foreground, then no cap.
+    ok(&d.cli(&["set", &s, "-t", "70", "--cap", "1/4!"], Some(a)).unwrap());
+    let j = job_with_pid(&show(&d), p).unwrap();
+    assert_eq!((j["tickets"].as_u64(), j["cap"].as_str()), (Some(70), Some("0.25!")));
+    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let m = cg.max(j["cgroup"].as_str().unwrap()).unwrap().unwrap();
+    assert_eq!((m.quota_us, m.period_us), (25_000, 100_000));
+    ok(&d.cli(&["set", &s, "--background"], Some(a)).unwrap());
+    let j = job_with_pid(&show(&d), p).unwrap();
+    assert!(j["background"].as_bool().unwrap() && j["cgroup"].as_str().unwrap().starts_with("background/"));
+    assert_eq!(j["tickets"], 70, "settings survive the move to the background");
+    ok(&d.cli(&["set", &s, "--foreground", "--cap", "none"], Some(a)).unwrap());
+    let j = job_with_pid(&show(&d), p).unwrap();
+    assert!(!j["background"].as_bool().unwrap());
+    assert!(j["cap"].is_null());
+    assert!(cg.max(j["cgroup"].as_str().unwrap()).unwrap().is_none());
+    // move (root): into the named currency ci.
+    ok(&d.cli(&["move", &s, "ci"], None).unwrap());
+    let j = job_with_pid(&show(&d), p).unwrap();
+    assert_eq!(j["currency"], "ci");
+    assert_eq!(j["funding"], 200);
+    assert_eq!(j["user"], "allot-ta");
+    d.stop().unwrap();
+}
