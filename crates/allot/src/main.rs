@@ -6,6 +6,7 @@
 mod client;
 mod config;
 mod daemon;
+mod daemon_bench;
 mod output;
 mod proto;
 mod selftest;
@@ -117,6 +118,9 @@ enum Command {
     Workload(allot_measure::workload::WorkloadArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
+    /// What the daemon costs at rest: CPU and memory with 1000 sleeping processes.
+    #[command(name = "bench-daemon")]
+    BenchDaemon(daemon_bench::DaemonBenchArgs),
 }
 
 fn num(what: &str, s: &str) -> anyhow::Result<i64> {
@@ -189,5 +193,6 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench(a) => allot_measure::bench::run(a),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Selftest(a) => selftest::run(a, json),
+        Command::BenchDaemon(a) => daemon_bench::run(a, json),
     }
 }

@@ -112,18 +112,18 @@ pub fn changed(d: &Value) -> String {
 pub fn status(d: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "allot daemon {} (pid {}, up {} s)", s(&d["version"]), s(&d["pid"]), s(&d["uptime_s"]));
-    let _ = writeln!(out, "cgroup       {} at {}", s(&d["cgroup_version"]), s(&d["cgroup_root"]));
-    let _ = writeln!(out, "cpus         {}", s(&d["ncpu"]));
-    let _ = writeln!(out, "jobs         {}", s(&d["jobs"]));
+    let _ = writeln!(out, "cgroup            {} at {}", s(&d["cgroup_version"]), s(&d["cgroup_root"]));
+    let _ = writeln!(out, "cpus              {}", s(&d["ncpu"]));
+    let _ = writeln!(out, "jobs              {}", s(&d["jobs"]));
     let auto = if d["auto_place"].as_bool() == Some(true) { format!("on, uid >= {}", s(&d["min_uid"])) } else { "off".into() };
-    let _ = writeln!(out, "auto-place   {auto}");
+    let _ = writeln!(out, "auto-place        {auto}");
     if let Some(f) = d["features"].as_object() {
         for (k, v) in f {
-            let _ = writeln!(out, "{:<12} {}", k.replace('_', "-"), if v.as_bool() == Some(true) { "yes" } else { "NO" });
+            let _ = writeln!(out, "{:<17} {}", k.replace('_', "-"), if v.as_bool() == Some(true) { "yes" } else { "NO" });
         }
     }
     for dgr in d["degraded"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "degraded:    {}", s(dgr));
+        let _ = writeln!(out, "degraded:         {}", s(dgr));
     }
     out
 }

@@ -190,6 +190,12 @@ fn permissions_and_bad_input_change_nothing() {
     assert_eq!(ids(&before), ids(&after));
     assert!(!after["currencies"].as_array().unwrap().iter().any(|c| c["name"] == "allot-tb"), "refused requests registered no currency");
     ok(&d.cli(&["status"], None).unwrap());
+    // The features the kernel has are reported as found (cpu.idle is on both v1 here and v2).
+    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
+    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    assert!(cg.has_idle(), "CI's kernels (6.18 here, Debian's cloud kernel in the VM) have cpu.idle");
+    assert_eq!(st["features"]["cpu_idle"].as_bool(), Some(true), "{st}");
+    assert!(cg.idle("background").unwrap(), "the background group is idle-class");
     d.stop().unwrap();
 }
 

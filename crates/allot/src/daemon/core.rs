@@ -192,6 +192,8 @@ fn kerr(e: allot_linux::Error) -> String {
 impl Core {
     /// Creates or adopts the tree under the controller's root.
     pub fn start(cg: Box<dyn CpuController>, cfg: Config, state_path: Option<PathBuf>) -> anyhow::Result<Self> {
+        // The root must exist before features are read from it.
+        cg.create("").map_err(|e| anyhow::anyhow!("{e}"))?;
         let features = Features::detect(cg.as_ref());
         let mut core = Self {
             ncpu: allot_linux::ncpu(),
@@ -209,7 +211,6 @@ impl Core {
         if let Some(p) = &core.state_path {
             core.funding = state::load(p)?.funding;
         }
-        core.cg.create("").map_err(|e| anyhow::anyhow!("{e}"))?;
         core.cg.create(BACKGROUND).map_err(|e| anyhow::anyhow!("{e}"))?;
         if core.features.cpu_idle {
             core.cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
