@@ -191,6 +191,11 @@ impl PrivateDaemon {
         Ok(())
     }
 
+    /// The daemon's pid, while it runs.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(|d| d.id())
+    }
+
     /// Kills the daemon with SIGKILL (a crash: no clean-up runs) and reaps it. The
     /// jobs it made keep running in their cgroups.
     pub fn crash(&mut self) {
