@@ -4,22 +4,28 @@
 #
 #   tests/vm/run.sh [options] [--allot PATH] -- ARGS...    runs: allot ARGS...
 #   tests/vm/run.sh [options] [--allot PATH] --shell 'SCRIPT' [-- ARGS...]
-#                                                           runs: sh -c SCRIPT with ARGS as $1..
+#                                     runs: sh SCRIPT ARGS... (busybox ash; allot at
+#                                     /bin/allot too when --allot is given)
 # Options:
-#   --allot PATH     the allot binary to put at /bin/allot (default target/release/allot
-#                    when it exists; required unless --shell is given)
-#   --shell SCRIPT   run this sh script (busybox ash) instead of allot
+#   --allot PATH     the allot binary to put at /bin/allot, with the shared libraries ldd
+#                    names for it (default: target/release/allot when it exists;
+#                    required unless --shell is given)
+#   --shell SCRIPT   run this sh script instead of allot
 #   --env K=V        export K=V to the program (repeatable)
 #   --timeout SECS   wall-clock limit for the whole VM run (default 1200, env ALLOT_VM_TIMEOUT)
 #   --smp N          guest CPUs (default 2, env ALLOT_VM_SMP)
 #   --mem MiB        guest memory (default 1024, env ALLOT_VM_MEM)
 #   --log FILE       serial console log (default tests/vm/build/console.log)
-#   --stdout FILE    the program's own stdout, byte-exact, without kernel noise
-#                    (default tests/vm/build/stdout.txt)
+#   --stdout FILE    the program's own stdout, byte-exact, without kernel or stderr
+#                    lines (default tests/vm/build/stdout.txt)
 #   -h, --help
 #
-# Exit status: the program's exit status inside the VM; 2 for bad usage; 90+ when the
-# harness itself could not produce a result (see die_harness below). It never skips.
+# Exit status: the program's own exit status inside the VM, or 2 for bad usage, or,
+# when the harness could not get a result (it never skips):
+#   91 allot binary missing/unusable  92 host tools could not be installed
+#   93 kernel could not be fetched    94 initramfs build failed   95 VM timed out
+#   96 VM never reached /init         97 no exit marker (guest crashed/panicked)
+#   98 guest setup (mounts, cgroup2 +cpu) failed
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,13 +33,14 @@ REPO=$(cd "$HERE/../.." && pwd)
 BUILD="$HERE/build"
 MARK_EXIT="ALLOT-VM-EXIT="
 MARK_BOOT="ALLOT-VM-BOOTED"
+MARK_FAIL="ALLOT-VM-INIT-FAILED:"
 
 say() { printf 'vm: %s\n' "$*" >&2; }
 die_usage() { say "usage error: $*"; exit 2; }
 # A harness that cannot run fails loudly (never a silent pass/skip).
 die_harness() { local code=$1; shift; say "HARNESS FAILURE: $*"; exit "$code"; }
 
-usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 
 # ---------------------------------------------------------------- arguments
 ALLOT=""
@@ -141,7 +148,7 @@ fetch_kernel() {
   mkdir -p "$KDIR.new"
   cp "$tmp"/x/boot/vmlinuz-* "$KDIR.new/vmlinuz"
   cp "$cfg" "$KDIR.new/config"
-  dpkg-deb -f "$deb" Package Version > "$KDIR.new/version"
+  echo "$kpkg $(dpkg-deb -f "$deb" Version)" > "$KDIR.new/version"
   rm -rf "$KDIR"
   mv "$KDIR.new" "$KDIR"
 }
@@ -150,18 +157,27 @@ fetch_kernel() {
   if [ ! -s "$VMLINUZ" ]; then fetch_kernel; fi
 ) 9>"$BUILD/.kernel.lock" || exit $?
 [ -s "$VMLINUZ" ] || die_harness 93 "no kernel at $VMLINUZ"
-KVER=$(tr '\n' ' ' < "$KDIR/version" 2>/dev/null || true)
+KVER=$(cat "$KDIR/version" 2>/dev/null || true)
 
 # ---------------------------------------------------------------- initramfs
 WORK=$(mktemp -d "$BUILD/run.XXXXXX")
 QEMU_PID=""
+READER_PID=""
 cleanup() {
-  # only ever the qemu this script started
-  if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then kill "$QEMU_PID" 2>/dev/null || true; fi
+  # only ever the processes this script started: the timeout wrapping qemu
+  # (it passes the signal on to qemu) and the log reader
+  if [ -n "$QEMU_PID" ] && kill -0 "$QEMU_PID" 2>/dev/null; then
+    kill "$QEMU_PID" 2>/dev/null || true
+    wait "$QEMU_PID" 2>/dev/null || true
+  fi
+  if [ -n "$READER_PID" ] && kill -0 "$READER_PID" 2>/dev/null; then
+    kill "$READER_PID" 2>/dev/null || true
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'say "interrupted"; exit 130' INT
+trap 'say "terminated"; exit 143' TERM HUP
 
 ROOT="$WORK/root"
 mkdir -p "$ROOT"/{bin,sbin,etc,proc,sys,dev,tmp,run,root,home/allot-ta,home/allot-tb,var/tmp,usr/bin,usr/sbin}
@@ -210,7 +226,6 @@ chmod 0600 "$ROOT/etc/shadow"
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n' > "$ROOT/etc/nsswitch.conf"
 printf '127.0.0.1 localhost allot-vm\n::1 localhost ip6-localhost\n' > "$ROOT/etc/hosts"
 echo allot-vm > "$ROOT/etc/hostname"
-chown 2001:2001 "$ROOT/home/allot-ta"; chown 2002:2002 "$ROOT/home/allot-tb"
 chmod 1777 "$ROOT/tmp" "$ROOT/var/tmp"
 
 # sh single-quoting of one word
@@ -233,7 +248,7 @@ cat > "$ROOT/init" <<EOF
 # PID 1 of the allot test VM (generated by tests/vm/run.sh)
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin HOME=/root TERM=dumb LANG=C.UTF-8
 export ALLOT_VM=1 RUST_BACKTRACE=1
-fail() { echo "allot-vm init: \$*"; echo "${MARK_EXIT}99"; sync; poweroff -f; echo o > /proc/sysrq-trigger; sleep 10; }
+fail() { echo "${MARK_FAIL} \$*"; sync; poweroff -f; echo o > /proc/sysrq-trigger; sleep 30; }
 mount -t proc proc /proc || fail "mount proc"
 mount -t sysfs sysfs /sys || fail "mount sysfs"
 mount -t devtmpfs devtmpfs /dev || fail "mount devtmpfs"
@@ -247,14 +262,29 @@ grep -qw cpu /sys/fs/cgroup/cgroup.controllers || fail "no cpu in cgroup.control
 echo +cpu > /sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable +cpu"
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 hostname allot-vm
+chown 2001:2001 /home/allot-ta; chown 2002:2002 /home/allot-tb
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 echo "${MARK_BOOT} uptime=\$(cut -d' ' -f1 /proc/uptime)s kernel=\$(uname -r) cpus=\$(nproc) cgroup2=\$(cat /sys/fs/cgroup/cgroup.subtree_control)"
 cd /
 . /etc/allot-vm-args
-set -o pipefail
 # stdout goes live to the console and byte-exact to the second serial port
-( ${RUN_LINE} ) </dev/null | tee /dev/ttyS1
+out=/dev/ttyS1; [ -c \$out ] || out=/dev/null
+mkfifo /run/allot-vm.out
+tee \$out </run/allot-vm.out &
+teepid=\$!
+( ${RUN_LINE} ) </dev/null >/run/allot-vm.out
 rc=\$?
+# the program is done: end whatever it left running (it may hold the output pipe)
+left=""
+for d in /proc/[0-9]*; do
+  p=\${d#/proc/}
+  [ "\$p" = 1 ] || [ "\$p" = "\$teepid" ] && continue
+  readlink \$d/exe >/dev/null 2>&1 || continue   # kernel threads and zombies
+  left="\$left \$p:\$(cat \$d/comm 2>/dev/null)"
+  kill -9 \$p 2>/dev/null
+done
+[ -n "\$left" ] && echo "allot-vm: killed processes left running:\$left"
+wait \$teepid
 sync
 echo "${MARK_EXIT}\$rc"
 poweroff -f
@@ -266,9 +296,6 @@ chmod 0755 "$ROOT/init"
 INITRD="$WORK/initrd.gz"
 ( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc -R +0:+0 --quiet ) \
   | gzip -1 > "$INITRD" || die_harness 94 "building the initramfs failed"
-# -R +0:+0 made everything root-owned; fix the test users' homes via a tiny second archive
-# is not needed: init-time chown keeps it simple.
-sed -i '' "$ROOT/init" 2>/dev/null || true
 
 # ---------------------------------------------------------------- boot
 mkdir -p "$(dirname "$LOG")" "$(dirname "$STDOUT_FILE")"
@@ -280,27 +307,40 @@ if [ "$HAVE_SHELL" = 1 ]; then say "running shell script${ALLOT:+ (with /bin/all
 say "console log: $LOG"
 
 START=$(date +%s.%N)
-set +e
+FIFO="$WORK/console.fifo"
+mkfifo "$FIFO"
+# qemu (under timeout) runs in the background so that a signal to this script is
+# handled at once; cleanup() then stops exactly that timeout process (and so qemu).
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -accel "$ACCEL" -cpu max -smp "$SMP" -m "$MEM" \
     -nographic -no-reboot -nodefaults -display none -monitor none \
     -serial stdio -serial "file:$STDOUT_FILE" \
     -kernel "$VMLINUZ" -initrd "$INITRD" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all mitigations=off rdinit=/init" \
-    </dev/null 2>&1 | tr -d '\r' | tee "$LOG"
-pipe=("${PIPESTATUS[@]}")
+    </dev/null >"$FIFO" 2>&1 &
+QEMU_PID=$!
+# strip CRs and SeaBIOS's terminal escapes; show live and keep a log
+sed -u 's/\r//g; s/\x1bc//g; s/\x1b\[[0-9;?]*[A-Za-z]//g' <"$FIFO" | tee "$LOG" &
+READER_PID=$!
+set +e
+wait "$QEMU_PID"; QRC=$?
+QEMU_PID=""
+wait "$READER_PID"
+READER_PID=""
 set -e
 END=$(date +%s.%N)
 WALL=$(awk -v a="$START" -v b="$END" 'BEGIN{printf "%.1f", b-a}')
-QRC=${pipe[0]}
 
 if [ "$QRC" = 124 ] || [ "$QRC" = 137 ]; then
   die_harness 95 "VM timed out after ${TIMEOUT}s (log: $LOG)"
 fi
-if ! grep -q "^${MARK_BOOT}" "$LOG"; then
+if grep -aq "${MARK_FAIL}" "$LOG"; then
+  die_harness 98 "VM setup failed: $(grep -a -o -m1 "${MARK_FAIL}.*" "$LOG") (log: $LOG)"
+fi
+if ! grep -aq "${MARK_BOOT}" "$LOG"; then
   die_harness 96 "VM never reached /init (qemu exit $QRC, ${WALL}s; log: $LOG)"
 fi
-code=$(grep -a -o "^${MARK_EXIT}[0-9]*\$" "$LOG" | tail -n1 | cut -d= -f2)
+code=$(grep -a -o "${MARK_EXIT}[0-9]\+" "$LOG" | tail -n1 | cut -d= -f2 || true)
 if [ -z "$code" ]; then
   die_harness 97 "no ${MARK_EXIT} marker: the VM died or crashed mid-run (qemu exit $QRC, ${WALL}s; log: $LOG)"
 fi
