@@ -1,1 +1,24 @@
-//! placeholder
+//! allot-sim: a deterministic discrete-event simulator of the seeds' schedulers
+//! (lottery, stride, hybrid lottery, EBS, 4.4BSD, Linux 2.2, CFS, EEVDF) and the
+//! seeds' experiments as named scenarios. Same scenario and seed, same bytes out.
+#![deny(missing_docs)]
+// `x % n == 0` stays: is_multiple_of needs Rust 1.87, the workspace supports 1.80.
+#![allow(unknown_lints, clippy::manual_is_multiple_of)]
+
+pub mod bench;
+pub mod cli;
+pub mod engine;
+pub mod fenwick;
+pub mod metrics;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod scenario_file;
+pub mod sched;
+pub mod svg;
+pub mod time;
+pub mod workload;
+
+pub use engine::{RunResult, Sim};
+pub use sched::SchedSpec;
+pub use workload::{Behaviour, TaskSpec, Workload};

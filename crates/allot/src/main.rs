@@ -8,6 +8,7 @@ mod config;
 mod daemon;
 mod daemon_bench;
 mod output;
+mod policy_bench;
 mod proto;
 mod selftest;
 
@@ -98,6 +99,15 @@ enum Command {
         #[arg(allow_hyphen_values = true)]
         base: Option<String>,
     },
+    /// Mark the job you are waiting on (seed 002's focus): boosted whatever its usage
+    /// history, still bounded by its entitlement. Owner or root.
+    Focus {
+        /// A process of the job.
+        pid: String,
+        /// Take the focus away again.
+        #[arg(long)]
+        off: bool,
+    },
     /// Move a process into another currency (lott_chuser; root's).
     Move {
         /// The process.
@@ -113,6 +123,9 @@ enum Command {
     Why(allot_measure::why::WhyArgs),
     /// The seeds' benchmarks on this machine.
     Bench(allot_measure::bench::BenchArgs),
+    /// Simulate the seeds' schedulers exactly (lottery, stride, hybrid, EBS, 4.4BSD,
+    /// Linux 2.2, CFS, EEVDF) and reproduce their published results.
+    Sim(allot_sim::cli::SimArgs),
     /// Built-in load generators (for tests and benchmarks).
     #[command(hide = true)]
     Workload(allot_measure::workload::WorkloadArgs),
@@ -121,13 +134,24 @@ enum Command {
     /// What the daemon costs at rest: CPU and memory with 1000 sleeping processes.
     #[command(name = "bench-daemon")]
     BenchDaemon(daemon_bench::DaemonBenchArgs),
+    /// The dynamic policy measured: latency boost, agility, soft cap, nice, fork, gaming.
+    #[command(name = "bench-policy")]
+    BenchPolicy(policy_bench::PolicyBenchArgs),
 }
 
 fn num(what: &str, s: &str) -> anyhow::Result<i64> {
     s.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("{what} must be a whole number 1..10000, got {s:?}"))
 }
 
+fn s_of(v: &serde_json::Value) -> String {
+    v.as_str().map(String::from).unwrap_or_else(|| v.to_string())
+}
+
 fn main() {
+    // Output piped into `head` ends quietly, as in any Unix tool (the daemon ignores
+    // SIGPIPE itself).
+    // SAFETY: restoring the default disposition of one signal.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let code = match real_main(cli) {
         Ok(c) => c,
@@ -179,6 +203,11 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             let data = client::call(&sock, &Request::Fund { currency, funding })?;
             output::print(json, &data, output::fund)
         }
+        Command::Focus { pid, off } => {
+            let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
+            let data = client::call(&sock, &Request::Focus { pid, on: !off })?;
+            output::print(json, &data, |d| format!("job {}: focus {}\n", s_of(&d["job"]), if d["focus"].as_bool() == Some(true) { "on" } else { "off" }))
+        }
         Command::Move { pid, currency } => {
             let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
             let data = client::call(&sock, &Request::Move { pid, currency })?;
@@ -192,7 +221,9 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Why(a) => allot_measure::why::run(a),
         Command::Bench(a) => allot_measure::bench::run(a),
         Command::Workload(a) => allot_measure::workload::run(a),
+        Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
         Command::BenchDaemon(a) => daemon_bench::run(a, json),
+        Command::BenchPolicy(a) => policy_bench::run(a, json),
     }
 }

@@ -1,0 +1,20 @@
+//! Try the simulator by hand until the `allot` binary wires `allot sim`:
+//! `cargo run -p allot-sim --release --example sim -- run fig3-ratio`.
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    sim: allot_sim::cli::SimArgs,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match allot_sim::cli::run(cli.sim) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("allot sim: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
