@@ -88,6 +88,12 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
         let p = self.root().join(rel).join("cgroup.procs");
         Ok(read(&p)?.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
+    /// Thread ids directly in this directory (v1 `tasks`, v2 `cgroup.threads`).
+    fn threads(&self, rel: &str) -> Result<Vec<i32>> {
+        let name = if self.version() == Version::V1 { "tasks" } else { "cgroup.threads" };
+        let p = self.root().join(rel).join(name);
+        Ok(read(&p)?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
     /// Moves a whole process (all its threads) into the directory.
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()>;
     /// Moves a process out of allot's tree, to the top of the hierarchy (used when an

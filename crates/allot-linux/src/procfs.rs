@@ -413,3 +413,23 @@ mod tests {
         assert!(l.runnable >= 1 && l.total >= l.runnable);
     }
 }
+
+/// Idle time per CPU (idle + iowait), in clock ticks, from /proc/stat's `cpuN` lines,
+/// indexed by CPU number.
+pub fn cpu_idle_ticks() -> Result<Vec<u64>> {
+    let s = read("/proc/stat")?;
+    let mut out = vec![];
+    for l in s.lines() {
+        let Some(rest) = l.strip_prefix("cpu") else { continue };
+        let mut f = rest.split_whitespace();
+        let Some(Ok(n)) = f.next().map(|c| c.parse::<usize>()) else { continue };
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        if v.len() >= 5 {
+            if out.len() <= n {
+                out.resize(n + 1, 0);
+            }
+            out[n] = v[3] + v[4];
+        }
+    }
+    Ok(out)
+}

@@ -127,3 +127,15 @@ mod tests {
         assert_eq!(a.size as usize, std::mem::size_of::<SchedAttr>());
     }
 }
+
+/// The CPUs a task may run on (sched_getaffinity).
+pub fn get_affinity(tid: i32) -> Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t passed by pointer with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(Error::Sys { call: format!("sched_getaffinity({tid})"), source: std::io::Error::last_os_error() });
+        }
+        Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
+    }
+}

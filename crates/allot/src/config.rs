@@ -20,6 +20,8 @@ pub struct Config {
     pub half_life_ms: u64,
     /// Automatic placement of users' processes.
     pub users: Users,
+    /// The dynamic policy: boost, soft caps, nice emulation.
+    pub policy: Policy,
     /// Named currencies.
     pub currencies: BTreeMap<String, NamedCurrency>,
 }
@@ -34,6 +36,28 @@ pub struct Users {
     pub min_uid: u32,
     /// If set, only these users (names or uids).
     pub only: Option<Vec<String>>,
+}
+
+/// The dynamic policy (seed 001 §3, seed 004).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// Boost jobs that use less than their entitlement.
+    pub boost: bool,
+    /// The sliding window over which usage is compared with entitlement, ms.
+    pub boost_window_ms: u64,
+    /// Boost while usage over the window < this × entitlement.
+    pub boost_below: f64,
+    /// The EEVDF slice a boosted job's tasks get, µs (kernel range 100..100000).
+    pub boost_slice_us: u64,
+    /// Emulate nice across currencies (seed 001 §3.4).
+    pub nice_emulation: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { boost: true, boost_window_ms: 1000, boost_below: 0.5, boost_slice_us: 100, nice_emulation: true }
+    }
 }
 
 /// A named currency (e.g. `ci`) and who may use and fund it.
@@ -54,10 +78,11 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             default_funding: 100,
-            tick_ms: 1000,
+            tick_ms: 250,
             scan_ms: 1000,
             half_life_ms: allot_model::usage::DEFAULT_HALF_LIFE_MS,
             users: Users::default(),
+            policy: Policy::default(),
             currencies: BTreeMap::new(),
         }
     }
@@ -100,8 +125,18 @@ impl Config {
 
     fn check(&self) -> Result<(), String> {
         allot_model::Funding::new(self.default_funding as i64).map_err(|e| format!("default_funding: {e}"))?;
-        if !(100..=60_000).contains(&self.tick_ms) {
-            return Err(format!("tick_ms must be 100..60000, got {}", self.tick_ms));
+        if !(50..=60_000).contains(&self.tick_ms) {
+            return Err(format!("tick_ms must be 50..60000, got {}", self.tick_ms));
+        }
+        let p = &self.policy;
+        if !(self.tick_ms..=60_000).contains(&p.boost_window_ms) {
+            return Err(format!("policy.boost_window_ms must be tick_ms ({})..60000, got {}", self.tick_ms, p.boost_window_ms));
+        }
+        if !(p.boost_below > 0.0 && p.boost_below <= 1.0) {
+            return Err(format!("policy.boost_below must be in (0, 1], got {}", p.boost_below));
+        }
+        if !(100..=100_000).contains(&p.boost_slice_us) {
+            return Err(format!("policy.boost_slice_us must be 100..100000 (the kernel's slice range), got {}", p.boost_slice_us));
         }
         if !(100..=60_000).contains(&self.scan_ms) {
             return Err(format!("scan_ms must be 100..60000, got {}", self.scan_ms));

@@ -69,17 +69,43 @@ pub fn show(d: &Value) -> String {
                 format!("{:.2}", j["entitlement"].as_f64().unwrap_or(0.0)),
                 format!("{:.2}", j["usage"].as_f64().unwrap_or(0.0)),
                 s(&j["cap"]),
-                if j["background"].as_bool() == Some(true) { "yes".into() } else { "-".into() },
+                state(j),
                 pids,
                 cmd,
             ]
         })
         .collect();
-    let mut out = table(&["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "BG", "PIDS", "COMMAND"], rows, true);
+    let mut out = table(&["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"], rows, true);
     out.push('\n');
     out.push_str(&currencies(&d["currencies"]));
     let _ = writeln!(out, "\nENTITLED and USAGE in CPUs of {}; entitlement counts active jobs only.", s(&d["ncpu"]));
+    let _ = writeln!(out, "STATE: bg background, boost boosted, focus focused, held soft cap held, nice:N niced.");
     out
+}
+
+/// A job's dynamic state in a few words.
+fn state(j: &Value) -> String {
+    let mut v = vec![];
+    let flag = |k: &str| j[k].as_bool() == Some(true);
+    if flag("background") {
+        v.push("bg".to_string());
+    }
+    if flag("focus") {
+        v.push("focus".into());
+    } else if flag("boost") {
+        v.push("boost".into());
+    }
+    if flag("held") {
+        v.push("held".into());
+    }
+    if let Some(n) = j["nice"].as_i64().filter(|&n| n != 0) {
+        v.push(format!("nice:{n}"));
+    }
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(",")
+    }
 }
 
 fn currencies(c: &Value) -> String {

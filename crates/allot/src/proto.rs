@@ -60,6 +60,15 @@ pub enum Request {
         #[serde(default)]
         funding: Option<i64>,
     },
+    /// Mark the job of a process as the one its user is waiting on (seed 002's focus):
+    /// boosted regardless of its usage history, still bounded by its entitlement.
+    Focus {
+        /// The process.
+        pid: i64,
+        /// On (true) or off.
+        #[serde(default = "yes")]
+        on: bool,
+    },
     /// Move a process into another currency (lott_chuser).
     Move {
         /// The process.
@@ -67,6 +76,10 @@ pub enum Request {
         /// Named currency or user.
         currency: String,
     },
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A reply: `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
@@ -116,6 +129,18 @@ pub struct JobView {
     pub cap: Option<String>,
     /// Background (runs on idle CPU only).
     pub background: bool,
+    /// A soft cap is being held now (others want the CPU).
+    pub held: bool,
+    /// Boosted now (using less than its entitlement, or focused).
+    pub boost: bool,
+    /// Focused by its user.
+    pub focus: bool,
+    /// Its processes' nice (the lowest).
+    pub nice: i32,
+    /// Usage over the boost window, CPUs.
+    pub recent: f64,
+    /// Threads in it.
+    pub threads: usize,
     /// Processes in it.
     pub pids: Vec<i32>,
     /// Command of its first process.

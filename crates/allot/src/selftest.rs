@@ -97,7 +97,7 @@ impl Drop for Kids {
     }
 }
 
-fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
+pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // SAFETY: a zeroed cpu_set_t with one bit set, passed by pointer with its size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -133,7 +133,7 @@ fn show(d: &PrivateDaemon) -> anyhow::Result<serde_json::Value> {
 }
 
 /// The cgroup (relative to the root) of the job holding `pid`, waiting up to 10 s.
-fn job_of(d: &PrivateDaemon, pid: u32) -> anyhow::Result<String> {
+pub(crate) fn job_of(d: &PrivateDaemon, pid: u32) -> anyhow::Result<String> {
     let t0 = Instant::now();
     loop {
         let v = show(d)?;

@@ -20,8 +20,9 @@ use crate::proto::{CurrencyView, JobView, Reply, Request, ShowView};
 use allot_linux::cgroup::{CpuController, Max};
 use allot_linux::pidfd::PidFd;
 use allot_linux::procfs;
+use allot_model::policy::{boosted, nice_emulation, soft_cap_held, BoostRule, NiceClaim};
 use allot_model::{Cap, Funding, Tickets, UsageRate};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -83,8 +84,9 @@ struct Job {
     id: u64,
     currency: String,
     owner: u32,
+    /// Base tickets, as the user set them.
     tickets: Tickets,
-    /// Hard cap, if any.
+    /// Cap as the user set it: hard (cpu.max always) or soft (cpu.max while held).
     cap: Option<Cap>,
     background: bool,
     created: Instant,
@@ -92,6 +94,34 @@ struct Job {
     usage: UsageRate,
     last: Option<(u64, Instant)>,
     active: bool,
+    dynamic: Dynamic,
+}
+
+/// What the dynamic policy knows of a job and has applied to it.
+#[derive(Debug, Default)]
+struct Dynamic {
+    /// (CPU seconds, wall seconds) per tick over the boost window.
+    window: VecDeque<(f64, f64)>,
+    /// Usage over the window, CPUs.
+    recent: f64,
+    /// Thread ids seen this tick.
+    threads: Vec<i32>,
+    /// The lowest nice of its processes.
+    nice: i32,
+    /// CPUs its first thread may run on (observed while active).
+    cpus: Vec<usize>,
+    /// A soft cap is being held (cpu.max written).
+    held: bool,
+    focus: bool,
+    boosted: bool,
+    /// The job weight written to the kernel (None: its tickets).
+    weight: Option<u32>,
+    /// Threads given the boost slice, with the slice they had before.
+    slices: HashMap<i32, u64>,
+    /// Summed run-queue wait of its threads at the last tick, ns.
+    wait_ns: u64,
+    /// Its threads waited for CPU during the last tick.
+    waiting: bool,
 }
 
 impl Job {
@@ -181,6 +211,12 @@ pub struct Core {
     next_id: u64,
     seen: HashMap<i32, Seen>,
     started: Instant,
+    /// Currency weights written to the kernel that differ from funding (nice emulation).
+    cur_weight: HashMap<String, u32>,
+    /// Per-CPU idle ticks at the last tick, for soft caps.
+    idle_prev: Option<(Vec<u64>, Instant)>,
+    /// Base settings kept across restarts.
+    saved_jobs: BTreeMap<String, state::JobState>,
 }
 
 type R<T> = Result<T, String>;
@@ -206,10 +242,16 @@ impl Core {
             next_id: 1,
             seen: HashMap::new(),
             started: Instant::now(),
+            cur_weight: HashMap::new(),
+            idle_prev: None,
+            saved_jobs: BTreeMap::new(),
             cg,
         };
         if let Some(p) = &core.state_path {
-            core.funding = state::load(p)?.funding;
+            let st = state::load(p)?;
+            core.funding = st.funding;
+            core.saved_jobs = st.jobs;
+            core.next_id = core.next_id.max(st.next_id);
         }
         core.cg.create(BACKGROUND).map_err(|e| anyhow::anyhow!("{e}"))?;
         if core.features.cpu_idle {
@@ -253,8 +295,17 @@ impl Core {
                         (id, uid)
                     };
                     let rel = format!("{crel}/{jdir}");
-                    let tickets = Tickets::new(self.cg.weight(&rel).unwrap_or(100) as i64).unwrap_or_default();
-                    let cap = self.cg.max(&rel).ok().flatten().map(|m| Cap { cpus: m.quota_us as f64 / m.period_us as f64, hard: true });
+                    // The user's settings from the state file; else read back from the tree.
+                    let saved = self.saved_jobs.get(&format!("{cdir}/{jdir}")).cloned();
+                    let tickets = match &saved {
+                        Some(s) => Tickets::new(s.tickets as i64).unwrap_or_default(),
+                        None => Tickets::new(self.cg.weight(&rel).unwrap_or(100) as i64).unwrap_or_default(),
+                    };
+                    let held_max = self.cg.max(&rel).ok().flatten();
+                    let cap = match &saved {
+                        Some(s) => s.cap.as_deref().and_then(|c| c.parse::<Cap>().ok()).filter(|c| !c.is_background()),
+                        None => held_max.map(|m| Cap { cpus: m.quota_us as f64 / m.period_us as f64, hard: true }),
+                    };
                     let command = self.cg.procs(&rel).ok().and_then(|p| p.first().and_then(|&p| procfs::cmdline(p).ok())).unwrap_or_default();
                     self.next_id = self.next_id.max(id + 1);
                     if self.jobs.iter().any(|j| j.id == id && (id != 0 || j.owner == owner)) {
@@ -272,6 +323,7 @@ impl Core {
                         usage: UsageRate::new(self.cfg.half_life_ms),
                         last: None,
                         active: false,
+                        dynamic: Dynamic { held: cap.is_some_and(|c| !c.hard) && held_max.is_some(), ..Default::default() },
                     });
                 }
             }
@@ -367,6 +419,7 @@ impl Core {
             Request::Set { pids, tickets, cap, background } => self.set(peer, pids, tickets, cap, background),
             Request::Fund { currency, funding } => self.fund(peer, currency, funding),
             Request::Move { pid, currency } => self.move_pid(peer, pid, &currency),
+            Request::Focus { pid, on } => self.focus(peer, pid, on),
         };
         match r {
             Ok(v) => Reply::ok(v),
@@ -394,18 +447,11 @@ impl Core {
         t.map(|t| Tickets::new(t).map_err(|e| e.to_string())).transpose()
     }
 
-    /// Parses a cap argument into (hard cap, background). Soft caps above 0 come with
-    /// the dynamic policy; until then they are refused, not ignored.
+    /// Parses a cap argument into (cap, background): soft 0 is background.
     fn parse_cap(&self, cap: &str) -> R<(Option<Cap>, bool)> {
         let c: Cap = cap.parse().map_err(|e: allot_model::ModelError| e.to_string())?;
         if c.is_background() {
             return Ok((None, true));
-        }
-        if !c.hard {
-            return Err(format!(
-                "cap {cap:?} is a soft cap; soft caps above 0 are not enforced yet (they come with the dynamic policy). Use a hard cap such as \"{}!\", or --background for idle-CPU-only",
-                c
-            ));
         }
         if c.cpus > self.ncpu as f64 {
             return Err(format!("cap {cap:?} is more than this machine's {} CPUs; give at most {}!", self.ncpu, self.ncpu));
@@ -429,12 +475,13 @@ impl Core {
             usage: UsageRate::new(self.cfg.half_life_ms),
             last: None,
             active: false,
+            dynamic: Dynamic::default(),
         };
         let rel = job.rel();
         let made = (|| {
             self.cg.create(&rel)?;
             self.cg.set_weight(&rel, tickets.get())?;
-            if let Some(c) = cap {
+            if let Some(c) = cap.filter(|c| c.hard) {
                 self.cg.set_max(&rel, Some(Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US }))?;
             }
             Ok::<_, allot_linux::Error>(())
@@ -487,6 +534,7 @@ impl Core {
         }
         let out = serde_json::json!({"job": job.id, "currency": cur.name(), "tickets": tickets.get(), "cgroup": rel});
         self.jobs.push(job);
+        self.save_jobs();
         Ok(out)
     }
 
@@ -565,35 +613,69 @@ impl Core {
         }
         let mut changed = vec![];
         for (fd, ids, idx) in targets {
-            let idx = match idx.filter(|&i| self.jobs[i].id != 0) {
-                Some(i) => i,
-                None => {
-                    // Not in a job of its own yet: adopt it into one, in the currency it is
-                    // already in (a user's default job) or its owner's.
-                    let cur = match idx {
-                        Some(i) => self.currencies.get(&self.jobs[i].currency).cloned().unwrap_or_else(|| Currency::user(ids.ruid)),
-                        None => self.user_currency(ids.ruid),
-                    };
-                    let cmd = procfs::cmdline(fd.pid()).unwrap_or_default();
-                    let old = idx.map(|i| &self.jobs[i]);
-                    let (t, c, b) = (old.map(|j| j.tickets).unwrap_or_default(), old.and_then(|j| j.cap), old.is_some_and(|j| j.background));
-                    let job = self.new_job(&cur, ids.ruid, t, c, b, cmd.chars().take(256).collect(), false)?;
-                    if let Err(e) = self.place(&fd, &job.rel()) {
-                        let _ = self.cg.remove(&job.rel());
-                        return Err(e);
-                    }
-                    self.jobs.push(job);
-                    self.jobs.len() - 1
-                }
-            };
+            let idx = self.own_job(&fd, &ids, idx)?;
             if changed.contains(&idx) {
                 continue;
             }
             self.change_job(idx, tickets, cap, bg)?;
             changed.push(idx);
         }
+        self.save_jobs();
         let jobs: Vec<String> = changed.iter().map(|&i| self.jobs[i].label()).collect();
         Ok(serde_json::json!({"jobs": jobs}))
+    }
+
+    /// The job of its own that a process is in, made if it has none yet (it is outside
+    /// allot, or in a user's default job): in the currency it is already in, or its
+    /// owner's, with the settings it had.
+    fn own_job(&mut self, fd: &PidFd, ids: &procfs::Ids, idx: Option<usize>) -> R<usize> {
+        if let Some(i) = idx.filter(|&i| self.jobs[i].id != 0) {
+            return Ok(i);
+        }
+        let cur = match idx {
+            Some(i) => self.currencies.get(&self.jobs[i].currency).cloned().unwrap_or_else(|| Currency::user(ids.ruid)),
+            None => self.user_currency(ids.ruid),
+        };
+        let cmd = procfs::cmdline(fd.pid()).unwrap_or_default();
+        let old = idx.map(|i| &self.jobs[i]);
+        let (t, c, b) = (old.map(|j| j.tickets).unwrap_or_default(), old.and_then(|j| j.cap), old.is_some_and(|j| j.background));
+        let job = self.new_job(&cur, ids.ruid, t, c, b, cmd.chars().take(256).collect(), false)?;
+        if let Err(e) = self.place(fd, &job.rel()) {
+            let _ = self.cg.remove(&job.rel());
+            return Err(e);
+        }
+        self.jobs.push(job);
+        Ok(self.jobs.len() - 1)
+    }
+
+    fn focus(&mut self, peer: &Peer, pid: i64, on: bool) -> R<serde_json::Value> {
+        let (fd, ids) = self.own_process(peer, pid)?;
+        let idx = self.job_index_of(fd.pid());
+        if let Some(i) = idx {
+            let j = &self.jobs[i];
+            if j.id != 0 && !peer.is_root() && j.owner != peer.uid {
+                return Err(format!("process {pid} is in job {} of {}; only its owner or root may focus it", j.label(), user_label(j.owner)));
+            }
+        }
+        let idx = self.own_job(&fd, &ids, idx)?;
+        self.jobs[idx].dynamic.focus = on;
+        self.save_jobs();
+        Ok(serde_json::json!({"job": self.jobs[idx].label(), "focus": on}))
+    }
+
+    /// Keeps every job's base settings in the state file (not for ephemeral daemons).
+    fn save_jobs(&mut self) {
+        let Some(p) = self.state_path.clone() else { return };
+        self.saved_jobs = self
+            .jobs
+            .iter()
+            .filter(|j| j.id != 0)
+            .map(|j| (format!("{}/{}", j.currency, j.name()), state::JobState { tickets: j.tickets.get(), cap: j.cap.map(|c| c.to_string()) }))
+            .collect();
+        let st = state::State { funding: self.funding.clone(), jobs: self.saved_jobs.clone(), next_id: self.next_id };
+        if let Err(e) = state::save(&p, &st) {
+            eprintln!("allot daemon: could not save job settings: {e:#}");
+        }
     }
 
     fn change_job(&mut self, idx: usize, tickets: Option<Tickets>, cap: Option<Option<Cap>>, bg: Option<bool>) -> R<()> {
@@ -608,9 +690,14 @@ impl Core {
             self.jobs[idx].tickets = t;
         }
         if let Some(c) = cap {
-            let max = c.map(|c| Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US });
+            // A hard cap is written now; a soft one is held by the tick when others wait.
+            let max = c.filter(|c| c.hard).map(|c| Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US });
             self.cg.set_max(&rel, max).map_err(kerr)?;
             self.jobs[idx].cap = c;
+            self.jobs[idx].dynamic.held = false;
+        }
+        if tickets.is_some() {
+            self.jobs[idx].dynamic.weight = None;
         }
         Ok(())
     }
@@ -627,7 +714,7 @@ impl Core {
         let setup = (|| {
             self.cg.create(&new)?;
             self.cg.set_weight(&new, j.tickets.get())?;
-            if let Some(c) = j.cap {
+            if let Some(c) = j.cap.filter(|c| c.hard) {
                 self.cg.set_max(&new, Some(Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US }))?;
             }
             Ok::<_, allot_linux::Error>(())
@@ -636,6 +723,8 @@ impl Core {
             self.jobs[idx].background = !background;
             return Err(kerr(e));
         }
+        self.jobs[idx].dynamic.held = false;
+        self.jobs[idx].dynamic.weight = None;
         for _ in 0..100 {
             let procs = self.cg.procs(&old).unwrap_or_default();
             if procs.is_empty() {
@@ -667,12 +756,13 @@ impl Core {
         let before = self.funding.clone();
         self.funding.insert(cur.dir.clone(), f.get());
         if let Some(p) = &self.state_path {
-            if let Err(e) = state::save(p, &state::State { funding: self.funding.clone() }) {
+            if let Err(e) = state::save(p, &state::State { funding: self.funding.clone(), jobs: self.saved_jobs.clone(), next_id: self.next_id }) {
                 self.funding = before;
                 return Err(format!("could not save funding: {e}"));
             }
         }
         self.apply_funding(&cur.dir)?;
+        self.cur_weight.remove(&cur.dir);
         Ok(serde_json::json!({"currency": cur.name(), "funding": f.get()}))
     }
 
@@ -691,6 +781,7 @@ impl Core {
         }
         let out = serde_json::json!({"job": job.id, "currency": cur.name(), "cgroup": job.rel()});
         self.jobs.push(job);
+        self.save_jobs();
         Ok(out)
     }
 
@@ -699,6 +790,22 @@ impl Core {
         let mut order: Vec<String> = vec![];
         let mut claims: Vec<allot_model::CurrencyClaim> = vec![];
         let mut where_: Vec<(usize, usize)> = vec![];
+        // Capacity: the CPUs the active jobs may use (all of them unless pinned).
+        let mut allowed = vec![false; self.ncpu.max(1)];
+        for j in self.jobs.iter().filter(|j| j.active) {
+            if j.dynamic.cpus.is_empty() {
+                allowed.iter_mut().for_each(|a| *a = true);
+            }
+            for &c in &j.dynamic.cpus {
+                if c < allowed.len() {
+                    allowed[c] = true;
+                }
+            }
+        }
+        let capacity = match allowed.iter().filter(|&&a| a).count() {
+            0 => self.ncpu as f64,
+            n => n as f64,
+        };
         for j in &self.jobs {
             let ci = match order.iter().position(|c| *c == j.currency) {
                 Some(i) => i,
@@ -708,15 +815,18 @@ impl Core {
                     order.len() - 1
                 }
             };
-            let threads: f64 = self.cg.procs(&j.rel()).unwrap_or_default().iter().filter_map(|&p| procfs::stat(p).ok()).map(|s| s.num_threads as f64).sum();
+            let threads = j.dynamic.threads.len() as f64;
             let mut ceiling = threads.max(1.0).min(self.ncpu as f64);
+            if !j.dynamic.cpus.is_empty() {
+                ceiling = ceiling.min(j.dynamic.cpus.len() as f64);
+            }
             if let Some(c) = j.cap {
                 ceiling = ceiling.min(c.cpus);
             }
             where_.push((ci, claims[ci].jobs.len()));
             claims[ci].jobs.push(allot_model::Claimant { tickets: j.tickets.get() as f64, ceiling, active: j.active, background: j.background });
         }
-        let e = allot_model::entitlements(self.ncpu as f64, &claims);
+        let e = allot_model::entitlements(capacity, &claims);
         where_.iter().map(|&(c, k)| e[c][k]).collect()
     }
 
@@ -775,6 +885,12 @@ impl Core {
                     usage: j.usage.cpus,
                     cap: if j.background { Some("0".into()) } else { j.cap.map(|c| c.to_string()) },
                     background: j.background,
+                    held: j.dynamic.held,
+                    boost: j.dynamic.boosted,
+                    focus: j.dynamic.focus,
+                    nice: j.dynamic.nice,
+                    recent: j.dynamic.recent,
+                    threads: j.dynamic.threads.len(),
                     pids,
                     command,
                     cgroup: j.rel(),
@@ -788,37 +904,236 @@ impl Core {
         Ok(serde_json::to_value(ShowView { ncpu: self.ncpu, jobs, currencies }).unwrap_or_default())
     }
 
-    /// Measures usage and reaps jobs whose last process has exited.
+    /// One pass of the loop: observe each job (usage, threads, nice, waits), decide
+    /// (entitlement, boost, soft-cap hold, nice emulation), apply only what changed.
     pub fn tick(&mut self) {
         let now = Instant::now();
+        self.observe(now);
+        self.split_niced();
+        let ent = self.entitlements();
+        self.decide_and_apply(&ent, now);
+    }
+
+    fn observe(&mut self, now: Instant) {
+        let window = self.cfg.policy.boost_window_ms as f64 / 1000.0;
+        let need_waits = self.jobs.iter().any(|j| j.cap.is_some_and(|c| !c.hard));
         let mut gone = vec![];
         for (i, j) in self.jobs.iter_mut().enumerate() {
             let rel = j.rel();
-            match self.cg.usage_ns(&rel) {
-                Ok(ns) => {
-                    if let Some((prev, t)) = j.last {
-                        let dt = now.duration_since(t).as_secs_f64();
-                        let used = ns.saturating_sub(prev) as f64 / 1e9;
-                        j.usage.observe(used, dt);
-                        // Active: used at least 1% of a CPU over the last interval, or
-                        // its smoothed rate says it still competes.
-                        j.active = used > 0.01 * dt || j.usage.cpus > 0.01;
-                    }
-                    j.last = Some((ns, now));
-                }
-                Err(_) => {
-                    gone.push(i);
-                    continue;
-                }
-            }
-            if now.duration_since(j.created) > GRACE && self.cg.procs(&rel).map(|p| p.is_empty()).unwrap_or(false) {
+            let Ok(ns) = self.cg.usage_ns(&rel) else {
                 gone.push(i);
+                continue;
+            };
+            let d = &mut j.dynamic;
+            let mut dt = self.cfg.tick_ms as f64 / 1000.0;
+            if let Some((prev, t)) = j.last {
+                dt = now.duration_since(t).as_secs_f64();
+                let used = ns.saturating_sub(prev) as f64 / 1e9;
+                j.usage.observe(used, dt);
+                d.window.push_back((used, dt));
+                while d.window.len() > 1 && d.window.iter().skip(1).map(|w| w.1).sum::<f64>() >= window {
+                    d.window.pop_front();
+                }
+                let (u, w) = d.window.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+                d.recent = if w > 0.0 { u / w } else { 0.0 };
+                // Active: used at least 1% of a CPU lately, or its smoothed rate says it
+                // still competes.
+                j.active = d.recent > 0.01 || j.usage.cpus > 0.01;
+            }
+            j.last = Some((ns, now));
+            d.threads = self.cg.threads(&rel).unwrap_or_default();
+            if d.threads.is_empty() && now.duration_since(j.created) > GRACE {
+                gone.push(i);
+                continue;
+            }
+            if j.active {
+                if let Some(&t) = d.threads.first() {
+                    d.cpus = allot_linux::sched::get_affinity(t).unwrap_or_default();
+                }
+                // The lowest nice among its processes (thread-group leaders).
+                d.nice = self.cg.procs(&rel).unwrap_or_default().iter().filter_map(|&p| procfs::stat(p).ok()).map(|s| s.nice).min().unwrap_or(0);
+            }
+            if need_waits && j.active {
+                let w: u64 = d.threads.iter().filter_map(|t| procfs::schedstat_at(format!("/proc/{t}/schedstat")).ok()).map(|s| s.wait_ns).sum();
+                // Waited more than 5% of the interval: it wants CPU it is not getting.
+                d.waiting = w.saturating_sub(d.wait_ns) as f64 > 0.05 * dt * 1e9;
+                d.wait_ns = w;
+            } else {
+                d.waiting = false;
             }
         }
         for &i in gone.iter().rev() {
             let j = self.jobs.remove(i);
             let _ = self.cg.remove(&j.rel());
         }
+    }
+
+    /// Seed 001 §3.4 acts per process: a niced process in a user's default job (shared
+    /// with the user's other processes) gets a job of its own, so nice lowers that
+    /// process and not the rest.
+    fn split_niced(&mut self) {
+        if !self.cfg.policy.nice_emulation {
+            return;
+        }
+        let mut todo = vec![];
+        for j in self.jobs.iter().filter(|j| j.id == 0 && j.active && !j.background) {
+            let procs = self.cg.procs(&j.rel()).unwrap_or_default();
+            if procs.len() < 2 {
+                continue;
+            }
+            for p in procs {
+                if procfs::stat(p).map(|s| s.nice != 0).unwrap_or(false) {
+                    todo.push((p, j.currency.clone(), j.owner));
+                }
+            }
+        }
+        for (pid, cdir, owner) in todo.into_iter().take(16) {
+            let Ok(fd) = PidFd::open(pid) else { continue };
+            let cur = self.currencies.get(&cdir).cloned().unwrap_or_else(|| Currency::user(owner));
+            let cmd = procfs::cmdline(pid).unwrap_or_default();
+            let Ok(job) = self.new_job(&cur, owner, Tickets::default(), None, false, cmd.chars().take(256).collect(), false) else { continue };
+            if self.place(&fd, &job.rel()).is_err() {
+                let _ = self.cg.remove(&job.rel());
+                continue;
+            }
+            self.jobs.push(job);
+        }
+    }
+
+    fn decide_and_apply(&mut self, ent: &[f64], now: Instant) {
+        let pol = self.cfg.policy.clone();
+        let slices = self.features.custom_slices;
+        let rule = BoostRule { below: pol.boost_below };
+
+        // Soft caps: idle CPU (for release) and whether other jobs wait (for holding).
+        let idle_now = if self.jobs.iter().any(|j| j.cap.is_some_and(|c| !c.hard)) { procfs::cpu_idle_ticks().ok() } else { None };
+        let idle_per_cpu: Option<Vec<f64>> = match (&idle_now, &self.idle_prev) {
+            (Some(n), Some((p, t))) => {
+                let dt = now.duration_since(*t).as_secs_f64().max(1e-3) * procfs::clk_tck() as f64;
+                Some(n.iter().enumerate().map(|(i, v)| v.saturating_sub(*p.get(i).unwrap_or(v)) as f64 / dt).collect())
+            }
+            _ => None,
+        };
+        self.idle_prev = idle_now.map(|v| (v, now));
+        let waiting: Vec<bool> = self.jobs.iter().map(|j| j.dynamic.waiting).collect();
+
+        // Nice emulation: per currency, over its active foreground jobs.
+        let mut job_weight: Vec<f64> = self.jobs.iter().map(|j| j.tickets.get() as f64).collect();
+        let mut cur_target: HashMap<String, u32> = HashMap::new();
+        if pol.nice_emulation {
+            let mut by_cur: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            for (i, j) in self.jobs.iter().enumerate().filter(|(_, j)| !j.background) {
+                by_cur.entry(j.currency.clone()).or_default().push(i);
+            }
+            for (cdir, idxs) in by_cur {
+                let claims: Vec<NiceClaim> = idxs
+                    .iter()
+                    .map(|&i| NiceClaim { tickets: self.jobs[i].tickets.get() as f64, nice: self.jobs[i].dynamic.nice, active: self.jobs[i].active })
+                    .collect();
+                let funding = self.funding_of(&cdir) as f64;
+                let (cw, jw) = nice_emulation(funding, &claims);
+                for (k, &i) in idxs.iter().enumerate() {
+                    job_weight[i] = jw[k];
+                }
+                cur_target.insert(cdir, (cw.round() as u32).clamp(1, 10_000));
+            }
+        }
+
+        for i in 0..self.jobs.len() {
+            let rel = self.jobs[i].rel();
+            let j = &mut self.jobs[i];
+            let d = &mut j.dynamic;
+
+            // Boost, judged only once a whole window of history exists: a job seen for the
+            // first time has not slept, it is just new (seed 001 §3.3 boosts processes that
+            // have been asleep, not newcomers).
+            let seen_for: f64 = d.window.iter().map(|w| w.1).sum();
+            let judged = seen_for >= 0.99 * pol.boost_window_ms as f64 / 1000.0;
+            let want = pol.boost && (d.focus || (judged && boosted(rule, false, j.active, d.recent, ent[i])));
+            d.boosted = want;
+            if slices {
+                if want {
+                    let boost_ns = pol.boost_slice_us * 1000;
+                    for &t in &d.threads {
+                        if d.slices.contains_key(&t) {
+                            continue;
+                        }
+                        if let Ok(a) = allot_linux::sched::get(t) {
+                            if (a.sched_policy == allot_linux::sched::SCHED_OTHER || a.sched_policy == allot_linux::sched::SCHED_BATCH)
+                                && allot_linux::sched::set_slice(t, boost_ns).is_ok()
+                            {
+                                d.slices.insert(t, a.sched_runtime);
+                            }
+                        }
+                    }
+                    d.slices.retain(|t, _| d.threads.contains(t));
+                } else if !d.slices.is_empty() {
+                    for (t, orig) in d.slices.drain() {
+                        if d.threads.contains(&t) {
+                            let _ = allot_linux::sched::set_slice(t, orig);
+                        }
+                    }
+                }
+            }
+
+            // Weight: nice emulation, and the weight boost where slices are missing.
+            let mut w = job_weight[i];
+            if want && !slices {
+                w *= 4.0;
+            }
+            let w = (w.round() as u32).clamp(1, 10_000);
+            if d.weight.unwrap_or(j.tickets.get()) != w && self.cg.set_weight(&rel, w).is_ok() {
+                d.weight = Some(w);
+            }
+
+            // Soft cap.
+            if let Some(c) = j.cap.filter(|c| !c.hard) {
+                let others = waiting.iter().enumerate().any(|(k, &wt)| k != i && wt);
+                let idle = match (&idle_per_cpu, d.threads.first()) {
+                    (Some(per), Some(&t)) => {
+                        let cpus = allot_linux::sched::get_affinity(t).unwrap_or_default();
+                        cpus.iter().filter_map(|&c| per.get(c)).sum::<f64>()
+                    }
+                    _ => 0.0,
+                };
+                let hold = soft_cap_held(d.held, d.recent, c.cpus, others, idle);
+                if hold != d.held {
+                    let max = hold.then(|| Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US });
+                    if self.cg.set_max(&rel, max).is_ok() {
+                        d.held = hold;
+                    }
+                }
+            }
+        }
+
+        // Currency weights: funding, or the nice-emulated sum of base tickets.
+        for (cdir, w) in cur_target {
+            let applied = self.cur_weight.get(&cdir).copied().unwrap_or_else(|| self.funding_of(&cdir));
+            if applied != w && self.cg.exists(&cdir) && self.cg.set_weight(&cdir, w).is_ok() {
+                self.cur_weight.insert(cdir, w);
+            }
+        }
+    }
+
+    /// Takes back every dynamic adjustment: slices, weights, held soft caps.
+    fn undo_dynamic(&mut self) {
+        for j in &mut self.jobs {
+            let rel = j.rel();
+            for (t, orig) in j.dynamic.slices.drain() {
+                let _ = allot_linux::sched::set_slice(t, orig);
+            }
+            if j.dynamic.weight.take().is_some() {
+                let _ = self.cg.set_weight(&rel, j.tickets.get());
+            }
+            if j.dynamic.held {
+                let _ = self.cg.set_max(&rel, None);
+                j.dynamic.held = false;
+            }
+        }
+        for cdir in self.cur_weight.keys().cloned().collect::<Vec<_>>() {
+            let _ = self.cg.set_weight(&cdir, self.funding_of(&cdir));
+        }
+        self.cur_weight.clear();
     }
 
     /// Places users' processes that are not in allot yet into their user's default job.
@@ -899,6 +1214,7 @@ impl Core {
     /// Clean stop. Dynamic adjustments would be undone here; an ephemeral tree (tests,
     /// benchmarks) is taken down, its remaining processes moved out first.
     pub fn shutdown(&mut self, ephemeral: bool) {
+        self.undo_dynamic();
         if !ephemeral {
             return;
         }

@@ -1,5 +1,6 @@
 //! The state file: what must survive restarts and crashes that the cgroup tree cannot
-//! hold (funding). Written atomically: temp file, fsync, rename, fsync of the directory,
+//! hold: funding, and each job's base tickets and cap (the tree holds the *adjusted*
+//! values while the dynamic policy runs, e.g. a held soft cap looks like a hard one). Written atomically: temp file, fsync, rename, fsync of the directory,
 //! so a crash leaves either the old file or the new one, never a torn one.
 
 use anyhow::Context;
@@ -13,6 +14,22 @@ use std::path::Path;
 pub struct State {
     /// Funding by currency directory name (`user-1000`, `ci`).
     pub funding: BTreeMap<String, u32>,
+    /// Base settings by job cgroup name relative to its currency (`user-1000/j7-u1000`).
+    #[serde(default)]
+    pub jobs: BTreeMap<String, JobState>,
+    /// The next job id (ids are never reused).
+    #[serde(default)]
+    pub next_id: u64,
+}
+
+/// A job's base settings.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobState {
+    /// Tickets as the user set them.
+    pub tickets: u32,
+    /// Cap as the user set it, e.g. "0.5" or "0.25!".
+    #[serde(default)]
+    pub cap: Option<String>,
 }
 
 /// Loads the state; a missing file is the empty state.
