@@ -127,18 +127,23 @@ impl PrivateDaemon {
         Ok(pid)
     }
 
-    /// Waits until `pid` runs `comm` (i.e. `allot run` has exec'd), up to 10 s.
-    pub fn wait_exec(&self, pid: u32, not_comm: &str) -> anyhow::Result<()> {
+    /// Waits until the `allot run` started as `pid` has exec'd its command (its argv no
+    /// longer carries `--socket`), up to 10 s.
+    pub fn wait_exec(&self, pid: u32) -> anyhow::Result<()> {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
-            match allot_linux::procfs::stat(pid as i32) {
-                Ok(s) if s.comm != not_comm && s.state != 'Z' => return Ok(()),
-                Ok(s) if s.state == 'Z' => bail!("job {pid} exited before its command started: {}", self.log()),
-                _ => {}
+            if let Ok(s) = allot_linux::procfs::stat(pid as i32) {
+                if s.state == 'Z' {
+                    bail!("job {pid} exited before its command started: {}", self.log());
+                }
+                match std::fs::read(format!("/proc/{pid}/cmdline")) {
+                    Ok(c) if !c.is_empty() && !c.split(|&b| b == 0).any(|a| a == b"--socket") => return Ok(()),
+                    _ => {}
+                }
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        bail!("job {pid} did not start within 10 s")
+        bail!("job {pid} did not start its command within 10 s: {}", self.log())
     }
 
     /// Takes the job children started so far (for reading their output).

@@ -123,6 +123,9 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Dashed (for ideal/reference lines).
     pub dashed: bool,
+    /// Colour index (default: the series' position), to match a reference line to its
+    /// series.
+    pub color: Option<usize>,
 }
 
 /// One panel of a chart.
@@ -213,7 +216,10 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
                 v += st;
             }
         }
-        let st = tick_step(x1 - x0);
+        let mut st = tick_step(x1 - x0);
+        if pts.iter().all(|(x, _)| x.fract() == 0.0) {
+            st = st.max(1.0);
+        }
         let mut v = (x0 / st).ceil() * st;
         while v <= x1 + 1e-9 {
             let xx = sx(v);
@@ -223,7 +229,7 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (l + r) / 2.0, b + 30.0, esc(&p.x_label));
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle" transform="rotate(-90 {} {})">{}</text>"#, ox + 14.0, (t + b) / 2.0, ox + 14.0, (t + b) / 2.0, esc(&p.y_label));
         for (j, se) in p.series.iter().enumerate() {
-            let c = PALETTE[j % PALETTE.len()];
+            let c = PALETTE[se.color.unwrap_or(j) % PALETTE.len()];
             let d: Vec<String> = se.points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
             let dash = if se.dashed { r#" stroke-dasharray="5,4""# } else { "" };
             let _ = writeln!(s, r#"<polyline fill="none" stroke="{c}" stroke-width="1.8"{dash} points="{}"/>"#, d.join(" "));
@@ -238,6 +244,64 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
             let _ = writeln!(s, r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#, r + 8.0, r + 26.0, r + 30.0, ly + 4.0, esc(&se.label));
         }
     }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A horizontal grouped bar chart: one group per row label, one bar per series (same
+/// series order in every group), optionally on a log10 axis.
+pub fn svg_bars(title: &str, x_label: &str, series: &[String], groups: &[(String, Vec<f64>)], log: bool) -> String {
+    let bar_h = 9.0;
+    let group_h = bar_h * series.len() as f64 + 10.0;
+    let (l, r, t) = (230.0, 720.0, 50.0);
+    let b = t + group_h * groups.len() as f64;
+    let (w, h) = (r + 30.0, b + 70.0);
+    let vals: Vec<f64> = groups.iter().flat_map(|g| g.1.iter().copied()).filter(|v| v.is_finite() && *v > 0.0).collect();
+    let vmax = vals.iter().copied().fold(1e-9, f64::max);
+    let vmin = vals.iter().copied().fold(f64::MAX, f64::min).min(vmax);
+    let (a0, a1) = if log { (vmin.log10().floor(), vmax.log10().ceil().max(vmin.log10().floor() + 1.0)) } else { (0.0, vmax * 1.05) };
+    let sx = |v: f64| {
+        let x = if log { (v.max(10f64.powf(a0)).log10() - a0) / (a1 - a0) } else { v / a1 };
+        l + x.clamp(0.0, 1.0) * (r - l)
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#);
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(s, r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#, w / 2.0, esc(title));
+    // Axis ticks.
+    if log {
+        let mut e = a0;
+        while e <= a1 + 1e-9 {
+            let x = sx(10f64.powf(e));
+            let _ = writeln!(s, r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##, b + 14.0, fmt_num(10f64.powf(e)));
+            e += 1.0;
+        }
+    } else {
+        let st = tick_step(a1);
+        let mut v = 0.0;
+        while v <= a1 + 1e-9 {
+            let x = sx(v);
+            let _ = writeln!(s, r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##, b + 14.0, fmt_num(v));
+            v += st;
+        }
+    }
+    let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (l + r) / 2.0, b + 32.0, esc(x_label));
+    for (gi, (label, vs)) in groups.iter().enumerate() {
+        let gy = t + group_h * gi as f64;
+        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, l - 6.0, gy + group_h / 2.0, esc(label));
+        for (si, v) in vs.iter().enumerate() {
+            let y = gy + 5.0 + bar_h * si as f64;
+            let c = PALETTE[si % PALETTE.len()];
+            let x1 = if v.is_finite() && *v > 0.0 { sx(*v) } else { l };
+            let _ = writeln!(s, r#"<rect x="{l}" y="{y}" width="{:.1}" height="{}" fill="{c}"/>"#, (x1 - l).max(0.5), bar_h - 1.0);
+        }
+    }
+    for (si, name) in series.iter().enumerate() {
+        let x = l + 110.0 * si as f64;
+        let c = PALETTE[si % PALETTE.len()];
+        let _ = writeln!(s, r#"<rect x="{x}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#, b + 44.0, x + 14.0, b + 53.0, esc(name));
+    }
+    let _ = writeln!(s, r##"<line x1="{l}" x2="{l}" y1="{t}" y2="{b}" stroke="#444"/>"##);
     s.push_str("</svg>\n");
     s
 }
@@ -326,7 +390,7 @@ mod tests {
 
     #[test]
     fn svg_is_well_formed_enough() {
-        let p = Panel { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![Series { label: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], dashed: false }], y_from_zero: true, y_log: false };
+        let p = Panel { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![Series { label: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], dashed: false, color: None }], y_from_zero: true, y_log: false };
         let s = svg_chart("T", &[p.clone(), Panel { y_log: true, ..p }], 2);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n") && s.contains("a&lt;b"));
     }

@@ -175,8 +175,9 @@ fn cpu_ticks_all() -> HashMap<i32, (u64, String)> {
     m
 }
 
-/// Samples `pid` for `window` and diagnoses it. Errors: the pid does not exist, or the
-/// process exits before the window ends.
+/// Samples `pid` for `window` and diagnoses it. A thread id that is not its process's
+/// leader diagnoses that thread alone. Errors: the pid does not exist, or the process
+/// (thread) exits before the window ends.
 pub fn diagnose(pid: i32, window: Duration) -> anyhow::Result<Diagnosis> {
     diagnose_every(pid, window, Duration::from_millis(5))
 }
@@ -192,8 +193,21 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         Err(e) if e.is_gone() => anyhow::bail!("no process with PID {pid} (it may have exited)"),
         Err(e) => return Err(e).context(format!("read process {pid}")),
     };
+    // A thread id that is not its process's leader: diagnose that one thread (an audio
+    // or request thread inside a big server), reading it under its process.
+    let tgid = allot_linux::read(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:").and_then(|v| v.trim().parse::<i32>().ok())))
+        .unwrap_or(pid);
+    let only_tid = (tgid != pid).then_some(pid);
+    let tid_of = pid;
+    let pid = tgid;
     let cmdline = allot_linux::procfs::cmdline(pid).unwrap_or_else(|_| st.comm.clone());
-    let attr = allot_linux::sched::get(pid).ok();
+    let cmdline = match only_tid {
+        Some(t) => format!("thread {t} of {pid} {cmdline}"),
+        None => cmdline,
+    };
+    let attr = allot_linux::sched::get(tid_of).ok();
     let policy = match attr {
         Some(a) if a.sched_policy == allot_linux::sched::SCHED_FIFO || a.sched_policy == allot_linux::sched::SCHED_RR => {
             format!("{} priority {}", allot_linux::sched::policy_name(a.sched_policy), a.sched_priority)
@@ -213,6 +227,13 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let mut first = true;
     loop {
         let tids = match allot_linux::procfs::tids(pid) {
+            Ok(t) if only_tid.is_some_and(|o| !t.contains(&o)) => {
+                if first {
+                    anyhow::bail!("no thread with id {tid_of} (it may have exited)");
+                }
+                return Err(gone(tid_of, start.elapsed().as_secs_f64()));
+            }
+            Ok(_) if only_tid.is_some() => vec![tid_of],
             Ok(t) if !t.is_empty() && alive(pid) => t,
             _ if first => anyhow::bail!("no process with PID {pid} (it may have exited)"),
             _ => return Err(gone(pid, start.elapsed().as_secs_f64())),
@@ -257,8 +278,8 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let t = start.elapsed().as_secs_f64();
     let psi1 = allot_linux::procfs::psi_cpu();
     let ticks1 = cpu_ticks_all();
-    if !alive(pid) {
-        return Err(gone(pid, t));
+    if !alive(pid) || only_tid.is_some_and(|o| !allot_linux::procfs::tids(pid).unwrap_or_default().contains(&o)) {
+        return Err(gone(tid_of, t));
     }
 
     let (mut run, mut wait, mut slices, mut inv, mut vol) = (0u64, 0u64, 0u64, 0u64, 0u64);
@@ -287,7 +308,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let hz = allot_linux::procfs::clk_tck() as f64;
     let mut top: Vec<Competitor> = ticks1
         .iter()
-        .filter(|(p, _)| **p != pid && **p != me)
+        .filter(|(p, _)| **p != pid && **p != me && **p != tid_of)
         .filter_map(|(p, (t1, comm))| {
             let t0 = ticks0.get(p).map(|x| x.0).unwrap_or(0);
             let cpus = (t1.saturating_sub(t0)) as f64 / hz / t;

@@ -51,7 +51,7 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub mib: Option<u64>,
     /// bimodal: seconds of the CPU, interactive and CPU phases (seed 001 §5.2: 15,20,15).
-    #[arg(long, value_delimiter = ',', num_args = 3, default_values_t = [15.0, 20.0, 15.0])]
+    #[arg(long, value_delimiter = ',', default_values_t = [15.0, 20.0, 15.0])]
     pub phases: Vec<f64>,
     /// bimodal: ms of work per burst in the interactive phase.
     #[arg(long, default_value_t = 5.0)]

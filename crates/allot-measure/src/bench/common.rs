@@ -1,0 +1,270 @@
+//! What the benchmarks share: starting workloads under a policy (plain processes) or as
+//! allot jobs (through a private daemon), killing exactly what they started, and the
+//! options every benchmark takes.
+
+use crate::harness::PrivateDaemon;
+use crate::policy::Policy;
+use anyhow::{bail, Context};
+use clap::Args;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options every benchmark takes.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Print JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG chart to this file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Also write the JSON to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Check the expected shape of the result; exit 1 if it does not hold.
+    #[arg(long)]
+    pub check: bool,
+    /// Skip the variants that need allot itself (a private allot daemon; root).
+    #[arg(long)]
+    pub no_allot: bool,
+    /// The allot binary to run workloads and jobs with (default: this program).
+    #[arg(long, hide = true)]
+    pub exe: Option<PathBuf>,
+}
+
+impl Common {
+    /// The binary that has the `workload` and `probe` subcommands (and `daemon`, `run`).
+    pub fn exe(&self) -> anyhow::Result<PathBuf> {
+        match &self.exe {
+            Some(p) => Ok(p.clone()),
+            None => std::env::current_exe().context("find this program (for its workload subcommand)"),
+        }
+    }
+
+    /// Writes the JSON and the SVG where asked; prints the JSON or the text.
+    pub fn emit(&self, json: &serde_json::Value, text: &str, svg: Option<String>) -> anyhow::Result<()> {
+        let pretty = serde_json::to_string_pretty(json)?;
+        if let Some(p) = &self.output {
+            crate::report::write_file(p, &(pretty.clone() + "\n"))?;
+        }
+        if let (Some(p), Some(svg)) = (&self.svg, svg) {
+            crate::report::write_file(p, &svg)?;
+        }
+        if self.json {
+            println!("{pretty}");
+        } else {
+            print!("{text}");
+        }
+        Ok(())
+    }
+}
+
+/// Processes a benchmark started itself; killed by pid (SIGKILL) and reaped on drop.
+#[derive(Default)]
+pub struct Kids(pub Vec<Child>);
+
+impl Kids {
+    /// Kills and reaps them all now.
+    pub fn kill_all(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: our own unreaped child, so the pid cannot have been reused.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        }
+        for mut c in self.0.drain(..) {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Starts `exe ARGS` as a plain process under `policy`, pinned to `cpu` if given. The
+/// policy and affinity are set between fork and exec, so every thread inherits them.
+pub fn spawn(exe: &Path, args: &[String], policy: Policy, cpu: Option<usize>, uid: Option<u32>) -> anyhow::Result<Child> {
+    let mut c = Command::new(exe);
+    c.args(args).stdin(Stdio::null()).stdout(Stdio::null());
+    if let Some(u) = uid {
+        c.uid(u).gid(u);
+    }
+    let mut attr = policy.attr(0);
+    attr.size = std::mem::size_of::<allot_linux::sched::SchedAttr>() as u32;
+    // SAFETY: only raw syscalls (async-signal-safe) between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            if let Some(cpu) = cpu {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const _, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.spawn().with_context(|| format!("start {} {} under {policy}", exe.display(), args.join(" ")))
+}
+
+/// A private allot daemon for the benchmark variants that need allot, or why there is
+/// none.
+pub struct Allot {
+    /// The daemon, when it started.
+    pub daemon: Option<PrivateDaemon>,
+    /// Why the allot variants are skipped, when they are.
+    pub skipped: Option<String>,
+}
+
+/// The private daemon's config: no automatic placement (the benchmark places its own
+/// processes with `allot run`), a quick tick.
+pub const DAEMON_CONFIG: &str = "tick_ms = 250\nscan_ms = 200\n[users]\nauto_place = false\n";
+
+impl Allot {
+    /// Starts a private daemon unless told not to; a failure becomes a skip note.
+    pub fn start(c: &Common, exe: &Path) -> Allot {
+        if c.no_allot {
+            return Allot { daemon: None, skipped: Some("--no-allot given".into()) };
+        }
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Allot { daemon: None, skipped: Some("the allot variants need root (a private daemon writes cgroups)".into()) };
+        }
+        match PrivateDaemon::start(exe, DAEMON_CONFIG) {
+            Ok(d) => Allot { daemon: Some(d), skipped: None },
+            Err(e) => Allot { daemon: None, skipped: Some(format!("could not start a private allot daemon with {}: {e:#}", exe.display())) },
+        }
+    }
+
+    /// Starts `allot run RUN_ARGS -- exe ARGS` and waits until the command runs (so its
+    /// pid is the job's process). Pins it first if asked.
+    pub fn job(&mut self, run_args: &[&str], exe: &Path, args: &[String], uid: Option<u32>, cpu: Option<usize>) -> anyhow::Result<u32> {
+        let d = self.daemon.as_mut().context("no allot daemon")?;
+        let e = exe.display().to_string();
+        let mut cmd: Vec<&str> = vec![e.as_str()];
+        cmd.extend(args.iter().map(|s| s.as_str()));
+        let pid = d.run_job(run_args, &cmd, uid)?;
+        // `allot run` execs the command once the daemon has placed it: until then its
+        // command line still holds `--socket`.
+        let t0 = Instant::now();
+        loop {
+            let cl = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let st = allot_linux::procfs::stat(pid as i32).map(|s| s.state).unwrap_or('X');
+            if st == 'Z' || st == 'X' {
+                bail!("allot run {run_args:?} -- {} exited before its command started: {}", args.join(" "), d.log().lines().rev().take(5).collect::<Vec<_>>().join(" | "));
+            }
+            if !cl.is_empty() && !String::from_utf8_lossy(&cl).contains("--socket") {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("allot run {run_args:?} did not start its command within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(cpu) = cpu {
+            // Threads started before this point would keep their affinity: the workloads
+            // start theirs after parsing arguments, microseconds later, so pin every task.
+            for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
+                allot_linux::sched::set_affinity(t, &[cpu])?;
+            }
+        }
+        Ok(pid)
+    }
+
+    /// Kills every job process this benchmark started through allot.
+    pub fn kill_jobs(&mut self) {
+        if let Some(d) = self.daemon.as_mut() {
+            d.kill_jobs(libc::SIGKILL);
+        }
+    }
+}
+
+/// Waits for a process we did not necessarily spawn ourselves to exit (or become a
+/// zombie), up to `limit`.
+pub fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        match allot_linux::procfs::stat(pid as i32) {
+            Ok(s) if s.state != 'Z' && s.state != 'X' => std::thread::sleep(Duration::from_millis(20)),
+            _ => return true,
+        }
+    }
+    false
+}
+
+/// Reads a JSON report a workload or probe wrote with `--output`, waiting up to `limit`
+/// for it to appear.
+pub fn read_report(path: &Path, limit: Duration) -> anyhow::Result<serde_json::Value> {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if let Ok(v) = serde_json::from_str(&s) {
+                return Ok(v);
+            }
+        }
+        if t0.elapsed() > limit {
+            bail!("no report at {} after {:.0} s", path.display(), limit.as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A private scratch directory for reports, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// Creates /tmp/allot-bench-PID-NAME.
+    pub fn new(name: &str) -> anyhow::Result<Scratch> {
+        let p = std::env::temp_dir().join(format!("allot-bench-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&p).with_context(|| format!("mkdir {}", p.display()))?;
+        // Jobs may run as other users (bench shares): let them write their reports.
+        let _ = std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o1777));
+        Ok(Scratch(p))
+    }
+    /// A file inside.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Total CPU time of a process's threads, s, from their schedstat (0 if it is gone).
+pub fn cpu_s(pid: u32) -> f64 {
+    let pid = pid as i32;
+    allot_linux::procfs::tids(pid)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| allot_linux::procfs::task_schedstat(pid, t).ok())
+        .map(|s| s.run_ns as f64 / 1e9)
+        .sum()
+}
+
+/// A one-paragraph description of this machine for reports.
+pub fn machine() -> serde_json::Value {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())))
+        .unwrap_or_default();
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    unsafe { libc::uname(&mut u) };
+    let rel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned();
+    serde_json::json!({
+        "cpus": allot_linux::ncpu(),
+        "model": model,
+        "kernel": rel,
+        "llc_bytes": allot_linux::procfs::llc_bytes(),
+        "load_at_start": allot_linux::procfs::loadavg().ok().map(|l| l.avg1),
+    })
+}

@@ -1,0 +1,49 @@
+//! `allot bench`: the seeds' experiments on this machine.
+//!
+//! - `policies` — seed 000 (tables 1–4): how much work the foreground keeps against
+//!   background CPU and memory loopers under each policy, and under allot.
+//! - `latency` — seed 003: the probe alone, against hogs (the starvation factor), with
+//!   nice −20, with SCHED_FIFO, and under allot.
+//! - `shares` — seed 001 §5.1 (Fig 3, Fig 4, Tables 4–5): 3:2:1 tickets vs the nice
+//!   values the paper found by trial and error; insulation of 1 vs 5 processes.
+//!
+//! Every experiment compares ratios within one run (the machine may be shared and
+//! noisy), prints a table, and writes JSON (`--json`) and an SVG (`--svg FILE`).
+
+pub mod common;
+pub mod latency;
+pub mod policies;
+pub mod shares;
+
+use clap::{Args, Subcommand};
+
+/// `allot bench`: the seeds' experiments, measured on this machine.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The experiment.
+    #[command(subcommand)]
+    pub which: Which,
+}
+
+/// The experiments.
+#[derive(Debug, Subcommand)]
+pub enum Which {
+    /// Seed 000: foreground work kept against background CPU/memory loopers under each
+    /// policy (default, batch, nice 10, nice 19, nice 19 + batch, idle, allot background,
+    /// allot tickets 100:1).
+    Policies(policies::PoliciesArgs),
+    /// Seed 003: probe lateness alone, against hogs, with nice -20, SCHED_FIFO and allot;
+    /// starvation factors.
+    Latency(latency::LatencyArgs),
+    /// Seed 001 §5.1: 3:2:1 tickets vs nice 0/5/10; insulation of 1 vs 5 processes.
+    Shares(shares::SharesArgs),
+}
+
+/// `allot bench ...`.
+pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    match a.which {
+        Which::Policies(p) => policies::run(p),
+        Which::Latency(l) => latency::run(l),
+        Which::Shares(s) => shares::run(s),
+    }
+}
