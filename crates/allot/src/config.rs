@@ -50,13 +50,16 @@ pub struct Policy {
     pub boost_below: f64,
     /// The EEVDF slice a boosted job's tasks get, µs (kernel range 100..100000).
     pub boost_slice_us: u64,
+    /// A boosted job's weight is its tickets times this (at most 10000), so it is
+    /// eligible whenever it wakes; a quota at its entitlement keeps it from gaining CPU.
+    pub boost_weight: f64,
     /// Emulate nice across currencies (seed 001 §3.4).
     pub nice_emulation: bool,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { boost: true, boost_window_ms: 1000, boost_below: 0.5, boost_slice_us: 100, nice_emulation: true }
+        Self { boost: true, boost_window_ms: 1000, boost_below: 0.5, boost_slice_us: 100, boost_weight: 100.0, nice_emulation: true }
     }
 }
 
@@ -134,6 +137,9 @@ impl Config {
         }
         if !(p.boost_below > 0.0 && p.boost_below <= 1.0) {
             return Err(format!("policy.boost_below must be in (0, 1], got {}", p.boost_below));
+        }
+        if !(1.0..=10_000.0).contains(&p.boost_weight) {
+            return Err(format!("policy.boost_weight must be 1..10000, got {}", p.boost_weight));
         }
         if !(100..=100_000).contains(&p.boost_slice_us) {
             return Err(format!("policy.boost_slice_us must be 100..100000 (the kernel's slice range), got {}", p.boost_slice_us));

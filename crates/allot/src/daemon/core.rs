@@ -110,8 +110,10 @@ struct Dynamic {
     nice: i32,
     /// CPUs its first thread may run on (observed while active).
     cpus: Vec<usize>,
-    /// A soft cap is being held (cpu.max written).
+    /// A soft cap is being held.
     held: bool,
+    /// The cpu.max quota written (µs per PERIOD_US), None: unlimited.
+    quota: Option<u64>,
     focus: bool,
     boosted: bool,
     /// The job weight written to the kernel (None: its tickets).
@@ -323,7 +325,11 @@ impl Core {
                         usage: UsageRate::new(self.cfg.half_life_ms),
                         last: None,
                         active: false,
-                        dynamic: Dynamic { held: cap.is_some_and(|c| !c.hard) && held_max.is_some(), ..Default::default() },
+                        dynamic: Dynamic {
+                            held: cap.is_some_and(|c| !c.hard) && held_max.is_some(),
+                            quota: held_max.map(|m| m.quota_us * PERIOD_US / m.period_us.max(1)),
+                            ..Default::default()
+                        },
                     });
                 }
             }
@@ -475,7 +481,7 @@ impl Core {
             usage: UsageRate::new(self.cfg.half_life_ms),
             last: None,
             active: false,
-            dynamic: Dynamic::default(),
+            dynamic: Dynamic { quota: cap.filter(|c| c.hard).map(|c| c.quota_us(PERIOD_US)), ..Default::default() },
         };
         let rel = job.rel();
         let made = (|| {
@@ -695,6 +701,7 @@ impl Core {
             self.cg.set_max(&rel, max).map_err(kerr)?;
             self.jobs[idx].cap = c;
             self.jobs[idx].dynamic.held = false;
+            self.jobs[idx].dynamic.quota = max.map(|m| m.quota_us);
         }
         if tickets.is_some() {
             self.jobs[idx].dynamic.weight = None;
@@ -725,6 +732,7 @@ impl Core {
         }
         self.jobs[idx].dynamic.held = false;
         self.jobs[idx].dynamic.weight = None;
+        self.jobs[idx].dynamic.quota = self.jobs[idx].cap.filter(|c| c.hard).map(|c| c.quota_us(PERIOD_US));
         for _ in 0..100 {
             let procs = self.cg.procs(&old).unwrap_or_default();
             if procs.is_empty() {
@@ -828,6 +836,34 @@ impl Core {
         }
         let e = allot_model::entitlements(capacity, &claims);
         where_.iter().map(|&(c, k)| e[c][k]).collect()
+    }
+
+    /// What each job would be entitled to if it were active: its entitlement when it is;
+    /// for an idle job, its tickets' share of its currency's funding share among the
+    /// active currencies plus its own (an upper bound: ceilings are ignored).
+    fn entitlements_if_active(&self, ent: &[f64]) -> Vec<f64> {
+        let capacity = self.ncpu as f64;
+        let mut active_funding: HashMap<&str, f64> = HashMap::new();
+        let mut active_tickets: HashMap<&str, f64> = HashMap::new();
+        for j in self.jobs.iter().filter(|j| j.active && !j.background) {
+            active_funding.insert(&j.currency, self.funding_of(&j.currency) as f64);
+            *active_tickets.entry(&j.currency).or_default() += j.tickets.get() as f64;
+        }
+        let total_funding: f64 = active_funding.values().sum();
+        self.jobs
+            .iter()
+            .zip(ent)
+            .map(|(j, &e)| {
+                if j.active || j.background {
+                    return e;
+                }
+                let f = self.funding_of(&j.currency) as f64;
+                let cur_total = total_funding + if active_funding.contains_key(j.currency.as_str()) { 0.0 } else { f };
+                let t = j.tickets.get() as f64;
+                let t_total = active_tickets.get(j.currency.as_str()).copied().unwrap_or(0.0) + t;
+                (capacity * f / cur_total * t / t_total).min(capacity)
+            })
+            .collect()
     }
 
     fn currency_views(&self) -> Vec<CurrencyView> {
@@ -1039,23 +1075,29 @@ impl Core {
             }
         }
 
+        let ent_if_active = self.entitlements_if_active(ent);
         for i in 0..self.jobs.len() {
             let rel = self.jobs[i].rel();
             let j = &mut self.jobs[i];
             let d = &mut j.dynamic;
 
-            // Boost, judged only once a whole window of history exists: a job seen for the
-            // first time has not slept, it is just new (seed 001 §3.3 boosts processes that
-            // have been asleep, not newcomers).
-            let seen_for: f64 = d.window.iter().map(|w| w.1).sum();
-            let judged = seen_for >= 0.99 * pol.boost_window_ms as f64 / 1000.0;
-            let want = pol.boost && (d.focus || (judged && boosted(rule, false, j.active, d.recent, ent[i])));
+            // Boost. A job not measured yet has used nothing of what it deserves (seed 001
+            // §3.3: f = 0, the maximum boost); if it is CPU-bound it loses the boost at the
+            // next tick, and the quota below keeps it within its entitlement meanwhile.
+            let want = pol.boost && boosted(rule, d.focus, j.active, d.recent, ent[i]);
             d.boosted = want;
             if slices {
                 if want {
                     let boost_ns = pol.boost_slice_us * 1000;
                     for &t in &d.threads {
                         if d.slices.contains_key(&t) {
+                            // A running job's task may have reset its own attributes (a
+                            // policy change writes sched_runtime 0): give the slice again
+                            // where it is back at the default; a slice of the user's own
+                            // choosing stays.
+                            if j.active && allot_linux::sched::get(t).is_ok_and(|a| a.sched_runtime == 0) {
+                                let _ = allot_linux::sched::set_slice(t, boost_ns);
+                            }
                             continue;
                         }
                         if let Ok(a) = allot_linux::sched::get(t) {
@@ -1076,17 +1118,19 @@ impl Core {
                 }
             }
 
-            // Weight: nice emulation, and the weight boost where slices are missing.
+            // Weight: nice emulation, times the boost weight while boosted. Measured here
+            // (docs/policy.md): the slice alone leaves a woken job behind hogs one time in
+            // a hundred (it is not yet eligible); with the weight it is eligible at once.
             let mut w = job_weight[i];
-            if want && !slices {
-                w *= 4.0;
+            if want {
+                w *= pol.boost_weight;
             }
             let w = (w.round() as u32).clamp(1, 10_000);
             if d.weight.unwrap_or(j.tickets.get()) != w && self.cg.set_weight(&rel, w).is_ok() {
                 d.weight = Some(w);
             }
 
-            // Soft cap.
+            // Soft cap: held while other jobs wait, released when its CPUs go idle.
             if let Some(c) = j.cap.filter(|c| !c.hard) {
                 let others = waiting.iter().enumerate().any(|(k, &wt)| k != i && wt);
                 let idle = match (&idle_per_cpu, d.threads.first()) {
@@ -1096,13 +1140,29 @@ impl Core {
                     }
                     _ => 0.0,
                 };
-                let hold = soft_cap_held(d.held, d.recent, c.cpus, others, idle);
-                if hold != d.held {
-                    let max = hold.then(|| Max { quota_us: c.quota_us(PERIOD_US), period_us: PERIOD_US });
-                    if self.cg.set_max(&rel, max).is_ok() {
-                        d.held = hold;
-                    }
+                d.held = soft_cap_held(d.held, d.recent, c.cpus, others, idle);
+            }
+
+            // cpu.max: the least of the hard cap, a held soft cap, and — while boosted —
+            // the entitlement, so the boost's weight buys latency but never CPU.
+            let mut limit: Option<f64> = None;
+            let mut lower = |x: f64| limit = Some(limit.map_or(x, |l: f64| l.min(x)));
+            if let Some(c) = j.cap {
+                if c.hard || d.held {
+                    lower(c.cpus);
                 }
+            }
+            if want {
+                lower(ent_if_active[i].max(0.01));
+            }
+            let quota = limit.map(|l| Cap { cpus: l, hard: true }.quota_us(PERIOD_US));
+            // Rewrite only on a real change (5%), not on every wobble of the entitlement.
+            let differs = match (quota, d.quota) {
+                (Some(a), Some(b)) => (a as f64 - b as f64).abs() > 0.05 * b as f64,
+                (a, b) => a.is_some() != b.is_some(),
+            };
+            if differs && self.cg.set_max(&rel, quota.map(|q| Max { quota_us: q, period_us: PERIOD_US })).is_ok() {
+                d.quota = quota;
             }
         }
 
@@ -1125,10 +1185,12 @@ impl Core {
             if j.dynamic.weight.take().is_some() {
                 let _ = self.cg.set_weight(&rel, j.tickets.get());
             }
-            if j.dynamic.held {
-                let _ = self.cg.set_max(&rel, None);
-                j.dynamic.held = false;
+            let hard = j.cap.filter(|c| c.hard).map(|c| c.quota_us(PERIOD_US));
+            if j.dynamic.quota != hard {
+                let _ = self.cg.set_max(&rel, hard.map(|q| Max { quota_us: q, period_us: PERIOD_US }));
+                j.dynamic.quota = hard;
             }
+            j.dynamic.held = false;
         }
         for cdir in self.cur_weight.keys().cloned().collect::<Vec<_>>() {
             let _ = self.cg.set_weight(&cdir, self.funding_of(&cdir));
