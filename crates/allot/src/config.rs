@@ -48,7 +48,8 @@ pub struct Policy {
     pub boost_window_ms: u64,
     /// Boost while usage over the window < this × entitlement.
     pub boost_below: f64,
-    /// The EEVDF slice a boosted job's tasks get, µs (kernel range 100..100000).
+    /// The EEVDF slice a boosted job's tasks get, µs (kernel range 100..100000; 0: leave
+    /// slices alone and boost by weight only).
     pub boost_slice_us: u64,
     /// A boosted job's weight is its tickets times this (at most 10000), so it is
     /// eligible whenever it wakes; a quota at its entitlement keeps it from gaining CPU.
@@ -141,8 +142,8 @@ impl Config {
         if !(1.0..=10_000.0).contains(&p.boost_weight) {
             return Err(format!("policy.boost_weight must be 1..10000, got {}", p.boost_weight));
         }
-        if !(100..=100_000).contains(&p.boost_slice_us) {
-            return Err(format!("policy.boost_slice_us must be 100..100000 (the kernel's slice range), got {}", p.boost_slice_us));
+        if p.boost_slice_us != 0 && !(100..=100_000).contains(&p.boost_slice_us) {
+            return Err(format!("policy.boost_slice_us must be 0 (no slice) or 100..100000 (the kernel's slice range), got {}", p.boost_slice_us));
         }
         if !(100..=60_000).contains(&self.scan_ms) {
             return Err(format!("scan_ms must be 100..60000, got {}", self.scan_ms));

@@ -121,8 +121,12 @@ enum Command {
     Probe(allot_measure::probe::ProbeArgs),
     /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
     Why(allot_measure::why::WhyArgs),
-    /// The seeds' benchmarks on this machine.
-    Bench(allot_measure::bench::BenchArgs),
+    /// Benchmarks on this machine: the seeds' experiments, the daemon's cost, the
+    /// dynamic policy.
+    Bench {
+        #[command(subcommand)]
+        which: BenchCmd,
+    },
     /// Simulate the seeds' schedulers exactly (lottery, stride, hybrid, EBS, 4.4BSD,
     /// Linux 2.2, CFS, EEVDF) and reproduce their published results.
     Sim(allot_sim::cli::SimArgs),
@@ -131,12 +135,17 @@ enum Command {
     Workload(allot_measure::workload::WorkloadArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
+
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCmd {
+    #[command(flatten)]
+    Seeds(allot_measure::bench::Which),
     /// What the daemon costs at rest: CPU and memory with 1000 sleeping processes.
-    #[command(name = "bench-daemon")]
-    BenchDaemon(daemon_bench::DaemonBenchArgs),
-    /// The dynamic policy measured: latency boost, agility, soft cap, nice, fork, gaming.
-    #[command(name = "bench-policy")]
-    BenchPolicy(policy_bench::PolicyBenchArgs),
+    Daemon(daemon_bench::DaemonBenchArgs),
+    /// The dynamic policy: latency boost, agility, soft cap, nice, fork, gaming.
+    Policy(policy_bench::PolicyBenchArgs),
 }
 
 fn num(what: &str, s: &str) -> anyhow::Result<i64> {
@@ -219,11 +228,11 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Probe(a) => allot_measure::probe::run(a),
         Command::Why(a) => allot_measure::why::run(a),
-        Command::Bench(a) => allot_measure::bench::run(a),
+        Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
+        Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
+        Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
-        Command::BenchDaemon(a) => daemon_bench::run(a, json),
-        Command::BenchPolicy(a) => policy_bench::run(a, json),
     }
 }

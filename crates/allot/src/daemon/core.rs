@@ -1038,7 +1038,7 @@ impl Core {
 
     fn decide_and_apply(&mut self, ent: &[f64], now: Instant) {
         let pol = self.cfg.policy.clone();
-        let slices = self.features.custom_slices;
+        let slices = self.features.custom_slices && pol.boost_slice_us > 0;
         let rule = BoostRule { below: pol.boost_below };
 
         // Soft caps: idle CPU (for release) and whether other jobs wait (for holding).
