@@ -141,6 +141,10 @@ pub struct JobView {
     pub recent: f64,
     /// Threads in it.
     pub threads: usize,
+    /// The weight written to the kernel now (tickets, adjusted by nice emulation/boost).
+    pub weight: u32,
+    /// The cpu.max quota in force now, CPUs (hard cap, held soft cap, or boost bound).
+    pub quota: Option<f64>,
     /// Processes in it.
     pub pids: Vec<i32>,
     /// Command of its first process.

@@ -98,13 +98,11 @@ impl Drop for Kids {
 }
 
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
-    // SAFETY: a zeroed cpu_set_t with one bit set, passed by pointer with its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(pid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!("sched_setaffinity({pid}, cpu {cpu}): {}", std::io::Error::last_os_error());
-        }
+    // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
+    // from now on inherit), then every thread that already exists.
+    allot_linux::sched::set_affinity(pid as i32, &[cpu]).with_context(|| format!("pin {pid} to CPU {cpu}"))?;
+    for tid in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
+        let _ = allot_linux::sched::set_affinity(tid, &[cpu]);
     }
     Ok(())
 }

@@ -299,3 +299,58 @@ fn set_and_move_act_on_the_right_process() {
     assert_eq!(j["user"], "allot-ta");
     d.stop().unwrap();
 }
+
+#[test]
+fn focus_and_soft_caps_are_checked_and_kept() {
+    require_root();
+    let _s = serial();
+    let (a, b) = (user("allot-ta"), user("allot-tb"));
+    let mut d = PrivateDaemon::start_persistent(exe(), CONFIG).unwrap();
+    let mut kids = Kids(vec![]);
+    let p = kids.spawn_as(a, &["sleep", "300"]);
+    let s = p.to_string();
+    wait_for("auto-placement", || job_with_pid(&show(&d), p));
+    // Only the owner (or root) may focus; bad pids are refused.
+    refused(&d.cli(&["focus", &s], Some(b)).unwrap(), &["belongs to allot-ta"]);
+    refused(&d.cli(&["focus", "999999"], Some(a)).unwrap(), &["no process 999999"]);
+    ok(&d.cli(&["focus", &s], Some(a)).unwrap());
+    let j = job_with_pid(&show(&d), p).unwrap();
+    assert_eq!(j["focus"], true);
+    assert_ne!(j["id"].as_str().unwrap(), "allot-ta/default", "focus gives the process a job of its own");
+    let st = wait_for("boost applied", || {
+        let j = job_with_pid(&show(&d), p)?;
+        (j["boost"] == true).then_some(j)
+    });
+    assert_eq!(st["boost"], true);
+    ok(&d.cli(&["focus", "--off", &s], Some(a)).unwrap());
+    assert_eq!(job_with_pid(&show(&d), p).unwrap()["focus"], false);
+
+    // Soft caps are accepted (EBS forms), shown as set, and stay soft across a crash even
+    // while the daemon has the quota written.
+    ok(&d.cli(&["set", &s, "--cap", "1/2"], Some(a)).unwrap());
+    assert_eq!(job_with_pid(&show(&d), p).unwrap()["cap"], "0.5");
+    let q = d.run_job(&["--cap", "0.3"], &["sleep", "300"], None).unwrap();
+    d.wait_exec(q).unwrap();
+    assert_eq!(wait_for("soft-capped job", || job_with_pid(&show(&d), q))["cap"], "0.3");
+    let jq = job_with_pid(&show(&d), q).unwrap();
+    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let rel = jq["cgroup"].as_str().unwrap().to_string();
+    // Simulate a crash at the moment the soft cap is held: quota written, daemon killed.
+    // A sleeping default job carries a boost quota at that moment too.
+    let other = kids.spawn_as(b, &["sleep", "300"]);
+    let jd = wait_for("B's default job", || job_with_pid(&show(&d), other));
+    assert_eq!(jd["id"], "allot-tb/default");
+    let drel = jd["cgroup"].as_str().unwrap().to_string();
+    d.crash();
+    cg.set_max(&drel, Some(allot_linux::cgroup::Max { quota_us: 50_000, period_us: 100_000 })).unwrap();
+    cg.set_max(&rel, Some(allot_linux::cgroup::Max { quota_us: 30_000, period_us: 100_000 })).unwrap();
+    d.launch(false).unwrap();
+    let jq = job_with_pid(&show(&d), q).unwrap();
+    assert_eq!(jq["cap"], "0.3", "the base setting (soft 0.3) comes back, not a hard cap read from the quota");
+    assert!(job_with_pid(&show(&d), other).unwrap()["cap"].is_null(), "a default job's boost quota is not read back as a cap");
+    // Clean stop takes dynamic adjustments back: an idle soft-capped job has no quota after it.
+    d.terminate().unwrap();
+    assert!(cg.max(&rel).unwrap().is_none(), "clean stop lifts a held soft cap and boost quotas");
+    d.launch(false).unwrap();
+    d.stop().unwrap();
+}

@@ -304,7 +304,10 @@ impl Core {
                         None => Tickets::new(self.cg.weight(&rel).unwrap_or(100) as i64).unwrap_or_default(),
                     };
                     let held_max = self.cg.max(&rel).ok().flatten();
+                    // A default job never has a cap of its own (`set` gives a process its own
+                    // job), so a quota on it is the dynamic policy's (a boost), not a cap.
                     let cap = match &saved {
+                        _ if id == 0 => None,
                         Some(s) => s.cap.as_deref().and_then(|c| c.parse::<Cap>().ok()).filter(|c| !c.is_background()),
                         None => held_max.map(|m| Cap { cpus: m.quota_us as f64 / m.period_us as f64, hard: true }),
                     };
@@ -927,6 +930,8 @@ impl Core {
                     nice: j.dynamic.nice,
                     recent: j.dynamic.recent,
                     threads: j.dynamic.threads.len(),
+                    weight: j.dynamic.weight.unwrap_or(j.tickets.get()),
+                    quota: j.dynamic.quota.map(|q| q as f64 / PERIOD_US as f64),
                     pids,
                     command,
                     cgroup: j.rel(),
