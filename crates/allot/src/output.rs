@@ -78,7 +78,7 @@ pub fn show(d: &Value) -> String {
     let mut out = table(&["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"], rows, true);
     out.push('\n');
     out.push_str(&currencies(&d["currencies"]));
-    let _ = writeln!(out, "\nENTITLED and USAGE in CPUs of {}; entitlement counts active jobs only.", s(&d["ncpu"]));
+    let _ = writeln!(out, "\nENTITLED and USAGE in CPUs (the machine has {}); entitlement counts active jobs and the CPUs they may use.", s(&d["ncpu"]));
     let _ = writeln!(out, "STATE: bg background, boost boosted, focus focused, held soft cap held, nice:N niced.");
     out
 }
