@@ -11,6 +11,37 @@ use std::time::{Duration, Instant};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// Processes a test or benchmark started itself; killed by pid (SIGKILL) and reaped on
+/// drop, even when the test fails. Never anything it did not start.
+#[derive(Debug, Default)]
+pub struct Kids(pub Vec<Child>);
+
+impl Kids {
+    /// Keeps a child; returns its pid.
+    pub fn add(&mut self, c: Child) -> u32 {
+        let pid = c.id();
+        self.0.push(c);
+        pid
+    }
+
+    /// Kills and reaps them all now.
+    pub fn kill_all(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: our own unreaped child, so the pid cannot have been reused.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        }
+        for mut c in self.0.drain(..) {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
 /// A running private daemon and the jobs started through it.
 #[derive(Debug)]
 pub struct PrivateDaemon {
@@ -22,7 +53,7 @@ pub struct PrivateDaemon {
     pub dir: PathBuf,
     /// Its cgroup root name (unique).
     pub root_name: String,
-    jobs: Vec<Child>,
+    jobs: Kids,
     persistent: bool,
 }
 
@@ -48,7 +79,7 @@ impl PrivateDaemon {
         let config = dir.join("allot.toml");
         std::fs::write(&config, config_toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: vec![], persistent };
+        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent };
         me.launch(!persistent)?;
         Ok(me)
     }
@@ -122,9 +153,7 @@ impl PrivateDaemon {
             c.uid(u).gid(u);
         }
         let child = c.spawn().with_context(|| format!("allot run {run_args:?} -- {cmd:?}"))?;
-        let pid = child.id();
-        self.jobs.push(child);
-        Ok(pid)
+        Ok(self.jobs.add(child))
     }
 
     /// Waits until the `allot run` started as `pid` has exec'd its command (its argv no
@@ -148,23 +177,17 @@ impl PrivateDaemon {
 
     /// Takes the job children started so far (for reading their output).
     pub fn take_jobs(&mut self) -> Vec<Child> {
-        std::mem::take(&mut self.jobs)
+        std::mem::take(&mut self.jobs.0)
     }
 
-    /// Signals every job child started (by pid) and reaps it.
-    pub fn kill_jobs(&mut self, sig: i32) {
-        for c in &mut self.jobs {
-            // SAFETY: a pid we started and have not reaped, so it cannot be reused.
-            unsafe { libc::kill(c.id() as i32, sig) };
-        }
-        for mut c in self.jobs.drain(..) {
-            let _ = c.wait();
-        }
+    /// Kills every job child started (by pid) and reaps it.
+    pub fn kill_jobs(&mut self) {
+        self.jobs.kill_all();
     }
 
     /// Stops the daemon with SIGTERM (it removes its cgroup tree, being ephemeral).
     pub fn stop(&mut self) -> anyhow::Result<()> {
-        self.kill_jobs(libc::SIGKILL);
+        self.kill_jobs();
         if self.persistent {
             // A persistent daemon leaves its tree on SIGTERM; an ephemeral one started
             // on the same root adopts the tree and removes it when it stops.

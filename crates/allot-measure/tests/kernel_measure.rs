@@ -16,17 +16,7 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// Children this test started; killed by pid on drop.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+use allot_measure::harness::Kids;
 
 /// A busy loop in a child shell, optionally pinned to one CPU, at a nice value.
 fn hog(cpu: Option<usize>, nice: i32) -> Child {

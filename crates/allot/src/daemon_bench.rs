@@ -7,11 +7,11 @@
 //! CPU and under 30 MB RSS.
 
 use crate::selftest::ensure_user;
-use allot_measure::harness::PrivateDaemon;
+use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `allot bench daemon`.
@@ -41,18 +41,6 @@ struct Row {
     peak_rss_mb: f64,
 }
 
-struct Kids(Vec<Child>);
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            // SAFETY: our own unreaped child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
 
 fn cpu_s(pid: u32) -> anyhow::Result<f64> {
     let s = allot_linux::procfs::stat(pid as i32)?;
@@ -102,7 +90,7 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     let d = PrivateDaemon::start(&exe, &format!("[users]\nonly = [{only}]\n"))?;
     let mut rows = vec![measure(&d, "idle, no user processes", 0, args.window)?];
 
-    let mut kids = Kids(Vec::with_capacity(args.processes));
+    let mut kids = Kids::default();
     for i in 0..args.processes {
         let uid = uids[i % uids.len()];
         let c = Command::new("sleep").arg("3600").uid(uid).gid(uid).stdin(Stdio::null()).spawn().context("spawn sleep")?;

@@ -7,12 +7,12 @@
 //! the direction, with generous margins, for CI.
 
 use crate::selftest::{ensure_user, job_of, pin};
-use allot_measure::harness::PrivateDaemon;
+use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A scenario.
@@ -60,18 +60,6 @@ struct Outcome {
     values: serde_json::Value,
 }
 
-struct Kids(Vec<Child>);
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            // SAFETY: our own unreaped child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
 
 fn exe_s(exe: &Path) -> String {
     exe.display().to_string()
@@ -215,7 +203,7 @@ fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     // 1. The idle machine, probe in a job.
     let idle = run_probe_job(&d)?;
     // 2. Without allot: probe and 2 × ncpu hogs as plain processes.
-    let mut kids = Kids(vec![]);
+    let mut kids = Kids::default();
     for _ in 0..2 * n {
         kids.0.push(Command::new(&e).args(["workload", "cpu"]).stdout(Stdio::null()).spawn()?);
     }
@@ -239,7 +227,7 @@ fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     let t0 = Instant::now();
     let boosted = run_probe_job(&d)?;
     let allot_hogs = (pids.iter().map(|&p| cpu_s_of(p)).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
-    d.kill_jobs(libc::SIGKILL);
+    d.kill_jobs();
 
     let (pi, pp, pa) = (p99(&idle)?, p99(&plain)?, p99(&boosted)?);
     let kept = allot_hogs / plain_hogs;
@@ -388,7 +376,7 @@ fn nice(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
     let d = PrivateDaemon::start(exe, "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n")?;
     let e = exe_s(exe);
-    let mut kids = Kids(vec![]);
+    let mut kids = Kids::default();
     let mut share = |niceness: i32| -> anyhow::Result<f64> {
         let n = niceness.to_string();
         let ka = Command::new("nice").args(["-n", &n, &e, "workload", "cpu"]).uid(a).gid(a).stdout(Stdio::null()).spawn()?;
@@ -404,12 +392,7 @@ fn nice(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
         let (x0, y0) = (cg.usage_ns(&ra)?, cg.usage_ns(&rb)?);
         std::thread::sleep(Duration::from_secs_f64(secs));
         let (x, y) = ((cg.usage_ns(&ra)? - x0) as f64, (cg.usage_ns(&rb)? - y0) as f64);
-        for k in kids.0.drain(..) {
-            let mut k = k;
-            // SAFETY: our own unreaped child.
-            unsafe { libc::kill(k.id() as i32, libc::SIGKILL) };
-            let _ = k.wait();
-        }
+        kids.kill_all();
         Ok(x / (x + y))
     };
     let s19 = share(19)?;
@@ -459,7 +442,7 @@ fn fork(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     }
     let wall = t0.elapsed().as_secs_f64();
     let share = (last - u0) as f64 / 1e9 / wall;
-    d.kill_jobs(libc::SIGKILL);
+    d.kill_jobs();
     let passed = if quick { share >= 0.3 } else { share >= 0.45 };
     Ok(Outcome {
         scenario: Scenario::Fork,

@@ -5,12 +5,12 @@
 //! accounting (cpuacct.usage, or cpu.stat usage_usec).
 
 use allot_linux::cgroup::CpuController;
-use allot_measure::harness::PrivateDaemon;
+use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One check.
@@ -82,20 +82,6 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
 
 const CONFIG: &str = "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n";
 
-/// Processes this check started outside the daemon; killed by pid on drop.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            // SAFETY: our own unreaped child: its pid cannot have been reused.
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
-    }
-}
 
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
@@ -199,7 +185,7 @@ fn insulation(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
     let d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
     let h = hog(exe);
-    let mut kids = Kids(vec![]);
+    let mut kids = Kids::default();
     // Plain processes, as a user's shell would start them: the daemon finds and places them.
     for (uid, n) in [(a, 1), (b, 5)] {
         for _ in 0..n {
@@ -292,7 +278,7 @@ fn background(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
         let before = cg.usage_ns(&rel)?;
         with.push(fg(&d)?);
         bg_during.push(cg.usage_ns(&rel)?.saturating_sub(before) as f64 / 1e9 / t0.elapsed().as_secs_f64());
-        d.kill_jobs(libc::SIGKILL);
+        d.kill_jobs();
     }
     let kept = with.iter().sum::<f64>() / alone.iter().sum::<f64>();
     let idle_rate = bg_idle.iter().sum::<f64>() / 2.0;

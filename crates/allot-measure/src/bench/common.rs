@@ -61,27 +61,15 @@ impl Common {
     }
 }
 
-/// Processes a benchmark started itself; killed by pid (SIGKILL) and reaped on drop.
-#[derive(Default)]
-pub struct Kids(pub Vec<Child>);
+pub use crate::harness::Kids;
 
-impl Kids {
-    /// Kills and reaps them all now.
-    pub fn kill_all(&mut self) {
-        for c in &mut self.0 {
-            // SAFETY: our own unreaped child, so the pid cannot have been reused.
-            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-        }
-        for mut c in self.0.drain(..) {
-            let _ = c.wait();
-        }
+/// Appends a benchmark's checks (what, passed) to its report; returns how many failed.
+pub fn render_checks(text: &mut String, checks: &[(String, bool)]) -> usize {
+    text.push_str("\nchecks:\n");
+    for (what, ok) in checks {
+        text.push_str(&format!("  {} {what}\n", if *ok { "PASS" } else { "FAIL" }));
     }
-}
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        self.kill_all();
-    }
+    checks.iter().filter(|(_, ok)| !ok).count()
 }
 
 /// Starts `exe ARGS` as a plain process under `policy`, pinned to `cpu` if given. The
@@ -180,7 +168,7 @@ impl Allot {
     /// Kills every job process this benchmark started through allot.
     pub fn kill_jobs(&mut self) {
         if let Some(d) = self.daemon.as_mut() {
-            d.kill_jobs(libc::SIGKILL);
+            d.kill_jobs();
         }
     }
 }

@@ -176,14 +176,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         text += &format!("\nallot variants skipped: {s}\n");
     }
     text += "\nfactor = lateness / the baseline's (seed 003's starvation factor); run_delay and worst wait/cycle are the probe's own kernel accounting.\n";
-    let mut failed = 0;
-    if a.common.check {
-        text += "\nchecks:\n";
-        for (what, ok) in &checks {
-            text += &format!("  {} {what}\n", if *ok { "PASS" } else { "FAIL" });
-            failed += usize::from(!ok);
-        }
-    }
+    let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     let json = serde_json::json!({
         "bench": "latency", "machine": common::machine(), "interval_ms": a.interval, "count": per_round * rounds as u64, "rounds": rounds, "hogs": nhogs,
         "allot_skipped": allot.skipped, "results": json_rows,

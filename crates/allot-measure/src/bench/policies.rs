@@ -286,14 +286,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
             checks.push((format!("{w} worker(s), cpu loopers: default keeps less than sched idle ({d:.1}% < {i:.1}%)"), d < i));
         }
     }
-    let mut failed = 0;
-    if a.common.check {
-        text += "\nchecks:\n";
-        for (what, ok) in &checks {
-            text += &format!("  {} {what}\n", if *ok { "PASS" } else { "FAIL" });
-            failed += usize::from(!ok);
-        }
-    }
+    let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     let json = serde_json::json!({
         "bench": "policies", "machine": common::machine(), "cell_s": p.cell, "max_k": p.max_k,
         "foreground": fg_cmd, "allot_skipped": allot.skipped, "tables": tables,

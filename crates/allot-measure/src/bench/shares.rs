@@ -202,14 +202,7 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let a0 = s[0].as_f64().unwrap_or(0.0);
         checks.push((format!("with allot, user A gets 50% ± 10 ({:.1}%)", a0 * 100.0), (a0 - 0.5).abs() <= 0.10));
     }
-    let mut failed = 0;
-    if a.common.check {
-        text += "\nchecks:\n";
-        for (what, ok) in &checks {
-            text += &format!("  {} {what}\n", if *ok { "PASS" } else { "FAIL" });
-            failed += usize::from(!ok);
-        }
-    }
+    let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     json["checks"] = serde_json::json!(checks.iter().map(|(w, ok)| serde_json::json!({"check": w, "passed": ok})).collect::<Vec<_>>());
     json["allot_skipped"] = serde_json::json!(allot.skipped);
     let svg = svg_chart("seed 001 §5.1 on this machine: progress of CPU-bound processes (one CPU)", &panels, 2);

@@ -502,7 +502,34 @@ impl Core {
         if !default {
             self.next_id += 1;
         }
+        let mut job = job;
+        self.boost_newcomer(&mut job);
         Ok(job)
+    }
+
+    /// A new job has used nothing of what it deserves (seed 001 §3.3: f = 0): it starts
+    /// boosted, at once rather than at the next tick, so its first wakeups are already
+    /// protected. Weight and its quota here; the tick adds slices once it has threads.
+    fn boost_newcomer(&self, job: &mut Job) {
+        let pol = &self.cfg.policy;
+        if !pol.boost || job.background {
+            return;
+        }
+        let rel = job.rel();
+        let w = ((job.tickets.get() as f64 * pol.boost_weight).round() as u32).clamp(1, 10_000);
+        let sums = self.active_sums();
+        let mut limit = self.entitlement_if_joined(&sums, &job.currency, job.tickets.get() as f64).max(0.01);
+        if let Some(c) = job.cap {
+            limit = limit.min(c.cpus);
+        }
+        let quota = Cap { cpus: limit, hard: true }.quota_us(PERIOD_US);
+        if self.cg.set_max(&rel, Some(Max { quota_us: quota, period_us: PERIOD_US })).is_ok() {
+            job.dynamic.quota = Some(quota);
+            if self.cg.set_weight(&rel, w).is_ok() {
+                job.dynamic.weight = Some(w);
+                job.dynamic.boosted = true;
+            }
+        }
     }
 
     /// Moves a process, checking through its pidfd that it is still the same process.
@@ -841,31 +868,34 @@ impl Core {
         where_.iter().map(|&(c, k)| e[c][k]).collect()
     }
 
-    /// What each job would be entitled to if it were active: its entitlement when it is;
-    /// for an idle job, its tickets' share of its currency's funding share among the
-    /// active currencies plus its own (an upper bound: ceilings are ignored).
-    fn entitlements_if_active(&self, ent: &[f64]) -> Vec<f64> {
-        let capacity = self.ncpu as f64;
-        let mut active_funding: HashMap<&str, f64> = HashMap::new();
-        let mut active_tickets: HashMap<&str, f64> = HashMap::new();
+    /// Funding of each currency with active foreground jobs, and their active tickets.
+    fn active_sums(&self) -> (HashMap<String, f64>, HashMap<String, f64>) {
+        let (mut funding, mut tickets) = (HashMap::new(), HashMap::new());
         for j in self.jobs.iter().filter(|j| j.active && !j.background) {
-            active_funding.insert(&j.currency, self.funding_of(&j.currency) as f64);
-            *active_tickets.entry(&j.currency).or_default() += j.tickets.get() as f64;
+            funding.insert(j.currency.clone(), self.funding_of(&j.currency) as f64);
+            *tickets.entry(j.currency.clone()).or_insert(0.0) += j.tickets.get() as f64;
         }
-        let total_funding: f64 = active_funding.values().sum();
+        (funding, tickets)
+    }
+
+    /// What a job with `tickets` in `currency` would be entitled to if it joined the
+    /// active claimants: its tickets' share of its currency's funding share (an upper
+    /// bound: ceilings are ignored).
+    fn entitlement_if_joined(&self, sums: &(HashMap<String, f64>, HashMap<String, f64>), currency: &str, tickets: f64) -> f64 {
+        let capacity = self.ncpu as f64;
+        let f = self.funding_of(currency) as f64;
+        let total: f64 = sums.0.values().sum::<f64>() + if sums.0.contains_key(currency) { 0.0 } else { f };
+        let t_total = sums.1.get(currency).copied().unwrap_or(0.0) + tickets;
+        (capacity * f / total * tickets / t_total).min(capacity)
+    }
+
+    /// What each job would be entitled to if it were active: its entitlement when it is.
+    fn entitlements_if_active(&self, ent: &[f64]) -> Vec<f64> {
+        let sums = self.active_sums();
         self.jobs
             .iter()
             .zip(ent)
-            .map(|(j, &e)| {
-                if j.active || j.background {
-                    return e;
-                }
-                let f = self.funding_of(&j.currency) as f64;
-                let cur_total = total_funding + if active_funding.contains_key(j.currency.as_str()) { 0.0 } else { f };
-                let t = j.tickets.get() as f64;
-                let t_total = active_tickets.get(j.currency.as_str()).copied().unwrap_or(0.0) + t;
-                (capacity * f / cur_total * t / t_total).min(capacity)
-            })
+            .map(|(j, &e)| if j.active || j.background { e } else { self.entitlement_if_joined(&sums, &j.currency, j.tickets.get() as f64) })
             .collect()
     }
 
