@@ -105,10 +105,121 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn rel_of(&self, pid: i32) -> Result<Option<String>>;
 }
 
-/// Finds the cpu controller and returns a backend whose root is `name` under its mount.
-/// v2 is used when the unified hierarchy has the cpu controller, else v1.
+/// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root
+/// `<mount>/name` and its background sibling `<mount>/name-background`. v2 is used when
+/// the unified hierarchy has the cpu controller, else v1.
 pub fn detect(name: &str) -> Result<Box<dyn CpuController>> {
     check_name(name)?;
+    let fg = detect_one(name)?;
+    let bg = detect_one(&format!("{name}-background"))?;
+    Ok(Box::new(Tree { fg, bg }))
+}
+
+/// The subtree path that [`Tree`] sends to the background sibling.
+pub const BACKGROUND: &str = "background";
+
+/// allot's cgroups: its root for the foreground, and beside it, at the top of the
+/// hierarchy, a sibling for the background marked `cpu.idle`. The sibling must be at the
+/// top: `cpu.idle` ranks a group only against its siblings, so inside allot's root it
+/// would yield to allot's jobs but not to processes outside allot. Relative paths under
+/// `background/` address the sibling; all others the root.
+#[derive(Debug)]
+pub struct Tree {
+    fg: Box<dyn CpuController>,
+    bg: Box<dyn CpuController>,
+}
+
+impl Tree {
+    fn route<'a>(&self, rel: &'a str) -> (&dyn CpuController, &'a str) {
+        if rel == BACKGROUND {
+            (self.bg.as_ref(), "")
+        } else if let Some(r) = rel.strip_prefix("background/") {
+            (self.bg.as_ref(), r)
+        } else {
+            (self.fg.as_ref(), rel)
+        }
+    }
+}
+
+impl CpuController for Tree {
+    fn version(&self) -> Version {
+        self.fg.version()
+    }
+    fn root(&self) -> &Path {
+        self.fg.root()
+    }
+    fn create(&self, rel: &str) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.create(r)
+    }
+    fn remove(&self, rel: &str) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.remove(r)
+    }
+    fn exists(&self, rel: &str) -> bool {
+        let (c, r) = self.route(rel);
+        c.exists(r)
+    }
+    fn children(&self, rel: &str) -> Result<Vec<String>> {
+        let (c, r) = self.route(rel);
+        c.children(r)
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.set_weight(r, units)
+    }
+    fn weight(&self, rel: &str) -> Result<u32> {
+        let (c, r) = self.route(rel);
+        c.weight(r)
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.set_max(r, max)
+    }
+    fn max(&self, rel: &str) -> Result<Option<Max>> {
+        let (c, r) = self.route(rel);
+        c.max(r)
+    }
+    fn has_idle(&self) -> bool {
+        self.fg.has_idle()
+    }
+    fn set_idle(&self, rel: &str, idle: bool) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.set_idle(r, idle)
+    }
+    fn idle(&self, rel: &str) -> Result<bool> {
+        let (c, r) = self.route(rel);
+        c.idle(r)
+    }
+    fn procs(&self, rel: &str) -> Result<Vec<i32>> {
+        let (c, r) = self.route(rel);
+        c.procs(r)
+    }
+    fn threads(&self, rel: &str) -> Result<Vec<i32>> {
+        let (c, r) = self.route(rel);
+        c.threads(r)
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.move_pid(r, pid)
+    }
+    fn release_pid(&self, pid: i32) -> Result<()> {
+        self.fg.release_pid(pid)
+    }
+    fn usage_ns(&self, rel: &str) -> Result<u64> {
+        let (c, r) = self.route(rel);
+        c.usage_ns(r)
+    }
+    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
+        if let Some(r) = self.fg.rel_of(pid)? {
+            return Ok(Some(r));
+        }
+        Ok(self.bg.rel_of(pid)?.map(|r| if r.is_empty() { BACKGROUND.to_string() } else { format!("{BACKGROUND}/{r}") }))
+    }
+}
+
+/// One backend rooted at `name` under the cpu controller's mount.
+fn detect_one(name: &str) -> Result<Box<dyn CpuController>> {
     let info = read("/proc/self/mountinfo")?;
     let mounts = parse_mountinfo(&info);
     if let Some(m) = mounts.iter().find(|m| m.fstype == "cgroup2") {
@@ -130,13 +241,14 @@ pub fn detect(name: &str) -> Result<Box<dyn CpuController>> {
 fn check_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
+        && !name.ends_with("-background")
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
         && !name.starts_with('.');
     if ok {
         Ok(())
     } else {
         Err(Error::NoCpuController(format!(
-            "cgroup root name {name:?} is invalid: use 1..64 of [A-Za-z0-9._-], not starting with '.'"
+            "cgroup root name {name:?} is invalid: use 1..64 of [A-Za-z0-9._-], not starting with '.' nor ending in -background (allot's background sibling)"
         )))
     }
 }
@@ -393,7 +505,7 @@ mod tests {
     #[test]
     fn names_are_checked() {
         assert!(check_name("allot").is_ok() && check_name("allot-test-1.x").is_ok());
-        for bad in ["", ".x", "a/b", "..", &"x".repeat(65)] {
+        for bad in ["", ".x", "a/b", "..", &"x".repeat(65), "allot-background"] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
     }

@@ -5,7 +5,9 @@
 //!
 //! ```text
 //! ROOT/<currency>/<job>              foreground; currency weight = funding, job weight = tickets
-//! ROOT/background/<currency>/<job>   background; ROOT/background has cpu.idle = 1
+//! ROOT-background/<currency>/<job>   background; ROOT-background (beside ROOT, at the top of
+//!                                    the hierarchy) has cpu.idle = 1; addressed as
+//!                                    `background/<currency>/<job>`
 //! ```
 //!
 //! `<currency>` is `user-<uid>` for a user's own currency or the name of a named one;
@@ -26,8 +28,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The directory holding background jobs, with cpu.idle = 1.
-pub const BACKGROUND: &str = "background";
+/// Where background jobs live (allot's idle sibling; see `allot_linux::cgroup::Tree`).
+pub use allot_linux::cgroup::BACKGROUND;
 /// cpu.max period allot uses (the kernel's default).
 pub const PERIOD_US: u64 = 100_000;
 /// A job younger than this is not reaped while empty (its first process is on the way).
