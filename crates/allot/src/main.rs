@@ -148,8 +148,23 @@ enum BenchCmd {
     Policy(policy_bench::PolicyBenchArgs),
 }
 
+/// Checks tickets or funding here too, so a bad value is named even when the daemon is
+/// not running (the daemon checks again: it trusts no client).
 fn num(what: &str, s: &str) -> anyhow::Result<i64> {
-    s.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("{what} must be a whole number 1..10000, got {s:?}"))
+    let v = if what == "funding" {
+        s.parse::<allot_model::Funding>().map(|f| f.get())
+    } else {
+        s.parse::<allot_model::Tickets>().map(|t| t.get())
+    };
+    v.map(i64::from).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Checks a cap's form here too (the daemon also bounds it by the CPU count).
+fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
+    match c.as_deref() {
+        None | Some("none") => Ok(()),
+        Some(c) => c.parse::<allot_model::Cap>().map(|_| ()).map_err(|e| anyhow::anyhow!("{e}")),
+    }
 }
 
 fn s_of(v: &serde_json::Value) -> String {
@@ -186,6 +201,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         }),
         Command::Run { tickets, currency, cap, background, command } => {
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
+            cap_arg(&cap)?;
             let data = client::call(&sock, &Request::Run { tickets, currency, cap, background, command: command.clone() })?;
             if json {
                 eprintln!("{data}");
@@ -199,6 +215,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
                 .map(|p| p.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {p:?}")))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
+            cap_arg(&cap)?;
             let bg = if background { Some(true) } else if foreground { Some(false) } else { None };
             let data = client::call(&sock, &Request::Set { pids, tickets, cap, background: bg })?;
             output::print(json, &data, |d| output::changed(d))

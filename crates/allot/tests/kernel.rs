@@ -280,8 +280,11 @@ fn set_and_move_act_on_the_right_process() {
     // is its entitlement (here more than 0.25).
     let m = cg.max(j["cgroup"].as_str().unwrap()).unwrap();
     assert!(m.is_none_or(|m| m.quota_us > 25_000), "{m:?}");
-    // move (root): into the named currency ci.
+    // move (root): into the named currency ci. The job it leaves, now empty and idle,
+    // is reaped.
+    let left = job_with_pid(&show(&d), p).unwrap()["cgroup"].as_str().unwrap().to_string();
     ok(&d.cli(&["move", &s, "ci"], None).unwrap());
+    wait_for("the emptied job to be reaped", || (!cg.exists(&left)).then_some(()));
     let j = job_with_pid(&show(&d), p).unwrap();
     assert_eq!(j["currency"], "ci");
     assert_eq!(j["funding"], 200);

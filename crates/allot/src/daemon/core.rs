@@ -108,6 +108,8 @@ struct Dynamic {
     recent: f64,
     /// Thread ids seen this tick.
     threads: Vec<i32>,
+    /// The thread list changed at this tick.
+    threads_changed: bool,
     /// The lowest nice of its processes.
     nice: i32,
     /// CPUs its first thread may run on (observed while active).
@@ -221,6 +223,8 @@ pub struct Core {
     idle_prev: Option<(Vec<u64>, Instant)>,
     /// Base settings kept across restarts.
     saved_jobs: BTreeMap<String, state::JobState>,
+    /// Ticks so far.
+    ticks: u64,
 }
 
 type R<T> = Result<T, String>;
@@ -249,6 +253,7 @@ impl Core {
             cur_weight: HashMap::new(),
             idle_prev: None,
             saved_jobs: BTreeMap::new(),
+            ticks: 0,
             cg,
         };
         if let Some(p) = &core.state_path {
@@ -989,6 +994,8 @@ impl Core {
 
     fn observe(&mut self, now: Instant) {
         let window = self.cfg.policy.boost_window_ms as f64 / 1000.0;
+        self.ticks += 1;
+        let full = self.ticks % (1000 / self.cfg.tick_ms).max(1) == 0;
         let need_waits = self.jobs.iter().any(|j| j.cap.is_some_and(|c| !c.hard));
         let mut gone = vec![];
         for (i, j) in self.jobs.iter_mut().enumerate() {
@@ -1013,8 +1020,18 @@ impl Core {
                 // still competes.
                 j.active = d.recent > 0.01 || j.usage.cpus > 0.01;
             }
+            // A job whose usage did not move ran nothing since the last tick, so it
+            // cannot have forked or exited: its thread list stands (this keeps a machine
+            // of sleeping jobs cheap to watch). Processes moved in or out by a request do
+            // not run it either, so every list is re-read at least once a second.
+            let ran = j.last.map_or(true, |(prev, _)| ns != prev) || full;
             j.last = Some((ns, now));
-            d.threads = self.cg.threads(&rel).unwrap_or_default();
+            d.threads_changed = false;
+            if ran || d.threads.is_empty() {
+                let t = self.cg.threads(&rel).unwrap_or_default();
+                d.threads_changed = t != d.threads;
+                d.threads = t;
+            }
             if d.threads.is_empty() && now.duration_since(j.created) > GRACE {
                 gone.push(i);
                 continue;
@@ -1126,7 +1143,10 @@ impl Core {
             if slices {
                 if want {
                     let boost_ns = pol.boost_slice_us * 1000;
-                    for &t in &d.threads {
+                    // Nothing new to give a slice to, and nothing running that could have
+                    // reset one: skip the idle.
+                    let fresh = d.threads_changed || d.slices.len() != d.threads.len();
+                    for &t in d.threads.iter().filter(|_| fresh || j.active) {
                         if d.slices.contains_key(&t) {
                             // A running job's task may have reset its own attributes (a
                             // policy change writes sched_runtime 0): give the slice again
@@ -1145,7 +1165,10 @@ impl Core {
                             }
                         }
                     }
-                    d.slices.retain(|t, _| d.threads.contains(t));
+                    if d.threads_changed {
+                        let live: std::collections::HashSet<i32> = d.threads.iter().copied().collect();
+                        d.slices.retain(|t, _| live.contains(t));
+                    }
                 } else if !d.slices.is_empty() {
                     for (t, orig) in d.slices.drain() {
                         if d.threads.contains(&t) {
