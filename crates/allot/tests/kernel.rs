@@ -156,6 +156,11 @@ fn permissions_and_bad_input_change_nothing() {
         let _ = c.read_to_string(&mut s);
         s
     };
+    // The daemon checks values itself, whatever the client did.
+    assert!(raw(b"{\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
+    assert!(raw(b"{\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
+    assert!(raw(b"{\"op\":\"fund\",\"currency\":\"allot-ta\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
+    assert!(raw(b"{\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
     assert!(raw(b"garbage\n", false).contains("malformed request"));
     assert!(raw(b"{\"op\":\"explode\"}\n", false).contains("malformed request"));
     assert!(raw(b"{\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
