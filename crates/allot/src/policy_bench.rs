@@ -187,7 +187,7 @@ fn boostmodes(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
 fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 4.0 } else { 10.0 };
     let n = allot_linux::ncpu();
-    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let d = PrivateDaemon::start(exe, CONFIG)?;
     let e = exe_s(exe);
     let parg = probe_args(exe, secs);
     let pargs: Vec<&str> = parg.iter().map(|s| s.as_str()).collect();
@@ -215,19 +215,8 @@ fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     drop(kids);
     let plain: serde_json::Value = serde_json::from_slice(&o.stdout).context("plain probe report")?;
     // 3. Under allot: every hog its own job, the probe an ordinary job.
-    let mut pids = vec![];
-    for _ in 0..2 * n {
-        pids.push(d.run_job(&[], &[&e, "workload", "cpu"], None)?);
-    }
-    for &p in &pids {
-        d.wait_exec(p)?;
-    }
-    std::thread::sleep(Duration::from_millis(1500));
-    let c0: f64 = pids.iter().map(|&p| cpu_s_of(p)).sum();
-    let t0 = Instant::now();
-    let boosted = run_probe_job(&d)?;
-    let allot_hogs = (pids.iter().map(|&p| cpu_s_of(p)).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
-    d.kill_jobs();
+    drop(d);
+    let (boosted, allot_hogs) = probe_under(exe, CONFIG, secs)?;
 
     let (pi, pp, pa) = (p99(&idle)?, p99(&plain)?, p99(&boosted)?);
     let kept = allot_hogs / plain_hogs;
