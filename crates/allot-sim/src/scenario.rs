@@ -24,6 +24,11 @@ pub struct Run {
     pub workload: Workload,
 }
 
+/// The same workload under each of the named schedulers, labelled by name.
+fn runs_of(scheds: &[&str], w: &Workload) -> Vec<Run> {
+    scheds.iter().map(|s| Run { label: s.to_string(), sched: SchedSpec::named(s), workload: w.clone() }).collect()
+}
+
 /// A published number beside a simulated one.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -195,14 +200,7 @@ fn fig3() -> Scenario {
         source: "Petrou et al. 1999 §5.1 Fig 3".into(),
         seed: 1,
         runs: {
-            let mut runs: Vec<Run> = ["lottery", "stride", "hybrid"]
-                .iter()
-                .map(|s| Run {
-                    label: s.to_string(),
-                    sched: SchedSpec::named(s),
-                    workload: w.clone(),
-                })
-                .collect();
+            let mut runs: Vec<Run> = runs_of(&["lottery", "stride", "hybrid"], &w);
             // §5.1: under FreeBSD, nice +10, +5 and 0 "come close" to 3:2:1.
             let mut nw = w.clone();
             nw.tasks[1].nice = 5;
@@ -270,14 +268,7 @@ fn fig4() -> Scenario {
         title: "seed 001 Fig 4: one user's process vs another user's two (load insulation)".into(),
         source: "Petrou et al. 1999 §5.1 Fig 4".into(),
         seed: 1,
-        runs: ["lottery", "stride", "hybrid", "bsd"]
-            .iter()
-            .map(|s| Run {
-                label: s.to_string(),
-                sched: SchedSpec::named(s),
-                workload: w.clone(),
-            })
-            .collect(),
+        runs: runs_of(&["lottery", "stride", "hybrid", "bsd"], &w),
         check: Some(|res| {
             let mut rows = Vec::new();
             for (label, r) in res {
@@ -317,14 +308,7 @@ fn table5() -> Scenario {
         title: "seed 001 Tables 4/5: one user's process vs another user's five".into(),
         source: "Petrou et al. 1999 §6 Tables 4 and 5".into(),
         seed: 1,
-        runs: ["bsd", "lottery", "stride", "hybrid"]
-            .iter()
-            .map(|s| Run {
-                label: s.to_string(),
-                sched: SchedSpec::named(s),
-                workload: w.clone(),
-            })
-            .collect(),
+        runs: runs_of(&["bsd", "lottery", "stride", "hybrid"], &w),
         check: Some(|res| {
             let mut rows = Vec::new();
             let d = 60 * SEC;
@@ -626,7 +610,7 @@ fn fork_penalty() -> Scenario {
         title: "seed 002 fork penalty: a job of short processes vs a CPU-bound one, under each scheduler".into(),
         source: "Ross & Abel 2000 §5.2.3 (runtime ratio, fork splits the counter)".into(),
         seed: 1,
-        runs: ["linux22", "bsd", "lottery", "stride", "hybrid", "cfs", "eevdf", "ebs"].iter().map(|s| Run { label: s.to_string(), sched: SchedSpec::named(s), workload: w.clone() }).collect(),
+        runs: runs_of(&["linux22", "bsd", "lottery", "stride", "hybrid", "cfs", "eevdf", "ebs"], &w),
         check: Some(|res| {
             let mut rows = Vec::new();
             for (label, r) in res {
