@@ -166,7 +166,15 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             if mode == Mode::Busy {
                 checks.push((format!("{mode:?}: hogs raise p99 lateness above the baseline ({} vs {})", fmt_us(h), fmt_us(b)), h > b));
             }
-            checks.push((format!("{mode:?}: SCHED_FIFO p99 below the hogs' p99 ({} vs {})", fmt_us(f), fmt_us(h)), f < h));
+            if mode == Mode::Busy {
+                checks.push((format!("{mode:?}: SCHED_FIFO p99 below the hogs' p99 ({} vs {})", fmt_us(f), fmt_us(h)), f < h));
+            } else {
+                // The hogs may barely touch a sleeper (above), so "below the hogs" would
+                // compare two noise-level numbers. Seed 003's claim is that FIFO brings the
+                // probe back to its baseline: hold it to that, within noise.
+                let bound = 2.0 * b + 100.0;
+                checks.push((format!("{mode:?}: SCHED_FIFO p99 back to baseline ({} <= 2 x {} + 100 µs)", fmt_us(f), fmt_us(b)), f <= bound));
+            }
         }
         if let (Some(h), Some(bg), Mode::Busy) = (p99(Variant::Hogs), p99(Variant::AllotBackground), mode) {
             checks.push((format!("{mode:?}: allot background hogs: p99 below plain hogs' ({} vs {})", fmt_us(bg), fmt_us(h)), bg < h));
