@@ -11,6 +11,22 @@ use std::time::{Duration, Instant};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// The uid of a test or benchmark user, created with useradd if missing (tests that
+/// need several users make their own; they are kept for the next run).
+pub fn ensure_user(name: &str) -> anyhow::Result<u32> {
+    if let Some(u) = allot_linux::procfs::user_uid(name) {
+        return Ok(u);
+    }
+    let st = Command::new("useradd")
+        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--comment", "allot test user", name])
+        .status()
+        .with_context(|| format!("useradd {name} (the test needs a user of its own)"))?;
+    if !st.success() {
+        bail!("useradd {name} failed ({st})");
+    }
+    allot_linux::procfs::user_uid(name).with_context(|| format!("user {name} missing after useradd"))
+}
+
 /// Processes a test or benchmark started itself; killed by pid (SIGKILL) and reaped on
 /// drop, even when the test fails. Never anything it did not start.
 #[derive(Debug, Default)]

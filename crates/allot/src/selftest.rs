@@ -5,6 +5,7 @@
 //! accounting (cpuacct.usage, or cpu.stat usage_usec).
 
 use allot_linux::cgroup::CpuController;
+pub use allot_measure::harness::ensure_user;
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
@@ -92,21 +93,6 @@ pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
         let _ = allot_linux::sched::set_affinity(tid, &[cpu]);
     }
     Ok(())
-}
-
-/// The uid of a test user, created with useradd if missing.
-pub fn ensure_user(name: &str) -> anyhow::Result<u32> {
-    if let Some(u) = allot_linux::procfs::user_uid(name) {
-        return Ok(u);
-    }
-    let st = Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--comment", "allot test user", name])
-        .status()
-        .with_context(|| format!("useradd {name} (the test needs a user of its own)"))?;
-    if !st.success() {
-        bail!("useradd {name} failed ({st})");
-    }
-    allot_linux::procfs::user_uid(name).with_context(|| format!("user {name} missing after useradd"))
 }
 
 fn show(d: &PrivateDaemon) -> anyhow::Result<serde_json::Value> {

@@ -29,12 +29,7 @@ fn require_root() {
 }
 
 fn user(name: &str) -> u32 {
-    if let Some(u) = allot_linux::procfs::user_uid(name) {
-        return u;
-    }
-    let st = Command::new("useradd").args(["--no-create-home", "--shell", "/usr/sbin/nologin", name]).status().expect("useradd");
-    assert!(st.success(), "useradd {name}");
-    allot_linux::procfs::user_uid(name).unwrap()
+    allot_measure::harness::ensure_user(name).unwrap()
 }
 
 /// Starts `cmd` as `uid`, kept by `kids` (killed by pid when the test ends, even on failure).

@@ -74,21 +74,6 @@ fn panel(title: &str, labels: &[String], tr: &Trace, ideal: Option<&[f64]>) -> P
     Panel { title: title.into(), x_label: "seconds".into(), y_label: "CPU seconds (progress)".into(), series, y_from_zero: true, y_log: false }
 }
 
-/// The uid of a benchmark user, created with useradd if missing (as `allot selftest`).
-fn ensure_user(name: &str) -> anyhow::Result<u32> {
-    if let Some(u) = allot_linux::procfs::user_uid(name) {
-        return Ok(u);
-    }
-    let st = std::process::Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--comment", "allot test user", name])
-        .status()
-        .with_context(|| format!("useradd {name} (the insulation experiment needs two users)"))?;
-    if !st.success() {
-        bail!("useradd {name} failed ({st})");
-    }
-    allot_linux::procfs::user_uid(name).with_context(|| format!("user {name} missing after useradd"))
-}
-
 /// `allot bench shares`.
 pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     let secs = if a.quick { 4.0 } else { a.duration };
@@ -149,7 +134,7 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         prog.step();
     }
     // Fig 4 / Tables 4–5: user A (1 process) vs user B (5 processes).
-    let users = if unsafe { libc::geteuid() } == 0 { Some((ensure_user("allot-ta")?, ensure_user("allot-tb")?)) } else { None };
+    let users = if unsafe { libc::geteuid() } == 0 { Some((crate::harness::ensure_user("allot-ta")?, crate::harness::ensure_user("allot-tb")?)) } else { None };
     let labels: Vec<String> = std::iter::once("A: 1 process".to_string()).chain((1..=5).map(|i| format!("B: process {i}"))).collect();
     {
         let mut kids = Kids::default();
