@@ -470,10 +470,11 @@ impl CpuController for V2 {
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         let p = self.root.join(rel).join("cpu.stat");
         let s = read(&p)?;
-        s.lines()
-            .find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok()))
-            .map(|us| us * 1000)
-            .ok_or(Error::Parse { path: p, what: "usage_usec in cpu.stat", text: s.chars().take(80).collect() })
+        s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or(Error::Parse {
+            path: p,
+            what: "usage_usec in cpu.stat",
+            text: s.chars().take(80).collect(),
+        })
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
         Ok(strip_root(&crate::procfs::cgroup_of(pid, None)?, &self.name))

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 pub fn clk_tck() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if v > 0 { v as u64 } else { 100 }
+    if v > 0 {
+        v as u64
+    } else {
+        100
+    }
 }
 
 /// The fields of /proc/PID/stat allot uses (proc(5)).
@@ -95,9 +99,7 @@ pub fn ids(pid: i32) -> Result<Ids> {
     let s = read(&path)?;
     let bad = || Error::Parse { path: path.clone(), what: "Uid:/Gid: lines", text: String::new() };
     let field = |key: &str| -> Option<Vec<u32>> {
-        s.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .map(|rest| rest.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        s.lines().find_map(|l| l.strip_prefix(key)).map(|rest| rest.split_whitespace().filter_map(|x| x.parse().ok()).collect())
     };
     let uid = field("Uid:").filter(|v| v.len() >= 2).ok_or_else(bad)?;
     let gid = field("Gid:").filter(|v| !v.is_empty()).ok_or_else(bad)?;
@@ -108,11 +110,7 @@ pub fn ids(pid: i32) -> Result<Ids> {
 pub fn cmdline(pid: i32) -> Result<String> {
     let path = PathBuf::from(format!("/proc/{pid}/cmdline"));
     let raw = std::fs::read(&path).map_err(|source| Error::Io { op: "read", path: path.clone(), source })?;
-    let s: Vec<String> = raw
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let s: Vec<String> = raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     if s.is_empty() {
         Ok(format!("[{}]", stat(pid)?.comm))
     } else {
@@ -367,6 +365,26 @@ pub fn llc_bytes() -> Option<u64> {
     best.map(|(_, b)| b)
 }
 
+/// Idle time per CPU (idle + iowait), in clock ticks, from /proc/stat's `cpuN` lines,
+/// indexed by CPU number.
+pub fn cpu_idle_ticks() -> Result<Vec<u64>> {
+    let s = read("/proc/stat")?;
+    let mut out = vec![];
+    for l in s.lines() {
+        let Some(rest) = l.strip_prefix("cpu") else { continue };
+        let mut f = rest.split_whitespace();
+        let Some(Ok(n)) = f.next().map(|c| c.parse::<usize>()) else { continue };
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        if v.len() >= 5 {
+            if out.len() <= n {
+                out.resize(n + 1, 0);
+            }
+            out[n] = v[3] + v[4];
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -390,7 +408,7 @@ mod tests {
         assert!(schedstat(me).unwrap().run_ns > 0);
         assert!(pids().unwrap().contains(&me));
         assert!(tids(me).unwrap().contains(&me));
-        assert!(cmdline(me).unwrap().len() > 0);
+        assert!(!cmdline(me).unwrap().is_empty());
     }
 
     #[test]
@@ -412,24 +430,4 @@ mod tests {
         let l = loadavg().unwrap();
         assert!(l.runnable >= 1 && l.total >= l.runnable);
     }
-}
-
-/// Idle time per CPU (idle + iowait), in clock ticks, from /proc/stat's `cpuN` lines,
-/// indexed by CPU number.
-pub fn cpu_idle_ticks() -> Result<Vec<u64>> {
-    let s = read("/proc/stat")?;
-    let mut out = vec![];
-    for l in s.lines() {
-        let Some(rest) = l.strip_prefix("cpu") else { continue };
-        let mut f = rest.split_whitespace();
-        let Some(Ok(n)) = f.next().map(|c| c.parse::<usize>()) else { continue };
-        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
-        if v.len() >= 5 {
-            if out.len() <= n {
-                out.resize(n + 1, 0);
-            }
-            out[n] = v[3] + v[4];
-        }
-    }
-    Ok(out)
 }

@@ -58,7 +58,10 @@ pub fn set(tid: i32, attr: &SchedAttr) -> Result<()> {
     // SAFETY: a is a valid, correctly sized struct.
     let r = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &a as *const SchedAttr, 0) };
     if r < 0 {
-        return Err(Error::Sys { call: format!("sched_setattr({tid}, policy {} nice {} runtime {})", a.sched_policy, a.sched_nice, a.sched_runtime), source: std::io::Error::last_os_error() });
+        return Err(Error::Sys {
+            call: format!("sched_setattr({tid}, policy {} nice {} runtime {})", a.sched_policy, a.sched_nice, a.sched_runtime),
+            source: std::io::Error::last_os_error(),
+        });
     }
     Ok(())
 }
@@ -116,18 +119,6 @@ pub fn policy_name(policy: u32) -> &'static str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_own_attributes() {
-        let a = get(0).unwrap();
-        assert!(a.sched_policy == SCHED_OTHER || a.sched_policy == SCHED_BATCH || a.sched_policy == SCHED_IDLE);
-        assert_eq!(a.size as usize, std::mem::size_of::<SchedAttr>());
-    }
-}
-
 /// The CPUs a task may run on (sched_getaffinity).
 pub fn get_affinity(tid: i32) -> Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t passed by pointer with its size.
@@ -137,5 +128,17 @@ pub fn get_affinity(tid: i32) -> Result<Vec<usize>> {
             return Err(Error::Sys { call: format!("sched_getaffinity({tid})"), source: std::io::Error::last_os_error() });
         }
         Ok((0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_attributes() {
+        let a = get(0).unwrap();
+        assert!(a.sched_policy == SCHED_OTHER || a.sched_policy == SCHED_BATCH || a.sched_policy == SCHED_IDLE);
+        assert_eq!(a.size as usize, std::mem::size_of::<SchedAttr>());
     }
 }

@@ -312,7 +312,9 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         histogram: log2_histogram(&late),
         missed,
         kernel,
-        cgroup: allot_linux::procfs::cgroup_of(std::process::id() as i32, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(std::process::id() as i32, None)).ok(),
+        cgroup: allot_linux::procfs::cgroup_of(std::process::id() as i32, Some("cpu"))
+            .or_else(|_| allot_linux::procfs::cgroup_of(std::process::id() as i32, None))
+            .ok(),
         wall_s,
         samples_us: late,
         cycle_wait_us: cyc,
@@ -338,7 +340,10 @@ pub fn render(r: &ProbeReport) -> String {
         "allot probe: {} wakeups every {} ms ({} mode), work {} µs, policy {} ({}), slice {} (kernel: {}), cgroup {}\n\n",
         l.n,
         c.interval.as_secs_f64() * 1e3,
-        match c.mode { Mode::Sleep => "sleep", Mode::Busy => "busy-wait" },
+        match c.mode {
+            Mode::Sleep => "sleep",
+            Mode::Busy => "busy-wait",
+        },
         c.work.as_secs_f64() * 1e6,
         c.policy,
         k.policy,
@@ -348,7 +353,12 @@ pub fn render(r: &ProbeReport) -> String {
     );
     s += &format!(
         "wakeup lateness: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}   (deadlines missed: {})\n\n",
-        fmt_us(l.p50), fmt_us(l.p90), fmt_us(l.p99), fmt_us(l.p999), fmt_us(l.max), r.missed
+        fmt_us(l.p50),
+        fmt_us(l.p90),
+        fmt_us(l.p99),
+        fmt_us(l.p999),
+        fmt_us(l.max),
+        r.missed
     );
     s += &render_histogram(&r.histogram);
     s += &format!(
@@ -410,7 +420,7 @@ mod tests {
     fn short_run_measures() {
         let cfg = ProbeConfig { count: 20, interval: Duration::from_millis(1), ..Default::default() };
         let r = measure(&cfg).unwrap();
-        assert_eq!(r.lateness_us.n + r.missed as usize >= 20, true);
+        assert!(r.lateness_us.n + r.missed as usize >= 20);
         assert!(r.kernel.timeslices >= 1);
         assert!(render(&r).contains("usecs"));
     }

@@ -156,7 +156,15 @@ fn tick_step(range: f64) -> f64 {
     let raw = (range / 5.0).max(1e-9);
     let mag = 10f64.powf(raw.log10().floor());
     let n = raw / mag;
-    mag * if n < 1.5 { 1.0 } else if n < 3.5 { 2.0 } else if n < 7.5 { 5.0 } else { 10.0 }
+    mag * if n < 1.5 {
+        1.0
+    } else if n < 3.5 {
+        2.0
+    } else if n < 7.5 {
+        5.0
+    } else {
+        10.0
+    }
 }
 
 /// Renders panels side by side (up to `per_row` per row) as a standalone SVG document.
@@ -166,7 +174,10 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
     let rows = panels.len().div_ceil(per_row).max(1);
     let (w, h) = (pw * per_row.min(panels.len().max(1)) as f64, 40.0 + ph * rows as f64);
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
+    );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(s, r#"<text x="{}" y="24" font-size="15" text-anchor="middle">{}</text>"#, w / 2.0, esc(title));
     for (i, p) in panels.iter().enumerate() {
@@ -204,7 +215,13 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
             let mut e = y0;
             while e <= y1 + 1e-9 {
                 let yy = syt(e);
-                let _ = writeln!(s, r##"<line x1="{l}" x2="{r}" y1="{yy}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##, l - 4.0, yy + 4.0, fmt_num(10f64.powf(e)));
+                let _ = writeln!(
+                    s,
+                    r##"<line x1="{l}" x2="{r}" y1="{yy}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                    l - 4.0,
+                    yy + 4.0,
+                    fmt_num(10f64.powf(e))
+                );
                 e += 1.0;
             }
         } else {
@@ -212,7 +229,13 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
             let mut v = (y0 / st).ceil() * st;
             while v <= y1 + 1e-9 {
                 let yy = syt(v);
-                let _ = writeln!(s, r##"<line x1="{l}" x2="{r}" y1="{yy}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##, l - 4.0, yy + 4.0, fmt_num(v));
+                let _ = writeln!(
+                    s,
+                    r##"<line x1="{l}" x2="{r}" y1="{yy}" y2="{yy}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                    l - 4.0,
+                    yy + 4.0,
+                    fmt_num(v)
+                );
                 v += st;
             }
         }
@@ -227,10 +250,19 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
             v += st;
         }
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, (l + r) / 2.0, b + 30.0, esc(&p.x_label));
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle" transform="rotate(-90 {} {})">{}</text>"#, ox + 14.0, (t + b) / 2.0, ox + 14.0, (t + b) / 2.0, esc(&p.y_label));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle" transform="rotate(-90 {} {})">{}</text>"#,
+            ox + 14.0,
+            (t + b) / 2.0,
+            ox + 14.0,
+            (t + b) / 2.0,
+            esc(&p.y_label)
+        );
         for (j, se) in p.series.iter().enumerate() {
             let c = PALETTE[se.color.unwrap_or(j) % PALETTE.len()];
-            let d: Vec<String> = se.points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
+            let d: Vec<String> =
+                se.points.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y))).collect();
             let dash = if se.dashed { r#" stroke-dasharray="5,4""# } else { "" };
             let _ = writeln!(s, r#"<polyline fill="none" stroke="{c}" stroke-width="1.8"{dash} points="{}"/>"#, d.join(" "));
             if se.points.len() <= 12 {
@@ -241,7 +273,15 @@ pub fn svg_chart(title: &str, panels: &[Panel], per_row: usize) -> String {
                 }
             }
             let ly = t + 6.0 + 15.0 * j as f64;
-            let _ = writeln!(s, r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#, r + 8.0, r + 26.0, r + 30.0, ly + 4.0, esc(&se.label));
+            let _ = writeln!(
+                s,
+                r#"<line x1="{}" x2="{}" y1="{ly}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
+                r + 8.0,
+                r + 26.0,
+                r + 30.0,
+                ly + 4.0,
+                esc(&se.label)
+            );
         }
     }
     s.push_str("</svg>\n");
@@ -265,7 +305,10 @@ pub fn svg_bars(title: &str, x_label: &str, series: &[String], groups: &[(String
         l + x.clamp(0.0, 1.0) * (r - l)
     };
     let mut s = String::new();
-    let _ = writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#);
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">"#
+    );
     let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(s, r#"<text x="{}" y="22" font-size="15" text-anchor="middle">{}</text>"#, w / 2.0, esc(title));
     // Axis ticks.
@@ -273,7 +316,12 @@ pub fn svg_bars(title: &str, x_label: &str, series: &[String], groups: &[(String
         let mut e = a0;
         while e <= a1 + 1e-9 {
             let x = sx(10f64.powf(e));
-            let _ = writeln!(s, r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##, b + 14.0, fmt_num(10f64.powf(e)));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
+                b + 14.0,
+                fmt_num(10f64.powf(e))
+            );
             e += 1.0;
         }
     } else {
@@ -281,7 +329,12 @@ pub fn svg_bars(title: &str, x_label: &str, series: &[String], groups: &[(String
         let mut v = 0.0;
         while v <= a1 + 1e-9 {
             let x = sx(v);
-            let _ = writeln!(s, r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##, b + 14.0, fmt_num(v));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x}" x2="{x}" y1="{t}" y2="{b}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
+                b + 14.0,
+                fmt_num(v)
+            );
             v += st;
         }
     }
@@ -299,7 +352,14 @@ pub fn svg_bars(title: &str, x_label: &str, series: &[String], groups: &[(String
     for (si, name) in series.iter().enumerate() {
         let x = l + 110.0 * si as f64;
         let c = PALETTE[si % PALETTE.len()];
-        let _ = writeln!(s, r#"<rect x="{x}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#, b + 44.0, x + 14.0, b + 53.0, esc(name));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x}" y="{}" width="10" height="10" fill="{c}"/><text x="{}" y="{}">{}</text>"#,
+            b + 44.0,
+            x + 14.0,
+            b + 53.0,
+            esc(name)
+        );
     }
     let _ = writeln!(s, r##"<line x1="{l}" x2="{l}" y1="{t}" y2="{b}" stroke="#444"/>"##);
     s.push_str("</svg>\n");
@@ -390,7 +450,14 @@ mod tests {
 
     #[test]
     fn svg_is_well_formed_enough() {
-        let p = Panel { title: "t".into(), x_label: "x".into(), y_label: "y".into(), series: vec![Series { label: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], dashed: false, color: None }], y_from_zero: true, y_log: false };
+        let p = Panel {
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            series: vec![Series { label: "a<b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)], dashed: false, color: None }],
+            y_from_zero: true,
+            y_log: false,
+        };
         let s = svg_chart("T", &[p.clone(), Panel { y_log: true, ..p }], 2);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n") && s.contains("a&lt;b"));
     }

@@ -245,13 +245,25 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
                     let ts = allot_linux::procfs::task_sched(pid, tid).unwrap_or_default();
                     // A thread born during the window counts from zero.
                     let base = if first { s } else { Default::default() };
-                    acc.insert(tid, Acc { first: base, last: s, sched0: if first { (ts.nr_involuntary_switches, ts.nr_voluntary_switches) } else { (0, 0) }, ..Default::default() });
+                    acc.insert(
+                        tid,
+                        Acc {
+                            first: base,
+                            last: s,
+                            sched0: if first { (ts.nr_involuntary_switches, ts.nr_voluntary_switches) } else { (0, 0) },
+                            ..Default::default()
+                        },
+                    );
                 }
                 Some(a) => {
                     // Longest continuous wait: windows in which the thread waited and
                     // never ran extend the current wait; a window in which it ran ends it
                     // (with that window's average wait per dispatch added).
-                    let (dr, dw, dk) = (s.run_ns.saturating_sub(a.last.run_ns), s.wait_ns.saturating_sub(a.last.wait_ns), s.timeslices.saturating_sub(a.last.timeslices));
+                    let (dr, dw, dk) = (
+                        s.run_ns.saturating_sub(a.last.run_ns),
+                        s.wait_ns.saturating_sub(a.last.wait_ns),
+                        s.timeslices.saturating_sub(a.last.timeslices),
+                    );
                     if dr == 0 && dk == 0 {
                         a.cur_wait += dw;
                     } else {
@@ -333,10 +345,23 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let demand = (cpu_s + wait_s) / t;
     let cpu_rate = cpu_s / t;
     // Threads that are CPU-bound (runnable ≥ 90%) share the machine with everything else.
-    let busy_threads = acc.values().filter(|a| (a.last.run_ns.saturating_sub(a.first.run_ns) + a.last.wait_ns.saturating_sub(a.first.wait_ns)) as f64 / 1e9 / t >= CPU_BOUND_RUNNABLE).count().max(1);
+    let busy_threads = acc
+        .values()
+        .filter(|a| {
+            (a.last.run_ns.saturating_sub(a.first.run_ns) + a.last.wait_ns.saturating_sub(a.first.wait_ns)) as f64 / 1e9 / t >= CPU_BOUND_RUNNABLE
+        })
+        .count()
+        .max(1);
 
     let (verdict, reason) = if demand < SLEEPING_DEMAND {
-        (Verdict::Sleeping, format!("it was runnable only {:.1}% of the time: it sleeps or blocks, and waited {:.1} ms per second for a CPU", demand * 100.0, wait_ms_per_s))
+        (
+            Verdict::Sleeping,
+            format!(
+                "it was runnable only {:.1}% of the time: it sleeps or blocks, and waited {:.1} ms per second for a CPU",
+                demand * 100.0,
+                wait_ms_per_s
+            ),
+        )
     } else if busiest >= CPU_BOUND_RUNNABLE {
         let per_thread = cpu_rate / busy_threads as f64;
         if per_thread < BELOW_SHARE * equal_share {
@@ -345,11 +370,26 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
             (Verdict::CpuBoundFairShare, format!("it wants the CPU all the time and gets {:.2} CPUs per busy thread, against an equal share of {:.2} ({} CPUs, {:.1} runnable tasks)", per_thread, equal_share, ncpu, runnable_avg))
         }
     } else if wait_ms_per_s >= STARVED_WAIT_MS_PER_S && ratio.unwrap_or(1.0) < STARVED_RATIO {
-        (Verdict::Starved, format!("each time it wakes it waits for a CPU longer than it runs (runtime ratio {:.2}, {:.0} ms waiting per second, {:.2} ms per wait)", ratio.unwrap_or(0.0), wait_ms_per_s, if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 }))
+        (
+            Verdict::Starved,
+            format!(
+                "each time it wakes it waits for a CPU longer than it runs (runtime ratio {:.2}, {:.0} ms waiting per second, {:.2} ms per wait)",
+                ratio.unwrap_or(0.0),
+                wait_ms_per_s,
+                if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 }
+            ),
+        )
     } else if cpu_rate >= 0.5 {
         (Verdict::CpuBoundFairShare, format!("it uses {:.2} CPUs and rarely waits (runtime ratio {:.2})", cpu_rate, ratio.unwrap_or(1.0)))
     } else {
-        (Verdict::Sleeping, format!("it is runnable {:.0}% of the time and waits only {:.1} ms per second for a CPU: what delays it is not the scheduler", demand * 100.0, wait_ms_per_s))
+        (
+            Verdict::Sleeping,
+            format!(
+                "it is runnable {:.0}% of the time and waits only {:.1} ms per second for a CPU: what delays it is not the scheduler",
+                demand * 100.0,
+                wait_ms_per_s
+            ),
+        )
     };
     let hogs: Vec<String> = machine.top.iter().map(|c| c.pid.to_string()).collect();
     let help = match verdict {
@@ -411,7 +451,12 @@ pub fn render(d: &Diagnosis) -> String {
         d.cgroup.as_deref().unwrap_or("?"),
         d.window_s
     );
-    s += &format!("verdict: {}\n  {}\n\nevidence (the kernel's own accounting, /proc/{}/task/*/schedstat and sched):\n", d.verdict.words().to_uppercase(), d.reason, d.pid);
+    s += &format!(
+        "verdict: {}\n  {}\n\nevidence (the kernel's own accounting, /proc/{}/task/*/schedstat and sched):\n",
+        d.verdict.words().to_uppercase(),
+        d.reason,
+        d.pid
+    );
     s += &format!("  CPU time             {:>9.3} s   ({:.2} CPUs)\n", d.cpu_s, d.cpu_rate);
     s += &format!("  runnable, waiting    {:>9.3} s   ({:.0} ms per second)\n", d.wait_s, d.wait_ms_per_s);
     s += &format!(
@@ -449,7 +494,8 @@ pub fn run(args: WhyArgs) -> anyhow::Result<i32> {
     if !(args.duration > 0.0 && args.duration <= 3600.0) {
         anyhow::bail!("--duration must be 0..3600 seconds (exclusive of 0), got {}", args.duration);
     }
-    let pid = i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;
+    let pid =
+        i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;
     let d = diagnose(pid, Duration::from_secs_f64(args.duration))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&d)?);

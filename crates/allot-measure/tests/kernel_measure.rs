@@ -119,7 +119,12 @@ fn probe_worst_lateness_agrees_with_its_kernel_wait_under_contention() {
         assert!(wait >= late / 2.0 && wait <= late * 2.0 + 500.0, "{mode:?}: lateness {late} µs vs kernel wait {wait} µs");
         // And for the worst wakeup itself, the kernel saw most of that lateness as waiting.
         let i = r.samples_us.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
-        assert!(r.cycle_wait_us[i] >= 0.5 * r.samples_us[i], "{mode:?}: worst wakeup {} µs, kernel wait in that cycle {} µs", r.samples_us[i], r.cycle_wait_us[i]);
+        assert!(
+            r.cycle_wait_us[i] >= 0.5 * r.samples_us[i],
+            "{mode:?}: worst wakeup {} µs, kernel wait in that cycle {} µs",
+            r.samples_us[i],
+            r.cycle_wait_us[i]
+        );
     }
 }
 

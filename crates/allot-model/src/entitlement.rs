@@ -37,11 +37,7 @@ pub fn water_fill(capacity: f64, claims: &[(f64, f64)]) -> Vec<f64> {
     let mut left = capacity.max(0.0);
     while !open.is_empty() && left > 1e-12 {
         let total: f64 = open.iter().map(|&i| claims[i].0).sum();
-        let saturated: Vec<usize> = open
-            .iter()
-            .copied()
-            .filter(|&i| claims[i].1 <= left * claims[i].0 / total)
-            .collect();
+        let saturated: Vec<usize> = open.iter().copied().filter(|&i| claims[i].1 <= left * claims[i].0 / total).collect();
         if saturated.is_empty() {
             for &i in &open {
                 out[i] = left * claims[i].0 / total;
@@ -73,11 +69,7 @@ pub fn entitlements(ncpu: f64, currencies: &[CurrencyClaim]) -> Vec<Vec<f64>> {
             .collect();
         let per_currency = water_fill(left, &level);
         for (ci, c) in currencies.iter().enumerate() {
-            let claims: Vec<(f64, f64)> = c
-                .jobs
-                .iter()
-                .map(|j| (if in_class(j) { j.tickets } else { 0.0 }, j.ceiling))
-                .collect();
+            let claims: Vec<(f64, f64)> = c.jobs.iter().map(|j| (if in_class(j) { j.tickets } else { 0.0 }, j.ceiling)).collect();
             for (ji, e) in water_fill(per_currency[ci], &claims).into_iter().enumerate() {
                 if in_class(&c.jobs[ji]) {
                     out[ci][ji] = e;
@@ -138,10 +130,7 @@ mod tests {
     #[test]
     fn background_takes_only_what_is_left_and_inactive_takes_nothing() {
         let fg = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0), Claimant { active: false, ..job(100.0) }] };
-        let bg = CurrencyClaim {
-            funding: 10000.0,
-            jobs: vec![Claimant { background: true, ceiling: 4.0, ..job(10000.0) }],
-        };
+        let bg = CurrencyClaim { funding: 10000.0, jobs: vec![Claimant { background: true, ceiling: 4.0, ..job(10000.0) }] };
         let e = entitlements(2.0, &[fg.clone(), bg.clone()]);
         assert!(close(e[0][0], 1.0) && close(e[0][1], 0.0) && close(e[1][0], 1.0), "{e:?}");
         let busy = CurrencyClaim { funding: 1.0, jobs: vec![Claimant { ceiling: 2.0, ..job(1.0) }] };

@@ -50,20 +50,8 @@ fn kernel(n: usize) -> Kernel {
             cpu: 0,
         })
         .collect();
-    let currencies = (0..10)
-        .map(|i| CurrencyInfo {
-            name: format!("u{i}"),
-            parent: None,
-            funding: 100,
-        })
-        .collect();
-    Kernel {
-        now: 0,
-        ncpus: 1,
-        quantum: Some(10 * MS),
-        tasks,
-        currencies,
-    }
+    let currencies = (0..10).map(|i| CurrencyInfo { name: format!("u{i}"), parent: None, funding: 100 }).collect();
+    Kernel { now: 0, ncpus: 1, quantum: Some(10 * MS), tasks, currencies }
 }
 
 fn measure(spec: &SchedSpec, n: usize) -> (u64, f64) {
@@ -82,11 +70,7 @@ fn measure(spec: &SchedSpec, n: usize) -> (u64, f64) {
         k.now += run;
         k.tasks[t].cpu += run;
         while k.now >= next_tick {
-            let r = [Some(Running {
-                task: t,
-                ran: run,
-                cpu: k.tasks[t].cpu,
-            })];
+            let r = [Some(Running { task: t, ran: run, cpu: k.tasks[t].cpu })];
             s.tick(k, &r);
             next_tick += tick.unwrap();
         }
@@ -120,21 +104,10 @@ pub fn run(specs: &[SchedSpec], sizes: &[usize]) -> Bench {
     for spec in specs {
         for &n in sizes {
             let (d, ns) = measure(spec, n);
-            points.push(Point {
-                scheduler: spec.label(),
-                tasks: n,
-                decisions: d,
-                ns_per_decision: ns,
-                decisions_per_s: 1e9 / ns,
-            });
+            points.push(Point { scheduler: spec.label(), tasks: n, decisions: d, ns_per_decision: ns, decisions_per_s: 1e9 / ns });
         }
     }
-    Bench {
-        host_cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        points,
-    }
+    Bench { host_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), points }
 }
 
 /// The table.
@@ -168,25 +141,18 @@ pub fn text(b: &Bench) -> String {
         }
         let _ = writeln!(out, "  {:>14.1}", growth(b, s).unwrap_or(f64::NAN));
     }
-    let _ = writeln!(out, "(decisions per second on this host, {} CPUs; last column: per-decision cost at the largest n ÷ at the smallest)", b.host_cpus);
+    let _ =
+        writeln!(out, "(decisions per second on this host, {} CPUs; last column: per-decision cost at the largest n ÷ at the smallest)", b.host_cpus);
     out
 }
 
 fn cost(b: &Bench, s: &str, n: usize) -> Option<f64> {
-    b.points
-        .iter()
-        .find(|p| p.scheduler == s && p.tasks == n)
-        .map(|p| p.ns_per_decision)
+    b.points.iter().find(|p| p.scheduler == s && p.tasks == n).map(|p| p.ns_per_decision)
 }
 
 /// Per-decision cost at the largest size over the smallest.
 pub fn growth(b: &Bench, s: &str) -> Option<f64> {
-    let sizes: Vec<usize> = b
-        .points
-        .iter()
-        .filter(|p| p.scheduler == s)
-        .map(|p| p.tasks)
-        .collect();
+    let sizes: Vec<usize> = b.points.iter().filter(|p| p.scheduler == s).map(|p| p.tasks).collect();
     let (lo, hi) = (*sizes.iter().min()?, *sizes.iter().max()?);
     Some(cost(b, s, hi)? / cost(b, s, lo)?)
 }
@@ -212,7 +178,9 @@ pub fn check(b: &Bench) -> Vec<String> {
             // fifth of linear growth per order of magnitude of slack: far from O(n).
             let bound = (linear.log10() * 5.0).max(4.0);
             if g > bound {
-                fails.push(format!("{s}: per-decision cost grew {g:.1}× from n={lo} to n={hi}; O(log n) allows ≤ {bound:.0}× (linear would be {linear:.0}×)"));
+                fails.push(format!(
+                    "{s}: per-decision cost grew {g:.1}× from n={lo} to n={hi}; O(log n) allows ≤ {bound:.0}× (linear would be {linear:.0}×)"
+                ));
             }
         }
     }

@@ -73,19 +73,12 @@ pub fn load(name: &str) -> anyhow::Result<Scenario> {
     if let Some(s) = scenario::builtin(name) {
         return Ok(s);
     }
-    let looks_like_path =
-        name.ends_with(".toml") || name.contains('/') || std::path::Path::new(name).exists();
+    let looks_like_path = name.ends_with(".toml") || name.contains('/') || std::path::Path::new(name).exists();
     if looks_like_path {
         return Ok(scenario_file::load(std::path::Path::new(name))?);
     }
-    let names: Vec<String> = scenario::builtin_names()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    anyhow::bail!(
-        "unknown scenario {name:?}: not a built-in ({}) nor a .toml file",
-        names.join(", ")
-    )
+    let names: Vec<String> = scenario::builtin_names().into_iter().map(|(n, _)| n).collect();
+    anyhow::bail!("unknown scenario {name:?}: not a built-in ({}) nor a .toml file", names.join(", "))
 }
 
 /// Runs `allot sim`; returns the process exit code.
@@ -112,26 +105,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
-        SimCommand::Run {
-            scenario,
-            scheduler,
-            seed,
-            json,
-            svg,
-        } => {
+        SimCommand::Run { scenario, scheduler, seed, json, svg } => {
             let mut s = load(&scenario)?;
             if let Some(name) = scheduler {
-                let spec = SchedSpec::parse(&name)
-                    .map_err(anyhow::Error::msg)
-                    .context("--scheduler")?;
+                let spec = SchedSpec::parse(&name).map_err(anyhow::Error::msg).context("--scheduler")?;
                 s = s.with_scheduler(&spec);
             }
             let seed = seed.unwrap_or(s.seed);
             let results = s.run(seed);
             let rep = report::build(&s, seed, &results);
             if let Some(path) = svg {
-                std::fs::write(&path, svg::render(&s, &results))
-                    .with_context(|| format!("writing SVG to {}", path.display()))?;
+                std::fs::write(&path, svg::render(&s, &results)).with_context(|| format!("writing SVG to {}", path.display()))?;
             }
             if json {
                 println!("{}", serde_json::to_string_pretty(&rep)?);
@@ -141,12 +125,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<i32> {
             let failed = rep.reproduction.iter().any(|r| r.pass == Some(false));
             Ok(if failed { 1 } else { 0 })
         }
-        SimCommand::Bench {
-            check,
-            json,
-            sizes,
-            schedulers,
-        } => {
+        SimCommand::Bench { check, json, sizes, schedulers } => {
             let specs = if schedulers.is_empty() {
                 NAMES.iter().map(|(n, _)| SchedSpec::named(n)).collect()
             } else {

@@ -14,9 +14,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use serde::Serialize;
 
 use crate::rng::Rng;
-use crate::sched::{
-    CurrencyInfo, Kernel, Pick, Running, SchedSpec, Scheduler, Stop, TaskInfo, TaskState, Wake,
-};
+use crate::sched::{CurrencyInfo, Kernel, Pick, Running, SchedSpec, Scheduler, Stop, TaskInfo, TaskState, Wake};
 use crate::time::{Ns, FOREVER, MS};
 use crate::workload::{Behaviour, Policy, Workload};
 
@@ -131,16 +129,7 @@ struct BState {
 /// Steps a behaviour. `chunked` turns an endless CPU burst into 1 ms pieces so that a
 /// phased task notices its phase change.
 #[allow(clippy::too_many_arguments)]
-fn next_action(
-    b: &Behaviour,
-    st: &mut BState,
-    start: Ns,
-    now: Ns,
-    rng: &mut Rng,
-    chunked: bool,
-    res: &[(String, u8)],
-    iters: &mut u64,
-) -> Action {
+fn next_action(b: &Behaviour, st: &mut BState, start: Ns, now: Ns, rng: &mut Rng, chunked: bool, res: &[(String, u8)], iters: &mut u64) -> Action {
     match b {
         Behaviour::Cpu { work } => {
             if chunked && work.is_none() {
@@ -154,21 +143,14 @@ fn next_action(
             }
         }
         Behaviour::Spinner { .. } => Action::Run(FOREVER),
-        Behaviour::Periodic {
-            work,
-            sleep,
-            absolute,
-            jitter,
-        } => {
+        Behaviour::Periodic { work, sleep, absolute, jitter } => {
             if !st.started {
                 st.started = true;
                 st.next_deadline = start;
             }
             let mut jit = |v: Ns| {
                 if *jitter > 0.0 {
-                    ((v as f64) * (1.0 + jitter * (2.0 * rng.f64() - 1.0)))
-                        .round()
-                        .max(1.0) as Ns
+                    ((v as f64) * (1.0 + jitter * (2.0 * rng.f64() - 1.0))).round().max(1.0) as Ns
                 } else {
                     v
                 }
@@ -217,11 +199,7 @@ fn next_action(
             let sub = st.sub.as_mut().unwrap();
             next_action(&phases[idx].1, sub, pstart, now, rng, true, res, iters)
         }
-        Behaviour::ForkHeavy {
-            parent_work,
-            child_work,
-            children,
-        } => match st.step {
+        Behaviour::ForkHeavy { parent_work, child_work, children } => match st.step {
             0 => {
                 st.step = 1;
                 Action::Run(*parent_work)
@@ -241,13 +219,7 @@ fn next_action(
             }
         },
         Behaviour::Server => Action::WaitRequest,
-        Behaviour::Client {
-            work,
-            period,
-            request,
-            spin,
-            ..
-        } => {
+        Behaviour::Client { work, period, request, spin, .. } => {
             if !st.started {
                 st.started = true;
                 st.next_deadline = start;
@@ -280,22 +252,14 @@ fn next_action(
                 }
             }
         }
-        Behaviour::Kernel {
-            work,
-            resource,
-            block,
-        } => {
+        Behaviour::Kernel { work, resource, block } => {
             if st.step == 0 {
                 st.step = 1;
                 Action::Run(*work)
             } else {
                 st.step = 0;
                 *iters += 1;
-                let prio = res
-                    .iter()
-                    .find(|(n, _)| n == resource)
-                    .map(|(_, p)| *p)
-                    .unwrap_or(20);
+                let prio = res.iter().find(|(n, _)| n == resource).map(|(_, p)| *p).unwrap_or(20);
                 Action::Block(prio, *block)
             }
         }
@@ -372,34 +336,17 @@ impl Sim {
     pub fn new(w: &Workload, spec: &SchedSpec, seed: u64) -> Sim {
         let mut currencies: Vec<CurrencyInfo> = Vec::new();
         for c in &w.currencies {
-            currencies.push(CurrencyInfo {
-                name: c.name.clone(),
-                parent: None,
-                funding: c.funding,
-            });
+            currencies.push(CurrencyInfo { name: c.name.clone(), parent: None, funding: c.funding });
         }
         for t in &w.tasks {
             if !currencies.iter().any(|c| c.name == t.currency) {
-                currencies.push(CurrencyInfo {
-                    name: t.currency.clone(),
-                    parent: None,
-                    funding: 100,
-                });
+                currencies.push(CurrencyInfo { name: t.currency.clone(), parent: None, funding: 100 });
             }
         }
         for (i, c) in w.currencies.iter().enumerate() {
-            currencies[i].parent = c
-                .parent
-                .as_ref()
-                .and_then(|p| currencies.iter().position(|x| &x.name == p));
+            currencies[i].parent = c.parent.as_ref().and_then(|p| currencies.iter().position(|x| &x.name == p));
         }
-        let k = Kernel {
-            now: 0,
-            ncpus: w.cpus,
-            quantum: w.quantum,
-            tasks: Vec::new(),
-            currencies,
-        };
+        let k = Kernel { now: 0, ncpus: w.cpus, quantum: w.quantum, tasks: Vec::new(), currencies };
         let sched = spec.build(&k, seed);
         let mut sim = Sim {
             k,
@@ -408,11 +355,7 @@ impl Sim {
             seed,
             duration: w.duration,
             sample_ns: w.sample.max(1),
-            resources: w
-                .resources
-                .iter()
-                .map(|r| (r.name.clone(), r.priority))
-                .collect(),
+            resources: w.resources.iter().map(|r| (r.name.clone(), r.priority)).collect(),
             tasks: Vec::new(),
             cpus: vec![Cpu::default(); w.cpus],
             events: BinaryHeap::new(),
@@ -434,12 +377,7 @@ impl Sim {
         sim.cur_cpu = vec![0; sim.k.currencies.len()];
         sim.cur_progress = vec![Vec::new(); sim.k.currencies.len()];
         for (i, t) in w.tasks.iter().enumerate() {
-            let cur = sim
-                .k
-                .currencies
-                .iter()
-                .position(|c| c.name == t.currency)
-                .unwrap();
+            let cur = sim.k.currencies.iter().position(|c| c.name == t.currency).unwrap();
             sim.new_task(
                 t.name.clone(),
                 cur,
@@ -493,18 +431,7 @@ impl Sim {
                 self.jobs.len() - 1
             }
         };
-        self.k.tasks.push(TaskInfo {
-            name: name.clone(),
-            currency,
-            tickets,
-            nice,
-            cap,
-            slice,
-            parent,
-            state: TaskState::New,
-            slept_at: 0,
-            cpu: 0,
-        });
+        self.k.tasks.push(TaskInfo { name: name.clone(), currency, tickets, nice, cap, slice, parent, state: TaskState::New, slept_at: 0, cpu: 0 });
         let res = TaskResult {
             name,
             currency: self.k.currencies[currency].name.clone(),
@@ -561,17 +488,8 @@ impl Sim {
                     }
                 }
                 Ev::Wake(t, gen) => {
-                    if self.tasks[t].wake_gen == gen
-                        && matches!(
-                            self.k.tasks[t].state,
-                            TaskState::Sleeping | TaskState::Blocked
-                        )
-                    {
-                        let how = if self.k.tasks[t].state == TaskState::Blocked {
-                            Wake::Kernel(self.tasks[t].st_block_prio())
-                        } else {
-                            Wake::User
-                        };
+                    if self.tasks[t].wake_gen == gen && matches!(self.k.tasks[t].state, TaskState::Sleeping | TaskState::Blocked) {
+                        let how = if self.k.tasks[t].state == TaskState::Blocked { Wake::Kernel(self.tasks[t].st_block_prio()) } else { Wake::User };
                         self.wake(t, how);
                     }
                 }
@@ -612,16 +530,7 @@ impl Sim {
         let now = self.k.now;
         for _ in 0..10_000 {
             let tr = &mut self.tasks[t];
-            let a = next_action(
-                &tr.behaviour,
-                &mut tr.st,
-                tr.start,
-                now,
-                &mut tr.rng,
-                false,
-                &self.resources,
-                &mut tr.res.iterations,
-            );
+            let a = next_action(&tr.behaviour, &mut tr.st, tr.start, now, &mut tr.rng, false, &self.resources, &mut tr.res.iterations);
             match a {
                 Action::Run(0) => {}
                 Action::Run(w) => {
@@ -629,9 +538,7 @@ impl Sim {
                     return Next::Run;
                 }
                 Action::Sleep(0) => {}
-                Action::Sleep(d) => {
-                    return Next::Sleep(Some(now + d), Wake::User, TaskState::Sleeping)
-                }
+                Action::Sleep(d) => return Next::Sleep(Some(now + d), Wake::User, TaskState::Sleeping),
                 Action::SleepUntil(at) => {
                     if at > now {
                         return Next::Sleep(Some(at), Wake::User, TaskState::Sleeping);
@@ -672,10 +579,7 @@ impl Sim {
                 Action::Exit => return Next::Exit,
             }
         }
-        panic!(
-            "task {} does no work: its behaviour loops without running",
-            self.k.tasks[t].name
-        );
+        panic!("task {} does no work: its behaviour loops without running", self.k.tasks[t].name);
     }
 
     fn fork(&mut self, parent: usize, work: Ns) {
@@ -851,11 +755,7 @@ impl Sim {
                     }
                 }
                 Next::Sleep(at, w, state) => {
-                    let why = if matches!(w, Wake::Kernel(_)) {
-                        Stop::Block
-                    } else {
-                        Stop::Sleep
-                    };
+                    let why = if matches!(w, Wake::Kernel(_)) { Stop::Block } else { Stop::Sleep };
                     self.k.tasks[t].state = state;
                     self.stop_running(c, why);
                     self.sleep(t, at, state);
@@ -877,17 +777,9 @@ impl Sim {
             }
             let pick = if !self.rt_queue.is_empty() {
                 // Highest RT priority, then FIFO order.
-                let (i, _) = self
-                    .rt_queue
-                    .iter()
-                    .enumerate()
-                    .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1)))
-                    .unwrap();
+                let (i, _) = self.rt_queue.iter().enumerate().max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).unwrap();
                 let (_, _, t) = self.rt_queue.remove(i);
-                Some(Pick {
-                    task: t,
-                    slice: FOREVER,
-                })
+                Some(Pick { task: t, slice: FOREVER })
             } else {
                 let p = self.sched.pick(&self.k, c);
                 if p.is_some() {
@@ -904,20 +796,11 @@ impl Sim {
     fn dispatch(&mut self, c: usize, p: Pick) {
         let now = self.k.now;
         let t = p.task;
-        debug_assert_eq!(
-            self.k.tasks[t].state,
-            TaskState::Runnable,
-            "{}",
-            self.k.tasks[t].name
-        );
+        debug_assert_eq!(self.k.tasks[t].state, TaskState::Runnable, "{}", self.k.tasks[t].name);
         self.idle += now - self.cpus[c].idle_since;
         let tr = &mut self.tasks[t];
         let lat = now - tr.runnable_since;
-        tr.res.latencies.push(Latency {
-            at: tr.runnable_since,
-            lat,
-            wake: tr.woke,
-        });
+        tr.res.latencies.push(Latency { at: tr.runnable_since, lat, wake: tr.woke });
         tr.res.ready += lat;
         tr.res.dispatches += 1;
         tr.pick_at = now;
@@ -925,11 +808,7 @@ impl Sim {
         if let Behaviour::Spinner { period } = tr.behaviour {
             if let Some(off) = tr.off_since.take() {
                 // Deadlines start + k*period in (off, now] found it off the CPU.
-                let k0 = if off <= tr.start {
-                    0
-                } else {
-                    (off - tr.start).div_ceil(period)
-                };
+                let k0 = if off <= tr.start { 0 } else { (off - tr.start).div_ceil(period) };
                 let mut d = tr.start + k0 * period;
                 while d <= now {
                     if d < self.duration && now > d {
@@ -958,13 +837,11 @@ impl Sim {
             .cpus
             .iter()
             .map(|c| {
-                c.cur
-                    .filter(|&t| self.tasks[t].policy == Policy::Normal)
-                    .map(|t| Running {
-                        task: t,
-                        ran: self.k.now - self.tasks[t].pick_at,
-                        cpu: self.live_cpu(t),
-                    })
+                c.cur.filter(|&t| self.tasks[t].policy == Policy::Normal).map(|t| Running {
+                    task: t,
+                    ran: self.k.now - self.tasks[t].pick_at,
+                    cpu: self.live_cpu(t),
+                })
             })
             .collect();
         let resched = self.sched.tick(&self.k, &running);
@@ -1029,13 +906,7 @@ impl Sim {
         }
         let jobs = self.jobs.clone();
         let job_progress = jobs.into_iter().zip(self.job_progress).collect();
-        let currency_progress = self
-            .k
-            .currencies
-            .iter()
-            .map(|c| c.name.clone())
-            .zip(self.cur_progress)
-            .collect();
+        let currency_progress = self.k.currencies.iter().map(|c| c.name.clone()).zip(self.cur_progress).collect();
         RunResult {
             scheduler: self.sched_label,
             seed: self.seed,

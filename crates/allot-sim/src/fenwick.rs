@@ -14,11 +14,7 @@ pub struct Fenwick {
 impl Fenwick {
     /// An empty tree.
     pub fn new() -> Fenwick {
-        Fenwick {
-            tree: vec![0],
-            vals: Vec::new(),
-            total: 0,
-        }
+        Fenwick { tree: vec![0], vals: Vec::new(), total: 0 }
     }
 
     /// Number of slots.
@@ -78,11 +74,7 @@ impl Fenwick {
         debug_assert!(u < self.total);
         let n = self.tree.len() - 1;
         let mut pos = 0usize;
-        let mut step = if n == 0 {
-            0
-        } else {
-            1usize << (usize::BITS - 1 - n.leading_zeros())
-        };
+        let mut step = if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };
         while step > 0 {
             let next = pos + step;
             if next <= n && self.tree[next] <= u {

@@ -2,8 +2,6 @@
 //! (lottery, stride, hybrid lottery, EBS, 4.4BSD, Linux 2.2, CFS, EEVDF) and the
 //! seeds' experiments as named scenarios. Same scenario and seed, same bytes out.
 #![deny(missing_docs)]
-// `x % n == 0` stays: is_multiple_of needs Rust 1.87, the workspace supports 1.80.
-#![allow(unknown_lints, clippy::manual_is_multiple_of)]
 
 pub mod bench;
 pub mod cli;

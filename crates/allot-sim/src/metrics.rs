@@ -28,20 +28,12 @@ pub fn stats(v: &[f64]) -> Stats {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
     let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
-    Stats {
-        mean,
-        std: var.sqrt(),
-        max: v.iter().cloned().fold(f64::MIN, f64::max),
-        n: v.len(),
-    }
+    Stats { mean, std: var.sqrt(), max: v.iter().cloned().fold(f64::MIN, f64::max), n: v.len() }
 }
 
 /// The task named `name` (panics if absent: scenario code names its own tasks).
 pub fn task<'a>(r: &'a RunResult, name: &str) -> &'a TaskResult {
-    r.tasks
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no task {name}"))
+    r.tasks.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("no task {name}"))
 }
 
 fn idx(r: &RunResult, at: Ns) -> usize {
@@ -62,11 +54,7 @@ fn window(series: &[Ns], r: &RunResult, from: Ns, to: Ns) -> f64 {
 
 /// CPU share (fraction of one CPU) of a workload task in [from, to).
 pub fn share(r: &RunResult, name: &str, from: Ns, to: Ns) -> f64 {
-    let i = r
-        .tasks
-        .iter()
-        .position(|t| t.name == name && t.top_level)
-        .unwrap_or_else(|| panic!("no task {name}"));
+    let i = r.tasks.iter().position(|t| t.name == name && t.top_level).unwrap_or_else(|| panic!("no task {name}"));
     window(&r.progress[i], r, from, to)
 }
 
@@ -82,32 +70,19 @@ pub fn currency_share(r: &RunResult, cur: &str, from: Ns, to: Ns) -> f64 {
 
 /// CPU time of a workload task at time `at` (from samples).
 pub fn cpu_at(r: &RunResult, name: &str, at: Ns) -> Ns {
-    let i = r
-        .tasks
-        .iter()
-        .position(|t| t.name == name && t.top_level)
-        .unwrap();
+    let i = r.tasks.iter().position(|t| t.name == name && t.top_level).unwrap();
     r.progress[i][idx(r, at)]
 }
 
 /// Dispatch latency stats (ms) of a task for latencies that began in [from, to).
 pub fn latency(r: &RunResult, name: &str, from: Ns, to: Ns) -> Stats {
-    let v: Vec<f64> = task(r, name)
-        .latencies
-        .iter()
-        .filter(|l| l.at >= from && l.at < to)
-        .map(|l| l.lat as f64 / 1e6)
-        .collect();
+    let v: Vec<f64> = task(r, name).latencies.iter().filter(|l| l.at >= from && l.at < to).map(|l| l.lat as f64 / 1e6).collect();
     stats(&v)
 }
 
 /// Runtime ratio of all processes of a job (seed 002 §5.2.3).
 pub fn runtime_ratio(r: &RunResult, job: &str) -> f64 {
-    let (c, rd) = r
-        .tasks
-        .iter()
-        .filter(|t| t.job == job)
-        .fold((0u64, 0u64), |a, t| (a.0 + t.cpu, a.1 + t.ready));
+    let (c, rd) = r.tasks.iter().filter(|t| t.job == job).fold((0u64, 0u64), |a, t| (a.0 + t.cpu, a.1 + t.ready));
     if c + rd == 0 {
         0.0
     } else {
@@ -217,11 +192,7 @@ pub fn summarize(label: &str, r: &RunResult, every: usize) -> RunSummary {
                 cpu_s: s(t.cpu),
                 share: t.cpu as f64 / dur,
                 ready_s: s(t.ready),
-                runtime_ratio: if t.cpu + t.ready == 0 {
-                    0.0
-                } else {
-                    t.cpu as f64 / (t.cpu + t.ready) as f64
-                },
+                runtime_ratio: if t.cpu + t.ready == 0 { 0.0 } else { t.cpu as f64 / (t.cpu + t.ready) as f64 },
                 latency_ms: stats(&lat),
                 dispatches: t.dispatches,
                 voluntary: t.voluntary,
@@ -239,35 +210,19 @@ pub fn summarize(label: &str, r: &RunResult, every: usize) -> RunSummary {
     let group = |name: &str, series: &Vec<Ns>, f: &dyn Fn(&TaskResult) -> bool| {
         let cpu = *series.last().unwrap_or(&0);
         let members: Vec<&TaskResult> = r.tasks.iter().filter(|t| f(t)).collect();
-        let (c, rd) = members
-            .iter()
-            .fold((0u64, 0u64), |a, t| (a.0 + t.cpu, a.1 + t.ready));
+        let (c, rd) = members.iter().fold((0u64, 0u64), |a, t| (a.0 + t.cpu, a.1 + t.ready));
         GroupSummary {
             name: name.to_string(),
             cpu_s: s(cpu),
             share: cpu as f64 / dur,
             processes: members.len(),
-            runtime_ratio: if c + rd == 0 {
-                0.0
-            } else {
-                c as f64 / (c + rd) as f64
-            },
+            runtime_ratio: if c + rd == 0 { 0.0 } else { c as f64 / (c + rd) as f64 },
         }
     };
-    let jobs = r
-        .job_progress
-        .iter()
-        .map(|(j, v)| group(j, v, &|t: &TaskResult| &t.job == j))
-        .collect();
-    let currencies = r
-        .currency_progress
-        .iter()
-        .map(|(c, v)| group(c, v, &|t: &TaskResult| &t.currency == c))
-        .collect();
+    let jobs = r.job_progress.iter().map(|(j, v)| group(j, v, &|t: &TaskResult| &t.job == j)).collect();
+    let currencies = r.currency_progress.iter().map(|(c, v)| group(c, v, &|t: &TaskResult| &t.currency == c)).collect();
     let every = every.max(1);
-    let keep: Vec<usize> = (0..r.sample_times.len())
-        .filter(|i| i % every == 0 || *i == r.sample_times.len() - 1)
-        .collect();
+    let keep: Vec<usize> = (0..r.sample_times.len()).filter(|i| i % every == 0 || *i == r.sample_times.len() - 1).collect();
     RunSummary {
         label: label.to_string(),
         scheduler: r.scheduler.clone(),
@@ -282,11 +237,6 @@ pub fn summarize(label: &str, r: &RunResult, every: usize) -> RunSummary {
         jobs,
         currencies,
         progress_t_s: keep.iter().map(|&i| s(r.sample_times[i])).collect(),
-        progress_cpu_s: r
-            .tasks
-            .iter()
-            .zip(r.progress.iter())
-            .map(|(t, p)| (t.name.clone(), keep.iter().map(|&i| s(p[i])).collect()))
-            .collect(),
+        progress_cpu_s: r.tasks.iter().zip(r.progress.iter()).map(|(t, p)| (t.name.clone(), keep.iter().map(|&i| s(p[i])).collect())).collect(),
     }
 }

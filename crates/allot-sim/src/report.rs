@@ -30,21 +30,12 @@ pub fn build(s: &Scenario, seed: u64, results: &[(String, RunResult)]) -> Report
     let runs = results
         .iter()
         .map(|(l, r)| {
-            let every = ((1_000_000_000 / r.sample_times.get(1).copied().unwrap_or(1).max(1))
-                as usize)
-                .max(1);
+            let every = ((1_000_000_000 / r.sample_times.get(1).copied().unwrap_or(1).max(1)) as usize).max(1);
             summarize(l, r, every)
         })
         .collect();
     let reproduction = s.check.map(|c| c(results)).unwrap_or_default();
-    Report {
-        scenario: s.name.clone(),
-        title: s.title.clone(),
-        source: s.source.clone(),
-        seed,
-        runs,
-        reproduction,
-    }
+    Report { scenario: s.name.clone(), title: s.title.clone(), source: s.source.clone(), seed, runs, reproduction }
 }
 
 fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
@@ -79,11 +70,7 @@ fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
 /// Renders the report for a person.
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} — {}\nsource: {}   seed: {}\n",
-        r.scenario, r.title, r.source, r.seed
-    );
+    let _ = writeln!(out, "{} — {}\nsource: {}   seed: {}\n", r.scenario, r.title, r.source, r.seed);
     for run in &r.runs {
         let _ = writeln!(
             out,
@@ -117,18 +104,7 @@ pub fn text(r: &Report) -> String {
             .collect();
         table(
             &mut out,
-            &[
-                "task",
-                "currency",
-                "cpu s",
-                "share",
-                "runtime ratio",
-                "lat mean ms",
-                "lat max ms",
-                "dispatches",
-                "vol/invol",
-                "iterations",
-            ],
+            &["task", "currency", "cpu s", "share", "runtime ratio", "lat mean ms", "lat max ms", "dispatches", "vol/invol", "iterations"],
             &rows,
         );
         let forked = run.jobs.iter().any(|j| j.processes > 1);
@@ -136,27 +112,12 @@ pub fn text(r: &Report) -> String {
             let rows: Vec<Vec<String>> = run
                 .jobs
                 .iter()
-                .map(|j| {
-                    vec![
-                        j.name.clone(),
-                        j.processes.to_string(),
-                        format!("{:.2}%", 100.0 * j.share),
-                        format!("{:.3}", j.runtime_ratio),
-                    ]
-                })
+                .map(|j| vec![j.name.clone(), j.processes.to_string(), format!("{:.2}%", 100.0 * j.share), format!("{:.3}", j.runtime_ratio)])
                 .collect();
-            table(
-                &mut out,
-                &["job", "processes", "share", "runtime ratio"],
-                &rows,
-            );
+            table(&mut out, &["job", "processes", "share", "runtime ratio"], &rows);
         }
         if run.currencies.len() > 1 {
-            let rows: Vec<Vec<String>> = run
-                .currencies
-                .iter()
-                .map(|j| vec![j.name.clone(), format!("{:.2}%", 100.0 * j.share)])
-                .collect();
+            let rows: Vec<Vec<String>> = run.currencies.iter().map(|j| vec![j.name.clone(), format!("{:.2}%", 100.0 * j.share)]).collect();
             table(&mut out, &["currency", "share"], &rows);
         }
         out.push('\n');
@@ -173,22 +134,13 @@ pub fn text(r: &Report) -> String {
                     x.published.clone(),
                     x.simulated.clone(),
                     match (x.expect, x.pass) {
-                        (Some((lo, hi)), Some(p)) => format!(
-                            "{} [{}, {}]",
-                            if p { "ok" } else { "FAIL" },
-                            fmt_bound(lo),
-                            fmt_bound(hi)
-                        ),
+                        (Some((lo, hi)), Some(p)) => format!("{} [{}, {}]", if p { "ok" } else { "FAIL" }, fmt_bound(lo), fmt_bound(hi)),
                         _ => String::new(),
                     },
                 ]
             })
             .collect();
-        table(
-            &mut out,
-            &["measure", "run", "published", "simulated", "acceptance"],
-            &rows,
-        );
+        table(&mut out, &["measure", "run", "published", "simulated", "acceptance"], &rows);
     }
     out
 }
@@ -197,9 +149,6 @@ fn fmt_bound(x: f64) -> String {
     if x.is_infinite() {
         "∞".into()
     } else {
-        format!("{x:.4}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
+        format!("{x:.4}").trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }

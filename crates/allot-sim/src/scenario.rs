@@ -6,9 +6,7 @@
 use serde::Serialize;
 
 use crate::engine::{RunResult, Sim};
-use crate::metrics::{
-    self, cpu_at, currency_share, job_share, latency, runtime_ratio, share, task,
-};
+use crate::metrics::{self, cpu_at, currency_share, job_share, latency, runtime_ratio, share, task};
 use crate::sched::SchedSpec;
 use crate::time::{Ns, MS, SEC, US};
 use crate::workload::{Behaviour, Policy, TaskSpec, Workload};
@@ -51,22 +49,8 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(
-        what: impl Into<String>,
-        run: &str,
-        published: impl Into<String>,
-        simulated: String,
-        value: f64,
-    ) -> Row {
-        Row {
-            what: what.into(),
-            run: run.to_string(),
-            published: published.into(),
-            simulated,
-            value,
-            expect: None,
-            pass: None,
-        }
+    fn new(what: impl Into<String>, run: &str, published: impl Into<String>, simulated: String, value: f64) -> Row {
+        Row { what: what.into(), run: run.to_string(), published: published.into(), simulated, value, expect: None, pass: None }
     }
     fn expect(mut self, lo: f64, hi: f64) -> Row {
         self.expect = Some((lo, hi));
@@ -109,10 +93,7 @@ pub struct Scenario {
 impl Scenario {
     /// Runs every run with `seed`; results in run order.
     pub fn run(&self, seed: u64) -> Vec<(String, RunResult)> {
-        self.runs
-            .iter()
-            .map(|r| (r.label.clone(), Sim::new(&r.workload, &r.sched, seed).run()))
-            .collect()
+        self.runs.iter().map(|r| (r.label.clone(), Sim::new(&r.workload, &r.sched, seed).run())).collect()
     }
 
     /// Replaces every run's scheduler with `s`, keeping one run per distinct workload
@@ -132,11 +113,7 @@ impl Scenario {
                 Some(v) => format!("{} / {v}", s.label()),
                 None => s.label(),
             };
-            runs.push(Run {
-                label,
-                sched: s.clone(),
-                workload: r.workload,
-            });
+            runs.push(Run { label, sched: s.clone(), workload: r.workload });
         }
         self.runs = runs;
         self.check = None;
@@ -168,17 +145,7 @@ pub fn builtin(name: &str) -> Option<Scenario> {
 
 /// All built-in scenarios.
 pub fn builtins() -> Vec<Scenario> {
-    vec![
-        fig3(),
-        fig4(),
-        table5(),
-        table1(),
-        ww_ratio(),
-        ebs_caps(),
-        fork_penalty(),
-        nice_pathology(),
-        starved(),
-    ]
+    vec![fig3(), fig4(), table5(), table1(), ww_ratio(), ebs_caps(), fork_penalty(), nice_pathology(), starved()]
 }
 
 // ---------------------------------------------------------------- seed 001 Fig 3
@@ -205,36 +172,17 @@ fn fig3() -> Scenario {
             let mut nw = w.clone();
             nw.tasks[1].nice = 5;
             nw.tasks[2].nice = 10;
-            runs.push(Run {
-                label: "bsd / nice 0, +5, +10".into(),
-                sched: SchedSpec::named("bsd"),
-                workload: nw,
-            });
+            runs.push(Run { label: "bsd / nice 0, +5, +10".into(), sched: SchedSpec::named("bsd"), workload: nw });
             runs
         },
         check: Some(|res| {
             let mut rows = Vec::new();
-            for (label, tol) in [
-                ("lottery", 0.03),
-                ("stride", 0.005),
-                ("hybrid", f64::NAN),
-                ("bsd / nice 0, +5, +10", f64::NAN),
-            ] {
+            for (label, tol) in [("lottery", 0.03), ("stride", 0.005), ("hybrid", f64::NAN), ("bsd / nice 0, +5, +10", f64::NAN)] {
                 let Some(r) = get(res, label) else { continue };
                 for (name, ideal) in [("p3", 0.5), ("p2", 1.0 / 3.0), ("p1", 1.0 / 6.0)] {
                     let v = share(r, name, 0, 60 * SEC);
-                    let row = Row::new(
-                        format!("{name} CPU share 0–60 s"),
-                        label,
-                        format!("{} (3:2:1, Fig 3)", pct(ideal)),
-                        pct(v),
-                        v,
-                    );
-                    rows.push(if tol.is_nan() {
-                        row
-                    } else {
-                        row.expect(ideal - tol, ideal + tol)
-                    });
+                    let row = Row::new(format!("{name} CPU share 0–60 s"), label, format!("{} (3:2:1, Fig 3)", pct(ideal)), pct(v), v);
+                    rows.push(if tol.is_nan() { row } else { row.expect(ideal - tol, ideal + tol) });
                 }
                 let p3 = task(r, "p3");
                 if let Some(e) = p3.exited {
@@ -277,13 +225,7 @@ fn fig4() -> Scenario {
                 let total = (4_000 * OP) as f64;
                 for (name, publ) in [("bob.1", "47%"), ("bob.2", "46%")] {
                     let v = cpu_at(r, name, done) as f64 / total;
-                    rows.push(Row::new(
-                        format!("{name} progress when alice.1 finishes"),
-                        label,
-                        format!("{publ} (ideal 50%)"),
-                        pct(v),
-                        v,
-                    ));
+                    rows.push(Row::new(format!("{name} progress when alice.1 finishes"), label, format!("{publ} (ideal 50%)"), pct(v), v));
                 }
             }
             rows
@@ -295,11 +237,7 @@ fn fig4() -> Scenario {
 // ------------------------------------------------------- seed 001 Tables 4 and 5
 
 fn table5() -> Scenario {
-    let mut w = Workload::new(1, 60 * SEC)
-        .quantum(10 * MS)
-        .currency("jwm", 100)
-        .currency("peterm", 100)
-        .task(cpu("rc564", "jwm", None));
+    let mut w = Workload::new(1, 60 * SEC).quantum(10 * MS).currency("jwm", 100).currency("peterm", 100).task(cpu("rc564", "jwm", None));
     for i in 1..=5 {
         w = w.task(cpu(&format!("xoopic.{i}"), "peterm", None));
     }
@@ -314,64 +252,27 @@ fn table5() -> Scenario {
             let d = 60 * SEC;
             if let Some(r) = get(res, "bsd") {
                 let publ = ["16.25%", "16.21%", "16.06%", "16.06%", "16.02%", "15.98%"];
-                for (i, name) in [
-                    "rc564", "xoopic.1", "xoopic.2", "xoopic.3", "xoopic.4", "xoopic.5",
-                ]
-                .iter()
-                .enumerate()
-                {
+                for (i, name) in ["rc564", "xoopic.1", "xoopic.2", "xoopic.3", "xoopic.4", "xoopic.5"].iter().enumerate() {
                     let v = share(r, name, 0, d);
                     rows.push(
-                        Row::new(
-                            format!("{name} CPU (FreeBSD, Table 4)"),
-                            "bsd",
-                            format!("{} (Table 4)", publ[i]),
-                            pct(v),
-                            v,
-                        )
-                        .expect(1.0 / 6.0 - 0.02, 1.0 / 6.0 + 0.02),
+                        Row::new(format!("{name} CPU (FreeBSD, Table 4)"), "bsd", format!("{} (Table 4)", publ[i]), pct(v), v)
+                            .expect(1.0 / 6.0 - 0.02, 1.0 / 6.0 + 0.02),
                     );
                 }
             }
             for label in ["lottery", "stride", "hybrid"] {
                 let Some(r) = get(res, label) else { continue };
                 let v = share(r, "rc564", 0, d);
-                let row = Row::new(
-                    "rc564 (jwm, alone) CPU",
-                    label,
-                    "48.71% (Table 5)",
-                    pct(v),
-                    v,
-                );
-                rows.push(if label == "lottery" {
-                    row.expect(0.47, 0.53)
-                } else {
-                    row
-                });
+                let row = Row::new("rc564 (jwm, alone) CPU", label, "48.71% (Table 5)", pct(v), v);
+                rows.push(if label == "lottery" { row.expect(0.47, 0.53) } else { row });
                 let publ = ["11.63%", "9.61%", "9.50%", "7.90%", "7.13%"];
                 for i in 1..=5 {
                     let v = share(r, &format!("xoopic.{i}"), 0, d);
-                    let row = Row::new(
-                        format!("xoopic.{i} (peterm) CPU"),
-                        label,
-                        format!("{} (Table 5)", publ[i - 1]),
-                        pct(v),
-                        v,
-                    );
-                    rows.push(if label == "lottery" {
-                        row.expect(0.08, 0.12)
-                    } else {
-                        row
-                    });
+                    let row = Row::new(format!("xoopic.{i} (peterm) CPU"), label, format!("{} (Table 5)", publ[i - 1]), pct(v), v);
+                    rows.push(if label == "lottery" { row.expect(0.08, 0.12) } else { row });
                 }
                 let v = currency_share(r, "peterm", 0, d);
-                rows.push(Row::new(
-                    "peterm's five together",
-                    label,
-                    "45.77% (Table 5 sum)",
-                    pct(v),
-                    v,
-                ));
+                rows.push(Row::new("peterm's five together", label, "45.77% (Table 5 sum)", pct(v), v));
             }
             rows
         }),
@@ -388,15 +289,7 @@ fn table1() -> Scenario {
     let bimodal = Behaviour::Phased {
         phases: vec![
             (15 * SEC, Behaviour::Cpu { work: None }),
-            (
-                20 * SEC,
-                Behaviour::Periodic {
-                    work: 5 * MS,
-                    sleep: 100 * MS,
-                    absolute: false,
-                    jitter: 0.1,
-                },
-            ),
+            (20 * SEC, Behaviour::Periodic { work: 5 * MS, sleep: 100 * MS, absolute: false, jitter: 0.1 }),
             (15 * SEC, Behaviour::Cpu { work: None }),
         ],
     };
@@ -404,16 +297,7 @@ fn table1() -> Scenario {
         .currency("user", 100)
         .task(TaskSpec::new("bimodal", "user", bimodal))
         .task(cpu("cpu-bound", "user", None))
-        .task(TaskSpec::new(
-            "waker",
-            "user",
-            Behaviour::Periodic {
-                work: 20 * US,
-                sleep: 50 * MS,
-                absolute: true,
-                jitter: 0.0,
-            },
-        ));
+        .task(TaskSpec::new("waker", "user", Behaviour::Periodic { work: 20 * US, sleep: 50 * MS, absolute: true, jitter: 0.0 }));
     Scenario {
         name: "table1-bimodal".into(),
         title: "seed 001 Table 1, Figs 5–7: dispatch latency of a bimodal job, with and without windowed ticket boost".into(),
@@ -434,7 +318,13 @@ fn table1() -> Scenario {
                 let Some(r) = get(res, label) else { continue };
                 for (i, (a, b, name)) in wins.iter().enumerate() {
                     let s = latency(r, "bimodal", a * SEC, b * SEC);
-                    let mut row = Row::new(format!("bimodal dispatch latency ms, mean (sd), {name}"), label, format!("{} (Table 1)", publ[i]), format!("{:.2} ({:.2}) n={}", s.mean, s.std, s.n), s.mean);
+                    let mut row = Row::new(
+                        format!("bimodal dispatch latency ms, mean (sd), {name}"),
+                        label,
+                        format!("{} (Table 1)", publ[i]),
+                        format!("{:.2} ({:.2}) n={}", s.mean, s.std, s.n),
+                        s.mean,
+                    );
                     if *a == 22 {
                         row = if label == "hybrid" { row.expect(0.0, 0.1) } else { row.expect(5.0, f64::INFINITY) };
                     }
@@ -462,22 +352,14 @@ fn ww_ratio() -> Scenario {
             .currency("user", 100)
             .task(cpu("a", "user", None).tickets(100 * r))
             .task(cpu("b", "user", None).tickets(100));
-        runs.push(Run {
-            label: format!("lottery / {r}:1"),
-            sched: SchedSpec::named("lottery"),
-            workload: w,
-        });
+        runs.push(Run { label: format!("lottery / {r}:1"), sched: SchedSpec::named("lottery"), workload: w });
     }
     let w = Workload::new(1, 200 * SEC)
         .quantum(100 * MS)
         .currency("user", 100)
         .task(cpu("a", "user", None).tickets(200))
         .task(cpu("b", "user", None).tickets(100));
-    runs.push(Run {
-        label: "lottery / 2:1 for 200 s".into(),
-        sched: SchedSpec::named("lottery"),
-        workload: w,
-    });
+    runs.push(Run { label: "lottery / 2:1 for 200 s".into(), sched: SchedSpec::named("lottery"), workload: w });
     Scenario {
         name: "ww-ratio".into(),
         title: "Waldspurger & Weihl OSDI '94: relative rate accuracy 1:1 … 10:1 over 60 s; 2:1 in 8 s windows".into(),
@@ -490,7 +372,13 @@ fn ww_ratio() -> Scenario {
                 let label = format!("lottery / {r}:1");
                 let Some(x) = get(res, &label) else { continue };
                 let ratio = share(x, "a", 0, 60 * SEC) / share(x, "b", 0, 60 * SEC);
-                rows.push(Row::new("observed ratio over 60 s", &label, format!("{r}:1 allocated; observed close to it (Fig 4)"), format!("{ratio:.2}:1"), ratio));
+                rows.push(Row::new(
+                    "observed ratio over 60 s",
+                    &label,
+                    format!("{r}:1 allocated; observed close to it (Fig 4)"),
+                    format!("{ratio:.2}:1"),
+                    ratio,
+                ));
             }
             if let Some(x) = get(res, "lottery / 2:1 for 200 s") {
                 let mut v = Vec::new();
@@ -501,7 +389,13 @@ fn ww_ratio() -> Scenario {
                 }
                 let s = metrics::stats(&v);
                 let min = v.iter().cloned().fold(f64::MAX, f64::min);
-                rows.push(Row::new("2:1 ratio in 8 s windows: mean (sd) [min, max]", "lottery / 2:1 for 200 s", "2:1 allocated; windows vary around it (Fig 5)", format!("{:.2} ({:.2}) [{:.2}, {:.2}] n={}", s.mean, s.std, min, s.max, s.n), s.mean));
+                rows.push(Row::new(
+                    "2:1 ratio in 8 s windows: mean (sd) [min, max]",
+                    "lottery / 2:1 for 200 s",
+                    "2:1 allocated; windows vary around it (Fig 5)",
+                    format!("{:.2} ({:.2}) [{:.2}, {:.2}] n={}", s.mean, s.std, min, s.max, s.n),
+                    s.mean,
+                ));
             }
             rows
         }),
@@ -517,11 +411,7 @@ fn ebs_caps() -> Scenario {
         if hog {
             w = w.task(cpu("hog", "user", None));
         }
-        Run {
-            label: format!("ebs / {label}"),
-            sched: SchedSpec::named("ebs"),
-            workload: w,
-        }
+        Run { label: format!("ebs / {label}"), sched: SchedSpec::named("ebs"), workload: w }
     };
     let t = || cpu("capped", "user", None).nice(-20);
     Scenario {
@@ -544,43 +434,18 @@ fn ebs_caps() -> Scenario {
             let (a, b) = (30 * SEC, 60 * SEC);
             let cases: [(&str, &str, (f64, f64)); 7] = [
                 ("no cap, contended", "420 of 440 shares: 95.5%", (0.90, 1.0)),
-                (
-                    "soft 1/2, alone",
-                    "may exceed a soft cap when CPU is free: ~100%",
-                    (0.95, 1.0),
-                ),
-                (
-                    "soft 1/2, contended",
-                    "held to the cap when others want CPU: ≤ 50%",
-                    (0.45, 0.55),
-                ),
-                (
-                    "hard 1/2!, alone",
-                    "a hard cap always holds: ≤ 50%",
-                    (0.45, 0.52),
-                ),
+                ("soft 1/2, alone", "may exceed a soft cap when CPU is free: ~100%", (0.95, 1.0)),
+                ("soft 1/2, contended", "held to the cap when others want CPU: ≤ 50%", (0.45, 0.55)),
+                ("hard 1/2!, alone", "a hard cap always holds: ≤ 50%", (0.45, 0.52)),
                 ("hard 1/2!, contended", "≤ 50%", (0.45, 0.52)),
-                (
-                    "soft 0, alone",
-                    "runs when nothing else does: ~100%",
-                    (0.95, 1.0),
-                ),
+                ("soft 0, alone", "runs when nothing else does: ~100%", (0.95, 1.0)),
                 ("soft 0, contended", "background: ~0%", (0.0, 0.01)),
             ];
             for (label, publ, (lo, hi)) in cases {
                 let l = format!("ebs / {label}");
                 let Some(r) = get(res, &l) else { continue };
                 let v = share(r, "capped", a, b);
-                rows.push(
-                    Row::new(
-                        "capped task (nice −20) CPU share 30–60 s",
-                        &l,
-                        publ,
-                        pct(v),
-                        v,
-                    )
-                    .expect(lo, hi),
-                );
+                rows.push(Row::new("capped task (nice −20) CPU share 30–60 s", &l, publ, pct(v), v).expect(lo, hi));
             }
             rows
         }),
@@ -595,15 +460,7 @@ fn fork_penalty() -> Scenario {
     // parent computes 0.5 ms, forks a child that computes 10 ms and exits, waits,
     // repeats; against one CPU-bound process.
     let w = Workload::new(1, 30 * SEC)
-        .task(TaskSpec::new(
-            "latex",
-            "user",
-            Behaviour::ForkHeavy {
-                parent_work: 500 * US,
-                child_work: 10 * MS,
-                children: None,
-            },
-        ))
+        .task(TaskSpec::new("latex", "user", Behaviour::ForkHeavy { parent_work: 500 * US, child_work: 10 * MS, children: None }))
         .task(cpu("compile", "user", None));
     Scenario {
         name: "fork-penalty".into(),
@@ -615,9 +472,21 @@ fn fork_penalty() -> Scenario {
             let mut rows = Vec::new();
             for (label, r) in res {
                 let v = job_share(r, "latex", 0, 30 * SEC);
-                rows.push(Row::new("short-process job CPU share (fair: 50%)", label, if label == "linux22" { "penalised: half the slice lost at each fork (§5.2.3)" } else { "–" }, pct(v), v));
+                rows.push(Row::new(
+                    "short-process job CPU share (fair: 50%)",
+                    label,
+                    if label == "linux22" { "penalised: half the slice lost at each fork (§5.2.3)" } else { "–" },
+                    pct(v),
+                    v,
+                ));
                 let rr = runtime_ratio(r, "latex");
-                rows.push(Row::new("short-process job runtime ratio", label, if label == "linux22" { "low: Figs 3–5 left tail" } else { "–" }, format!("{rr:.3}"), rr));
+                rows.push(Row::new(
+                    "short-process job runtime ratio",
+                    label,
+                    if label == "linux22" { "low: Figs 3–5 left tail" } else { "–" },
+                    format!("{rr:.3}"),
+                    rr,
+                ));
             }
             rows
         }),
@@ -646,31 +515,15 @@ fn nice_pathology() -> Scenario {
     let runs = combos
         .iter()
         .map(|&(rc5, x, atari)| {
-            let mut w = Workload::new(1, 20 * SEC)
-                .task(TaskSpec::new("X", "user", Behaviour::Server).nice(x))
-                .task(
-                    TaskSpec::new(
-                        "atari",
-                        "user",
-                        Behaviour::Client {
-                            work: 15 * MS,
-                            period: 16_666_667,
-                            server: "X".into(),
-                            request: MS,
-                            spin: true,
-                        },
-                    )
+            let mut w = Workload::new(1, 20 * SEC).task(TaskSpec::new("X", "user", Behaviour::Server).nice(x)).task(
+                TaskSpec::new("atari", "user", Behaviour::Client { work: 15 * MS, period: 16_666_667, server: "X".into(), request: MS, spin: true })
                     .nice(atari),
-                );
+            );
             if let Some(n) = rc5 {
                 w = w.task(cpu("rc5", "user", None).nice(n));
             }
             let rc = rc5.map(|n| n.to_string()).unwrap_or_else(|| "-".into());
-            Run {
-                label: format!("linux22 / rc5 {rc}, X {x}, atari {atari}"),
-                sched: SchedSpec::named("linux22"),
-                workload: w,
-            }
+            Run { label: format!("linux22 / rc5 {rc}, X {x}, atari {atari}"), sched: SchedSpec::named("linux22"), workload: w }
         })
         .collect();
     Scenario {
@@ -701,10 +554,28 @@ fn nice_pathology() -> Scenario {
                 let xl = x.latencies.iter().map(|l| l.lat).max().unwrap_or(0) as f64 / 1e6;
                 let p = publ.get(i).copied().unwrap_or("–");
                 rows.push(Row::new("emulator frames/s", label, p, format!("{fps:.1}"), fps));
-                rows.push(Row::new("X screen updates/s (jerky when ~1–2/s)", label, if p.contains("jerky") { "X ran 1–2 times/s" } else { "–" }, format!("{xs:.1}"), xs));
-                rows.push(Row::new("X worst dispatch latency ms", label, if p.contains("jerky") && i != 9 { "400 ms slices of the nice −20 emulator" } else { "–" }, format!("{xl:.1}"), xl));
+                rows.push(Row::new(
+                    "X screen updates/s (jerky when ~1–2/s)",
+                    label,
+                    if p.contains("jerky") { "X ran 1–2 times/s" } else { "–" },
+                    format!("{xs:.1}"),
+                    xs,
+                ));
+                rows.push(Row::new(
+                    "X worst dispatch latency ms",
+                    label,
+                    if p.contains("jerky") && i != 9 { "400 ms slices of the nice −20 emulator" } else { "–" },
+                    format!("{xl:.1}"),
+                    xl,
+                ));
                 let el = task(r, "atari").latencies.iter().map(|l| l.lat).max().unwrap_or(0) as f64 / 1e6;
-                rows.push(Row::new("emulator worst dispatch latency ms", label, if i == 9 { "rc5's whole 210 ms slice: > 10 frames missed" } else { "–" }, format!("{el:.1}"), el));
+                rows.push(Row::new(
+                    "emulator worst dispatch latency ms",
+                    label,
+                    if i == 9 { "rc5's whole 210 ms slice: > 10 frames missed" } else { "–" },
+                    format!("{el:.1}"),
+                    el,
+                ));
             }
             rows
         }),
@@ -722,45 +593,20 @@ fn starved() -> Scenario {
         for i in 0..hogs {
             w = w.task(cpu(&format!("hog.{i}"), "user", None).nice(hog_nice));
         }
-        Run {
-            label: format!("{s} / {label}"),
-            sched: SchedSpec::named(s),
-            workload: w,
-        }
+        Run { label: format!("{s} / {label}"), sched: SchedSpec::named(s), workload: w }
     };
     let probe = || TaskSpec::new("jitter", "user", Behaviour::Spinner { period: 5 * MS });
     let mut runs = vec![mk("cfs", "idle box", 0, 0, probe())];
     for s in ["cfs", "eevdf"] {
         runs.push(mk(s, "2 hogs", 2, 0, probe()));
         runs.push(mk(s, "nice -20, hogs +19", 2, 19, probe().nice(-20)));
-        runs.push(mk(
-            s,
-            "SCHED_FIFO 50",
-            2,
-            0,
-            probe().policy(Policy::Fifo(50)),
-        ));
+        runs.push(mk(s, "SCHED_FIFO 50", 2, 0, probe().policy(Policy::Fifo(50))));
     }
     // The deadline-sleeper the tutorial's EEVDF note has in mind: 1 ms of work every
     // 5 ms, sleeping in between, against 3 hogs on 2 CPUs; EEVDF with the default
     // slice and with a 0.1 ms custom slice (sched_setattr, kernel ≥ 6.12).
-    let sleeper = || {
-        TaskSpec::new(
-            "jitter",
-            "user",
-            Behaviour::Periodic {
-                work: MS,
-                sleep: 5 * MS,
-                absolute: true,
-                jitter: 0.0,
-            },
-        )
-    };
-    for (s, label, slice) in [
-        ("cfs", "sleeper", None),
-        ("eevdf", "sleeper", None),
-        ("eevdf", "sleeper, slice 0.1ms", Some(100 * US)),
-    ] {
+    let sleeper = || TaskSpec::new("jitter", "user", Behaviour::Periodic { work: MS, sleep: 5 * MS, absolute: true, jitter: 0.0 });
+    for (s, label, slice) in [("cfs", "sleeper", None), ("eevdf", "sleeper", None), ("eevdf", "sleeper, slice 0.1ms", Some(100 * US))] {
         let mut t = sleeper();
         t.slice = slice;
         runs.push(mk(s, label, 3, 0, t));
@@ -779,8 +625,20 @@ fn starved() -> Scenario {
                     let s = latency(r, "jitter", 0, r.duration);
                     let wake: Vec<f64> = t.latencies.iter().filter(|l| l.wake).map(|l| l.lat as f64 / 1e6).collect();
                     let worst = wake.iter().cloned().fold(0.0, f64::max);
-                    rows.push(Row::new("sleeper wakeup latency, worst", label, "EEVDF helps tasks that run briefly and often (FAQ)", format!("{worst:.2} ms"), worst));
-                    rows.push(Row::new("sleeper dispatch latency incl. requeues, mean (max)", label, "–", format!("{:.2} ({:.2}) ms", s.mean, s.max), s.mean));
+                    rows.push(Row::new(
+                        "sleeper wakeup latency, worst",
+                        label,
+                        "EEVDF helps tasks that run briefly and often (FAQ)",
+                        format!("{worst:.2} ms"),
+                        worst,
+                    ));
+                    rows.push(Row::new(
+                        "sleeper dispatch latency incl. requeues, mean (max)",
+                        label,
+                        "–",
+                        format!("{:.2} ({:.2}) ms", s.mean, s.max),
+                        s.mean,
+                    ));
                     continue;
                 }
                 let worst = t.lateness.iter().copied().max().unwrap_or(0) as f64 / 1e6;

@@ -144,42 +144,18 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn line(&self, pos: usize) -> usize {
-        self.src[..pos.min(self.src.len())]
-            .bytes()
-            .filter(|&b| b == b'\n')
-            .count()
-            + 1
+        self.src[..pos.min(self.src.len())].bytes().filter(|&b| b == b'\n').count() + 1
     }
-    fn err<T>(
-        &self,
-        span: std::ops::Range<usize>,
-        field: &str,
-        msg: impl Into<String>,
-    ) -> Result<T, FileError> {
-        Err(FileError::Bad {
-            path: self.path.clone(),
-            line: self.line(span.start),
-            field: field.into(),
-            msg: msg.into(),
-        })
+    fn err<T>(&self, span: std::ops::Range<usize>, field: &str, msg: impl Into<String>) -> Result<T, FileError> {
+        Err(FileError::Bad { path: self.path.clone(), line: self.line(span.start), field: field.into(), msg: msg.into() })
     }
     fn dur(&self, v: &Spanned<String>, field: &str) -> Result<Ns, FileError> {
         parse_duration(v.get_ref()).or_else(|m| self.err(v.span(), field, m))
     }
-    fn need<'b, T>(
-        &self,
-        v: &'b Option<Spanned<T>>,
-        at: std::ops::Range<usize>,
-        field: &str,
-        kind: &str,
-    ) -> Result<&'b Spanned<T>, FileError> {
+    fn need<'b, T>(&self, v: &'b Option<Spanned<T>>, at: std::ops::Range<usize>, field: &str, kind: &str) -> Result<&'b Spanned<T>, FileError> {
         match v {
             Some(x) => Ok(x),
-            None => self.err(
-                at,
-                field,
-                format!("behaviour kind {kind:?} needs `{field}`"),
-            ),
+            None => self.err(at, field, format!("behaviour kind {kind:?} needs `{field}`")),
         }
     }
     fn range(&self, v: &Spanned<i64>, field: &str, lo: i64, hi: i64) -> Result<i64, FileError> {
@@ -194,20 +170,11 @@ impl Ctx<'_> {
 /// The key named on the line of `pos`, with the nearest table header, for syntax and
 /// type errors that toml reports by position only.
 fn field_at(src: &str, pos: usize) -> String {
-    let start = src[..pos.min(src.len())]
-        .rfind('\n')
-        .map(|i| i + 1)
-        .unwrap_or(0);
+    let start = src[..pos.min(src.len())].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = src[start..].lines().next().unwrap_or("");
-    let key = line
-        .split_once('=')
-        .map(|(k, _)| k.trim().trim_matches('"').to_string())
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
-    let header = src[..start]
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('['))
-        .map(|l| l.trim().trim_matches(|c| c == '[' || c == ']').to_string());
+    let key = line.split_once('=').map(|(k, _)| k.trim().trim_matches('"').to_string()).filter(|k| !k.is_empty() && !k.starts_with('['));
+    let header =
+        src[..start].lines().rev().find(|l| l.trim_start().starts_with('[')).map(|l| l.trim().trim_matches(|c| c == '[' || c == ']').to_string());
     match (header, key) {
         (Some(h), Some(k)) => format!("{h}.{k}"),
         (None, Some(k)) => k,
@@ -218,19 +185,13 @@ fn field_at(src: &str, pos: usize) -> String {
 
 /// Loads and validates a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, FileError> {
-    let src = std::fs::read_to_string(path).map_err(|e| FileError::Read {
-        path: path.display().to_string(),
-        source: e,
-    })?;
+    let src = std::fs::read_to_string(path).map_err(|e| FileError::Read { path: path.display().to_string(), source: e })?;
     parse(&path.display().to_string(), &src)
 }
 
 /// Parses and validates scenario text (`path` names it in errors).
 pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
-    let cx = Ctx {
-        path: path.to_string(),
-        src,
-    };
+    let cx = Ctx { path: path.to_string(), src };
     let raw: RawScenario = toml::from_str(src).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let msg = e.message().trim().to_string();
@@ -242,12 +203,7 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
         } else {
             field_at(src, span.start)
         };
-        FileError::Bad {
-            path: path.to_string(),
-            line: cx.line(span.start),
-            field,
-            msg,
-        }
+        FileError::Bad { path: path.to_string(), line: cx.line(span.start), field, msg }
     })?;
     let cpus = match &raw.cpus {
         Some(c) => cx.range(c, "cpus", 1, 1024)? as usize,
@@ -255,14 +211,7 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
     };
     let duration = cx.dur(&raw.duration, "duration")?;
     if duration == 0 || duration > 3600 * SEC {
-        return cx.err(
-            raw.duration.span(),
-            "duration",
-            format!(
-                "must be more than 0 and at most 1h, got {:?}",
-                raw.duration.get_ref()
-            ),
-        );
+        return cx.err(raw.duration.span(), "duration", format!("must be more than 0 and at most 1h, got {:?}", raw.duration.get_ref()));
     }
     let mut w = Workload::new(cpus, duration);
     if let Some(q) = &raw.quantum {
@@ -285,31 +234,15 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
             None => 100,
         };
         if w.currencies.iter().any(|x| &x.name == c.name.get_ref()) {
-            return cx.err(
-                c.name.span(),
-                "currency.name",
-                format!("currency {:?} is defined twice", c.name.get_ref()),
-            );
+            return cx.err(c.name.span(), "currency.name", format!("currency {:?} is defined twice", c.name.get_ref()));
         }
-        w.currencies.push(CurrencySpec {
-            name: c.name.get_ref().clone(),
-            parent: c.parent.as_ref().map(|p| p.get_ref().clone()),
-            funding,
-        });
+        w.currencies.push(CurrencySpec { name: c.name.get_ref().clone(), parent: c.parent.as_ref().map(|p| p.get_ref().clone()), funding });
     }
     for c in &raw.currency {
         if let Some(p) = &c.parent {
             if !w.currencies.iter().any(|x| &x.name == p.get_ref()) {
                 let names: Vec<&str> = w.currencies.iter().map(|x| x.name.as_str()).collect();
-                return cx.err(
-                    p.span(),
-                    "currency.parent",
-                    format!(
-                        "unknown currency {:?}; defined: {}",
-                        p.get_ref(),
-                        names.join(", ")
-                    ),
-                );
+                return cx.err(p.span(), "currency.parent", format!("unknown currency {:?}; defined: {}", p.get_ref(), names.join(", ")));
             }
         }
     }
@@ -319,36 +252,16 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
         let mut cur = c.parent.clone();
         while let Some(p) = cur {
             if seen.contains(&p) {
-                let span = raw
-                    .currency
-                    .iter()
-                    .find(|x| x.name.get_ref() == &c.name)
-                    .map(|x| x.name.span())
-                    .unwrap_or(0..0);
-                return cx.err(
-                    span,
-                    "currency.parent",
-                    format!(
-                        "currency {:?} is funded in a cycle ({} → {p})",
-                        c.name,
-                        seen.join(" → ")
-                    ),
-                );
+                let span = raw.currency.iter().find(|x| x.name.get_ref() == &c.name).map(|x| x.name.span()).unwrap_or(0..0);
+                return cx.err(span, "currency.parent", format!("currency {:?} is funded in a cycle ({} → {p})", c.name, seen.join(" → ")));
             }
             seen.push(p.clone());
-            cur = w
-                .currencies
-                .iter()
-                .find(|x| x.name == p)
-                .and_then(|x| x.parent.clone());
+            cur = w.currencies.iter().find(|x| x.name == p).and_then(|x| x.parent.clone());
         }
     }
     for r in &raw.resource {
         let p = cx.range(&r.priority, "resource.priority", 0, 49)? as u8;
-        w.resources.push(ResourceSpec {
-            name: r.name.get_ref().clone(),
-            priority: p,
-        });
+        w.resources.push(ResourceSpec { name: r.name.get_ref().clone(), priority: p });
     }
     if raw.task.is_empty() {
         return cx.err(0..0, "task", "a scenario needs at least one [[task]]");
@@ -359,11 +272,7 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
             Some(c) => cx.range(c, "task.count", 1, 100_000)? as usize,
             None => 1,
         };
-        let user = t
-            .user
-            .as_ref()
-            .map(|u| u.get_ref().clone())
-            .unwrap_or_else(|| "user".into());
+        let user = t.user.as_ref().map(|u| u.get_ref().clone()).unwrap_or_else(|| "user".into());
         let mut spec = TaskSpec::new(t.name.get_ref(), &user, behaviour);
         if let Some(x) = &t.tickets {
             spec.tickets = cx.range(x, "task.tickets", 1, 10_000)? as u32;
@@ -374,19 +283,9 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
         if let Some(p) = &t.policy {
             spec.policy = match p.get_ref().as_str() {
                 "normal" | "other" => Policy::Normal,
-                s => match s
-                    .strip_prefix("fifo:")
-                    .and_then(|n| n.parse::<u8>().ok())
-                    .filter(|n| (1..=99).contains(n))
-                {
+                s => match s.strip_prefix("fifo:").and_then(|n| n.parse::<u8>().ok()).filter(|n| (1..=99).contains(n)) {
                     Some(n) => Policy::Fifo(n),
-                    None => {
-                        return cx.err(
-                            p.span(),
-                            "task.policy",
-                            format!("must be \"normal\" or \"fifo:N\" with N 1..99, got {s:?}"),
-                        )
-                    }
+                    None => return cx.err(p.span(), "task.policy", format!("must be \"normal\" or \"fifo:N\" with N 1..99, got {s:?}")),
                 },
             };
         }
@@ -396,14 +295,7 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
         if let Some(s) = &t.slice {
             let v = cx.dur(s, "task.slice")?;
             if !(100_000..=100_000_000).contains(&v) {
-                return cx.err(
-                    s.span(),
-                    "task.slice",
-                    format!(
-                        "must be 0.1ms..100ms (sched_setattr limits), got {:?}",
-                        s.get_ref()
-                    ),
-                );
+                return cx.err(s.span(), "task.slice", format!("must be 0.1ms..100ms (sched_setattr limits), got {:?}", s.get_ref()));
             }
             spec.slice = Some(v);
         }
@@ -422,11 +314,7 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
                 }
             }
             if w.tasks.iter().any(|x| x.name == s.name) {
-                return cx.err(
-                    t.name.span(),
-                    "task.name",
-                    format!("task name {:?} is used twice", s.name),
-                );
+                return cx.err(t.name.span(), "task.name", format!("task name {:?} is used twice", s.name));
             }
             w.tasks.push(s);
         }
@@ -437,40 +325,20 @@ pub fn parse(path: &str, src: &str) -> Result<Scenario, FileError> {
     }
     let schedulers: Vec<SchedSpec> = match &raw.schedulers {
         None => vec![SchedSpec::named("lottery")],
-        Some(v) if v.is_empty() => {
-            return cx.err(0..0, "schedulers", "must name at least one scheduler")
-        }
-        Some(v) => v
-            .iter()
-            .map(|s| SchedSpec::parse(s.get_ref()).or_else(|m| cx.err(s.span(), "schedulers", m)))
-            .collect::<Result<_, _>>()?,
+        Some(v) if v.is_empty() => return cx.err(0..0, "schedulers", "must name at least one scheduler"),
+        Some(v) => v.iter().map(|s| SchedSpec::parse(s.get_ref()).or_else(|m| cx.err(s.span(), "schedulers", m))).collect::<Result<_, _>>()?,
     };
     let seed = match &raw.seed {
         Some(s) => cx.range(s, "seed", 0, i64::MAX)? as u64,
         None => 1,
     };
-    let name = raw.name.clone().unwrap_or_else(|| {
-        Path::new(path)
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_default()
-    });
+    let name = raw.name.clone().unwrap_or_else(|| Path::new(path).file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default());
     Ok(Scenario {
         name,
-        title: raw
-            .description
-            .clone()
-            .unwrap_or_else(|| format!("scenario file {path}")),
+        title: raw.description.clone().unwrap_or_else(|| format!("scenario file {path}")),
         source: path.to_string(),
         seed,
-        runs: schedulers
-            .into_iter()
-            .map(|s| Run {
-                label: s.label(),
-                sched: s,
-                workload: w.clone(),
-            })
-            .collect(),
+        runs: schedulers.into_iter().map(|s| Run { label: s.label(), sched: s, workload: w.clone() }).collect(),
         check: None,
         plots: vec![],
     })
@@ -480,20 +348,8 @@ fn check_servers(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload) -> Result<()
     if let Some(s) = &b.get_ref().server {
         match w.tasks.iter().find(|t| &t.name == s.get_ref()) {
             Some(t) if matches!(t.behaviour, Behaviour::Server) => {}
-            Some(_) => {
-                return cx.err(
-                    s.span(),
-                    "behaviour.server",
-                    format!("task {:?} is not a server (kind = \"server\")", s.get_ref()),
-                )
-            }
-            None => {
-                return cx.err(
-                    s.span(),
-                    "behaviour.server",
-                    format!("no task named {:?}", s.get_ref()),
-                )
-            }
+            Some(_) => return cx.err(s.span(), "behaviour.server", format!("task {:?} is not a server (kind = \"server\")", s.get_ref())),
+            None => return cx.err(s.span(), "behaviour.server", format!("no task named {:?}", s.get_ref())),
         }
     }
     for p in b.get_ref().phases.iter().flatten() {
@@ -525,41 +381,24 @@ pub fn parse_cap(s: &str) -> Result<Cap, String> {
         return Err(format!("cap {s:?} must be 0..1 CPU (seed 004), got {v}"));
     }
     if hard && v == 0.0 {
-        return Err(format!(
-            "cap {s:?}: a hard cap of 0 is not allowed (use soft 0 for background)"
-        ));
+        return Err(format!("cap {s:?}: a hard cap of 0 is not allowed (use soft 0 for background)"));
     }
     Ok(Cap { cpus: v, hard })
 }
 
-fn behaviour(
-    cx: &Ctx,
-    b: &Spanned<RawBehaviour>,
-    w: &Workload,
-    in_phase: bool,
-) -> Result<Behaviour, FileError> {
+fn behaviour(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload, in_phase: bool) -> Result<Behaviour, FileError> {
     let r = b.get_ref();
     let kind = r.kind.get_ref().as_str();
     let at = r.kind.span();
-    let d = |v: &Option<Spanned<String>>, f: &str| -> Result<Ns, FileError> {
-        cx.dur(cx.need(v, at.clone(), f, kind)?, f)
-    };
+    let d = |v: &Option<Spanned<String>>, f: &str| -> Result<Ns, FileError> { cx.dur(cx.need(v, at.clone(), f, kind)?, f) };
     let pos = |v: Ns, f: &str, s: &Option<Spanned<String>>| -> Result<Ns, FileError> {
         if v == 0 {
-            return cx.err(
-                s.as_ref().map(|x| x.span()).unwrap_or(at.clone()),
-                f,
-                format!("must be more than 0 for kind {kind:?}"),
-            );
+            return cx.err(s.as_ref().map(|x| x.span()).unwrap_or(at.clone()), f, format!("must be more than 0 for kind {kind:?}"));
         }
         Ok(v)
     };
     if let (Some(l), false) = (&r.len, in_phase) {
-        return cx.err(
-            l.span(),
-            "behaviour.for",
-            "`for` is only allowed inside `phases`",
-        );
+        return cx.err(l.span(), "behaviour.for", "`for` is only allowed inside `phases`");
     }
     let out = match kind {
         "cpu" => Behaviour::Cpu {
@@ -573,30 +412,17 @@ fn behaviour(
             sleep: pos(d(&r.sleep, "sleep")?, "sleep", &r.sleep)?,
             absolute: r.absolute.unwrap_or(false),
             jitter: match r.jitter {
-                Some(j) if !(0.0..1.0).contains(&j) => {
-                    return cx.err(
-                        at,
-                        "jitter",
-                        format!("must be a fraction 0..1 (e.g. 0.1 for ±10%), got {j}"),
-                    )
-                }
+                Some(j) if !(0.0..1.0).contains(&j) => return cx.err(at, "jitter", format!("must be a fraction 0..1 (e.g. 0.1 for ±10%), got {j}")),
                 Some(j) => j,
                 None => 0.0,
             },
         },
-        "spinner" => Behaviour::Spinner {
-            period: pos(d(&r.period, "period")?, "period", &r.period)?,
-        },
-        "interactive" => Behaviour::Interactive {
-            work: pos(d(&r.work, "work")?, "work", &r.work)?,
-            think: pos(d(&r.think, "think")?, "think", &r.think)?,
-        },
+        "spinner" => Behaviour::Spinner { period: pos(d(&r.period, "period")?, "period", &r.period)? },
+        "interactive" => {
+            Behaviour::Interactive { work: pos(d(&r.work, "work")?, "work", &r.work)?, think: pos(d(&r.think, "think")?, "think", &r.think)? }
+        }
         "fork_heavy" => Behaviour::ForkHeavy {
-            parent_work: pos(
-                d(&r.parent_work, "parent_work")?,
-                "parent_work",
-                &r.parent_work,
-            )?,
+            parent_work: pos(d(&r.parent_work, "parent_work")?, "parent_work", &r.parent_work)?,
             child_work: pos(d(&r.child_work, "child_work")?, "child_work", &r.child_work)?,
             children: match &r.children {
                 Some(c) => Some(cx.range(c, "children", 1, 10_000_000)? as u64),
@@ -610,10 +436,7 @@ fn behaviour(
                 Some(p) => cx.dur(p, "period")?,
                 None => 0,
             },
-            server: cx
-                .need(&r.server, at.clone(), "server", kind)?
-                .get_ref()
-                .clone(),
+            server: cx.need(&r.server, at.clone(), "server", kind)?.get_ref().clone(),
             request: pos(d(&r.request, "request")?, "request", &r.request)?,
             spin: r.spin.unwrap_or(false),
         },
@@ -627,11 +450,7 @@ fn behaviour(
                     format!(
                         "unknown resource {:?}; define it in [[resource]] (defined: {})",
                         res.get_ref(),
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
+                        if names.is_empty() { "none".into() } else { names.join(", ") }
                     ),
                 );
             }
@@ -645,9 +464,7 @@ fn behaviour(
             if in_phase {
                 return cx.err(at, "kind", "phases cannot nest");
             }
-            let phases = cx
-                .need(&None::<Spanned<String>>, at.clone(), "phases", kind)
-                .err();
+            let phases = cx.need(&None::<Spanned<String>>, at.clone(), "phases", kind).err();
             let list = match &r.phases {
                 Some(p) if !p.is_empty() => p,
                 _ => {
@@ -663,20 +480,18 @@ fn behaviour(
             for p in list {
                 let len = match &p.get_ref().len {
                     Some(l) => pos(cx.dur(l, "for")?, "for", &p.get_ref().len)?,
-                    None => {
-                        return cx.err(
-                            p.span(),
-                            "phases.for",
-                            "each phase needs `for` (its wall-clock length, e.g. \"15s\")",
-                        )
-                    }
+                    None => return cx.err(p.span(), "phases.for", "each phase needs `for` (its wall-clock length, e.g. \"15s\")"),
                 };
                 out.push((len, behaviour(cx, p, w, true)?));
             }
             Behaviour::Phased { phases: out }
         }
         other => {
-            return cx.err(at, "kind", format!("unknown behaviour kind {other:?}; kinds: cpu, periodic, spinner, interactive, phased, fork_heavy, server, client, kernel"));
+            return cx.err(
+                at,
+                "kind",
+                format!("unknown behaviour kind {other:?}; kinds: cpu, periodic, spinner, interactive, phased, fork_heavy, server, client, kernel"),
+            );
         }
     };
     Ok(out)

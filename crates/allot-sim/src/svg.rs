@@ -12,14 +12,10 @@ const ML: f64 = 60.0;
 const MR: f64 = 130.0;
 const MT: f64 = 30.0;
 const MB: f64 = 40.0;
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
-];
+const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn nice_max(v: f64) -> f64 {
@@ -37,18 +33,8 @@ fn nice_max(v: f64) -> f64 {
 
 fn axes(out: &mut String, y0: f64, title: &str, xmax: f64, ymax: f64, ylabel: &str) {
     let (pw, ph) = (W - ML - MR, H - MT - MB);
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="{}" font-size="13" font-weight="bold">{}</text>"#,
-        ML,
-        y0 + 18.0,
-        esc(title)
-    );
-    let _ = writeln!(
-        out,
-        r#"<rect x="{ML}" y="{}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#,
-        y0 + MT
-    );
+    let _ = writeln!(out, r#"<text x="{}" y="{}" font-size="13" font-weight="bold">{}</text>"#, ML, y0 + 18.0, esc(title));
+    let _ = writeln!(out, r#"<rect x="{ML}" y="{}" width="{pw}" height="{ph}" fill="none" stroke="black"/>"#, y0 + MT);
     for i in 0..=5 {
         let fx = i as f64 / 5.0;
         let x = ML + fx * pw;
@@ -70,12 +56,7 @@ fn axes(out: &mut String, y0: f64, title: &str, xmax: f64, ymax: f64, ylabel: &s
             fmt(fx * ymax)
         );
     }
-    let _ = writeln!(
-        out,
-        r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle">time (s)</text>"#,
-        ML + pw / 2.0,
-        y0 + H - 8.0
-    );
+    let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle">time (s)</text>"#, ML + pw / 2.0, y0 + H - 8.0);
     let _ = writeln!(
         out,
         r#"<text x="14" y="{:.1}" font-size="11" transform="rotate(-90 14 {:.1})" text-anchor="middle">{}</text>"#,
@@ -95,18 +76,10 @@ fn fmt(x: f64) -> String {
 
 /// Renders the scenario's plots for every run.
 pub fn render(s: &Scenario, results: &[(String, RunResult)]) -> String {
-    let plots = if s.plots.is_empty() {
-        vec![Plot::Progress]
-    } else {
-        s.plots.clone()
-    };
+    let plots = if s.plots.is_empty() { vec![Plot::Progress] } else { s.plots.clone() };
     let panels = plots.len() * results.len();
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif">"#,
-        H * panels as f64
-    );
+    let _ = writeln!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif">"#, H * panels as f64);
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let (pw, ph) = (W - ML - MR, H - MT - MB);
     let mut panel = 0;
@@ -117,43 +90,19 @@ pub fn render(s: &Scenario, results: &[(String, RunResult)]) -> String {
             let xmax = r.duration as f64 / 1e9;
             match plot {
                 Plot::Progress => {
-                    let ymax = nice_max(
-                        r.progress
-                            .iter()
-                            .flat_map(|p| p.iter())
-                            .copied()
-                            .max()
-                            .unwrap_or(0) as f64
-                            / 1e9,
-                    );
-                    axes(
-                        &mut out,
-                        y0,
-                        &format!("{} — {}", s.name, label),
-                        xmax,
-                        ymax,
-                        "CPU seconds (progress)",
-                    );
+                    let ymax = nice_max(r.progress.iter().flat_map(|p| p.iter()).copied().max().unwrap_or(0) as f64 / 1e9);
+                    axes(&mut out, y0, &format!("{} — {}", s.name, label), xmax, ymax, "CPU seconds (progress)");
                     for (i, p) in r.progress.iter().enumerate() {
                         let c = COLORS[i % COLORS.len()];
                         let mut d = String::new();
                         let step = (r.sample_times.len() / 400).max(1);
                         let last = r.sample_times.len().saturating_sub(1);
-                        for (j, (&t, &v)) in r
-                            .sample_times
-                            .iter()
-                            .zip(p.iter())
-                            .enumerate()
-                            .filter(|(j, _)| j % step == 0 || *j == last)
-                        {
+                        for (j, (&t, &v)) in r.sample_times.iter().zip(p.iter()).enumerate().filter(|(j, _)| j % step == 0 || *j == last) {
                             let x = ML + t as f64 / 1e9 / xmax * pw;
                             let y = y0 + MT + ph - v as f64 / 1e9 / ymax * ph;
                             let _ = write!(d, "{}{x:.1},{y:.1}", if j == 0 { "M" } else { " L" });
                         }
-                        let _ = writeln!(
-                            out,
-                            r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.5"/>"#
-                        );
+                        let _ = writeln!(out, r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.5"/>"#);
                         let ly = y0 + MT + 14.0 + 14.0 * i as f64;
                         let _ = writeln!(
                             out,
@@ -168,30 +117,14 @@ pub fn render(s: &Scenario, results: &[(String, RunResult)]) -> String {
                 }
                 Plot::Latency(name) => {
                     let t = r.tasks.iter().find(|t| t.name == *name);
-                    let lats: Vec<(f64, f64)> = t
-                        .map(|t| {
-                            t.latencies
-                                .iter()
-                                .map(|l| (l.at as f64 / 1e9, l.lat as f64 / 1e6))
-                                .collect()
-                        })
-                        .unwrap_or_default();
+                    let lats: Vec<(f64, f64)> =
+                        t.map(|t| t.latencies.iter().map(|l| (l.at as f64 / 1e9, l.lat as f64 / 1e6)).collect()).unwrap_or_default();
                     let ymax = nice_max(lats.iter().map(|l| l.1).fold(0.0, f64::max));
-                    axes(
-                        &mut out,
-                        y0,
-                        &format!("{} — {} — dispatch latency of {}", s.name, label, name),
-                        xmax,
-                        ymax,
-                        "dispatch latency (ms)",
-                    );
+                    axes(&mut out, y0, &format!("{} — {} — dispatch latency of {}", s.name, label, name), xmax, ymax, "dispatch latency (ms)");
                     for (at, lat) in lats {
                         let x = ML + at / xmax * pw;
                         let y = y0 + MT + ph - lat / ymax * ph;
-                        let _ = writeln!(
-                            out,
-                            r##"<circle cx="{x:.1}" cy="{y:.1}" r="1.2" fill="#1f77b4"/>"##
-                        );
+                        let _ = writeln!(out, r##"<circle cx="{x:.1}" cy="{y:.1}" r="1.2" fill="#1f77b4"/>"##);
                     }
                 }
             }

@@ -15,9 +15,7 @@ pub const FOREVER: Ns = u64::MAX / 4;
 /// Parses "5ms", "1.5s", "100us", "20ns", "2m". Returns a message naming what is allowed.
 pub fn parse_duration(s: &str) -> Result<Ns, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
     let mult: f64 = match unit {
@@ -26,15 +24,9 @@ pub fn parse_duration(s: &str) -> Result<Ns, String> {
         "ms" => 1e6,
         "s" => 1e9,
         "m" | "min" => 60e9,
-        _ => {
-            return Err(format!(
-                "duration {s:?} has unknown unit {unit:?}; use ns, us, ms, s or min (e.g. \"5ms\")"
-            ))
-        }
+        _ => return Err(format!("duration {s:?} has unknown unit {unit:?}; use ns, us, ms, s or min (e.g. \"5ms\")")),
     };
-    let v: f64 = num.parse().map_err(|_| {
-        format!("duration {s:?} is not a number with a unit (e.g. \"5ms\", \"1.5s\")")
-    })?;
+    let v: f64 = num.parse().map_err(|_| format!("duration {s:?} is not a number with a unit (e.g. \"5ms\", \"1.5s\")"))?;
     if !v.is_finite() || v < 0.0 {
         return Err(format!("duration {s:?} must be a non-negative number"));
     }
@@ -68,9 +60,7 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), 1_500 * MS);
         assert_eq!(parse_duration("100us").unwrap(), 100 * US);
         assert_eq!(parse_duration("42").unwrap(), 42);
-        assert!(parse_duration("5 parsecs")
-            .unwrap_err()
-            .contains("unknown unit"));
+        assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("ms").is_err());
     }
 }

@@ -222,32 +222,16 @@ pub struct Workload {
 impl Workload {
     /// An empty workload.
     pub fn new(cpus: usize, duration: Ns) -> Workload {
-        Workload {
-            cpus,
-            duration,
-            quantum: None,
-            sample: 100 * crate::time::MS,
-            currencies: Vec::new(),
-            resources: Vec::new(),
-            tasks: Vec::new(),
-        }
+        Workload { cpus, duration, quantum: None, sample: 100 * crate::time::MS, currencies: Vec::new(), resources: Vec::new(), tasks: Vec::new() }
     }
     /// Adds a currency.
     pub fn currency(mut self, name: &str, funding: u32) -> Self {
-        self.currencies.push(CurrencySpec {
-            name: name.into(),
-            parent: None,
-            funding,
-        });
+        self.currencies.push(CurrencySpec { name: name.into(), parent: None, funding });
         self
     }
     /// Adds a currency funded by `parent`'s tickets.
     pub fn sub_currency(mut self, name: &str, parent: &str, funding: u32) -> Self {
-        self.currencies.push(CurrencySpec {
-            name: name.into(),
-            parent: Some(parent.into()),
-            funding,
-        });
+        self.currencies.push(CurrencySpec { name: name.into(), parent: Some(parent.into()), funding });
         self
     }
     /// Adds a task.

@@ -22,10 +22,7 @@ fn get<'a>(res: &'a [(String, RunResult)], label: &str) -> &'a RunResult {
 fn assert_rows_pass(rows: &[Row]) {
     for r in rows {
         if let Some(false) = r.pass {
-            panic!(
-                "{} [{}]: simulated {} outside {:?} (published {})",
-                r.what, r.run, r.simulated, r.expect, r.published
-            );
+            panic!("{} [{}]: simulated {} outside {:?} (published {})", r.what, r.run, r.simulated, r.expect, r.published);
         }
     }
 }
@@ -43,10 +40,7 @@ fn fig3_ratio_lottery_and_stride() {
         let r = get(&res, label);
         for (name, ideal) in [("p3", 0.5), ("p2", 1.0 / 3.0), ("p1", 1.0 / 6.0)] {
             let v = share(r, name, 0, 60 * SEC);
-            assert!(
-                (v - ideal).abs() <= tol,
-                "{label} {name}: {v} vs {ideal} ± {tol}"
-            );
+            assert!((v - ideal).abs() <= tol, "{label} {name}: {v} vs {ideal} ± {tol}");
         }
     }
 }
@@ -67,9 +61,7 @@ fn table5_insulation() {
         assert!((v - 0.1).abs() <= 0.02, "xoopic.{i}: {v}");
     }
     let bsd = get(&res, "bsd");
-    for name in [
-        "rc564", "xoopic.1", "xoopic.2", "xoopic.3", "xoopic.4", "xoopic.5",
-    ] {
+    for name in ["rc564", "xoopic.1", "xoopic.2", "xoopic.3", "xoopic.4", "xoopic.5"] {
         let v = share(bsd, name, 0, d);
         assert!((v - 1.0 / 6.0).abs() <= 0.02, "bsd {name}: {v}");
     }
@@ -99,11 +91,7 @@ fn table1_windowed_boost() {
     without.sort_by(f64::total_cmp);
     assert!(with[4] <= 0.1, "median with boost {:?}", with);
     assert!(without[4] >= 5.0, "median without boost {:?}", without);
-    assert!(
-        without[0] >= 5.0,
-        "every seed without boost ≥ 5 ms: {:?}",
-        without
-    );
+    assert!(without[0] >= 5.0, "every seed without boost ≥ 5 ms: {:?}", without);
 }
 
 /// seed 004 caps: every row of the scenario is in its stated range.
@@ -124,26 +112,14 @@ fn nice_pathology() {
     let x = |label: &str| {
         let r = get(&res, label);
         let t = r.tasks.iter().find(|t| t.name == "X").unwrap();
-        (
-            t.dispatches as f64 / 20.0,
-            t.latencies.iter().map(|l| l.lat).max().unwrap_or(0) as f64 / 1e6,
-        )
+        (t.dispatches as f64 / 20.0, t.latencies.iter().map(|l| l.lat).max().unwrap_or(0) as f64 / 1e6)
     };
     let (smooth_rate, _) = x("linux22 / rc5 -, X 0, atari 0");
     let (jerky_rate, jerky_wait) = x("linux22 / rc5 -, X 0, atari -20");
     let (fixed_rate, _) = x("linux22 / rc5 -, X -20, atari -20");
-    assert!(
-        smooth_rate > 55.0 && fixed_rate > 55.0,
-        "{smooth_rate} {fixed_rate}"
-    );
-    assert!(
-        jerky_rate < 5.0,
-        "X updates/s with the emulator at −20: {jerky_rate}"
-    );
-    assert!(
-        jerky_wait > 350.0,
-        "X waits a −20 slice (400 ms): {jerky_wait}"
-    );
+    assert!(smooth_rate > 55.0 && fixed_rate > 55.0, "{smooth_rate} {fixed_rate}");
+    assert!(jerky_rate < 5.0, "X updates/s with the emulator at −20: {jerky_rate}");
+    assert!(jerky_wait > 350.0, "X waits a −20 slice (400 ms): {jerky_wait}");
 }
 
 /// seed 002 §5.2.3: under Linux 2.2 a job of short processes loses CPU to a CPU-bound
@@ -163,14 +139,7 @@ fn fork_penalty() {
 fn starved_periodic() {
     let s = builtin("starved-periodic").unwrap();
     let res = s.run(1);
-    let worst = |l: &str| {
-        get(&res, l).tasks[0]
-            .lateness
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-    };
+    let worst = |l: &str| get(&res, l).tasks[0].lateness.iter().copied().max().unwrap_or(0);
     assert!(worst("cfs / 2 hogs") > 0);
     assert!(worst("eevdf / 2 hogs") > 0);
     assert_eq!(worst("cfs / SCHED_FIFO 50"), 0);
@@ -183,9 +152,7 @@ fn starved_periodic() {
 fn every_scenario_under_every_scheduler() {
     for (name, _) in allot_sim::scenario::builtin_names() {
         for (sched, _) in allot_sim::sched::NAMES {
-            let mut s = builtin(&name)
-                .unwrap()
-                .with_scheduler(&allot_sim::SchedSpec::named(sched));
+            let mut s = builtin(&name).unwrap().with_scheduler(&allot_sim::SchedSpec::named(sched));
             for r in &mut s.runs {
                 r.workload.duration = r.workload.duration.min(3 * SEC);
             }

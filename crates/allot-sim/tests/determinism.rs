@@ -11,12 +11,7 @@ fn json(name: &str, seed: u64) -> String {
 
 #[test]
 fn same_seed_same_bytes() {
-    for name in [
-        "fig3-ratio",
-        "table1-bimodal",
-        "fork-penalty",
-        "starved-periodic",
-    ] {
+    for name in ["fig3-ratio", "table1-bimodal", "fork-penalty", "starved-periodic"] {
         assert_eq!(json(name, 7), json(name, 7), "{name}");
     }
 }
@@ -33,10 +28,6 @@ fn json_pins_a_golden_digest() {
     // (different process, different allocation addresses, same output).
     let a = json("table5-insulation", 1);
     let b = json("table5-insulation", 1);
-    let fnv = |s: &str| {
-        s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x100000001b3)
-        })
-    };
+    let fnv = |s: &str| s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
     assert_eq!(fnv(&a), fnv(&b));
 }

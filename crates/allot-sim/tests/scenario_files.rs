@@ -4,12 +4,7 @@ use allot_sim::scenario_file::{parse, FileError};
 
 fn err(src: &str) -> (usize, String, String) {
     match parse("bad.toml", src) {
-        Err(FileError::Bad {
-            path,
-            line,
-            field,
-            msg,
-        }) => {
+        Err(FileError::Bad { path, line, field, msg }) => {
             assert_eq!(path, "bad.toml");
             (line, field, msg)
         }
@@ -73,11 +68,7 @@ fn a_good_file_runs() {
     // alice (funding 200) outweighs "user" (100): a gets more than anyone else.
     let lot = &res[0].1;
     let a = lot.tasks.iter().find(|t| t.name == "a").unwrap().cpu;
-    assert!(lot
-        .tasks
-        .iter()
-        .filter(|t| t.name != "a")
-        .all(|t| t.cpu < a));
+    assert!(lot.tasks.iter().filter(|t| t.name != "a").all(|t| t.cpu < a));
 }
 
 #[test]
@@ -90,23 +81,18 @@ fn wrong_type_names_line_and_field() {
 
 #[test]
 fn unknown_field_is_named() {
-    let (line, field, _) = err(
-        "duration = \"5s\"\n[[task]]\nname = \"a\"\ntickts = 5\nbehaviour = { kind = \"cpu\" }\n",
-    );
+    let (line, field, _) = err("duration = \"5s\"\n[[task]]\nname = \"a\"\ntickts = 5\nbehaviour = { kind = \"cpu\" }\n");
     assert_eq!(line, 4);
     assert_eq!(field, "tickts");
 }
 
 #[test]
 fn bad_values_say_what_is_allowed() {
-    let (line, field, msg) = err(
-        "duration = \"5s\"\n[[task]]\nname = \"a\"\ntickets = 0\nbehaviour = { kind = \"cpu\" }\n",
-    );
+    let (line, field, msg) = err("duration = \"5s\"\n[[task]]\nname = \"a\"\ntickets = 0\nbehaviour = { kind = \"cpu\" }\n");
     assert_eq!((line, field.as_str()), (4, "task.tickets"));
     assert!(msg.contains("1..10000") && msg.contains("got 0"), "{msg}");
 
-    let (line, field, msg) =
-        err("duration = \"5 parsecs\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"cpu\" }\n");
+    let (line, field, msg) = err("duration = \"5 parsecs\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"cpu\" }\n");
     assert_eq!((line, field.as_str()), (1, "duration"));
     assert!(msg.contains("unknown unit"), "{msg}");
 
@@ -114,18 +100,16 @@ fn bad_values_say_what_is_allowed() {
     assert_eq!((line, field.as_str()), (2, "schedulers"));
     assert!(msg.contains("valid schedulers: lottery, stride"), "{msg}");
 
-    let (line, field, msg) = err(
-        "duration = \"5s\"\n[[task]]\nname = \"a\"\ncap = \"0!\"\nbehaviour = { kind = \"cpu\" }\n",
-    );
+    let (line, field, msg) = err("duration = \"5s\"\n[[task]]\nname = \"a\"\ncap = \"0!\"\nbehaviour = { kind = \"cpu\" }\n");
     assert_eq!((line, field.as_str()), (4, "task.cap"));
     assert!(msg.contains("hard cap of 0"), "{msg}");
 
-    let (line, field, msg) = err("duration = \"5s\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"client\", work = \"1ms\", server = \"nobody\", request = \"1ms\" }\n");
+    let (line, field, msg) =
+        err("duration = \"5s\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"client\", work = \"1ms\", server = \"nobody\", request = \"1ms\" }\n");
     assert_eq!((line, field.as_str()), (4, "behaviour.server"));
     assert!(msg.contains("nobody"), "{msg}");
 
-    let (line, field, msg) =
-        err("duration = \"5s\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"periodc\" }\n");
+    let (line, field, msg) = err("duration = \"5s\"\n[[task]]\nname = \"a\"\nbehaviour = { kind = \"periodc\" }\n");
     assert_eq!((line, field.as_str()), (4, "kind"));
     assert!(msg.contains("kinds: cpu, periodic"), "{msg}");
 }
@@ -137,9 +121,6 @@ fn load_names_the_file() {
     let p = dir.join("bad.toml");
     std::fs::write(&p, "duration = 5\n").unwrap();
     let e = allot_sim::scenario_file::load(&p).unwrap_err().to_string();
-    assert!(
-        e.starts_with(&format!("{}:1: field `duration`", p.display())),
-        "{e}"
-    );
+    assert!(e.starts_with(&format!("{}:1: field `duration`", p.display())), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

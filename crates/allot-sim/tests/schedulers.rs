@@ -28,12 +28,7 @@ fn nested_currencies_lottery_and_stride() {
         .task(cpu("carol.1", "carol"));
     for (s, tol) in [("lottery", 0.015), ("stride", 0.002)] {
         let r = Sim::new(&w, &SchedSpec::named(s), 5).run();
-        for (name, want) in [
-            ("alice.1", 0.125),
-            ("bob.1", 0.1875),
-            ("bob.2", 0.1875),
-            ("carol.1", 0.5),
-        ] {
+        for (name, want) in [("alice.1", 0.125), ("bob.1", 0.1875), ("bob.2", 0.1875), ("carol.1", 0.5)] {
             let v = share(&r, name, 0, 100 * SEC);
             assert!((v - want).abs() <= tol, "{s} {name}: {v} vs {want}");
         }
@@ -44,16 +39,11 @@ fn nested_currencies_lottery_and_stride() {
 /// sleep, alice gets everything, and tasks joining later are placed fairly.
 #[test]
 fn inactive_currency_leaves_the_lottery() {
-    let w = Workload::new(1, 20 * SEC)
-        .quantum(10 * MS)
-        .currency("alice", 100)
-        .currency("bob", 900)
-        .task(cpu("alice.1", "alice"))
-        .task({
-            let mut t = cpu("bob.1", "bob");
-            t.start = 10 * SEC;
-            t
-        });
+    let w = Workload::new(1, 20 * SEC).quantum(10 * MS).currency("alice", 100).currency("bob", 900).task(cpu("alice.1", "alice")).task({
+        let mut t = cpu("bob.1", "bob");
+        t.start = 10 * SEC;
+        t
+    });
     // Lottery: 1000 draws, sd of a 0.9 share ~1 point: ±3 points. Stride: exact.
     // Hybrid: its windowed boost lifts whoever is below its deserved share over the
     // last 10 s, so the newcomer overshoots a little: ±5 points.
@@ -70,23 +60,15 @@ fn inactive_currency_leaves_the_lottery() {
 /// at the end).
 #[test]
 fn linux22_slices_and_nice() {
-    let w = Workload::new(1, 21 * SEC)
-        .task(cpu("a", "u"))
-        .task(cpu("b", "u"));
+    let w = Workload::new(1, 21 * SEC).task(cpu("a", "u")).task(cpu("b", "u"));
     let r = Sim::new(&w, &SchedSpec::named("linux22"), 1).run();
     let a = r.tasks.iter().find(|t| t.name == "a").unwrap();
     // Two equal hogs alternate 210 ms slices: 50 each in 21 s (51 counting the
     // dispatch at the final instant).
-    assert!(
-        (50..=51).contains(&a.dispatches),
-        "dispatches of a: {}",
-        a.dispatches
-    );
+    assert!((50..=51).contains(&a.dispatches), "dispatches of a: {}", a.dispatches);
     let slice = a.cpu as f64 / 50.0 / 1e6;
     assert!((slice - 210.0).abs() < 0.5, "slice {slice} ms");
-    let w = Workload::new(1, 60 * SEC)
-        .task(cpu("a", "u").nice(-20))
-        .task(cpu("b", "u"));
+    let w = Workload::new(1, 60 * SEC).task(cpu("a", "u").nice(-20)).task(cpu("b", "u"));
     let r = Sim::new(&w, &SchedSpec::named("linux22"), 1).run();
     let v = share(&r, "a", 0, 60 * SEC);
     assert!((v - 41.0 / 62.0).abs() < 0.01, "nice −20 share {v}");
@@ -95,9 +77,7 @@ fn linux22_slices_and_nice() {
 /// CFS and EEVDF divide by load weight: nice 0 (1024) vs nice 5 (335) → 75.3%.
 #[test]
 fn cfs_and_eevdf_weights() {
-    let w = Workload::new(1, 30 * SEC)
-        .task(cpu("a", "u"))
-        .task(cpu("b", "u").nice(5));
+    let w = Workload::new(1, 30 * SEC).task(cpu("a", "u")).task(cpu("b", "u").nice(5));
     for s in ["cfs", "eevdf"] {
         let r = Sim::new(&w, &SchedSpec::named(s), 1).run();
         let v = share(&r, "a", 0, 30 * SEC);
@@ -109,9 +89,7 @@ fn cfs_and_eevdf_weights() {
 /// once the usage estimates have converged (after 4 half-lives).
 #[test]
 fn ebs_shares() {
-    let w = Workload::new(1, 60 * SEC)
-        .task(cpu("a", "u"))
-        .task(cpu("b", "u").nice(5));
+    let w = Workload::new(1, 60 * SEC).task(cpu("a", "u")).task(cpu("b", "u").nice(5));
     let r = Sim::new(&w, &SchedSpec::named("ebs"), 1).run();
     let v = share(&r, "a", 20 * SEC, 60 * SEC);
     assert!((v - 20.0 / 35.0).abs() < 0.03, "{v}");
@@ -123,40 +101,17 @@ fn ebs_shares() {
 #[test]
 fn hybrid_kernel_priorities() {
     let mut w = Workload::new(1, 20 * SEC)
-        .task(TaskSpec::new(
-            "io",
-            "u",
-            Behaviour::Kernel {
-                work: MS,
-                resource: "biowait".into(),
-                block: 10 * MS,
-            },
-        ))
+        .task(TaskSpec::new("io", "u", Behaviour::Kernel { work: MS, resource: "biowait".into(), block: 10 * MS }))
         .task(cpu("hog.1", "u"))
         .task(cpu("hog.2", "u"));
-    w.resources.push(allot_sim::workload::ResourceSpec {
-        name: "biowait".into(),
-        priority: 16,
-    });
+    w.resources.push(allot_sim::workload::ResourceSpec { name: "biowait".into(), priority: 16 });
     let on = Sim::new(&w, &SchedSpec::named("hybrid").with("boost", "off"), 1).run();
-    let off = Sim::new(
-        &w,
-        &SchedSpec::named("hybrid")
-            .with("boost", "off")
-            .with("kernel", "off"),
-        1,
-    )
-    .run();
+    let off = Sim::new(&w, &SchedSpec::named("hybrid").with("boost", "off").with("kernel", "off"), 1).run();
     // Latency after waking from the kernel (requeues after the forced user-level
     // preemption of §3.1 are lottery decisions and excluded here).
     let wake_lat = |r: &allot_sim::RunResult| {
         let t = r.tasks.iter().find(|t| t.name == "io").unwrap();
-        let v: Vec<f64> = t
-            .latencies
-            .iter()
-            .filter(|l| l.wake)
-            .map(|l| l.lat as f64 / 1e6)
-            .collect();
+        let v: Vec<f64> = t.latencies.iter().filter(|l| l.wake).map(|l| l.lat as f64 / 1e6).collect();
         v.iter().sum::<f64>() / v.len() as f64
     };
     let (l_on, l_off) = (wake_lat(&on), wake_lat(&off));
@@ -198,17 +153,7 @@ fn hybrid_nice_emulation() {
         let r = Sim::new(&w, &SchedSpec::named("hybrid").with("boost", "off"), 1).run();
         let v = share(&r, "a", 0, 60 * SEC);
         assert!((v - want).abs() < 0.02, "nice {nice}: {v} vs {want}");
-        let off = Sim::new(
-            &w,
-            &SchedSpec::named("hybrid")
-                .with("boost", "off")
-                .with("nice", "off"),
-            1,
-        )
-        .run();
-        assert!(
-            (share(&off, "a", 0, 60 * SEC) - 0.5).abs() < 0.03,
-            "without emulation, currencies insulate"
-        );
+        let off = Sim::new(&w, &SchedSpec::named("hybrid").with("boost", "off").with("nice", "off"), 1).run();
+        assert!((share(&off, "a", 0, 60 * SEC) - 0.5).abs() < 0.03, "without emulation, currencies insulate");
     }
 }

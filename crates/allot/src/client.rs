@@ -8,9 +8,8 @@ use std::path::Path;
 
 /// Sends one request and returns the reply's data, or the daemon's refusal as an error.
 pub fn call(socket: &Path, req: &Request) -> anyhow::Result<serde_json::Value> {
-    let mut s = UnixStream::connect(socket).with_context(|| {
-        format!("cannot reach the allot daemon at {} (is it running? start it with: sudo allot daemon)", socket.display())
-    })?;
+    let mut s = UnixStream::connect(socket)
+        .with_context(|| format!("cannot reach the allot daemon at {} (is it running? start it with: sudo allot daemon)", socket.display()))?;
     let mut line = serde_json::to_vec(req)?;
     line.push(b'\n');
     s.write_all(&line).context("send request to the allot daemon")?;

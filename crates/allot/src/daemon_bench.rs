@@ -41,7 +41,6 @@ struct Row {
     peak_rss_mb: f64,
 }
 
-
 fn cpu_s(pid: u32) -> anyhow::Result<f64> {
     let s = allot_linux::procfs::stat(pid as i32)?;
     Ok((s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64)
@@ -117,13 +116,24 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     let last = rows.last().unwrap();
     let pass = last.cpu_percent < 1.0 && last.rss_mb < 30.0;
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"rows": rows, "placed_all_in_s": placed_in, "window_s": args.window, "goal": {"cpu_percent_below": 1.0, "rss_mb_below": 30.0}, "pass": pass}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"rows": rows, "placed_all_in_s": placed_in, "window_s": args.window, "goal": {"cpu_percent_below": 1.0, "rss_mb_below": 30.0}, "pass": pass})
+            )?
+        );
     } else {
         println!("{:<40} {:>6} {:>10} {:>8} {:>9}", "SCENARIO", "JOBS", "CPU %", "RSS MB", "PEAK MB");
         for r in &rows {
             println!("{:<40} {:>6} {:>10.3} {:>8.1} {:>9.1}", r.scenario, r.jobs, r.cpu_percent, r.rss_mb, r.peak_rss_mb);
         }
-        println!("all {} processes placed {:.1} s after they started; window {} s; goal: < 1% of one CPU, < 30 MB RSS: {}", args.processes, placed_in, args.window, if pass { "met" } else { "MISSED" });
+        println!(
+            "all {} processes placed {:.1} s after they started; window {} s; goal: < 1% of one CPU, < 30 MB RSS: {}",
+            args.processes,
+            placed_in,
+            args.window,
+            if pass { "met" } else { "MISSED" }
+        );
     }
     Ok(if args.check && !pass { 1 } else { 0 })
 }

@@ -135,7 +135,6 @@ enum Command {
     Workload(allot_measure::workload::WorkloadArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
-
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,11 +150,7 @@ enum BenchCmd {
 /// Checks tickets or funding here too, so a bad value is named even when the daemon is
 /// not running (the daemon checks again: it trusts no client).
 fn num(what: &str, s: &str) -> anyhow::Result<i64> {
-    let v = if what == "funding" {
-        s.parse::<allot_model::Funding>().map(|f| f.get())
-    } else {
-        s.parse::<allot_model::Tickets>().map(|t| t.get())
-    };
+    let v = if what == "funding" { s.parse::<allot_model::Funding>().map(|f| f.get()) } else { s.parse::<allot_model::Tickets>().map(|t| t.get()) };
     v.map(i64::from).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
@@ -216,9 +211,15 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
             cap_arg(&cap)?;
-            let bg = if background { Some(true) } else if foreground { Some(false) } else { None };
+            let bg = if background {
+                Some(true)
+            } else if foreground {
+                Some(false)
+            } else {
+                None
+            };
             let data = client::call(&sock, &Request::Set { pids, tickets, cap, background: bg })?;
-            output::print(json, &data, |d| output::changed(d))
+            output::print(json, &data, output::changed)
         }
         Command::Show { user } => {
             let data = client::call(&sock, &Request::Show { user })?;
@@ -232,7 +233,9 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => {
             let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
             let data = client::call(&sock, &Request::Focus { pid, on: !off })?;
-            output::print(json, &data, |d| format!("job {}: focus {}\n", s_of(&d["job"]), if d["focus"].as_bool() == Some(true) { "on" } else { "off" }))
+            output::print(json, &data, |d| {
+                format!("job {}: focus {}\n", s_of(&d["job"]), if d["focus"].as_bool() == Some(true) { "on" } else { "off" })
+            })
         }
         Command::Move { pid, currency } => {
             let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;

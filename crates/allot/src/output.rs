@@ -78,7 +78,8 @@ pub fn show(d: &Value) -> String {
     let mut out = table(&["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"], rows, true);
     out.push('\n');
     out.push_str(&currencies(&d["currencies"]));
-    let _ = writeln!(out, "\nENTITLED and USAGE in CPUs (the machine has {}); entitlement counts active jobs and the CPUs they may use.", s(&d["ncpu"]));
+    let _ =
+        writeln!(out, "\nENTITLED and USAGE in CPUs (the machine has {}); entitlement counts active jobs and the CPUs they may use.", s(&d["ncpu"]));
     let _ = writeln!(out, "STATE: bg background, boost boosted, focus focused, held soft cap held, nice:N niced.");
     out
 }
@@ -114,7 +115,9 @@ fn currencies(c: &Value) -> String {
         .as_array()
         .unwrap_or(&empty)
         .iter()
-        .map(|c| vec![s(&c["name"]), s(&c["kind"]), s(&c["funding"]), s(&c["jobs"]), s(&c["active"]), format!("{:.2}", c["usage"].as_f64().unwrap_or(0.0))])
+        .map(|c| {
+            vec![s(&c["name"]), s(&c["kind"]), s(&c["funding"]), s(&c["jobs"]), s(&c["active"]), format!("{:.2}", c["usage"].as_f64().unwrap_or(0.0))]
+        })
         .collect();
     table(&["CURRENCY", "KIND", "FUNDING", "JOBS", "ACTIVE", "USAGE"], rows, true)
 }

@@ -11,7 +11,7 @@ use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -60,7 +60,6 @@ struct Outcome {
     values: serde_json::Value,
 }
 
-
 fn exe_s(exe: &Path) -> String {
     exe.display().to_string()
 }
@@ -93,7 +92,13 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
         }
-        .unwrap_or_else(|e| Outcome { scenario: s, passed: false, summary: format!("could not run: {e:#}"), table: None, values: serde_json::Value::Null });
+        .unwrap_or_else(|e| Outcome {
+            scenario: s,
+            passed: false,
+            summary: format!("could not run: {e:#}"),
+            table: None,
+            values: serde_json::Value::Null,
+        });
         if !json {
             println!("{} {:?} ({:.0} s): {}", if o.passed { "PASS" } else { "MISS" }, o.scenario, t0.elapsed().as_secs_f64(), o.summary);
             if let Some(t) = &o.table {
@@ -147,7 +152,7 @@ fn probe_under(exe: &Path, config: &str, secs: f64) -> anyhow::Result<(serde_jso
     Ok((serde_json::from_slice(&o.stdout)?, hogs))
 }
 
-fn boostmodes(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn boostmodes(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 4.0 } else { 10.0 };
     let base = "[users]\nauto_place = false\n[policy]\n";
     let modes = [
@@ -178,13 +183,19 @@ fn boostmodes(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         scenario: Scenario::Boostmodes,
         passed,
-        summary: format!("p99 without boost {:.0} µs, slice only {:.0}, weight only {:.0}, both {:.0} (the default must be the best, within 20% + 50 µs)", p99(0), p99(1), p99(2), p99(3)),
+        summary: format!(
+            "p99 without boost {:.0} µs, slice only {:.0}, weight only {:.0}, both {:.0} (the default must be the best, within 20% + 50 µs)",
+            p99(0),
+            p99(1),
+            p99(2),
+            p99(3)
+        ),
         table: Some(table.trim_end().into()),
         values: serde_json::json!({"modes": rows}),
     })
 }
 
-fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn latency(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 4.0 } else { 10.0 };
     let n = allot_linux::ncpu();
     let d = PrivateDaemon::start(exe, CONFIG)?;
@@ -210,7 +221,7 @@ fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     std::thread::sleep(Duration::from_millis(500));
     let c0: f64 = kids.0.iter().map(|k| cpu_s_of(k.id())).sum();
     let t0 = Instant::now();
-    let o = Command::new(&pargs[0]).args(&pargs[1..]).output()?;
+    let o = Command::new(pargs[0]).args(&pargs[1..]).output()?;
     let plain_hogs = (kids.0.iter().map(|k| cpu_s_of(k.id())).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
     drop(kids);
     let plain: serde_json::Value = serde_json::from_slice(&o.stdout).context("plain probe report")?;
@@ -223,7 +234,14 @@ fn latency(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     let passed = if quick { pa < pp && kept >= 0.8 } else { pa <= 1.5 * pi + 100.0 && pa <= pp / 5.0 && kept >= 0.95 };
     let row = |name: &str, r: &serde_json::Value| {
         let l = &r["lateness_us"];
-        format!("{:<34} {:>9.0} {:>9.0} {:>9.0} {:>7}", name, l["p50"].as_f64().unwrap_or(0.0), l["p99"].as_f64().unwrap_or(0.0), l["max"].as_f64().unwrap_or(0.0), r["kernel"]["involuntary_switches"].as_u64().map(|v| v.to_string()).unwrap_or_default())
+        format!(
+            "{:<34} {:>9.0} {:>9.0} {:>9.0} {:>7}",
+            name,
+            l["p50"].as_f64().unwrap_or(0.0),
+            l["p99"].as_f64().unwrap_or(0.0),
+            l["max"].as_f64().unwrap_or(0.0),
+            r["kernel"]["involuntary_switches"].as_u64().map(|v| v.to_string()).unwrap_or_default()
+        )
     };
     let table = format!(
         "{:<34} {:>9} {:>9} {:>9} {:>7}\n{}\n{}\n{}",
@@ -274,10 +292,13 @@ fn watch_boost(d: &PrivateDaemon, pid: u32, t0: Instant, until: Duration) -> Vec
 
 /// First time at or after `from` when the state is `want` and stays so for 1 s.
 fn settled(trace: &[(f64, bool)], from: f64, want: bool) -> Option<f64> {
-    trace.iter().position(|&(t, b)| t >= from && b == want && trace.iter().filter(|&&(u, _)| u >= t && u < t + 1.0).all(|&(_, c)| c == want)).map(|i| trace[i].0 - from)
+    trace
+        .iter()
+        .position(|&(t, b)| t >= from && b == want && trace.iter().filter(|&&(u, _)| u >= t && u < t + 1.0).all(|&(_, c)| c == want))
+        .map(|i| trace[i].0 - from)
 }
 
-fn agility(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn agility(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let (c1, inter, c2) = if quick { (4.0, 6.0, 4.0) } else { (15.0, 20.0, 15.0) };
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let e = exe_s(exe);
@@ -314,7 +335,11 @@ fn agility(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         scenario: Scenario::Agility,
         passed,
-        summary: format!("boosted {} after turning interactive, de-boosted {} after turning CPU-bound (want <= {lim} s each; seed 001 took about 7 s)", f(on), f(off)),
+        summary: format!(
+            "boosted {} after turning interactive, de-boosted {} after turning CPU-bound (want <= {lim} s each; seed 001 took about 7 s)",
+            f(on),
+            f(off)
+        ),
         table: Some(table.trim_end().into()),
         values: serde_json::json!({"boost_on_s": on, "boost_off_s": off, "trace": trace, "bimodal": rep}),
     })
@@ -329,7 +354,7 @@ fn job_rate(d: &PrivateDaemon, rel: &str, secs: f64) -> anyhow::Result<f64> {
     Ok((cg.usage_ns(rel)?.saturating_sub(a)) as f64 / 1e9 / t0.elapsed().as_secs_f64())
 }
 
-fn softcap(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn softcap(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 3.0 } else { 8.0 };
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let e = exe_s(exe);
@@ -360,7 +385,7 @@ fn softcap(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     })
 }
 
-fn nice(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn nice(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 3.0 } else { 8.0 };
     let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
     let d = PrivateDaemon::start(exe, "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n")?;
@@ -401,7 +426,7 @@ fn nice(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     })
 }
 
-fn fork(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn fork(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let count = if quick { 500 } else { 2000 };
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let e = exe_s(exe);
@@ -436,13 +461,16 @@ fn fork(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         scenario: Scenario::Fork,
         passed,
-        summary: format!("{count} short processes in sequence against a hog with equal tickets on one CPU: {:.1}% of the CPU over {wall:.1} s (want >= 45)", share * 100.0),
+        summary: format!(
+            "{count} short processes in sequence against a hog with equal tickets on one CPU: {:.1}% of the CPU over {wall:.1} s (want >= 45)",
+            share * 100.0
+        ),
         table: None,
         values: serde_json::json!({"share": share, "wall_s": wall, "processes": count}),
     })
 }
 
-fn gaming(exe: &PathBuf, quick: bool) -> anyhow::Result<Outcome> {
+fn gaming(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let (sleep, burn) = if quick { (4.0, 5.0) } else { (10.0, 10.0) };
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let e = exe_s(exe);

@@ -10,7 +10,7 @@ use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,7 +84,6 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
 
 const CONFIG: &str = "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n";
 
-
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
     // from now on inherit), then every thread that already exists.
@@ -138,7 +137,7 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(|s| s.as_str()).collect()
 }
 
-fn ratio(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
     let h = hog(exe);
@@ -161,13 +160,20 @@ fn ratio(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
         passed: worst <= 0.05 && total > 0.2 * window,
         detail: format!(
             "shares {:.3} {:.3} {:.3} of {:.2} CPU-s (ideal {:.3} {:.3} {:.3}); worst relative error {:.1}% (allowed 5%)",
-            shares[0], shares[1], shares[2], total, ideal[0], ideal[1], ideal[2], worst * 100.0
+            shares[0],
+            shares[1],
+            shares[2],
+            total,
+            ideal[0],
+            ideal[1],
+            ideal[2],
+            worst * 100.0
         ),
         values: serde_json::json!({"shares": shares, "ideal": ideal, "cpu_s": total, "worst_rel_err": worst}),
     })
 }
 
-fn insulation(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
     let d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
@@ -213,7 +219,7 @@ fn insulation(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
     })
 }
 
-fn cap(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
     let pid = d.run_job(&["--cap", "0.25!"], &strs(&hog(exe)), None)?;
@@ -226,13 +232,13 @@ fn cap(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
     Ok(Outcome {
         check: Check::Cap,
         // It must be held under the cap, and still run (a stopped job would pass trivially).
-        passed: rate <= 0.27 && rate >= 0.15,
+        passed: (0.15..=0.27).contains(&rate),
         detail: format!("--cap 0.25! used {rate:.3} CPU alone on CPU {cpu} (allowed <= 0.27, and >= 0.15 to show it runs)"),
         values: serde_json::json!({"usage_cpus": rate}),
     })
 }
 
-fn background(exe: &PathBuf, window: f64) -> anyhow::Result<Outcome> {
+fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
     let n = allot_linux::ncpu();

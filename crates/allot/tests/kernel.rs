@@ -83,7 +83,8 @@ fn selftest_ratio_insulation_cap_background() {
     assert!(text.contains("4 passed, 0 failed"), "{text}");
 }
 
-const CONFIG: &str = "tick_ms = 200\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n[currencies.ci]\nfunding = 200\nusers = [\"allot-ta\"]\n";
+const CONFIG: &str =
+    "tick_ms = 200\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n[currencies.ci]\nfunding = 200\nusers = [\"allot-ta\"]\n";
 
 #[test]
 fn permissions_and_bad_input_change_nothing() {

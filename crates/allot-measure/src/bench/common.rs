@@ -145,7 +145,11 @@ impl Allot {
             let cl = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let st = allot_linux::procfs::stat(pid as i32).map(|s| s.state).unwrap_or('X');
             if st == 'Z' || st == 'X' {
-                bail!("allot run {run_args:?} -- {} exited before its command started: {}", args.join(" "), d.log().lines().rev().take(5).collect::<Vec<_>>().join(" | "));
+                bail!(
+                    "allot run {run_args:?} -- {} exited before its command started: {}",
+                    args.join(" "),
+                    d.log().lines().rev().take(5).collect::<Vec<_>>().join(" | ")
+                );
             }
             if !cl.is_empty() && !String::from_utf8_lossy(&cl).contains("--socket") {
                 break;

@@ -120,7 +120,11 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     // Tables and factors.
     let mut text = format!(
         "allot bench latency (seed 003): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
-        a.interval, per_round * rounds as u64, rounds, nhogs, ncpu
+        a.interval,
+        per_round * rounds as u64,
+        rounds,
+        nhogs,
+        ncpu
     );
     let mut json_rows = vec![];
     let mut groups = vec![];
@@ -154,8 +158,17 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             }));
             groups.push((format!("{} ({:?})", v.label(), m).to_lowercase(), vec![g("p50"), g("p99"), g("max")]));
         }
-        text += &format!("\nprobe mode: {}\n", match mode { Mode::Busy => "busy-wait (seed 003's jitter.py)", Mode::Sleep => "sleep (clock_nanosleep)" });
-        let hdr: Vec<String> = ["variant", "p50", "p99", "max", "factor(max)", "factor(p99)", "run_delay", "worst wait/cycle", "invol."].iter().map(|s| s.to_string()).collect();
+        text += &format!(
+            "\nprobe mode: {}\n",
+            match mode {
+                Mode::Busy => "busy-wait (seed 003's jitter.py)",
+                Mode::Sleep => "sleep (clock_nanosleep)",
+            }
+        );
+        let hdr: Vec<String> = ["variant", "p50", "p99", "max", "factor(max)", "factor(p99)", "run_delay", "worst wait/cycle", "invol."]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         text += &table(&hdr, &rows);
         // --check: the shape seed 003 teaches. Contention shows at p99; FIFO removes it.
         let p99 = |v: Variant| results.iter().find(|(m, vv, _)| *m == mode && *vv == v).and_then(|x| x.2["lateness_us"]["p99"].as_f64());
@@ -197,7 +210,16 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn one(a: &LatencyArgs, exe: &std::path::Path, scratch: &Scratch, allot: &mut Allot, v: Variant, mode: Mode, count: u64, nhogs: usize) -> anyhow::Result<serde_json::Value> {
+fn one(
+    a: &LatencyArgs,
+    exe: &std::path::Path,
+    scratch: &Scratch,
+    allot: &mut Allot,
+    v: Variant,
+    mode: Mode,
+    count: u64,
+    nhogs: usize,
+) -> anyhow::Result<serde_json::Value> {
     let out = scratch.file(&format!("probe-{v:?}-{mode:?}.json"));
     let _ = std::fs::remove_file(&out);
     let mut kids = Kids::default();
@@ -223,10 +245,22 @@ fn one(a: &LatencyArgs, exe: &std::path::Path, scratch: &Scratch, allot: &mut Al
         }
     }
     std::thread::sleep(Duration::from_millis(if v.needs_allot() { 500 } else { 300 }));
-    let mut probe: Vec<String> = ["probe", "--json", "--count", &count.to_string(), "--interval", &a.interval.to_string(), "--mode", match mode { Mode::Busy => "busy", Mode::Sleep => "sleep" }]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut probe: Vec<String> = [
+        "probe",
+        "--json",
+        "--count",
+        &count.to_string(),
+        "--interval",
+        &a.interval.to_string(),
+        "--mode",
+        match mode {
+            Mode::Busy => "busy",
+            Mode::Sleep => "sleep",
+        },
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     probe.extend(["--output".into(), out.display().to_string()]);
     let policy = match v {
         Variant::Nice => "nice:-20",

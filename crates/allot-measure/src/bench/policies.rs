@@ -125,10 +125,27 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
     let mut p = Plan {
         cell: a.cell,
         max_k: a.max_k,
-        workers: if a.workers.is_empty() { if ncpu > 1 { vec![1, ncpu] } else { vec![1] } } else { a.workers.clone() },
+        workers: if a.workers.is_empty() {
+            if ncpu > 1 {
+                vec![1, ncpu]
+            } else {
+                vec![1]
+            }
+        } else {
+            a.workers.clone()
+        },
         loopers: a.loopers.clone(),
         policies: if a.policies.is_empty() {
-            vec![BgPolicy::Default, BgPolicy::Batch, BgPolicy::Nice10, BgPolicy::Nice19, BgPolicy::Nice19Batch, BgPolicy::Idle, BgPolicy::AllotBackground, BgPolicy::AllotTickets]
+            vec![
+                BgPolicy::Default,
+                BgPolicy::Batch,
+                BgPolicy::Nice10,
+                BgPolicy::Nice19,
+                BgPolicy::Nice19Batch,
+                BgPolicy::Idle,
+                BgPolicy::AllotBackground,
+                BgPolicy::AllotTickets,
+            ]
         } else {
             a.policies.clone()
         },
@@ -254,7 +271,13 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
                 .iter()
                 .map(|r| Series {
                     label: r["label"].as_str().unwrap_or("").replace("nice 0 vs ", ""),
-                    points: r["relative_pct"].as_array().unwrap().iter().enumerate().map(|(k, y)| (k as f64, y.as_f64().unwrap_or(f64::NAN))).collect(),
+                    points: r["relative_pct"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .enumerate()
+                        .map(|(k, y)| (k as f64, y.as_f64().unwrap_or(f64::NAN)))
+                        .collect(),
                     dashed: r["label"].as_str().unwrap_or("").starts_with("allot"),
                     color: None,
                 })
@@ -274,7 +297,14 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
         if t["looper"] != "cpu" {
             continue;
         }
-        let last = |pol: &str| t["rows"].as_array().unwrap().iter().find(|r| r["policy"] == pol).and_then(|r| r["relative_pct"].as_array().unwrap().last().and_then(|x| x.as_f64()));
+        let last = |pol: &str| {
+            t["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["policy"] == pol)
+                .and_then(|r| r["relative_pct"].as_array().unwrap().last().and_then(|x| x.as_f64()))
+        };
         let w = &t["workers"];
         if let Some(v) = last("idle") {
             checks.push((format!("{w} worker(s), cpu loopers: sched idle keeps >= 75% at K = {} ({v:.1}%)", p.max_k), v >= 75.0));
@@ -340,11 +370,17 @@ fn measure_cell(
         Some(cmd) => {
             let t0 = Instant::now();
             let st = if fg_in_job {
-                let pid = allot.job(fg_run, std::path::Path::new(&cmd[0]), &cmd[1..].to_vec(), None, None)?;
+                let pid = allot.job(fg_run, std::path::Path::new(&cmd[0]), &cmd[1..], None, None)?;
                 common::wait_gone(pid, Duration::from_secs(3600));
                 true
             } else {
-                std::process::Command::new(&cmd[0]).args(&cmd[1..]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).status().with_context(|| format!("run {}", cmd[0]))?.success()
+                std::process::Command::new(&cmd[0])
+                    .args(&cmd[1..])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .with_context(|| format!("run {}", cmd[0]))?
+                    .success()
             };
             if !st {
                 bail!("foreground command {} failed", cmd.join(" "));
@@ -355,12 +391,17 @@ fn measure_cell(
             static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let out = scratch.file(&format!("fg-{}.json", SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
             let _ = std::fs::remove_file(&out);
-            let args: Vec<String> = ["workload", "cpu", "--threads", &workers.to_string(), "--duration", &p.cell.to_string(), "--output", &out.display().to_string()].iter().map(|s| s.to_string()).collect();
+            let args: Vec<String> =
+                ["workload", "cpu", "--threads", &workers.to_string(), "--duration", &p.cell.to_string(), "--output", &out.display().to_string()]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
             if fg_in_job {
                 let pid = allot.job(fg_run, exe, &args, None, None)?;
                 common::wait_gone(pid, Duration::from_secs_f64(p.cell * 4.0 + 30.0));
             } else {
-                let st = std::process::Command::new(exe).args(&args).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).status()?;
+                let st =
+                    std::process::Command::new(exe).args(&args).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).status()?;
                 if !st.success() {
                     bail!("foreground workload failed: {st}");
                 }

@@ -68,7 +68,12 @@ fn panel(title: &str, labels: &[String], tr: &Trace, ideal: Option<&[f64]>) -> P
         // used in total.
         let (tend, total) = (tr.last().unwrap().0, tr.last().unwrap().1.iter().sum::<f64>());
         for (i, s) in ideal.iter().enumerate() {
-            series.push(Series { label: format!("ideal {:.0}%", s * 100.0), points: vec![(0.0, 0.0), (tend, total * s)], dashed: true, color: Some(i) });
+            series.push(Series {
+                label: format!("ideal {:.0}%", s * 100.0),
+                points: vec![(0.0, 0.0), (tend, total * s)],
+                dashed: true,
+                color: Some(i),
+            });
         }
     }
     Panel { title: title.into(), x_label: "seconds".into(), y_label: "CPU seconds (progress)".into(), series, y_from_zero: true, y_log: false }
@@ -134,7 +139,11 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         prog.step();
     }
     // Fig 4 / Tables 4–5: user A (1 process) vs user B (5 processes).
-    let users = if unsafe { libc::geteuid() } == 0 { Some((crate::harness::ensure_user("allot-ta")?, crate::harness::ensure_user("allot-tb")?)) } else { None };
+    let users = if unsafe { libc::geteuid() } == 0 {
+        Some((crate::harness::ensure_user("allot-ta")?, crate::harness::ensure_user("allot-tb")?))
+    } else {
+        None
+    };
     let labels: Vec<String> = std::iter::once("A: 1 process".to_string()).chain((1..=5).map(|i| format!("B: process {i}"))).collect();
     {
         let mut kids = Kids::default();
@@ -146,7 +155,12 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let pids: Vec<u32> = kids.0.iter().map(|c| c.id()).collect();
         let tr = trace(&pids, secs, &mut prog, "insulation without allot");
         let s = shares_of(&tr);
-        rows_ins.push(vec!["without allot (Table 4)".to_string(), format!("{:.1}%", s[0] * 100.0), format!("{:.1}%", s[1..].iter().sum::<f64>() * 100.0), format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0)]);
+        rows_ins.push(vec![
+            "without allot (Table 4)".to_string(),
+            format!("{:.1}%", s[0] * 100.0),
+            format!("{:.1}%", s[1..].iter().sum::<f64>() * 100.0),
+            format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0),
+        ]);
         json["insulation_without"] = serde_json::json!({"shares": s, "trace": tr});
         panels.push(panel("1 vs 5 processes, without allot", &labels, &tr, None));
         prog.step();
@@ -161,7 +175,12 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let tr = trace(&pids, secs, &mut prog, "insulation with allot");
         allot.kill_jobs();
         let s = shares_of(&tr);
-        rows_ins.push(vec!["with allot (Table 5)".to_string(), format!("{:.1}%", s[0] * 100.0), format!("{:.1}%", s[1..].iter().sum::<f64>() * 100.0), format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0)]);
+        rows_ins.push(vec![
+            "with allot (Table 5)".to_string(),
+            format!("{:.1}%", s[0] * 100.0),
+            format!("{:.1}%", s[1..].iter().sum::<f64>() * 100.0),
+            format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0),
+        ]);
         json["insulation_with_allot"] = serde_json::json!({"shares": s, "trace": tr});
         panels.push(panel("1 vs 5 processes, with allot (a currency per user)", &labels, &tr, None));
         prog.step();

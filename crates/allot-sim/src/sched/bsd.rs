@@ -42,14 +42,7 @@ pub struct Bsd {
 impl Bsd {
     /// A fresh scheduler.
     pub fn new(_k: &Kernel) -> Bsd {
-        Bsd {
-            estcpu: Vec::new(),
-            kprio: Vec::new(),
-            queues: vec![VecDeque::new(); 32],
-            queued: Vec::new(),
-            ticks: 0,
-            load: 0.0,
-        }
+        Bsd { estcpu: Vec::new(), kprio: Vec::new(), queues: vec![VecDeque::new(); 32], queued: Vec::new(), ticks: 0, load: 0.0 }
     }
 
     fn ensure(&mut self, t: TaskId) {
@@ -61,8 +54,7 @@ impl Bsd {
     }
 
     fn usrpri(&self, k: &Kernel, t: TaskId) -> u8 {
-        (PUSER + (self.estcpu[t] / 4.0).floor() + 2.0 * k.tasks[t].nice as f64).clamp(PUSER, MAXPRI)
-            as u8
+        (PUSER + (self.estcpu[t] / 4.0).floor() + 2.0 * k.tasks[t].nice as f64).clamp(PUSER, MAXPRI) as u8
     }
 
     fn prio(&self, k: &Kernel, t: TaskId) -> u8 {
@@ -117,10 +109,7 @@ impl Scheduler for Bsd {
         for q in self.queues.iter_mut() {
             if let Some(t) = q.pop_front() {
                 self.queued[t] = false;
-                return Some(Pick {
-                    task: t,
-                    slice: FOREVER,
-                });
+                return Some(Pick { task: t, slice: FOREVER });
             }
         }
         None
@@ -150,11 +139,7 @@ impl Scheduler for Bsd {
         }
         if self.ticks % 500 == 0 {
             // Load average every 5 s over one minute: exp(-5/60).
-            let nrun = k
-                .tasks
-                .iter()
-                .filter(|t| matches!(t.state, TaskState::Runnable | TaskState::Running(_)))
-                .count();
+            let nrun = k.tasks.iter().filter(|t| matches!(t.state, TaskState::Runnable | TaskState::Running(_))).count();
             let e = (-5.0f64 / 60.0).exp();
             self.load = self.load * e + nrun as f64 * (1.0 - e);
         }
@@ -164,14 +149,11 @@ impl Scheduler for Bsd {
             let d = self.decay();
             for t in 0..self.estcpu.len() {
                 let st = k.tasks[t].state;
-                let asleep_long = matches!(st, TaskState::Sleeping | TaskState::Blocked)
-                    && k.now - k.tasks[t].slept_at > SEC;
+                let asleep_long = matches!(st, TaskState::Sleeping | TaskState::Blocked) && k.now - k.tasks[t].slept_at > SEC;
                 if st == TaskState::Exited || asleep_long {
                     continue;
                 }
-                self.estcpu[t] = (d * self.estcpu[t] + k.tasks[t].nice as f64)
-                    .clamp(0.0, 255.0)
-                    .floor();
+                self.estcpu[t] = (d * self.estcpu[t] + k.tasks[t].nice as f64).clamp(0.0, 255.0).floor();
             }
             let mut all = Vec::new();
             for q in self.queues.iter_mut() {
@@ -183,9 +165,7 @@ impl Scheduler for Bsd {
         }
         if self.ticks % 10 == 0 {
             // roundrobin(): the 100 ms quantum.
-            return (0..running.len())
-                .filter(|&c| running[c].is_some())
-                .collect();
+            return (0..running.len()).filter(|&c| running[c].is_some()).collect();
         }
         Vec::new()
     }

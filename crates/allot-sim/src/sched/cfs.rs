@@ -110,8 +110,7 @@ impl Scheduler for Cfs {
         self.update_min_vruntime();
         // START_DEBIT: a new task starts one slice behind.
         let w = Self::w(k, t);
-        let slice = (self.period(self.nr_on_rq + 1) as u128 * w as u128
-            / (self.on_rq_weight + w) as u128) as Ns;
+        let slice = (self.period(self.nr_on_rq + 1) as u128 * w as u128 / (self.on_rq_weight + w) as u128) as Ns;
         self.vruntime[t] = self.min_vruntime + Self::vdelta(slice, w);
         self.enqueue(k, t);
     }

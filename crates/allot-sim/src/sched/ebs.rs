@@ -104,11 +104,7 @@ impl Ebs {
     /// Brings the usage-rate estimate up to now.
     fn update_usage(&mut self, now: Ns, t: TaskId) {
         let d = self.decay(now - self.last[t]);
-        self.usage[t] = if self.on_cpu[t] {
-            1.0 - (1.0 - self.usage[t]) * d
-        } else {
-            self.usage[t] * d
-        };
+        self.usage[t] = if self.on_cpu[t] { 1.0 - (1.0 - self.usage[t]) * d } else { self.usage[t] * d };
         self.last[t] = now;
     }
 
@@ -179,11 +175,7 @@ impl Ebs {
         }
         // The ratio needed for priority p − 1, inverted from `map`; while waiting the
         // usage decays as 2^(−t/h) (the denominator is frozen at enqueue time).
-        let target = if p <= 20 {
-            p as f64 / 20.0
-        } else {
-            19.0 / (40.0 - p as f64)
-        };
+        let target = if p <= 20 { p as f64 / 20.0 } else { 19.0 / (40.0 - p as f64) };
         let r0 = self.usage[t] / shares(k.tasks[t].nice) / self.denom[t];
         // r0 ≥ target always (the bands are [p/20, (p+1)/20) and (19/(40−p), 19/(39−p)]);
         // strictly below the band's lower edge is the next priority.
@@ -191,8 +183,7 @@ impl Ebs {
             return;
         }
         let wait = (self.half_life * (r0 / target).log2()).ceil() as Ns + 1;
-        self.promotions
-            .push(Reverse((now + wait, self.promo_gen[t], t)));
+        self.promotions.push(Reverse((now + wait, self.promo_gen[t], t)));
     }
 }
 
@@ -231,8 +222,7 @@ impl Scheduler for Ebs {
         if let Some(cap) = k.tasks[t].cap {
             if cap.hard && self.usage[t] < cap.cpus {
                 // Run until the usage would reach the cap: 1 − (1−u)·2^(−t/h) = cap.
-                let until =
-                    self.half_life * ((1.0 - self.usage[t]) / (1.0 - cap.cpus).max(1e-9)).log2();
+                let until = self.half_life * ((1.0 - self.usage[t]) / (1.0 - cap.cpus).max(1e-9)).log2();
                 slice = slice.min((until.ceil() as Ns).max(TICK));
             }
         }
@@ -244,10 +234,7 @@ impl Scheduler for Ebs {
         self.on_cpu[t] = false;
         self.update_eeps(k.now);
         let ups = self.usage[t] / shares(k.tasks[t].nice);
-        let background = k.tasks[t]
-            .cap
-            .map(|c| c.cpus <= 0.0 && !c.hard)
-            .unwrap_or(false);
+        let background = k.tasks[t].cap.map(|c| c.cpus <= 0.0 && !c.hard).unwrap_or(false);
         if !background && ups > self.eeps {
             self.eeps = ups;
         }

@@ -62,10 +62,7 @@ impl Eevdf {
     }
 
     fn slice(&self, k: &Kernel, t: TaskId) -> Ns {
-        k.tasks[t]
-            .slice
-            .map(|s| s.clamp(100 * US, 100 * MS))
-            .unwrap_or(self.base_slice)
+        k.tasks[t].slice.map(|s| s.clamp(100 * US, 100 * MS)).unwrap_or(self.base_slice)
     }
 
     fn vslice(&self, k: &Kernel, t: TaskId) -> i128 {
@@ -181,11 +178,7 @@ impl Scheduler for Eevdf {
 
     fn wake_preempts(&self, k: &Kernel, woken: TaskId, running: TaskId, ran: Ns) -> bool {
         let cv = self.v[running] + ran as i128 * VSCALE / Self::w(k, running);
-        let cd = if cv >= self.d[running] {
-            cv + self.vslice(k, running)
-        } else {
-            self.d[running]
-        };
+        let cd = if cv >= self.d[running] { cv + self.vslice(k, running) } else { self.d[running] };
         self.eligible_v(self.v[woken]) && (self.d[woken] < cd || !self.eligible_v(cv))
     }
 }

@@ -113,17 +113,11 @@ impl Hybrid {
             if woke && k.now.saturating_sub(k.tasks[t].slept_at) > WINDOW as u64 * SEC {
                 self.boost[t] = MAX_BOOST;
             } else {
-                let (used, deserved) = self.window[t]
-                    .iter()
-                    .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+                let (used, deserved) = self.window[t].iter().fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
                 if deserved > 0.0 {
                     let f = used / deserved;
                     if f < 1.0 {
-                        self.boost[t] = if f <= 0.0 {
-                            MAX_BOOST
-                        } else {
-                            (1.0 / f).powi(4).min(MAX_BOOST)
-                        };
+                        self.boost[t] = if f <= 0.0 { MAX_BOOST } else { (1.0 / f).powi(4).min(MAX_BOOST) };
                     }
                 }
             }
@@ -144,9 +138,7 @@ impl Hybrid {
     fn active(k: &Kernel, t: TaskId) -> bool {
         match k.tasks[t].state {
             TaskState::Runnable | TaskState::Running(_) => true,
-            TaskState::Sleeping | TaskState::Blocked => {
-                k.now - k.tasks[t].slept_at <= WINDOW as u64 * SEC
-            }
+            TaskState::Sleeping | TaskState::Blocked => k.now - k.tasks[t].slept_at <= WINDOW as u64 * SEC,
             _ => false,
         }
     }
@@ -179,10 +171,7 @@ impl Scheduler for Hybrid {
     fn pick(&mut self, k: &Kernel, _cpu: usize) -> Option<Pick> {
         if !self.kern.is_empty() {
             let (_, _, t) = self.kern.remove(0);
-            let slice = self
-                .quantum
-                .saturating_sub(self.run_since[t])
-                .max(KERNEL_EXIT);
+            let slice = self.quantum.saturating_sub(self.run_since[t]).max(KERNEL_EXIT);
             return Some(Pick { task: t, slice });
         }
         if self.lottery.is_empty() {
@@ -229,10 +218,7 @@ impl Scheduler for Hybrid {
         }
         self.remove_lottery(win);
         self.run_since[win] = 0;
-        Some(Pick {
-            task: win,
-            slice: self.quantum,
-        })
+        Some(Pick { task: win, slice: self.quantum })
     }
 
     fn stop(&mut self, k: &Kernel, t: TaskId, ran: Ns, why: Stop) {
@@ -263,16 +249,7 @@ impl Scheduler for Hybrid {
         // with option deserved=active, also those asleep for less than ten seconds.
         let active: Vec<bool> = (0..n).map(|t| Self::active(k, t)).collect();
         let counted: Vec<bool> = (0..n)
-            .map(|t| {
-                if self.opts.count_sleepers {
-                    active[t]
-                } else {
-                    matches!(
-                        k.tasks[t].state,
-                        TaskState::Runnable | TaskState::Running(_)
-                    )
-                }
-            })
+            .map(|t| if self.opts.count_sleepers { active[t] } else { matches!(k.tasks[t].state, TaskState::Runnable | TaskState::Running(_)) })
             .collect();
         let mut cur_tickets = vec![0.0f64; k.currencies.len()];
         for t in 0..n {
@@ -280,10 +257,7 @@ impl Scheduler for Hybrid {
                 cur_tickets[k.tasks[t].currency] += self.tickets(k, t);
             }
         }
-        let base_total: f64 = (0..k.currencies.len())
-            .filter(|&c| cur_tickets[c] > 0.0)
-            .map(|c| k.currencies[c].funding as f64)
-            .sum();
+        let base_total: f64 = (0..k.currencies.len()).filter(|&c| cur_tickets[c] > 0.0).map(|c| k.currencies[c].funding as f64).sum();
         for t in 0..n {
             let used = cpu_now[t].saturating_sub(self.cpu_at_tick[t]) as f64;
             self.cpu_at_tick[t] = cpu_now[t];
@@ -291,11 +265,7 @@ impl Scheduler for Hybrid {
             let deserved = if active[t] {
                 let c = k.tasks[t].currency;
                 let mine = self.tickets(k, t);
-                let (ct, bt) = if cur_tickets[c] > 0.0 {
-                    (cur_tickets[c], base_total)
-                } else {
-                    (mine, base_total + k.currencies[c].funding as f64)
-                };
+                let (ct, bt) = if cur_tickets[c] > 0.0 { (cur_tickets[c], base_total) } else { (mine, base_total + k.currencies[c].funding as f64) };
                 let share = k.currencies[c].funding as f64 / bt * mine / ct;
                 (share * k.ncpus as f64).min(1.0) * SEC as f64
             } else {

@@ -30,11 +30,7 @@ pub struct Linux22 {
 impl Linux22 {
     /// A fresh scheduler.
     pub fn new(_k: &Kernel) -> Linux22 {
-        Linux22 {
-            counter: Vec::new(),
-            runq: Vec::new(),
-            prev: None,
-        }
+        Linux22 { counter: Vec::new(), runq: Vec::new(), prev: None }
     }
 
     fn priority(k: &Kernel, t: TaskId) -> i64 {
@@ -99,10 +95,7 @@ impl Scheduler for Linux22 {
             let (i, g) = best.unwrap();
             if g > 0 {
                 let t = self.runq.remove(i);
-                return Some(Pick {
-                    task: t,
-                    slice: FOREVER,
-                });
+                return Some(Pick { task: t, slice: FOREVER });
             }
             // Recalculate every process's counter.
             for t in 0..self.counter.len() {

@@ -50,17 +50,9 @@ impl Lottery {
             .map(|i| Node {
                 fen: Fenwick::new(),
                 holders: Vec::new(),
-                parent: if i == n {
-                    None
-                } else {
-                    Some(tree::parent(k, i))
-                },
+                parent: if i == n { None } else { Some(tree::parent(k, i)) },
                 slot_in_parent: 0,
-                funding: if i == n {
-                    0
-                } else {
-                    k.currencies[i].funding as u64
-                },
+                funding: if i == n { 0 } else { k.currencies[i].funding as u64 },
             })
             .collect();
         for c in 0..n {
@@ -69,13 +61,7 @@ impl Lottery {
             nodes[p].holders.push(Holder::Node(c));
             nodes[c].slot_in_parent = s;
         }
-        Lottery {
-            rng: Rng::new(seed, 1),
-            quantum: k.quantum.unwrap_or(100 * MS),
-            nodes,
-            slot: Vec::new(),
-            comp: Vec::new(),
-        }
+        Lottery { rng: Rng::new(seed, 1), quantum: k.quantum.unwrap_or(100 * MS), nodes, slot: Vec::new(), comp: Vec::new() }
     }
 
     fn ensure(&mut self, k: &Kernel, t: TaskId) {
@@ -106,11 +92,7 @@ impl Lottery {
             match self.nodes[node].parent {
                 None => return,
                 Some(p) => {
-                    w = if active {
-                        self.nodes[node].funding * FP as u64
-                    } else {
-                        0
-                    };
+                    w = if active { self.nodes[node].funding * FP as u64 } else { 0 };
                     slot = self.nodes[node].slot_in_parent;
                     node = p;
                 }
@@ -119,9 +101,7 @@ impl Lottery {
     }
 
     fn weight(&self, k: &Kernel, t: TaskId) -> u64 {
-        ((k.tasks[t].tickets.max(1) as f64) * self.comp[t] * FP)
-            .round()
-            .max(1.0) as u64
+        ((k.tasks[t].tickets.max(1) as f64) * self.comp[t] * FP).round().max(1.0) as u64
     }
 }
 
@@ -159,10 +139,7 @@ impl Scheduler for Lottery {
                     // lottery while it runs.
                     self.comp[t] = 1.0;
                     self.set_weight(k, t, 0);
-                    return Some(Pick {
-                        task: t,
-                        slice: self.quantum,
-                    });
+                    return Some(Pick { task: t, slice: self.quantum });
                 }
             }
         }
@@ -170,11 +147,7 @@ impl Scheduler for Lottery {
 
     fn stop(&mut self, k: &Kernel, t: TaskId, ran: Ns, why: Stop) {
         // §3.4: used fraction f of the quantum → tickets × 1/f until it next wins.
-        self.comp[t] = if ran < self.quantum {
-            (self.quantum as f64 / ran.max(1) as f64).min(MAX_COMP)
-        } else {
-            1.0
-        };
+        self.comp[t] = if ran < self.quantum { (self.quantum as f64 / ran.max(1) as f64).min(MAX_COMP) } else { 1.0 };
         if why.runnable() {
             let w = self.weight(k, t);
             self.set_weight(k, t, w);

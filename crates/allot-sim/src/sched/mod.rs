@@ -196,32 +196,21 @@ impl SchedSpec {
         };
         if !NAMES.iter().any(|(n, _)| *n == name) {
             let valid: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
-            return Err(format!(
-                "unknown scheduler {name:?}; valid schedulers: {}",
-                valid.join(", ")
-            ));
+            return Err(format!("unknown scheduler {name:?}; valid schedulers: {}", valid.join(", ")));
         }
         let mut options = Vec::new();
         for kv in opts.split(',').filter(|x| !x.is_empty()) {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("scheduler option {kv:?} must be key=value (e.g. hybrid:boost=off)")
-            })?;
+            let (k, v) = kv.split_once('=').ok_or_else(|| format!("scheduler option {kv:?} must be key=value (e.g. hybrid:boost=off)"))?;
             options.push((k.to_string(), v.to_string()));
         }
-        let spec = SchedSpec {
-            name: name.to_string(),
-            options,
-        };
+        let spec = SchedSpec { name: name.to_string(), options };
         spec.check_options()?;
         Ok(spec)
     }
 
     /// Plain spec without options.
     pub fn named(name: &str) -> SchedSpec {
-        SchedSpec {
-            name: name.to_string(),
-            options: Vec::new(),
-        }
+        SchedSpec { name: name.to_string(), options: Vec::new() }
     }
 
     /// With an option.
@@ -246,18 +235,11 @@ impl SchedSpec {
                 return Err(format!(
                     "scheduler {} has no option {k:?}; options: {}",
                     self.name,
-                    if self.allowed().is_empty() {
-                        "none".to_string()
-                    } else {
-                        self.allowed().join(", ")
-                    }
+                    if self.allowed().is_empty() { "none".to_string() } else { self.allowed().join(", ") }
                 ));
             }
             if v != "on" && v != "off" {
-                return Err(format!(
-                    "option {k} of {} must be on or off, got {v:?}",
-                    self.name
-                ));
+                return Err(format!("option {k} of {} must be on or off, got {v:?}", self.name));
             }
         }
         Ok(())
@@ -265,12 +247,7 @@ impl SchedSpec {
 
     /// Boolean option, default `d`.
     pub fn flag(&self, k: &str, d: bool) -> bool {
-        self.options
-            .iter()
-            .rev()
-            .find(|(kk, _)| kk == k)
-            .map(|(_, v)| v == "on")
-            .unwrap_or(d)
+        self.options.iter().rev().find(|(kk, _)| kk == k).map(|(_, v)| v == "on").unwrap_or(d)
     }
 
     /// Display form.
@@ -278,11 +255,7 @@ impl SchedSpec {
         if self.options.is_empty() {
             self.name.clone()
         } else {
-            let o: Vec<String> = self
-                .options
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
+            let o: Vec<String> = self.options.iter().map(|(k, v)| format!("{k}={v}")).collect();
             format!("{}:{}", self.name, o.join(","))
         }
     }
@@ -316,9 +289,8 @@ impl SchedSpec {
 /// Linux's nice → load weight table (kernel/sched/core.c sched_prio_to_weight), used
 /// by CFS and EEVDF.
 pub const PRIO_TO_WEIGHT: [u32; 40] = [
-    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904,
-    3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87,
-    70, 56, 45, 36, 29, 23, 18, 15,
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655,
+    526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
 ];
 
 /// Load weight of a nice value.

@@ -54,26 +54,12 @@ impl Stride {
             .map(|i| Node {
                 global_pass: ORIGIN,
                 pass: ORIGIN,
-                parent: if i == n {
-                    None
-                } else {
-                    Some(tree::parent(k, i))
-                },
-                funding: if i == n {
-                    1
-                } else {
-                    k.currencies[i].funding as u64
-                },
+                parent: if i == n { None } else { Some(tree::parent(k, i)) },
+                funding: if i == n { 1 } else { k.currencies[i].funding as u64 },
                 ..Default::default()
             })
             .collect();
-        Stride {
-            quantum: k.quantum.unwrap_or(100 * MS),
-            nodes,
-            pass: Vec::new(),
-            remain: Vec::new(),
-            key: Vec::new(),
-        }
+        Stride { quantum: k.quantum.unwrap_or(100 * MS), nodes, pass: Vec::new(), remain: Vec::new(), key: Vec::new() }
     }
 
     fn ensure(&mut self, t: TaskId) {
@@ -202,10 +188,7 @@ impl Scheduler for Stride {
                 Holder::Task(t) => {
                     let key = self.key[t].take().unwrap();
                     self.remove(k.tasks[t].currency, key, Holder::Task(t));
-                    return Some(Pick {
-                        task: t,
-                        slice: self.quantum,
-                    });
+                    return Some(Pick { task: t, slice: self.quantum });
                 }
             }
         }

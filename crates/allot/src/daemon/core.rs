@@ -413,17 +413,15 @@ impl Core {
                 Self::in_list(&c.users, peer.uid)
                     || Self::in_list(&c.owners, peer.uid)
                     || c.groups.iter().any(|g| {
-                        procfs::group_members(g).is_some_and(|(gid, members)| {
-                            gid == peer.gid || members.iter().any(|m| procfs::user_uid(m) == Some(peer.uid))
-                        })
+                        procfs::group_members(g)
+                            .is_some_and(|(gid, members)| gid == peer.gid || members.iter().any(|m| procfs::user_uid(m) == Some(peer.uid)))
                     })
             }),
         }
     }
 
     fn may_fund(&self, peer: &Peer, cur: &Currency) -> bool {
-        peer.is_root()
-            || (cur.kind == Kind::Named && self.cfg.currencies.get(&cur.dir).is_some_and(|c| Self::in_list(&c.owners, peer.uid)))
+        peer.is_root() || (cur.kind == Kind::Named && self.cfg.currencies.get(&cur.dir).is_some_and(|c| Self::in_list(&c.owners, peer.uid)))
     }
 
     /// Serves one request from `peer`. Every path that refuses changes nothing.
@@ -476,7 +474,17 @@ impl Core {
     }
 
     /// Creates a job's cgroup with its settings. `default`: the user's automatic job.
-    fn new_job(&mut self, cur: &Currency, owner: u32, tickets: Tickets, cap: Option<Cap>, background: bool, command: String, default: bool) -> R<Job> {
+    #[allow(clippy::too_many_arguments)] // replaced by the registry in the daemon split
+    fn new_job(
+        &mut self,
+        cur: &Currency,
+        owner: u32,
+        tickets: Tickets,
+        cap: Option<Cap>,
+        background: bool,
+        command: String,
+        default: bool,
+    ) -> R<Job> {
         self.ensure_currency_dir(&cur.dir, background)?;
         self.currencies.entry(cur.dir.clone()).or_insert_with(|| cur.clone());
         let job = Job {
@@ -544,16 +552,18 @@ impl Core {
         if !pidfd.alive() {
             return Err(format!("process {} exited", pidfd.pid()));
         }
-        self.cg.move_pid(rel, pidfd.pid()).map_err(|e| {
-            if e.is_gone() {
-                format!("process {} exited", pidfd.pid())
-            } else {
-                kerr(e)
-            }
-        })
+        self.cg.move_pid(rel, pidfd.pid()).map_err(|e| if e.is_gone() { format!("process {} exited", pidfd.pid()) } else { kerr(e) })
     }
 
-    fn run(&mut self, peer: &Peer, tickets: Option<i64>, currency: Option<String>, cap: Option<String>, background: bool, command: Vec<String>) -> R<serde_json::Value> {
+    fn run(
+        &mut self,
+        peer: &Peer,
+        tickets: Option<i64>,
+        currency: Option<String>,
+        cap: Option<String>,
+        background: bool,
+        command: Vec<String>,
+    ) -> R<serde_json::Value> {
         let tickets = Self::parse_tickets(tickets)?.unwrap_or_default();
         let (cap, cap_bg) = match cap.as_deref() {
             Some(c) => self.parse_cap(c)?,
@@ -564,7 +574,11 @@ impl Core {
             None => self.user_currency(peer.uid),
         };
         if !self.may_use(peer, &cur) {
-            return Err(format!("you (uid {}) may not run jobs in currency {:?}; ask root to list you in its `users` in the config", peer.uid, cur.name()));
+            return Err(format!(
+                "you (uid {}) may not run jobs in currency {:?}; ask root to list you in its `users` in the config",
+                peer.uid,
+                cur.name()
+            ));
         }
         let pidfd = PidFd::open(peer.pid).map_err(|_| format!("client process {} is gone", peer.pid))?;
         let cmd = command.join(" ");
@@ -949,7 +963,8 @@ impl Core {
             .filter(|(j, _)| only.is_none_or(|u| j.owner == u))
             .map(|(j, e)| {
                 let pids = self.cg.procs(&j.rel()).unwrap_or_default();
-                let command = if j.command.is_empty() { pids.first().and_then(|&p| procfs::cmdline(p).ok()).unwrap_or_default() } else { j.command.clone() };
+                let command =
+                    if j.command.is_empty() { pids.first().and_then(|&p| procfs::cmdline(p).ok()).unwrap_or_default() } else { j.command.clone() };
                 JobView {
                     id: j.label(),
                     uid: j.owner,
@@ -1024,7 +1039,7 @@ impl Core {
             // cannot have forked or exited: its thread list stands (this keeps a machine
             // of sleeping jobs cheap to watch). Processes moved in or out by a request do
             // not run it either, so every list is re-read at least once a second.
-            let ran = j.last.map_or(true, |(prev, _)| ns != prev) || full;
+            let ran = j.last.is_none_or(|(prev, _)| ns != prev) || full;
             j.last = Some((ns, now));
             d.threads_changed = false;
             if ran || d.threads.is_empty() {
