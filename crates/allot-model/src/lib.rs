@@ -9,6 +9,7 @@
 pub mod cap;
 pub mod entitlement;
 pub mod nice;
+pub mod plan;
 pub mod policy;
 pub mod units;
 pub mod usage;

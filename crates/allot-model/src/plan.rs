@@ -1,0 +1,314 @@
+//! The dynamic policy as one pure function: what every job and currency should look like
+//! in the kernel now, given what users asked for and what was measured.
+//!
+//! The daemon observes (usage, threads, nice, waits), calls [`plan`], and writes only what
+//! differs from what it last wrote. Everything the policy decides is here, in one place:
+//!
+//! - **entitlement** — one formula, the two-level max–min water-fill of
+//!   [`crate::entitlements`] over the *effective* weights (nice emulation applied), the
+//!   threads a job can actually run, the CPUs it may use, and the CPU that load outside
+//!   allot takes; [`entitlement_if_joined`] is the same formula with an idle job added;
+//! - **boost** (seed 001 §3.3, windowed ticket boost) — one rule, [`boost_rule`];
+//! - **soft caps** (seed 004) — held while others want the CPU, [`crate::policy::soft_cap_held`];
+//! - **nice emulation** (seed 001 §3.4) — [`crate::policy::nice_emulation`];
+//! - **cpu.max** — one composition: a hard cap, or a soft cap while it is held. Nothing else
+//!   ever writes a quota, so a program that sizes its thread pool from the cgroup quota (Rust's
+//!   `available_parallelism`, the JVM, Go's automaxprocs) sees every CPU it may use unless
+//!   its user or the admin set a cap.
+//!
+//! The boost buys latency, never CPU: its weight is withdrawn at the first tick in which the
+//! job used its entitlement (see [`boost_rule`]), and nothing about it survives a restart,
+//! because every adjustment is recomputed from the users' settings, never read back.
+
+use crate::entitlement::{entitlements, Claimant, CurrencyClaim};
+use crate::policy::{nice_emulation, soft_cap_held, NiceClaim};
+use crate::Cap;
+
+/// The policy's parameters (the daemon's `[policy]` config).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// Boost jobs that use less than their entitlement.
+    pub boost: bool,
+    /// Interactive while usage over the window is below this fraction of the entitlement.
+    pub boost_below: f64,
+    /// A boosted job's weight is its effective weight times this (at most 10000).
+    pub boost_weight: f64,
+    /// The EEVDF slice a boosted job's tasks get, ns; None: slices are left alone.
+    pub boost_slice_ns: Option<u64>,
+    /// Emulate nice across currencies (seed 001 §3.4).
+    pub nice_emulation: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self { boost: true, boost_below: 0.5, boost_weight: 100.0, boost_slice_ns: Some(100_000), nice_emulation: true }
+    }
+}
+
+/// The machine as the plan sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Machine {
+    /// CPUs online.
+    pub ncpu: usize,
+    /// CPUs that load outside allot's tree took lately (smoothed): what allot cannot give.
+    pub outside: f64,
+}
+
+/// One currency's input.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurrencyIn {
+    /// Its funding, 1..10000.
+    pub funding: u32,
+}
+
+/// What was measured of a job (None in [`JobIn::usage`]: not measured yet, a new job).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Usage {
+    /// CPUs used over the boost window.
+    pub window: f64,
+    /// CPUs used over the last tick.
+    pub last: f64,
+}
+
+/// One job's input: what its user asked for and what was measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobIn {
+    /// Index of its currency in the currencies slice.
+    pub currency: usize,
+    /// Tickets as the user set them, 1..10000.
+    pub tickets: u32,
+    /// Cap as the user set it (never the background soft 0: that is `background`).
+    pub cap: Option<Cap>,
+    /// Runs on idle CPU only.
+    pub background: bool,
+    /// Focused by its user (seed 002's foreground hint): boosted whatever its history.
+    pub focus: bool,
+    /// Measured usage; None until the job has been observed twice.
+    pub usage: Option<Usage>,
+    /// Threads that ran or waited for CPU lately (a sleeping parent does not count).
+    pub runnable: u32,
+    /// CPUs it may run on (its affinity); empty: all of them.
+    pub cpus: Vec<usize>,
+    /// The lowest nice of its processes.
+    pub nice: i32,
+    /// Its threads waited for CPU during the last tick (it wants CPU it is not getting).
+    pub waiting: bool,
+    /// Its soft cap was held in the previous plan (holding has hysteresis).
+    pub held: bool,
+    /// Idle CPU lately on the CPUs it may run on (a held soft cap is released when > 0.1).
+    pub idle_cpus: f64,
+}
+
+impl JobIn {
+    /// Competing for CPU now: it used at least half a percent of a CPU lately.
+    pub fn active(&self) -> bool {
+        self.usage.is_some_and(|u| u.window > 0.005 || u.last > 0.005)
+    }
+}
+
+/// What one job should look like now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobPlan {
+    /// CPUs it gets now among the active claimants (for an idle job: 0; see
+    /// [`entitlement_if_joined`]).
+    pub entitlement: f64,
+    /// Boosted: its weight is multiplied and its tasks get the boost slice.
+    pub boosted: bool,
+    /// Its soft cap is held (written as cpu.max).
+    pub held: bool,
+    /// Nice emulation lowered (or raised) its weight.
+    pub niced: bool,
+    /// The job's weight, 1..10000.
+    pub weight: u32,
+    /// cpu.max in CPUs: a hard cap, or a held soft cap. None: unlimited.
+    pub quota: Option<f64>,
+    /// The EEVDF slice its fair tasks should have, ns (None: their own).
+    pub slice_ns: Option<u64>,
+}
+
+/// What one currency should look like now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CurrencyPlan {
+    /// Its weight, 1..10000: its funding, or under nice emulation the sum of its active
+    /// jobs' thresholded base tickets.
+    pub weight: u32,
+}
+
+/// The whole plan, indexed like the inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Per job.
+    pub jobs: Vec<JobPlan>,
+    /// Per currency (foreground weights; background currencies always weigh their funding).
+    pub currencies: Vec<CurrencyPlan>,
+}
+
+/// Clamps a weight into the kernel range allot uses.
+pub fn weight(w: f64) -> u32 {
+    if w.is_finite() {
+        (w.round().clamp(1.0, 10_000.0)) as u32
+    } else {
+        1
+    }
+}
+
+/// The boost rule (seed 001 §3.3): a job that used less than it deserved is interactive
+/// and boosted; one asleep or never measured (f = 0, "the maximum boost") is too, and so
+/// is a focused job. Two differences from the paper, both measured in docs/policy.md:
+/// the threshold is half the entitlement over a short window (a CPU-bound job at its
+/// entitlement is not boosted by noise, and the boost follows a change within a few
+/// ticks, where the paper needed about 7 s); and a job that used its entitlement in the
+/// last tick loses the boost at once, so the boost's weight never buys CPU for longer
+/// than one tick. Background jobs are never boosted: they take only idle CPU.
+pub fn boost_rule(p: &Params, job: &JobIn, entitlement: f64) -> bool {
+    if !p.boost || job.background {
+        return false;
+    }
+    if job.focus {
+        return true;
+    }
+    match job.usage {
+        None => true,
+        Some(_) if !job.active() => true,
+        Some(u) => u.window < p.boost_below * entitlement && u.last < 0.75 * entitlement,
+    }
+}
+
+/// Effective (nice-emulated) weights: per currency, and per job inside its currency.
+fn effective_weights(p: &Params, currencies: &[CurrencyIn], jobs: &[JobIn]) -> (Vec<f64>, Vec<f64>, Vec<bool>) {
+    let mut cur_w: Vec<f64> = currencies.iter().map(|c| c.funding as f64).collect();
+    let mut job_w: Vec<f64> = jobs.iter().map(|j| j.tickets as f64).collect();
+    let mut niced = vec![false; jobs.len()];
+    if !p.nice_emulation {
+        return (cur_w, job_w, niced);
+    }
+    let mut members: Vec<Vec<usize>> = vec![vec![]; currencies.len()];
+    for (i, j) in jobs.iter().enumerate().filter(|(_, j)| !j.background) {
+        if let Some(m) = members.get_mut(j.currency) {
+            m.push(i);
+        }
+    }
+    for (ci, idxs) in members.iter().enumerate() {
+        if idxs.is_empty() {
+            continue;
+        }
+        let claims: Vec<NiceClaim> =
+            idxs.iter().map(|&i| NiceClaim { tickets: jobs[i].tickets as f64, nice: jobs[i].nice, active: jobs[i].active() }).collect();
+        let (cw, jw) = nice_emulation(currencies[ci].funding as f64, &claims);
+        cur_w[ci] = cw;
+        for (k, &i) in idxs.iter().enumerate() {
+            niced[i] = (jw[k] - jobs[i].tickets as f64).abs() > 1e-9;
+            job_w[i] = jw[k];
+        }
+    }
+    (cur_w, job_w, niced)
+}
+
+/// The most CPUs a job can use now: its runnable threads, its CPUs, its hard cap (or a
+/// held soft cap), the machine.
+fn ceiling(m: &Machine, j: &JobIn, held: bool) -> f64 {
+    let mut c = (j.runnable.max(1) as f64).min(m.ncpu.max(1) as f64);
+    if !j.cpus.is_empty() {
+        c = c.min(j.cpus.len() as f64);
+    }
+    if let Some(cap) = j.cap {
+        if cap.hard || held {
+            c = c.min(cap.cpus);
+        }
+    }
+    c
+}
+
+/// CPUs allot can give: the CPUs its active jobs may use (all, unless they are pinned),
+/// less what load outside allot takes.
+fn capacity(m: &Machine, jobs: &[JobIn], active: impl Fn(usize) -> bool) -> f64 {
+    let n = m.ncpu.max(1);
+    let mut allowed = vec![false; n];
+    let mut any = false;
+    for (_, j) in jobs.iter().enumerate().filter(|(i, _)| active(*i)) {
+        any = true;
+        if j.cpus.is_empty() {
+            allowed.iter_mut().for_each(|a| *a = true);
+        }
+        for &c in &j.cpus {
+            if c < n {
+                allowed[c] = true;
+            }
+        }
+    }
+    let cpus = if any { allowed.iter().filter(|&&a| a).count().max(1) } else { n } as f64;
+    (cpus - m.outside.max(0.0)).max(0.0)
+}
+
+fn water(m: &Machine, cur_w: &[f64], job_w: &[f64], jobs: &[JobIn], held: &[bool], active: impl Fn(usize) -> bool + Copy) -> Vec<f64> {
+    let mut claims: Vec<CurrencyClaim> = cur_w.iter().map(|&f| CurrencyClaim { funding: f, jobs: vec![] }).collect();
+    let mut place = Vec::with_capacity(jobs.len());
+    for (i, j) in jobs.iter().enumerate() {
+        let Some(c) = claims.get_mut(j.currency) else {
+            place.push(None);
+            continue;
+        };
+        place.push(Some((j.currency, c.jobs.len())));
+        c.jobs.push(Claimant { tickets: job_w[i], ceiling: ceiling(m, j, held[i]), active: active(i), background: j.background });
+    }
+    let e = entitlements(capacity(m, jobs, active), &claims);
+    place.iter().map(|p| p.map_or(0.0, |(c, k)| e[c][k])).collect()
+}
+
+/// The plan. Pure and deterministic: the same input gives the same plan.
+pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) -> Plan {
+    let (cur_w, job_w, niced) = effective_weights(p, currencies, jobs);
+    // Soft caps first: a held cap is a ceiling the entitlement must respect.
+    let others_waiting = jobs.iter().filter(|j| j.waiting).count();
+    let held: Vec<bool> = jobs
+        .iter()
+        .map(|j| match j.cap {
+            Some(c) if !c.hard && !j.background => {
+                let others = others_waiting - usize::from(j.waiting) > 0;
+                soft_cap_held(j.held, j.usage.map_or(0.0, |u| u.window), c.cpus, others, j.idle_cpus)
+            }
+            _ => false,
+        })
+        .collect();
+    let ent = water(m, &cur_w, &job_w, jobs, &held, |i| jobs[i].active());
+    let out = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let boosted = boost_rule(p, j, ent[i]);
+            let mut w = if j.background { j.tickets as f64 } else { job_w[i] };
+            if boosted {
+                w *= p.boost_weight;
+            }
+            let quota = j.cap.filter(|c| c.hard || held[i]).map(|c| c.cpus);
+            JobPlan {
+                entitlement: ent[i],
+                boosted,
+                held: held[i],
+                niced: niced[i],
+                weight: weight(w),
+                quota,
+                slice_ns: if boosted { p.boost_slice_ns } else { None },
+            }
+        })
+        .collect();
+    Plan { jobs: out, currencies: cur_w.iter().map(|&w| CurrencyPlan { weight: weight(w) }).collect() }
+}
+
+/// What an idle job would get if it woke now: the same water-fill with it added to the
+/// active claimants. O(jobs); for display (`allot show`), not for every tick.
+pub fn entitlement_if_joined(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn], job: usize) -> f64 {
+    if job >= jobs.len() {
+        return 0.0;
+    }
+    // The job as if it ran: it counts in its currency's nice emulation too.
+    let mut woke = jobs.to_vec();
+    woke[job].usage = Some(Usage { window: 1.0, last: 1.0 });
+    let (cur_w, job_w, _) = effective_weights(p, currencies, &woke);
+    let held: Vec<bool> = woke.iter().map(|j| j.held).collect();
+    water(m, &cur_w, &job_w, &woke, &held, |i| woke[i].active())[job]
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
