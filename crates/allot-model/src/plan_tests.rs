@@ -106,7 +106,7 @@ fn soft_caps_hold_only_under_contention_and_hard_caps_always() {
     let rival = JobIn { waiting: true, ..hog(0, 50, 0.1) };
     let pl = plan(&p, &m(1), &cur, &[soft.clone(), rival]);
     assert!(pl.jobs[0].held && pl.jobs[0].quota == Some(0.5));
-    let pl = plan(&p, &m(1), &cur, &[soft.clone()]);
+    let pl = plan(&p, &m(1), &cur, std::slice::from_ref(&soft));
     assert!(!pl.jobs[0].held && pl.jobs[0].quota.is_none(), "alone: free");
     let held_idle = JobIn { held: true, idle_cpus: 0.5, ..soft };
     assert!(!plan(&p, &m(1), &cur, &[held_idle]).jobs[0].held, "released when its CPU goes idle");
