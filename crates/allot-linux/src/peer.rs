@@ -410,7 +410,10 @@ pub fn verify_sender(r: &mut Received) -> Result<Sender> {
         return refuse(fds, format!("expected exactly one descriptor (the sender's pidfd) with the credentials, got {n}"));
     }
     let fd = fds.into_iter().next().expect("one fd");
-    let pidfd = PidFd::from_fd(fd).map_err(|e| Error::Identity(format!("the descriptor sent is not the sender's pidfd: {e}")))?;
+    let pidfd = PidFd::from_fd(fd).map_err(|e| match e.is_gone() {
+        true => Error::Identity(format!("the sender (pid {}) has exited", cred.pid)),
+        false => Error::Identity(format!("the descriptor sent is not the sender's pidfd: {e}")),
+    })?;
     if pidfd.pid() != cred.pid {
         return Err(Error::Identity(format!("the pidfd sent is for pid {}, but the kernel says the sender is pid {}", pidfd.pid(), cred.pid)));
     }
