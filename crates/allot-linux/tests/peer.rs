@@ -363,6 +363,11 @@ fn so_peerpidfd_names_the_connector_even_after_it_forks_and_exits() {
             .unwrap();
     let pid = child.id() as i32;
     let conn = accept(&l);
+    wait_zombie(pid as u32);
+    if kernel() >= (6, 5) {
+        let p = peer_pidfd(conn.as_fd()).unwrap().expect("SO_PEERPIDFD on 6.5+");
+        assert!(p.pid() == pid && !p.alive(), "a zombie connector: its pid, not alive");
+    }
     let out = child.wait_with_output().unwrap(); // exited and reaped: its pid is free for reuse
     assert!(out.status.success());
     assert_eq!(peer_cred(conn.as_fd()).unwrap().pid, pid, "SO_PEERCRED still names the dead connector");
@@ -415,6 +420,18 @@ fn creds_before_accept_and_the_passcred_window() {
     let lone = unsafe { OwnedFd::from_raw_fd(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)) };
     assert!(peer_cred(lone.as_fd()).is_err());
     assert!(!matches!(peer_pidfd(lone.as_fd()), Ok(Some(_))));
+    // SO_PASSPIDFD (6.5+): the kernel adds its own pidfd of the writer (SCM_PIDFD).
+    let (x, y) = UnixStream::pair().unwrap();
+    let on: libc::c_int = 1;
+    // SAFETY: valid socket and option buffer.
+    let r = unsafe { libc::setsockopt(y.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PASSPIDFD, (&on as *const libc::c_int).cast(), 4) };
+    assert_eq!(r == 0, kernel() >= (6, 5));
+    (&x).write_all(b"p").unwrap();
+    let mut got = recv_with_creds(y.as_fd(), &mut [0u8; 8], 0).unwrap();
+    if r == 0 {
+        let p = PidFd::from_fd(got.scm_pidfd.take().expect("SCM_PIDFD")).unwrap();
+        assert_eq!(p.pid(), std::process::id() as i32);
+    }
     // SO_PASSRIGHTS: present from 6.16; off means fds are refused at the sender.
     let (x, y) = UnixStream::pair().unwrap();
     let has = set_passrights(y.as_fd(), false).unwrap();
