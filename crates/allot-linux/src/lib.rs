@@ -3,9 +3,11 @@
 #![deny(missing_docs)]
 
 pub mod cgroup;
+pub mod peer;
 pub mod pidfd;
 pub mod procfs;
 pub mod sched;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A socket peer's claimed identity did not hold up (see the `peer` module); the
+    /// message says what the peer sent and what was expected. Refuse the request.
+    #[error("client identity refused: {0}")]
+    Identity(String),
     /// No usable cgroup cpu controller.
     #[error("no usable cgroup cpu controller: {0}")]
     NoCpuController(String),

@@ -184,38 +184,51 @@ pub fn parse_cgroup(s: &str, controller: Option<&str>) -> Option<String> {
     })
 }
 
-/// The user name of a uid from /etc/passwd, if any.
+/// The user name of a uid, from any NSS source (thin wrapper over [`crate::users`]).
 pub fn user_name(uid: u32) -> Option<String> {
-    passwd().into_iter().find(|(_, u, _)| *u == uid).map(|(n, _, _)| n)
+    crate::users::user_by_uid(uid).map(|u| u.name)
 }
 
-/// The uid of a user name from /etc/passwd, if any.
+/// The uid of a user name, from any NSS source (thin wrapper over [`crate::users`]).
 pub fn user_uid(name: &str) -> Option<u32> {
-    passwd().into_iter().find(|(n, _, _)| n == name).map(|(_, u, _)| u)
+    crate::users::user_by_name(name).map(|u| u.uid)
 }
 
-/// (name, uid, gid) rows of /etc/passwd.
+/// (name, uid, gid) of every user NSS enumerates (getpwent_r). Directory sources often
+/// refuse to enumerate (SSSD's `enumerate = false` is the default): look users up by
+/// name or uid with [`crate::users`] instead.
 pub fn passwd() -> Vec<(String, u32, u32)> {
-    std::fs::read_to_string("/etc/passwd")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            Some((f.first()?.to_string(), f.get(2)?.parse().ok()?, f.get(3)?.parse().ok()?))
-        })
-        .collect()
+    // setpwent/getpwent_r/endpwent share one cursor per process: one walker at a time.
+    static WALK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = WALK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16384];
+    // SAFETY: the cursor calls are serialised by WALK; each getpwent_r writes into pw and buf.
+    unsafe {
+        libc::setpwent();
+        loop {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut res: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwent_r(&mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut res);
+            if rc == libc::ERANGE && buf.len() < (4 << 20) {
+                buf.resize(buf.len() * 2, 0);
+                continue;
+            }
+            if rc != 0 || res.is_null() {
+                break;
+            }
+            out.push((std::ffi::CStr::from_ptr(pw.pw_name).to_string_lossy().into_owned(), pw.pw_uid, pw.pw_gid));
+        }
+        libc::endpwent();
+    }
+    out
 }
 
-/// Members of a group from /etc/group (supplementary members only).
+/// A group's gid and supplementary members, from any NSS source (thin wrapper over
+/// [`crate::users`]; for "is this user in the group" prefer [`crate::users::groups_of`]
+/// or the connected client's [`crate::peer::peer_groups`]).
 pub fn group_members(group: &str) -> Option<(u32, Vec<String>)> {
-    std::fs::read_to_string("/etc/group").ok()?.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.first()? == &group).then(|| {
-            let gid = f.get(2).and_then(|g| g.parse().ok()).unwrap_or(u32::MAX);
-            let m = f.get(3).map(|m| m.split(',').filter(|x| !x.is_empty()).map(String::from).collect()).unwrap_or_default();
-            (gid, m)
-        })
-    })
+    crate::users::group_by_name(group).map(|g| (g.gid, g.members))
 }
 
 /// The fields of /proc/PID/sched (or task/TID/sched) that describe how a task has been
@@ -409,6 +422,15 @@ mod tests {
         assert!(pids().unwrap().contains(&me));
         assert!(tids(me).unwrap().contains(&me));
         assert!(!cmdline(me).unwrap().is_empty());
+    }
+
+    #[test]
+    fn user_wrappers_go_through_nss() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(user_uid("root"), Some(0));
+        assert_eq!(group_members("root").map(|(g, _)| g), Some(0));
+        assert!(passwd().iter().any(|(n, u, g)| n == "root" && *u == 0 && *g == 0));
+        assert_eq!(user_uid("no-such-user-allot"), None);
     }
 
     #[test]
