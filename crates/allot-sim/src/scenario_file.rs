@@ -496,7 +496,9 @@ mod tests {
         // EBS has no kernel quota floor: a tiny hard cap is the seed's to allow.
         assert_eq!(parse_cap("0.001!").unwrap(), Cap { cpus: 0.001, hard: true });
         assert!(parse_cap("0").unwrap().is_background());
-        for (bad, why) in [("1.5", "at most 1 CPU"), ("150%!", "at most 1 CPU"), ("0!", "hard cap of 0"), ("x", "not a number"), ("2/0", "denominator")] {
+        for (bad, why) in
+            [("1.5", "at most 1 CPU"), ("150%!", "at most 1 CPU"), ("0!", "hard cap of 0"), ("x", "not a number"), ("2/0", "denominator")]
+        {
             let e = parse_cap(bad).unwrap_err();
             assert!(e.contains(why) && e.contains(&format!("{bad:?}")), "{bad}: {e}");
         }
