@@ -74,10 +74,17 @@ impl Axis {
                 if hi <= lo {
                     hi = if lo == 0.0 { 1.0 } else { lo + lo.abs() * 0.1 };
                 }
-                let step = nice_step((hi - lo) / 5.0);
+                let mut step = nice_step((hi - lo) / 5.0);
+                // Counts (loopers, tasks, rounds) get whole-number ticks.
+                if !vals.is_empty() && vals.iter().chain(&self.min).chain(&self.max).all(|v| v.fract() == 0.0) {
+                    step = step.max(1.0);
+                }
                 // Round the ends out to whole steps unless they were given.
                 let lo = if self.min.is_some() { lo } else { (lo / step + 1e-9).floor() * step };
-                let hi = if self.max.is_some() { hi } else { (hi / step - 1e-9).ceil() * step };
+                // Round the top out to a whole step, unless the data pass a tick by a
+                // sliver (a 20.2 s trace keeps its axis at 20.2, not 25).
+                let below = (hi / step + 1e-9).floor() * step;
+                let hi = if self.max.is_some() || hi - below < 0.03 * (hi - lo) { hi } else { (hi / step - 1e-9).ceil() * step };
                 let first = (lo / step - 1e-9).ceil() as i64;
                 let last = (hi / step + 1e-9).floor() as i64;
                 let decimals = decimals_for(step);
@@ -254,6 +261,22 @@ mod tests {
         assert_eq!(labels(&t), ["0.10", "0.15", "0.20", "0.25", "0.30", "0.35", "0.40"]);
         let t = Axis::linear("x").fit([-3.0, 4.0]);
         assert!(t.lo <= -3.0 && t.hi >= 4.0 && labels(&t).contains(&"0"), "{t:?}");
+    }
+
+    #[test]
+    fn counts_get_whole_ticks() {
+        let t = Axis::linear("loopers").fit([0.0, 1.0, 2.0]);
+        assert_eq!(labels(&t), ["0", "1", "2"]);
+        let t = Axis::linear("s").fit([0.0, 0.5, 2.0]);
+        assert_eq!(labels(&t), ["0.0", "0.5", "1.0", "1.5", "2.0"]);
+    }
+
+    #[test]
+    fn a_sliver_past_a_tick_does_not_add_a_step() {
+        let t = Axis::linear("s").fit([0.0, 20.2]);
+        assert_eq!((t.hi, labels(&t).last().copied()), (20.2, Some("20")));
+        let t = Axis::linear("s").fit([0.0, 21.5]);
+        assert_eq!(t.hi, 25.0);
     }
 
     #[test]
