@@ -38,19 +38,32 @@ impl Cap {
     }
 }
 
-impl FromStr for Cap {
-    type Err = ModelError;
-    fn from_str(s: &str) -> Result<Self, ModelError> {
+impl Cap {
+    /// Parses the cap grammar and the rules every cap obeys, without an upper bound or
+    /// the kernel's floor: a number of CPUs as a decimal (`0.5`), a fraction (`1/2`,
+    /// seed 004's form) or a percent of one CPU (`50%`, as systemd's `CPUQuota=` and
+    /// cpulimit write it), then `!` for hard; finite, at least 0, and hard 0 refused
+    /// (seed 004: it would never run). [`FromStr`] adds allot's bounds (at most
+    /// [`MAX_CPUS`], hard at least 0.01 CPU); the simulator adds EBS's (at most 1 CPU per
+    /// task).
+    pub fn parse_form(s: &str) -> Result<Cap, ModelError> {
         let bad = |why: &str| ModelError::BadCap { got: s.to_string(), why: why.to_string() };
         let t = s.trim();
         let (body, hard) = match t.strip_suffix('!') {
             Some(b) => (b.trim(), true),
             None => (t, false),
         };
+        let (body, percent) = match body.strip_suffix('%') {
+            Some(b) => (b.trim(), true),
+            None => (body, false),
+        };
         if body.is_empty() {
             return Err(bad("no number"));
         }
         let cpus = if let Some((n, d)) = body.split_once('/') {
+            if percent {
+                return Err(bad("a percent is a plain number (50%), not a fraction"));
+            }
             let n: f64 = n.trim().parse().map_err(|_| bad("numerator is not a number"))?;
             let d: f64 = d.trim().parse().map_err(|_| bad("denominator is not a number"))?;
             if d == 0.0 {
@@ -58,7 +71,12 @@ impl FromStr for Cap {
             }
             n / d
         } else {
-            body.parse().map_err(|_| bad("not a number"))?
+            let v: f64 = body.parse().map_err(|_| bad("not a number"))?;
+            if percent {
+                v / 100.0
+            } else {
+                v
+            }
         };
         if !cpus.is_finite() {
             return Err(bad("not a finite number"));
@@ -66,16 +84,28 @@ impl FromStr for Cap {
         if cpus < 0.0 {
             return Err(bad("a cap must be >= 0"));
         }
-        if cpus > MAX_CPUS {
-            return Err(bad("more CPUs than any machine has"));
-        }
         if hard && cpus == 0.0 {
-            return Err(bad("a hard cap of 0 would never let the job run; use soft 0 (--background) for idle-CPU-only"));
-        }
-        if hard && cpus < 0.01 {
-            return Err(bad("a hard cap must be at least 0.01 CPU (the kernel's 1 ms quota per 100 ms period)"));
+            return Err(bad("a hard cap of 0 would never let the job run; soft 0 (background) runs on idle CPU only"));
         }
         Ok(Cap { cpus, hard })
+    }
+}
+
+impl FromStr for Cap {
+    type Err = ModelError;
+    /// [`Cap::parse_form`] and allot's bounds: at most [`MAX_CPUS`] (the daemon also
+    /// bounds it by the CPU count), and a hard cap at least 0.01 CPU, the kernel's 1 ms
+    /// `cpu.max` quota per 100 ms period.
+    fn from_str(s: &str) -> Result<Self, ModelError> {
+        let bad = |why: &str| ModelError::BadCap { got: s.to_string(), why: why.to_string() };
+        let cap = Cap::parse_form(s)?;
+        if cap.cpus > MAX_CPUS {
+            return Err(bad("more CPUs than any machine has"));
+        }
+        if cap.hard && cap.cpus < 0.01 {
+            return Err(bad("a hard cap must be at least 0.01 CPU (1%; the kernel's 1 ms quota per 100 ms period)"));
+        }
+        Ok(cap)
     }
 }
 
@@ -103,6 +133,25 @@ mod tests {
     }
 
     #[test]
+    fn parses_percent_of_one_cpu() {
+        assert_eq!("50%!".parse::<Cap>().unwrap(), "0.5!".parse::<Cap>().unwrap());
+        assert_eq!("50%".parse::<Cap>().unwrap(), Cap { cpus: 0.5, hard: false });
+        assert_eq!("150%!".parse::<Cap>().unwrap(), Cap { cpus: 1.5, hard: true });
+        assert_eq!(" 25 % ! ".parse::<Cap>().unwrap(), Cap { cpus: 0.25, hard: true });
+        assert_eq!("1%!".parse::<Cap>().unwrap(), Cap { cpus: 0.01, hard: true });
+        assert!("0%".parse::<Cap>().unwrap().is_background());
+        assert_eq!("12.5%".parse::<Cap>().unwrap().to_string(), "0.125");
+    }
+
+    #[test]
+    fn parse_form_has_no_allot_bounds() {
+        assert_eq!(Cap::parse_form("0.001!").unwrap(), Cap { cpus: 0.001, hard: true });
+        assert_eq!(Cap::parse_form("99999").unwrap().cpus, 99999.0);
+        assert!(Cap::parse_form("0!").is_err());
+        assert!(Cap::parse_form("-1").is_err());
+    }
+
+    #[test]
     fn refuses_with_the_value_named() {
         for (bad, why) in [
             ("0!", "hard cap of 0"),
@@ -116,10 +165,28 @@ mod tests {
             ("1/x", "denominator"),
             ("99999", "more CPUs"),
             ("0.001!", "at least 0.01"),
+            ("%", "no number"),
+            ("%!", "no number"),
+            ("!%", "not a number"),
+            ("NaN%", "finite"),
+            ("nan%!", "finite"),
+            ("inf%", "finite"),
+            ("1e999%", "finite"),
+            ("-5%", ">= 0"),
+            ("0%!", "hard cap of 0"),
+            ("0.5%!", "at least 0.01 CPU (1%"),
+            ("1/2%", "not a fraction"),
+            ("50%%", "not a number"),
+            ("50!%", "not a number"),
+            ("50 percent", "not a number"),
+            ("0x10%", "not a number"),
+            ("999999%", "more CPUs"),
+            ("409700%", "more CPUs"),
         ] {
             let e = bad.parse::<Cap>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
             assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+            assert!(e.contains("percent of one CPU (50%)"), "{bad}: {e}");
         }
     }
 

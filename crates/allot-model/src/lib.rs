@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod cap;
+pub mod duration;
 pub mod entitlement;
 pub mod nice;
 pub mod plan;
@@ -36,7 +37,9 @@ pub enum ModelError {
         got: String,
     },
     /// A cap that does not parse or is not allowed.
-    #[error("cap {got:?} is invalid: {why}; a cap is CPUs as a decimal (0.5) or fraction (1/2), with ! for hard (0.5!), e.g. --cap 0.25!")]
+    #[error(
+        "cap {got:?} is invalid: {why}; a cap is CPUs as a decimal (0.5), a fraction (1/2) or a percent of one CPU (50%), with ! for hard (0.5!, 50%!)"
+    )]
     BadCap {
         /// What was given.
         got: String,
@@ -46,4 +49,28 @@ pub enum ModelError {
     /// A nice value outside -20..19.
     #[error("nice must be -20..19, got {0}")]
     BadNice(i64),
+    /// A duration that does not parse ([`duration::parse`]).
+    #[error("{}must be a duration like 5ms, 500us or 0.2s{}, got {got:?}: {why}", name_prefix(what), bare_note(bare))]
+    BadDuration {
+        /// What the value is, e.g. "--interval" (empty: the caller names it).
+        what: String,
+        /// What was given, as given.
+        got: String,
+        /// The unit a bare number is read in, if bare numbers are accepted.
+        bare: Option<&'static str>,
+        /// Why it is refused.
+        why: String,
+    },
+}
+
+fn name_prefix(what: &str) -> String {
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("{what} ")
+    }
+}
+
+fn bare_note(bare: &Option<&'static str>) -> String {
+    bare.map(|u| format!(" (a bare number is {u})")).unwrap_or_default()
 }

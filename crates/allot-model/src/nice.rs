@@ -24,8 +24,10 @@ pub fn kernel_weight(nice: i32) -> u32 {
 }
 
 /// EBS shares of a nice value (seed 004, "CPU shares"): nice >= 0 ↦ 20 − nice,
-/// nice < 0 ↦ 20 + nice², so the range is 1..420 with 20 the default.
+/// nice < 0 ↦ 20 + nice², so the range is 1..420 with 20 the default. A nice outside
+/// -20..19 is clamped into it, as [`kernel_weight`] does (and the kernel's set_user_nice).
 pub fn ebs_shares(nice: i32) -> u32 {
+    let nice = nice.clamp(-20, 19);
     if nice >= 0 {
         (20 - nice) as u32
     } else {
@@ -36,6 +38,14 @@ pub fn ebs_shares(nice: i32) -> u32 {
 /// Seed 001 §3.4: a nice value equals 10^((20 − nice)/20) tickets (1..100 in the paper).
 pub fn paper_tickets(nice: i32) -> f64 {
     10f64.powf((20 - nice) as f64 / 20.0)
+}
+
+/// Seed 001 §3.4 and §4.1's base-ticket threshold in the paper's own units (base tickets
+/// 100..10000, default 1000): a nice'd process's currency has at most (nice > 0) or at
+/// least (nice < 0) 10^((20 − nice)/20 + 2) base tickets. The simulator's hybrid lottery
+/// uses this; allot uses [`base_ticket_threshold`].
+pub fn paper_base_ticket_threshold(nice: i32) -> f64 {
+    10f64.powf((20 - nice) as f64 / 20.0 + 2.0)
 }
 
 /// Seed 001 §3.4's base-ticket threshold, scaled to allot's units. The paper maps nice to
@@ -55,9 +65,21 @@ mod tests {
         assert_eq!(kernel_weight(0), 1024);
         assert_eq!(kernel_weight(19), 15);
         assert_eq!(kernel_weight(-20), 88761);
+        assert_eq!((kernel_weight(-5), kernel_weight(5), kernel_weight(10)), (3121, 335, 110));
+        // The kernel's table steps by about 1.25× per nice level (the "10% effect").
+        for w in KERNEL_WEIGHT.windows(2) {
+            let r = w[0] as f64 / w[1] as f64;
+            assert!((1.18..1.32).contains(&r), "{w:?}");
+        }
         assert_eq!(ebs_shares(0), 20);
         assert_eq!(ebs_shares(19), 1);
         assert_eq!(ebs_shares(-20), 420);
+        assert_eq!(ebs_shares(-1), 21);
+        assert_eq!(ebs_shares(25), 1);
+        assert_eq!(ebs_shares(-25), 420);
+        assert!((paper_base_ticket_threshold(0) - 1000.0).abs() < 1e-9);
+        assert!((paper_base_ticket_threshold(19) - 112.2).abs() < 0.1);
+        assert!((paper_base_ticket_threshold(-20) - 10000.0).abs() < 1e-9);
         assert!((paper_tickets(0) - 10.0).abs() < 1e-9);
         assert!((base_ticket_threshold(0) - 100.0).abs() < 1e-9);
         assert!((base_ticket_threshold(19) - 11.22).abs() < 0.01);

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 use std::time::Instant;
 
+use allot_report::Table;
 use serde::Serialize;
 
 use crate::sched::{CurrencyInfo, Kernel, Running, SchedSpec, Stop, TaskInfo, TaskState};
@@ -110,37 +111,34 @@ pub fn run(specs: &[SchedSpec], sizes: &[usize]) -> Bench {
     Bench { host_cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1), points }
 }
 
-/// The table.
+/// The table: a row per scheduler, decisions per second per size, and the growth of
+/// the per-decision cost.
 pub fn text(b: &Bench) -> String {
-    let mut out = String::new();
     let mut sizes: Vec<usize> = b.points.iter().map(|p| p.tasks).collect();
     sizes.sort();
     sizes.dedup();
-    let _ = write!(out, "{:10}", "scheduler");
-    for n in &sizes {
-        let _ = write!(out, "  {:>16}", format!("n={n} dec/s"));
-    }
-    let _ = writeln!(out, "  {:>14}", "cost nmax/nmin");
+    let mut head = vec!["scheduler".to_string()];
+    head.extend(sizes.iter().map(|n| format!("n={n} dec/s")));
+    head.push("cost nmax/nmin".into());
     let mut scheds: Vec<String> = Vec::new();
     for p in &b.points {
         if !scheds.contains(&p.scheduler) {
             scheds.push(p.scheduler.clone());
         }
     }
+    let mut t = Table::new(head);
     for s in &scheds {
-        let _ = write!(out, "{s:10}");
+        let mut row = vec![s.clone()];
         for n in &sizes {
-            match b.points.iter().find(|p| &p.scheduler == s && p.tasks == *n) {
-                Some(p) => {
-                    let _ = write!(out, "  {:>16.0}", p.decisions_per_s);
-                }
-                None => {
-                    let _ = write!(out, "  {:>16}", "-");
-                }
-            }
+            row.push(match b.points.iter().find(|p| &p.scheduler == s && p.tasks == *n) {
+                Some(p) => format!("{:.0}", p.decisions_per_s),
+                None => "-".into(),
+            });
         }
-        let _ = writeln!(out, "  {:>14.1}", growth(b, s).unwrap_or(f64::NAN));
+        row.push(format!("{:.1}", growth(b, s).unwrap_or(f64::NAN)));
+        t.row(row);
     }
+    let mut out = t.render();
     let _ =
         writeln!(out, "(decisions per second on this host, {} CPUs; last column: per-decision cost at the largest n ÷ at the smallest)", b.host_cpus);
     out

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use allot_report::{Rule, Table};
 use serde::Serialize;
 
 use crate::engine::RunResult;
@@ -38,33 +39,9 @@ pub fn build(s: &Scenario, seed: u64, results: &[(String, RunResult)]) -> Report
     Report { scenario: s.name.clone(), title: s.title.clone(), source: s.source.clone(), seed, runs, reproduction }
 }
 
+/// The simulator's table style: every column left-aligned, dashes under each header.
 fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
-    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    let line = |out: &mut String, cells: Vec<String>| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let pad = w[i] - c.chars().count();
-            if i == 0 {
-                s.push_str(c);
-                s.push_str(&" ".repeat(pad));
-            } else {
-                s.push_str("  ");
-                s.push_str(c);
-                s.push_str(&" ".repeat(pad));
-            }
-        }
-        let _ = writeln!(out, "{}", s.trim_end());
-    };
-    line(out, head.iter().map(|h| h.to_string()).collect());
-    line(out, w.iter().map(|n| "-".repeat(*n)).collect());
-    for r in rows {
-        line(out, r.clone());
-    }
+    out.push_str(&Table::new(head.iter().copied()).all_left().rule(Rule::Columns).with_rows(rows.iter().cloned()).render());
 }
 
 /// Renders the report for a person.

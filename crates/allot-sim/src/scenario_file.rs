@@ -358,32 +358,18 @@ fn check_servers(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload) -> Result<()
     Ok(())
 }
 
-/// Parses a cap: "0.5", "1/2" soft, "0.5!" hard (seed 004 syntax); soft 0 is
-/// background; hard 0 is refused.
+/// Parses a cap with allot-model's grammar ("0.5", "1/2" or "50%" soft, "0.5!" hard;
+/// soft 0 is background, hard 0 is refused) and EBS's bound: "the proportion of a single
+/// CPU's capacity that the task may use", 0.0 to 1.0 (seed 004 "CPU usage rate caps").
+/// allot's own bounds (a job may have more than 1 CPU; a hard cap needs the kernel's 1 ms
+/// quota) do not apply to a simulated task.
 pub fn parse_cap(s: &str) -> Result<Cap, String> {
-    let t = s.trim();
-    let (body, hard) = match t.strip_suffix('!') {
-        Some(b) => (b.trim(), true),
-        None => (t, false),
-    };
-    let v = match body.split_once('/') {
-        Some((a, b)) => {
-            let a: f64 = a.trim().parse().map_err(|_| format!("cap {s:?}: {a:?} is not a number"))?;
-            let b: f64 = b.trim().parse().map_err(|_| format!("cap {s:?}: {b:?} is not a number"))?;
-            if b == 0.0 {
-                return Err(format!("cap {s:?} divides by zero"));
-            }
-            a / b
-        }
-        None => body.parse().map_err(|_| format!("cap {s:?} is not CPUs as a decimal (0.5) or fraction (1/2), with ! for hard (0.5!)"))?,
-    };
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("cap {s:?} must be 0..1 CPU (seed 004), got {v}"));
+    let cap = Cap::parse_form(s).map_err(|e| e.to_string())?;
+    if cap.cpus > 1.0 {
+        let why = format!("EBS caps one task to at most 1 CPU (seed 004), got {}", cap.cpus);
+        return Err(allot_model::ModelError::BadCap { got: s.to_string(), why }.to_string());
     }
-    if hard && v == 0.0 {
-        return Err(format!("cap {s:?}: a hard cap of 0 is not allowed (use soft 0 for background)"));
-    }
-    Ok(Cap { cpus: v, hard })
+    Ok(cap)
 }
 
 fn behaviour(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload, in_phase: bool) -> Result<Behaviour, FileError> {
@@ -495,4 +481,26 @@ fn behaviour(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload, in_phase: bool) 
         }
     };
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cap;
+    use crate::workload::Cap;
+
+    #[test]
+    fn caps_read_as_allot_reads_them_within_one_cpu() {
+        assert_eq!(parse_cap("1/2").unwrap(), Cap { cpus: 0.5, hard: false });
+        assert_eq!(parse_cap("50%!").unwrap(), Cap { cpus: 0.5, hard: true });
+        assert_eq!(parse_cap("100%").unwrap(), Cap { cpus: 1.0, hard: false });
+        // EBS has no kernel quota floor: a tiny hard cap is the seed's to allow.
+        assert_eq!(parse_cap("0.001!").unwrap(), Cap { cpus: 0.001, hard: true });
+        assert!(parse_cap("0").unwrap().is_background());
+        for (bad, why) in
+            [("1.5", "at most 1 CPU"), ("150%!", "at most 1 CPU"), ("0!", "hard cap of 0"), ("x", "not a number"), ("2/0", "denominator")]
+        {
+            let e = parse_cap(bad).unwrap_err();
+            assert!(e.contains(why) && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Simulated time: nanoseconds in a u64, and the duration syntax of scenario files
-//! ("5ms", "100us", "1.5s", "250ns", or a bare number of nanoseconds).
+//! (allot-model's: "5ms", "100us", "1.5s", "250ns", or a bare number of nanoseconds).
 
 /// Nanoseconds.
 pub type Ns = u64;
@@ -12,25 +12,11 @@ pub const SEC: Ns = 1_000_000_000;
 /// "Forever" for CPU-bound bursts; far beyond any simulated horizon, and safe to add to.
 pub const FOREVER: Ns = u64::MAX / 4;
 
-/// Parses "5ms", "1.5s", "100us", "20ns", "2m". Returns a message naming what is allowed.
+/// Parses "5ms", "1.5s", "100us", "250µs", "20ns", "2min" (allot-model's duration
+/// grammar, so scenario files and allot's arguments read durations alike); a bare number
+/// is nanoseconds. Returns a message naming what is allowed.
 pub fn parse_duration(s: &str) -> Result<Ns, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let mult: f64 = match unit {
-        "" | "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        _ => return Err(format!("duration {s:?} has unknown unit {unit:?}; use ns, us, ms, s or min (e.g. \"5ms\")")),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("duration {s:?} is not a number with a unit (e.g. \"5ms\", \"1.5s\")"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("duration {s:?} must be a non-negative number"));
-    }
-    Ok((v * mult).round() as Ns)
+    allot_model::duration::parse("", s, Some(allot_model::duration::Unit::Ns)).map(|d| d.as_nanos() as Ns).map_err(|e| e.to_string())
 }
 
 /// Formats nanoseconds compactly for humans.
@@ -62,5 +48,8 @@ mod tests {
         assert_eq!(parse_duration("42").unwrap(), 42);
         assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("ms").is_err());
+        assert_eq!(parse_duration("250µs").unwrap(), 250 * US);
+        assert_eq!(parse_duration("2min").unwrap(), 120 * SEC);
+        assert!(parse_duration("-1ms").unwrap_err().contains("negative"));
     }
 }

@@ -39,14 +39,10 @@ pub enum Policy {
     Fifo(u8),
 }
 
-/// A CPU usage-rate cap (seed 004): CPUs, soft or hard.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Cap {
-    /// Upper bound on the usage rate, in CPUs (0..=1).
-    pub cpus: f64,
-    /// Hard caps hold even when the CPU would otherwise idle.
-    pub hard: bool,
-}
+/// A CPU usage-rate cap (seed 004): CPUs, soft or hard; allot-model's, so the
+/// simulator and allot read `1/2`, `0.5!` and `50%` alike. A simulated task's cap is at
+/// most 1 CPU (EBS caps one task; see [`crate::scenario_file::parse_cap`]).
+pub use allot_model::Cap;
 
 /// What a task does.
 #[derive(Debug, Clone, Serialize)]

@@ -29,6 +29,10 @@ pub struct Common {
     /// Skip the variants that need allot itself (a private allot daemon; root).
     #[arg(long)]
     pub no_allot: bool,
+    /// Measure nothing: re-draw the chart (--svg FILE) from a JSON report this
+    /// benchmark wrote with --output.
+    #[arg(long, value_name = "JSON", requires = "svg")]
+    pub replot: Option<PathBuf>,
     /// The allot binary to run workloads and jobs with (default: this program).
     #[arg(long, hide = true)]
     pub exe: Option<PathBuf>,
@@ -62,6 +66,19 @@ impl Common {
 }
 
 pub use crate::harness::Kids;
+
+/// `--replot`: reads the benchmark `bench`'s JSON report at `json` and writes the chart
+/// `svg` draws from it to `--svg`.
+pub fn replot(c: &Common, json: &Path, bench: &str, svg: fn(&serde_json::Value) -> String) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(json).with_context(|| format!("read {}", json.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", json.display()))?;
+    if v["bench"] != bench {
+        bail!("{} is a report of bench {}, not of bench {bench}", json.display(), v["bench"]);
+    }
+    let out = c.svg.as_ref().context("--replot needs --svg FILE to write the chart to")?;
+    crate::report::write_file(out, &svg(&v))?;
+    Ok(0)
+}
 
 /// Appends a benchmark's checks (what, passed) to its report; returns how many failed.
 pub fn render_checks(text: &mut String, checks: &[(String, bool)]) -> usize {

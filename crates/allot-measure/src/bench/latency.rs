@@ -7,7 +7,8 @@
 use super::common::{self, Allot, Common, Kids, Scratch};
 use crate::policy::Policy;
 use crate::probe::{fmt_us, Mode};
-use crate::report::{svg_bars, table, Progress};
+use crate::report::{table, Progress};
+use allot_report::{Axis, BarChart, BarGroup};
 use anyhow::bail;
 use clap::Args;
 use std::time::Duration;
@@ -71,6 +72,9 @@ impl Variant {
 
 /// `allot bench latency`.
 pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
+    if let Some(j) = &a.common.replot {
+        return common::replot(&a.common, j, "latency", svg);
+    }
     if !(a.interval > 0.0 && a.interval.is_finite()) {
         bail!("--interval must be a positive number of ms, got {}", a.interval);
     }
@@ -127,7 +131,6 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         ncpu
     );
     let mut json_rows = vec![];
-    let mut groups = vec![];
     let mut checks = vec![];
     for &mode in &a.modes {
         let base = results.iter().find(|(m, v, _)| *m == mode && *v == Variant::Alone).map(|x| &x.2).unwrap();
@@ -154,9 +157,8 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                 "mode": m, "variant": v, "label": v.label(),
                 "p50_us": g("p50"), "p90_us": g("p90"), "p99_us": g("p99"), "p999_us": g("p999"), "max_us": g("max"),
                 "starvation_factor_max": factor, "starvation_factor_p99": p99f,
-                "missed": r["missed"], "kernel": k, "cgroup": r["cgroup"],
+                "missed": r["missed"], "kernel": k, "cgroup": r["cgroup"], "rounds": r["rounds"],
             }));
-            groups.push((format!("{} ({:?})", v.label(), m).to_lowercase(), vec![g("p50"), g("p99"), g("max")]));
         }
         text += &format!(
             "\nprobe mode: {}\n",
@@ -203,9 +205,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         "allot_skipped": allot.skipped, "results": json_rows,
         "checks": checks.iter().map(|(w, ok)| serde_json::json!({"check": w, "passed": ok})).collect::<Vec<_>>(),
     });
-    let series = vec!["p50".to_string(), "p99".to_string(), "max".to_string()];
-    let svg = svg_bars(&format!("wakeup lateness, µs (seed 003; {nhogs} hogs on {ncpu} CPUs)"), "µs (log scale)", &series, &groups, true);
-    a.common.emit(&json, &text, Some(svg))?;
+    a.common.emit(&json, &text, Some(svg(&json)))?;
     Ok(if failed > 0 { 1 } else { 0 })
 }
 
@@ -289,6 +289,37 @@ fn one(
     let r = common::read_report(&out, Duration::from_secs(5))?;
     kids.kill_all();
     Ok(r)
+}
+
+/// The chart of a run, from its JSON document (so a saved `--output` can be re-plotted):
+/// p50, p99 and max lateness of every variant on a log axis, whiskers spanning the
+/// rounds where there were several.
+pub fn svg(json: &serde_json::Value) -> String {
+    let (hogs, ncpu, rounds) = (&json["hogs"], &json["machine"]["cpus"], json["rounds"].as_u64().unwrap_or(1));
+    let title = format!("wakeup lateness, µs (seed 003; {hogs} hogs on {ncpu} CPUs)");
+    let mut chart = BarChart::new(title, Axis::log("µs (log scale)"), &["p50", "p99", "max"]);
+    for r in json["results"].as_array().into_iter().flatten() {
+        let g = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let label = format!("{} ({})", r["label"].as_str().unwrap_or("?"), r["mode"].as_str().unwrap_or("?")).to_lowercase();
+        chart = chart.group(BarGroup::new(label, vec![g("p50_us"), g("p99_us"), g("max_us")]).spread(spread_of_rounds(r)));
+    }
+    if rounds > 1 {
+        let whiskers = if chart.groups.iter().any(|g| g.spread.iter().any(Option::is_some)) { ", whiskers: the rounds' range" } else { "" };
+        chart.axis.label = format!("µs (log scale); bars: median of {rounds} rounds (max: the worst){whiskers}");
+    }
+    chart.to_svg()
+}
+
+/// The range of p50, p99 and max over a variant's rounds (none for a single round).
+fn spread_of_rounds(r: &serde_json::Value) -> Vec<Option<(f64, f64)>> {
+    let rounds = r["rounds"].as_array().map(|a| a.as_slice()).unwrap_or(&[]);
+    ["p50", "p99", "max"]
+        .iter()
+        .map(|k| {
+            let v: Vec<f64> = rounds.iter().filter_map(|x| x[*k].as_f64()).collect();
+            (v.len() > 1).then(|| (v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max)))
+        })
+        .collect()
 }
 
 fn fmt_factor(f: f64) -> String {

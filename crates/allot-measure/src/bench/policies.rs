@@ -11,7 +11,8 @@
 
 use super::common::{self, Allot, Common, Kids, Scratch};
 use crate::policy::Policy;
-use crate::report::{svg_chart, table, Panel, Progress, Series};
+use crate::report::{table, Progress};
+use allot_report::{Axis, Chart, Panel, Series};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::time::{Duration, Instant};
@@ -111,6 +112,29 @@ pub struct PoliciesArgs {
     pub common: Common,
 }
 
+/// The chart of a run, from its JSON document (so a saved `--output` can be re-plotted):
+/// one panel per table, the foreground's relative work against the load, a line per
+/// background policy (allot's dashed).
+pub fn svg(json: &serde_json::Value) -> String {
+    let ncpu = json["machine"]["cpus"].as_u64().unwrap_or(1);
+    let mut chart = Chart::new("seed 000 on this machine: foreground work vs background loopers, by background policy").per_row(2);
+    for t in json["tables"].as_array().into_iter().flatten() {
+        let w = t["workers"].as_u64().unwrap_or(1);
+        let lk = t["looper"].as_str().unwrap_or("?");
+        let title = format!("{} worker{} vs {} loopers", w, if w == 1 { "" } else { "s" }, lk);
+        let mut p = Panel::new(title, Axis::linear(format!("background loopers (× {ncpu} CPUs)")), Axis::linear("foreground work, % of alone"));
+        for r in t["rows"].as_array().into_iter().flatten() {
+            let label = r["label"].as_str().unwrap_or("");
+            let points =
+                r["relative_pct"].as_array().into_iter().flatten().enumerate().map(|(k, y)| (k as f64, y.as_f64().unwrap_or(f64::NAN))).collect();
+            let s = Series::line(label.replace("nice 0 vs ", ""), points);
+            p = p.series(if label.starts_with("allot") { s.dashed() } else { s });
+        }
+        chart = chart.panel(p);
+    }
+    chart.to_svg()
+}
+
 struct Plan {
     cell: f64,
     max_k: usize,
@@ -121,6 +145,9 @@ struct Plan {
 
 /// `allot bench policies`.
 pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
+    if let Some(j) = &a.common.replot {
+        return common::replot(&a.common, j, "policies", svg);
+    }
     let ncpu = allot_linux::ncpu();
     let mut p = Plan {
         cell: a.cell,
@@ -238,7 +265,6 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
         }
     }
     prog.finish();
-    let mut panels = vec![];
     for (i, t) in tables.iter().enumerate() {
         let w = t["workers"].as_u64().unwrap_or(1);
         let lk = t["looper"].as_str().unwrap_or("?");
@@ -261,30 +287,6 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
             let (j0, j1) = (j[0].as_f64().unwrap_or(0.0), j[1].as_f64().unwrap_or(0.0));
             text += &format!("(allot rows are relative to the foreground as a job, alone; drift {:+.1}%)\n", (j1 - j0) / ((j0 + j1) / 2.0) * 100.0);
         }
-        panels.push(Panel {
-            title: format!("{} worker{} vs {} loopers", w, if w == 1 { "" } else { "s" }, lk),
-            x_label: format!("background loopers (× {ncpu} CPUs)"),
-            y_label: "foreground work, % of alone".into(),
-            series: t["rows"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|r| Series {
-                    label: r["label"].as_str().unwrap_or("").replace("nice 0 vs ", ""),
-                    points: r["relative_pct"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .enumerate()
-                        .map(|(k, y)| (k as f64, y.as_f64().unwrap_or(f64::NAN)))
-                        .collect(),
-                    dashed: r["label"].as_str().unwrap_or("").starts_with("allot"),
-                    color: None,
-                })
-                .collect(),
-            y_from_zero: true,
-            y_log: false,
-        });
     }
     if let Some(s) = &allot.skipped {
         text += &format!("\nallot variants skipped: {s}\n");
@@ -323,8 +325,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
         "elapsed_s": t_start.elapsed().as_secs_f64(),
         "checks": checks.iter().map(|(w, ok)| serde_json::json!({"check": w, "passed": ok})).collect::<Vec<_>>(),
     });
-    let svg = svg_chart("seed 000 on this machine: foreground work vs background loopers, by background policy", &panels, 2);
-    a.common.emit(&json, &text, Some(svg))?;
+    a.common.emit(&json, &text, Some(svg(&json)))?;
     Ok(if failed > 0 { 1 } else { 0 })
 }
 

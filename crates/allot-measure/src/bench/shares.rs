@@ -13,7 +13,8 @@
 
 use super::common::{self, Allot, Common, Kids};
 use crate::policy::Policy;
-use crate::report::{svg_chart, table, Panel, Progress, Series};
+use crate::report::{table, Progress};
+use allot_report::{Axis, Chart, Panel, Series};
 use anyhow::{bail, Context};
 use clap::Args;
 use std::time::{Duration, Instant};
@@ -57,30 +58,53 @@ fn shares_of(tr: &Trace) -> Vec<f64> {
     last.iter().map(|x| if total > 0.0 { x / total } else { 0.0 }).collect()
 }
 
+/// Fig 3's ideal shares: 3:2:1.
+const IDEAL: [f64; 3] = [0.5, 1.0 / 3.0, 1.0 / 6.0];
+
+/// The chart of a run, from its JSON document (so a saved `--output` can be re-plotted):
+/// progress of each process in each experiment that ran, with Fig 3's ideal lines.
+pub fn svg(json: &serde_json::Value) -> String {
+    let insulation: Vec<String> = std::iter::once("A: 1 process".to_string()).chain((1..=5).map(|i| format!("B: process {i}"))).collect();
+    let three = |l: [&str; 3]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let experiments = [
+        ("nice_0_5_10", "nice 0 / +5 / +10", three(["nice 0", "nice 5", "nice 10"]), true),
+        ("tickets_300_200_100", "allot: tickets 300 / 200 / 100", three(["300 tickets", "200 tickets", "100 tickets"]), true),
+        ("insulation_without", "1 vs 5 processes, without allot", insulation.clone(), false),
+        ("insulation_with_allot", "1 vs 5 processes, with allot (a currency per user)", insulation, false),
+    ];
+    let mut chart = Chart::new("seed 001 §5.1 on this machine: progress of CPU-bound processes (one CPU)").per_row(2);
+    for (key, title, labels, ideal) in experiments {
+        if let Ok(tr) = serde_json::from_value::<Trace>(json[key]["trace"].clone()) {
+            if !tr.is_empty() {
+                chart = chart.panel(panel(title, &labels, &tr, ideal.then_some(&IDEAL[..])));
+            }
+        }
+    }
+    chart.to_svg()
+}
+
 fn panel(title: &str, labels: &[String], tr: &Trace, ideal: Option<&[f64]>) -> Panel {
     let mut series: Vec<Series> = labels
         .iter()
         .enumerate()
-        .map(|(i, l)| Series { label: l.clone(), points: tr.iter().map(|(t, v)| (*t, v[i])).collect(), dashed: false, color: None })
+        .map(|(i, l)| Series::line(l.clone(), tr.iter().map(|(t, v)| (*t, v.get(i).copied().unwrap_or(f64::NAN))).collect()))
         .collect();
     if let Some(ideal) = ideal {
         // Fig 3's dotted lines: the ideal progress of each at its share of the CPU actually
         // used in total.
         let (tend, total) = (tr.last().unwrap().0, tr.last().unwrap().1.iter().sum::<f64>());
         for (i, s) in ideal.iter().enumerate() {
-            series.push(Series {
-                label: format!("ideal {:.0}%", s * 100.0),
-                points: vec![(0.0, 0.0), (tend, total * s)],
-                dashed: true,
-                color: Some(i),
-            });
+            series.push(Series::line(format!("ideal {:.0}%", s * 100.0), vec![(0.0, 0.0), (tend, total * s)]).dashed().color(i));
         }
     }
-    Panel { title: title.into(), x_label: "seconds".into(), y_label: "CPU seconds (progress)".into(), series, y_from_zero: true, y_log: false }
+    Panel { series, ..Panel::new(title, Axis::linear("seconds"), Axis::linear("CPU seconds (progress)")) }
 }
 
 /// `allot bench shares`.
 pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
+    if let Some(j) = &a.common.replot {
+        return common::replot(&a.common, j, "shares", svg);
+    }
     let secs = if a.quick { 4.0 } else { a.duration };
     if !(1.0..=3600.0).contains(&secs) {
         bail!("--duration must be 1..3600 seconds, got {secs}");
@@ -95,11 +119,10 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     let cpu = Some(a.cpu);
     let n_runs = if allot.daemon.is_some() { 4 } else { 2 };
     let mut prog = Progress::new(n_runs, "bench shares");
-    let mut panels = vec![];
     let mut rows_ratio = vec![];
     let mut rows_ins = vec![];
     let mut json = serde_json::json!({"bench": "shares", "machine": common::machine(), "duration_s": secs, "cpu": a.cpu});
-    let ideal = [0.5, 1.0 / 3.0, 1.0 / 6.0];
+    let ideal = IDEAL;
     // Linux's CFS/EEVDF weights for nice 0, 5, 10 (kernel/sched/core.c sched_prio_to_weight).
     let w = [1024.0, 335.0, 110.0];
     let nice_pred: Vec<f64> = w.iter().map(|x| x / w.iter().sum::<f64>()).collect();
@@ -120,7 +143,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let s = shares_of(&tr);
         rows_ratio.push([vec!["nice 0 / +5 / +10 (seed 001's FreeBSD values)".to_string()], fmt3(&s), vec![ratio_of(&s)]].concat());
         json["nice_0_5_10"] = serde_json::json!({"shares": s, "trace": tr});
-        panels.push(panel("nice 0 / +5 / +10", &["nice 0".into(), "nice 5".into(), "nice 10".into()], &tr, Some(&ideal)));
         prog.step();
     }
     // Fig 3 with allot: 3 jobs at 300/200/100 tickets.
@@ -135,7 +157,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let s = shares_of(&tr);
         rows_ratio.push([vec!["allot run -t 300 / 200 / 100".to_string()], fmt3(&s), vec![ratio_of(&s)]].concat());
         json["tickets_300_200_100"] = serde_json::json!({"shares": s, "trace": tr});
-        panels.push(panel("allot: tickets 300 / 200 / 100", &["300 tickets".into(), "200 tickets".into(), "100 tickets".into()], &tr, Some(&ideal)));
         prog.step();
     }
     // Fig 4 / Tables 4–5: user A (1 process) vs user B (5 processes).
@@ -144,7 +165,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    let labels: Vec<String> = std::iter::once("A: 1 process".to_string()).chain((1..=5).map(|i| format!("B: process {i}"))).collect();
     {
         let mut kids = Kids::default();
         for i in 0..6 {
@@ -162,7 +182,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
             format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0),
         ]);
         json["insulation_without"] = serde_json::json!({"shares": s, "trace": tr});
-        panels.push(panel("1 vs 5 processes, without allot", &labels, &tr, None));
         prog.step();
     }
     if allot.daemon.is_some() {
@@ -182,7 +201,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
             format!("{:.1}%", s[1..].iter().sum::<f64>() / 5.0 * 100.0),
         ]);
         json["insulation_with_allot"] = serde_json::json!({"shares": s, "trace": tr});
-        panels.push(panel("1 vs 5 processes, with allot (a currency per user)", &labels, &tr, None));
         prog.step();
     }
     prog.finish();
@@ -209,7 +227,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     json["checks"] = serde_json::json!(checks.iter().map(|(w, ok)| serde_json::json!({"check": w, "passed": ok})).collect::<Vec<_>>());
     json["allot_skipped"] = serde_json::json!(allot.skipped);
-    let svg = svg_chart("seed 001 §5.1 on this machine: progress of CPU-bound processes (one CPU)", &panels, 2);
-    a.common.emit(&json, &text, Some(svg))?;
+    a.common.emit(&json, &text, Some(svg(&json)))?;
     Ok(if failed > 0 { 1 } else { 0 })
 }

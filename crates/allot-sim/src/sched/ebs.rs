@@ -33,14 +33,9 @@ use crate::time::{Ns, MS, SEC};
 const TICK: Ns = 10 * MS;
 const BACKGROUND: u8 = 40;
 
-/// EBS shares of a nice value (seed 004 "CPU shares").
+/// EBS shares of a nice value (seed 004 "CPU shares"), allot-model's map.
 pub fn shares(nice: i32) -> f64 {
-    let n = nice.clamp(-20, 19);
-    if n >= 0 {
-        (20 - n) as f64
-    } else {
-        (20 + n * n) as f64
-    }
+    f64::from(allot_model::nice::ebs_shares(nice))
 }
 
 /// The EBS scheduler.

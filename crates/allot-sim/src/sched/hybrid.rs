@@ -100,7 +100,7 @@ impl Hybrid {
     fn tickets(&self, k: &Kernel, t: TaskId) -> f64 {
         let n = k.tasks[t].nice;
         if self.opts.nice_emulation && n != 0 {
-            10f64.powf((20 - n) as f64 / 20.0)
+            allot_model::nice::paper_tickets(n)
         } else {
             k.tasks[t].tickets.max(1) as f64
         }
@@ -200,7 +200,7 @@ impl Scheduler for Hybrid {
             let mut b = eff * k.currencies[c].funding as f64 / cur_tickets[c];
             let nice = k.tasks[t].nice;
             if self.opts.nice_emulation && nice != 0 {
-                let th = 10f64.powf((20 - nice) as f64 / 20.0 + 2.0);
+                let th = allot_model::nice::paper_base_ticket_threshold(nice);
                 b = if nice > 0 { b.min(th) } else { b.max(th) };
             }
             total += b;

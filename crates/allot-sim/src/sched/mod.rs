@@ -286,14 +286,8 @@ impl SchedSpec {
     }
 }
 
-/// Linux's nice → load weight table (kernel/sched/core.c sched_prio_to_weight), used
-/// by CFS and EEVDF.
-pub const PRIO_TO_WEIGHT: [u32; 40] = [
-    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277, 1024, 820, 655,
-    526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
-];
-
-/// Load weight of a nice value.
+/// Load weight of a nice value: the kernel's sched_prio_to_weight, from allot-model
+/// (one table for allot and the simulated CFS and EEVDF).
 pub fn nice_weight(nice: i32) -> u64 {
-    PRIO_TO_WEIGHT[(nice.clamp(-20, 19) + 20) as usize] as u64
+    u64::from(allot_model::nice::kernel_weight(nice))
 }
