@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod cgroup;
+mod closer;
 pub mod peer;
 pub mod pidfd;
 pub mod procfs;

@@ -22,7 +22,8 @@
 //! - **Explicit SCM_CREDENTIALS** (`scm_check_creds`): pid must be the sender's tgid
 //!   (`task_tgid_vnr`; a thread's tid is refused since 2.6.x, checked by a test), uid
 //!   any of its real/effective/saved uids, gid likewise, unless it holds CAP_SYS_ADMIN
-//!   (pid) / CAP_SETUID / CAP_SETGID (ids) *in its own namespaces*. So a user inside a
+//!   (pid) / CAP_SETUID / CAP_SETGID (ids) *in its own namespaces*. (2.6-era kernels
+//!   also let a thread name its tid; today only `task_tgid_vnr(current)` passes.) So a user inside a
 //!   user namespace with subordinate uids (newuidmap, /etc/subuid) can claim those
 //!   subordinate uids, and a user owning a pid namespace can name any pid in it — which
 //!   holds only their own processes. Never treat subordinate uids as users
@@ -30,7 +31,9 @@
 //! - **Implicit credentials** (`unix_maybe_add_creds`, `maybe_add_creds` before 6.16):
 //!   when the sender passed none, the kernel attaches the sender's tgid, *real* uid and
 //!   real gid to each skb if the sending socket or the receiving one has SO_PASSCRED (or
-//!   SO_PASSPIDFD), or if the receiving socket is not yet accepted (`!other->sk_socket`).
+//!   SO_PASSPIDFD), or if the receiving socket is not yet accepted (`!other->sk_socket`;
+//!   dropped in 6.16-rc1 by "af_unix: Inherit sk_flags at connect()", restored before
+//!   the release after it broke userspace).
 //!   `SO_PEERCRED` reports the *effective* ids at connect; [`send_with_creds`] sends
 //!   the effective ids so the two agree for an ordinary client.
 //! - **Where creds land on a stream**: every skb carries the creds of its writer; the
@@ -55,7 +58,11 @@
 //!   (measured here: 4 s for linger 4, in `recvmsg` itself when there was no room, in
 //!   `close` otherwise); a FUSE file's flush waits for its (hostile) server. Hence:
 //!   [`recv_with_creds`] always has room for 253 fds, and every unwanted fd is closed on
-//!   a separate thread ([`discard_fds`]). 6.16 added SO_PASSRIGHTS: [`set_passrights`]
+//!   a separate thread ([`discard_fds`]). The same release happens when a read passes
+//!   an out-of-band byte (MSG_OOB, CONFIG_AF_UNIX_OOB, 5.15+) that carried fds — unless
+//!   SO_OOBINLINE ([`set_oobinline`], set by [`recv_message`]) — and when a socket is
+//!   closed with messages still queued ([`close_client`] shuts down, drains, then
+//!   closes). All three are pinned by tests/peer.rs. 6.16 added SO_PASSRIGHTS: [`set_passrights`]
 //!   `false` makes the kernel refuse to queue fds at all (the sender gets EPERM); use it
 //!   wherever SO_PEERPIDFD makes the pidfd fallback unnecessary.
 //! - **SO_PEERPIDFD** (6.5+, `sk_getsockopt`): a pidfd (O_CLOEXEC) for `sk_peer_pid`,
@@ -65,14 +72,38 @@
 //!   process dead (fdinfo `Pid: -1`). [`peer_pidfd`] turns both into an `is_gone()` error.
 //!   Older kernels answer ENOPROTOOPT: `Ok(None)`.
 //! - **SO_PEERGROUPS** (4.13+): the peer's supplementary groups at connect.
+//!
+//! # Using it in the daemon
+//! ```text
+//! after bind:      set_passcred(listener, true)
+//! each connection: set_passcred(conn, true)
+//!                  peer = peer_cred(conn)            // uid/gid to authorise (euid at connect)
+//!                  groups = peer_groups(conn)        // not NSS group members: what it holds
+//!                  msg = recv_message(conn, MAX_REQUEST, b'\n', 1, 5 s)
+//!                  process = match peer_pidfd(conn)? {
+//!                      Some(p) => p,                               // 6.5+: the connector
+//!                      None => {                                   // older: the sender proves it
+//!                          let s = verify_sender(&mut msg.received)?;
+//!                          require s.cred.pid == peer.pid && s.cred.uid == peer.uid
+//!                          s.pidfd
+//!                      }
+//!                  }
+//!                  ... then process.alive() right before each action on it
+//!                  close_client(conn)                // not drop: see close_client
+//! ```
+//! The client always sends `send_with_creds(conn, request, Some(own pidfd))`. Requiring the
+//! sender to be the connector refuses socket-passing games (the allot CLI never passes its
+//! socket on). If the daemon turns SO_PASSRIGHTS off, a client's send with a pidfd fails
+//! with EPERM and must be resent without it. Each read may hold up to 253 received fds
+//! for a moment: raise RLIMIT_NOFILE well above `clients x 260`, since fds the kernel
+//! cannot install are dropped — and released — in the reading thread.
 
+pub use crate::closer::{discard_fds, discards_pending};
 pub use crate::pidfd::{pidfd_pid, PidFd};
 use crate::{Error, Result};
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, OnceLock};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Most fds one `sendmsg` can carry (SCM_MAX_FD in include/net/scm.h), hence the most one
 /// `recvmsg` can deliver.
@@ -221,6 +252,32 @@ pub fn set_passrights(fd: BorrowedFd, on: bool) -> Result<bool> {
     }
 }
 
+/// SO_OOBINLINE: deliver an out-of-band byte (MSG_OOB, CONFIG_AF_UNIX_OOB) in the stream.
+/// Without it the kernel drops that byte's skb when a read passes it, and fds a hostile
+/// client attached to it are released in the reading thread (which can block, module
+/// docs); inline, they arrive like any others and are discarded off-thread.
+pub fn set_oobinline(fd: BorrowedFd, on: bool) -> Result<()> {
+    setsockopt_int(fd, libc::SO_OOBINLINE, on as libc::c_int).map_err(|e| sys(format!("setsockopt(fd {}, SO_OOBINLINE, {on})", fd.as_raw_fd()), e))
+}
+
+/// Closes a client connection without waiting on what the client left in it. Closing a
+/// socket releases every message still queued, with its fds, in the closing thread, so
+/// this first shuts it down (the client can queue nothing more), then drains it without
+/// blocking (fds go to [`discard_fds`]), then closes it.
+pub fn close_client(conn: OwnedFd) {
+    let fd = conn.as_fd();
+    // SAFETY: shutdown on a valid socket; errors (already shut, not connected) are harmless.
+    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };
+    let _ = set_oobinline(fd, true);
+    let mut buf = [0u8; 4096];
+    while let Ok(r) = recv_flags(fd, &mut buf, SCM_MAX_FD, libc::MSG_DONTWAIT) {
+        if r.len == 0 && r.fds.is_empty() {
+            break;
+        }
+    }
+    drop(conn);
+}
+
 /// Client side of the pidfd fallback: sends `data` with SCM_CREDENTIALS (this process's
 /// pid, effective uid and gid) and, if given, `pidfd` (this process's own, from
 /// `PidFd::open(getpid)`) in one `sendmsg`. Returns the bytes sent; a stream socket may
@@ -326,6 +383,10 @@ impl Drop for Received {
 /// Blocks as the socket says: give it a read timeout (`set_read_timeout`) or make it
 /// non-blocking, and a silent peer costs that timeout (an error with kind WouldBlock).
 pub fn recv_with_creds(fd: BorrowedFd, buf: &mut [u8], max_fds: usize) -> Result<Received> {
+    recv_flags(fd, buf, max_fds, 0)
+}
+
+fn recv_flags(fd: BorrowedFd, buf: &mut [u8], max_fds: usize, flags: libc::c_int) -> Result<Received> {
     let mut control = [0u64; CONTROL_WORDS];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
@@ -336,7 +397,7 @@ pub fn recv_with_creds(fd: BorrowedFd, buf: &mut [u8], max_fds: usize) -> Result
     msg.msg_controllen = size_of::<[u64; CONTROL_WORDS]>() as _;
     let n = loop {
         // SAFETY: msg points at live buffers of the stated sizes.
-        let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
         if n >= 0 {
             break n as usize;
         }
@@ -433,18 +494,41 @@ pub struct Message {
     pub received: Received,
 }
 
-/// Reads one message ending in `end` (at most `max` bytes), however the client split it:
-/// the creds of every chunk must be the same (one writer; with SO_PASSCRED the kernel
-/// attaches them to every chunk) and fds may arrive on any chunk, at most `max_fds` in
-/// all. Needs SO_PASSCRED on the socket and a read timeout, like [`recv_with_creds`].
-pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize) -> Result<Message> {
+/// Reads one message ending in `end` (at most `max` bytes) within `within` in all, however
+/// the client split it: the creds of every chunk must be the same (one writer; with
+/// SO_PASSCRED the kernel attaches them to every chunk) and fds may arrive on any chunk,
+/// at most `max_fds` in all. The overall limit stops a client that trickles a byte at a
+/// time (an error of kind TimedOut). Needs SO_PASSCRED on the socket; sets SO_OOBINLINE
+/// (see [`set_oobinline`]). Reads never block beyond `within`, whatever the socket's mode.
+pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize, within: std::time::Duration) -> Result<Message> {
     let refuse = |why: String| Err(Error::Identity(why));
+    let deadline = std::time::Instant::now() + within;
     let mut data = Vec::new();
     let mut acc = Received { len: 0, creds: None, fds: Vec::new(), truncated: false, scm_pidfd: None };
     let mut buf = vec![0u8; 4096];
     let mut first = true;
+    set_oobinline(fd, true)?;
     loop {
-        let mut r = recv_with_creds(fd, &mut buf, max_fds.saturating_sub(acc.fds.len()))?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; EINTR simply loops and recomputes the time left.
+        let ready = unsafe { libc::poll(&mut p, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if ready == 0 {
+            let why = format!("no complete message within {within:?} ({} bytes came); the client must send its request at once", data.len());
+            return Err(sys(format!("recvmsg(fd {})", fd.as_raw_fd()), io::Error::new(io::ErrorKind::TimedOut, why)));
+        }
+        if ready < 0 {
+            continue;
+        }
+        let mut r = match recv_flags(fd, &mut buf, max_fds.saturating_sub(acc.fds.len()), libc::MSG_DONTWAIT) {
+            Ok(r) => r,
+            // Readable yet nothing to read (a consumed skb still queued): never spin hard.
+            Err(e) if e.io_kind() == Some(io::ErrorKind::WouldBlock) => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if r.len == 0 {
             return refuse(format!("the client closed the connection after {} bytes, before the end of its message", data.len()));
         }
@@ -468,51 +552,9 @@ pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize) -> Resu
     }
 }
 
-static PENDING: AtomicUsize = AtomicUsize::new(0);
-static CLOSER: OnceLock<Option<mpsc::Sender<Vec<OwnedFd>>>> = OnceLock::new();
-
-/// Closes descriptors a peer sent, on a dedicated thread: closing one can block (a TCP
-/// socket with SO_LINGER, a FUSE file whose server does not answer flush), and the
-/// caller must never wait on that. Batches are closed in order; if one close hangs for
-/// good, later ones wait behind it ([`discards_pending`] shows how many). Falls back to
-/// closing here only if the thread cannot be started.
-pub fn discard_fds(fds: Vec<OwnedFd>) {
-    if fds.is_empty() {
-        return;
-    }
-    let tx = CLOSER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Vec<OwnedFd>>();
-        let spawned = std::thread::Builder::new().name("allot-fd-closer".into()).spawn(move || {
-            for batch in rx {
-                let n = batch.len();
-                drop(batch);
-                PENDING.fetch_sub(n, Ordering::SeqCst);
-            }
-        });
-        spawned.ok().map(|_| tx)
-    });
-    let n = fds.len();
-    PENDING.fetch_add(n, Ordering::SeqCst);
-    let unsent = match tx {
-        Some(tx) => tx.send(fds).err().map(|mpsc::SendError(fds)| fds),
-        None => Some(fds),
-    };
-    if let Some(fds) = unsent {
-        drop(fds);
-        PENDING.fetch_sub(n, Ordering::SeqCst);
-    }
-}
-
-/// Descriptors handed to [`discard_fds`] and not closed yet. Stays above zero if a close
-/// hangs: worth reporting (`allot status`), and a reason to set [`set_passrights`].
-pub fn discards_pending() -> usize {
-    PENDING.load(Ordering::SeqCst)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsFd;
     use std::os::unix::net::UnixStream;
 
     #[test]

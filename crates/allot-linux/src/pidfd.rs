@@ -43,7 +43,7 @@ impl PidFd {
         let raw = fd.as_raw_fd();
         let call = format!("PidFd::from_fd(fd {raw})");
         let refuse = |fd: OwnedFd, why: String| {
-            crate::peer::discard_fds(vec![fd]);
+            crate::closer::discard_fds(vec![fd]);
             Err(Error::Sys { call: call.clone(), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why) })
         };
         let link = std::fs::read_link(format!("/proc/self/fd/{raw}")).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
@@ -61,7 +61,7 @@ impl PidFd {
         match info.pid {
             Some(pid) if pid > 0 => Ok(Self { fd, pid }),
             Some(_) => {
-                crate::peer::discard_fds(vec![fd]);
+                crate::closer::discard_fds(vec![fd]);
                 Err(Error::Sys { call, source: std::io::Error::from_raw_os_error(libc::ESRCH) })
             }
             None => refuse(fd, "its fdinfo has no Pid: line".into()),

@@ -31,7 +31,7 @@ fn identity_err(r: allot_linux::Result<Sender>) -> String {
 }
 
 fn read_message(s: &UnixStream) -> Message {
-    recv_message(s.as_fd(), 65536, b'\n', 1).unwrap()
+    recv_message(s.as_fd(), 65536, b'\n', 1, Duration::from_secs(10)).unwrap()
 }
 
 #[test]
@@ -271,7 +271,7 @@ fn a_message_split_over_writes_and_writers() {
     let st = Command::new("printf").arg("y").stdout(Stdio::from(OwnedFd::from(a.try_clone().unwrap()))).status().unwrap();
     assert!(st.success());
     send_with_creds(a.as_fd(), b"}\n", Some(own_pidfd().as_fd())).unwrap();
-    match recv_message(b.as_fd(), 65536, b'\n', 1) {
+    match recv_message(b.as_fd(), 65536, b'\n', 1, Duration::from_secs(10)) {
         Err(Error::Identity(m)) => assert!(m.contains("two processes"), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -291,56 +291,144 @@ fn a_silent_or_oob_client_does_not_block_the_reader() {
     // SAFETY: plain syscall on a valid socket.
     let oob = unsafe { libc::send(a.as_raw_fd(), b"!".as_ptr().cast(), 1, libc::MSG_OOB) };
     assert!(oob == 1 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP));
-    let e = recv_message(b.as_fd(), 64, b'\n', 1).unwrap_err();
-    assert_eq!(e.io_kind(), Some(std::io::ErrorKind::WouldBlock), "{e}");
+    let short = Duration::from_millis(300);
+    let e = recv_message(b.as_fd(), 64, b'\n', 1, short).unwrap_err();
+    assert_eq!(e.io_kind(), Some(std::io::ErrorKind::TimedOut), "{e}");
     (&a).write_all(b"hi\n").unwrap();
-    assert!(recv_message(b.as_fd(), 64, b'\n', 1).unwrap().data.ends_with(b"hi\n"));
-    // The client hangs up mid-message.
+    assert!(recv_message(b.as_fd(), 64, b'\n', 1, short).unwrap().data.ends_with(b"hi\n"));
+    // A byte every 20 ms, never a newline: each read succeeds, the message never ends.
+    let t0 = Instant::now();
+    std::thread::scope(|t| {
+        let a = &a;
+        t.spawn(move || {
+            while t0.elapsed() < Duration::from_secs(1) {
+                let _ = (&*a).write_all(b"z");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let e = recv_message(b.as_fd(), 1 << 20, b'\n', 1, short).unwrap_err();
+        assert_eq!(e.io_kind(), Some(std::io::ErrorKind::TimedOut), "{e}");
+        assert!(t0.elapsed() < Duration::from_millis(900), "a trickling client held the reader {:?}", t0.elapsed());
+    });
+    let _ = recv_with_creds(b.as_fd(), &mut [0u8; 4096], 0); // what the trickle left
+                                                             // The client hangs up mid-message.
     (&a).write_all(b"half").unwrap();
     drop(a);
-    assert!(matches!(recv_message(b.as_fd(), 64, b'\n', 1), Err(Error::Identity(m)) if m.contains("closed the connection")));
+    assert!(matches!(recv_message(b.as_fd(), 64, b'\n', 1, short), Err(Error::Identity(m)) if m.contains("closed the connection")));
 }
 
-#[test]
-fn a_lingering_tcp_socket_does_not_block_the_reader() {
-    require_root();
-    // A TCP connection whose peer never reads, its send queue full, SO_LINGER 3 s: the
-    // last close of it blocks 3 s (as long as the attacker likes, in general).
-    // Small buffers on both sides, so data stays unsent (loopback would otherwise take it all).
-    let small = |fd: i32, opt: i32| {
-        let v: libc::c_int = 4096;
-        // SAFETY: valid socket and option buffer.
-        assert_eq!(unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, (&v as *const libc::c_int).cast(), 4) }, 0);
-    };
+/// A TCP connection whose peer never reads, its send queue full, SO_LINGER 3 s: the last
+/// close of it blocks 3 s (as long as an attacker likes, in general). Keep the listener.
+fn lingering_tcp() -> (std::net::TcpListener, std::net::TcpStream) {
     let srv = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    small(srv.as_raw_fd(), libc::SO_RCVBUF); // inherited by the connection it accepts
+    let small: libc::c_int = 4096; // inherited by the connection it accepts: a tiny window
+                                   // SAFETY: valid socket and option buffer.
+    assert_eq!(unsafe { libc::setsockopt(srv.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&small as *const libc::c_int).cast(), 4) }, 0);
     let tcp = std::net::TcpStream::connect(srv.local_addr().unwrap()).unwrap();
-    small(tcp.as_raw_fd(), libc::SO_SNDBUF);
     tcp.set_nonblocking(true).unwrap();
     while (&tcp).write(&[0u8; 65536]).is_ok() {}
     let linger = libc::linger { l_onoff: 1, l_linger: 3 };
     // SAFETY: valid socket and option buffer.
     assert_eq!(unsafe { libc::setsockopt(tcp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, (&linger as *const libc::linger).cast(), 8) }, 0);
     tcp.set_nonblocking(false).unwrap();
-    let (a, b) = UnixStream::pair().unwrap();
-    set_passcred(b.as_fd(), true).unwrap();
-    for max_fds in [0, 1] {
-        send_msg(a.as_fd(), b"x\n", Some(&Cred::current()), &[tcp.as_fd()]).unwrap();
-        let t0 = Instant::now();
-        let mut r = recv_with_creds(b.as_fd(), &mut [0u8; 8], max_fds).unwrap();
-        let _ = verify_sender(&mut r);
-        drop(r);
-        assert!(t0.elapsed() < Duration::from_millis(1500), "max_fds {max_fds}: the reader waited {:?}", t0.elapsed());
+    (srv, tcp)
+}
+
+/// Runs `test` again in a process of its own and checks it passed; false when this is that
+/// process. The linger tests need it: a child another test forks at the wrong moment
+/// holds a copy of every descriptor until its exec, and its close-on-exec may be the last.
+fn in_own_process(test: &str) -> bool {
+    if role().is_some() {
+        return false;
     }
-    // Whichever close is last (the closer thread's or this one) waits out the linger:
-    // proof that the hazard was real and that the reader above did not pay for it.
-    let t0 = Instant::now();
-    drop(tcp);
-    while discards_pending() > 0 && t0.elapsed() < Duration::from_secs(30) {
+    require_root();
+    let out = client(test, "solo", None, &[], &[]).output().unwrap();
+    assert!(out.status.success(), "{test}:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    true
+}
+
+/// Waits for the closer thread to finish: it took the last close of each lingering socket
+/// and waited out the linger, proof that the hazard was real (the reader, timed
+/// separately, did not pay for it).
+fn linger_bit_the_closer(since: Instant) {
+    while discards_pending() > 0 && since.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(discards_pending(), 0, "the closer thread never finished");
-    assert!(t0.elapsed() >= Duration::from_secs(2), "the lingering close did not block ({:?}): this test tests nothing", t0.elapsed());
+    assert!(since.elapsed() >= Duration::from_secs(2), "no close lingered ({:?}): this test tests nothing", since.elapsed());
+}
+
+#[test]
+fn a_lingering_tcp_socket_does_not_block_the_reader() {
+    if in_own_process("a_lingering_tcp_socket_does_not_block_the_reader") {
+        return;
+    }
+    let ((_s1, tcp), (_s2, tcp2)) = (lingering_tcp(), lingering_tcp());
+    let (a, b) = UnixStream::pair().unwrap();
+    set_passcred(b.as_fd(), true).unwrap();
+    // One lingering socket last behind a full load of fds, another alone.
+    let (_rd, wr) = pipe();
+    let mut many: Vec<BorrowedFd> = std::iter::repeat_n(wr.as_fd(), SCM_MAX_FD - 1).collect();
+    many.push(tcp.as_fd());
+    send_msg(a.as_fd(), b"x\n", Some(&Cred::current()), &many).unwrap();
+    send_msg(a.as_fd(), b"y\n", Some(&Cred::current()), &[tcp2.as_fd()]).unwrap();
+    drop(many);
+    drop((tcp, tcp2)); // as an attacker would: the copies in flight are the last ones
+    let t0 = Instant::now();
+    for max_fds in [0, 1] {
+        let mut r = recv_with_creds(b.as_fd(), &mut [0u8; 2], max_fds).unwrap();
+        let _ = verify_sender(&mut r);
+        drop(r);
+    }
+    assert!(t0.elapsed() < Duration::from_millis(1500), "the reader waited {:?}", t0.elapsed());
+    linger_bit_the_closer(t0);
+}
+
+#[test]
+fn fds_on_an_oob_byte_or_left_in_the_socket_do_not_block_the_daemon() {
+    if in_own_process("fds_on_an_oob_byte_or_left_in_the_socket_do_not_block_the_daemon") {
+        return;
+    }
+    let ((_s1, tcp), (_s2, tcp2)) = (lingering_tcp(), lingering_tcp());
+    // On an out-of-band byte (when the kernel has CONFIG_AF_UNIX_OOB).
+    let (a, b) = UnixStream::pair().unwrap();
+    set_passcred(b.as_fd(), true).unwrap();
+    let fd = tcp.as_raw_fd();
+    let mut cbuf = [0u64; 4];
+    let mut iov = libc::iovec { iov_base: b"!".as_ptr() as *mut libc::c_void, iov_len: 1 };
+    // SAFETY: a msghdr with one iovec and one SCM_RIGHTS cmsg in a buffer large enough.
+    let oob = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(4) as _;
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), fd);
+        libc::sendmsg(a.as_raw_fd(), &msg, libc::MSG_OOB)
+    };
+    assert!(oob == 1 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP));
+    (&a).write_all(b"{}\n").unwrap();
+    drop(tcp);
+    let t0 = Instant::now();
+    let m = recv_message(b.as_fd(), 64, b'\n', 1, Duration::from_secs(5)).unwrap();
+    assert!(m.data.ends_with(b"{}\n"));
+    drop(m);
+    assert!(t0.elapsed() < Duration::from_millis(1500), "the reader waited {:?}", t0.elapsed());
+    // Left unread in the connection when the daemon hangs up.
+    let (c, d) = UnixStream::pair().unwrap();
+    send_msg(c.as_fd(), b"req\n", None, &[]).unwrap();
+    send_msg(c.as_fd(), b"more", None, &[tcp2.as_fd()]).unwrap();
+    drop(tcp2);
+    let _ = recv_with_creds(d.as_fd(), &mut [0u8; 4], 0).unwrap(); // reads only "req\n"
+    let t1 = Instant::now();
+    close_client(OwnedFd::from(d));
+    assert!(t1.elapsed() < Duration::from_millis(1500), "closing the connection waited {:?}", t1.elapsed());
+    assert!(send_msg(c.as_fd(), b"late", None, &[]).is_err(), "a closed connection takes nothing more");
+    linger_bit_the_closer(t0);
 }
 
 #[test]
