@@ -2,6 +2,7 @@
 //! seeds' benchmarks. Each command is a clap `Args` struct plus a `run` function; the
 //! `allot` binary wires them in.
 
+pub mod args;
 pub mod bench;
 pub mod harness;
 pub mod policy;

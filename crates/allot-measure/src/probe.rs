@@ -6,8 +6,11 @@
 //! rr), with an optional EEVDF custom slice, and it runs unchanged inside an allot job
 //! (`allot run -t 300 -- allot probe`).
 
+use crate::args;
 use crate::policy::Policy;
 use crate::report::{log2_histogram, percentiles, render_histogram, Bucket, Percentiles};
+use allot_model::duration::Unit;
+use allot_report::for_terminal;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use std::os::unix::fs::FileExt;
@@ -30,26 +33,28 @@ pub enum Mode {
 /// from the kernel's accounting.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
-    /// Wakeup interval in ms (> 0).
-    #[arg(long, short = 'i', default_value_t = 5.0, allow_negative_numbers = true)]
-    pub interval: f64,
-    /// CPU work per wakeup in µs (thread CPU time, so preemption does not shorten it).
-    #[arg(long, short = 'w', default_value_t = 0.0, allow_negative_numbers = true)]
-    pub work: f64,
+    /// Wakeup interval, more than 0 and at most 60s: 5ms, 500us, 0.2s (a bare number is
+    /// ms).
+    #[arg(long, short = 'i', default_value = "5ms", allow_negative_numbers = true)]
+    pub interval: String,
+    /// CPU work per wakeup, in thread CPU time so preemption does not shorten it: 500us,
+    /// 0.5ms (a bare number is µs).
+    #[arg(long, short = 'w', default_value = "0us", allow_negative_numbers = true)]
+    pub work: String,
     /// Number of wakeups (default 2000, as seed 003's jitter.py; conflicts with --duration).
     #[arg(long, short = 'n', allow_negative_numbers = true, conflicts_with = "duration")]
     pub count: Option<i64>,
-    /// Run for this many seconds instead of a count.
+    /// Run this long instead of a count: 10s, 1.5min (a bare number is seconds).
     #[arg(long, short = 'd', allow_negative_numbers = true)]
-    pub duration: Option<f64>,
+    pub duration: Option<String>,
     /// Scheduling policy: normal, nice:N (-20..19), batch, batch:N, idle, fifo:P (1..99),
     /// rr:P (1..99).
     #[arg(long, short = 'p', default_value = "normal")]
     pub policy: String,
-    /// EEVDF custom slice in µs (sched_setattr sched_runtime; Linux 6.12+; the kernel
-    /// clamps it to 100..100000 µs). Normal and batch policies only.
-    #[arg(long)]
-    pub slice: Option<f64>,
+    /// EEVDF custom slice, 100us..100ms: 0.1ms, 3ms (a bare number is µs;
+    /// sched_setattr sched_runtime, Linux 6.12+). Normal and batch policies only.
+    #[arg(long, allow_negative_numbers = true)]
+    pub slice: Option<String>,
     /// Sleep or busy-wait to each deadline.
     #[arg(long, short = 'm', value_enum, default_value_t = Mode::Sleep)]
     pub mode: Mode,
@@ -109,47 +114,33 @@ impl Default for ProbeConfig {
 impl ProbeArgs {
     /// Checks every value; one clear error naming the value and what is allowed.
     pub fn config(&self) -> anyhow::Result<ProbeConfig> {
-        if !(self.interval > 0.0 && self.interval.is_finite()) {
-            anyhow::bail!("--interval must be a positive number of ms, got {}", self.interval);
-        }
-        if self.interval > 60_000.0 {
-            anyhow::bail!("--interval must be at most 60000 ms, got {}", self.interval);
-        }
-        if !(self.work >= 0.0 && self.work.is_finite()) {
-            anyhow::bail!("--work must be 0 or a positive number of µs, got {}", self.work);
-        }
+        let interval = args::positive_duration("--interval", &self.interval, Unit::Ms, Duration::from_secs(60))?;
+        let work = args::duration("--work", &self.work, Unit::Us)?;
         let count = match self.count {
             Some(n) if n < 1 => anyhow::bail!("--count must be at least 1, got {n}"),
             Some(n) => n as u64,
             None => 2000,
         };
-        if let Some(d) = self.duration {
-            if !(d > 0.0 && d.is_finite()) {
-                anyhow::bail!("--duration must be a positive number of seconds, got {d}");
-            }
-        }
+        let duration = match &self.duration {
+            Some(d) => Some(args::positive_duration("--duration", d, Unit::S, Duration::from_secs(7 * 24 * 3600))?.as_secs_f64()),
+            None => None,
+        };
         let policy: Policy = self.policy.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-        let slice_ns = match self.slice {
+        let slice_ns = match &self.slice {
             None => 0,
-            Some(s) if !(100.0..=100_000.0).contains(&s) => {
-                anyhow::bail!("--slice must be 100..100000 µs (the kernel's range for custom slices), got {s}")
+            Some(s) => {
+                let d = args::duration("--slice", s, Unit::Us)?;
+                if !(Duration::from_micros(100)..=Duration::from_millis(100)).contains(&d) {
+                    anyhow::bail!("--slice must be 100us..100ms (the kernel's range for custom slices), got {s:?}");
+                }
+                d.as_nanos() as u64
             }
-            Some(s) => (s * 1e3) as u64,
         };
         let n = allot_linux::ncpu();
         if let Some(c) = self.cpu.iter().find(|&&c| c >= n.max(1024)) {
             anyhow::bail!("--cpu {c} does not exist: this machine's CPUs are 0..{}", n - 1);
         }
-        Ok(ProbeConfig {
-            interval: Duration::from_secs_f64(self.interval / 1e3),
-            work: Duration::from_secs_f64(self.work / 1e6),
-            count,
-            duration: self.duration,
-            policy,
-            slice_ns,
-            mode: self.mode,
-            cpus: self.cpu.clone(),
-        })
+        Ok(ProbeConfig { interval, work, count, duration, policy, slice_ns, mode: self.mode, cpus: self.cpu.clone() })
     }
 }
 
@@ -349,7 +340,7 @@ pub fn render(r: &ProbeReport) -> String {
         k.policy,
         slice,
         k.slice_us.map(|x| format!("{x:.0} µs")).unwrap_or("?".into()),
-        r.cgroup.as_deref().unwrap_or("?"),
+        for_terminal(r.cgroup.as_deref().unwrap_or("?")),
     );
     s += &format!(
         "wakeup lateness: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}   (deadlines missed: {})\n\n",
@@ -408,12 +399,38 @@ mod tests {
     #[test]
     fn bad_input_one_clear_error() {
         let e = |a: &[&str]| args(a).config().unwrap_err().to_string();
-        assert_eq!(e(&["--interval", "0"]), "--interval must be a positive number of ms, got 0");
-        assert_eq!(e(&["--interval", "-3"]), "--interval must be a positive number of ms, got -3");
+        assert_eq!(e(&["--interval", "0"]), "--interval must be more than 0, got \"0\"");
+        assert_eq!(
+            e(&["--interval", "-3"]),
+            "--interval must be a duration like 5ms, 500us or 0.2s (a bare number is milliseconds), got \"-3\": a duration cannot be negative"
+        );
+        assert_eq!(
+            e(&["--interval", "5 parsecs"]),
+            "--interval must be a duration like 5ms, 500us or 0.2s (a bare number is milliseconds), got \"5 parsecs\": unknown unit \"parsecs\"; units are ns, us (or µs), ms, s, min"
+        );
+        assert_eq!(e(&["--interval", "2min"]), "--interval must be at most 60s, got \"2min\"");
         assert_eq!(e(&["--count", "0"]), "--count must be at least 1, got 0");
         assert!(e(&["--policy", "fast"]).starts_with("unknown policy \"fast\": use normal, nice:N (-20..19)"));
-        assert!(e(&["--slice", "5"]).contains("100..100000"));
+        assert_eq!(e(&["--slice", "5"]), "--slice must be 100us..100ms (the kernel's range for custom slices), got \"5\"");
         assert!(e(&["--work", "-1"]).contains("--work"));
+        assert!(e(&["--duration", "0s"]).contains("--duration must be more than 0"));
+    }
+
+    #[test]
+    fn durations_take_units_and_bare_numbers_keep_their_old_unit() {
+        let c = |a: &[&str]| args(a).config().unwrap();
+        // --work 0.5ms used to be refused (it took bare µs while --interval took bare ms).
+        assert_eq!(c(&["--work", "0.5ms"]).work, Duration::from_micros(500));
+        assert_eq!(c(&["--work", "500"]).work, Duration::from_micros(500));
+        assert_eq!(c(&["--work", "250µs"]).work, Duration::from_micros(250));
+        assert_eq!(c(&["--interval", "5"]).interval, Duration::from_millis(5));
+        assert_eq!(c(&["--interval", "500us"]).interval, Duration::from_micros(500));
+        assert_eq!(c(&["--interval", "0.2s"]).interval, Duration::from_millis(200));
+        assert_eq!(c(&[]).interval, Duration::from_millis(5));
+        assert_eq!(c(&["--duration", "2"]).duration, Some(2.0));
+        assert_eq!(c(&["--duration", "1.5min"]).duration, Some(90.0));
+        assert_eq!(c(&["--slice", "100"]).slice_ns, 100_000);
+        assert_eq!(c(&["--slice", "0.1ms"]).slice_ns, 100_000);
     }
 
     #[test]

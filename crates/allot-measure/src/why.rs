@@ -3,6 +3,7 @@
 //! the machine's context (runnable tasks vs CPUs, PSI cpu), and gives a verdict:
 //! starved by scheduling, CPU-bound at its fair share, or mostly sleeping or blocked.
 
+use allot_report::{fit, for_terminal};
 use anyhow::Context;
 use clap::Args;
 use std::collections::HashMap;
@@ -16,9 +17,9 @@ pub struct WhyArgs {
     /// The process to diagnose.
     #[arg(allow_negative_numbers = true)]
     pub pid: i64,
-    /// Seconds to sample.
-    #[arg(long, short = 'd', default_value_t = 3.0, allow_negative_numbers = true)]
-    pub duration: f64,
+    /// How long to sample, at most an hour: 3s, 500ms (a bare number is seconds).
+    #[arg(long, short = 'd', default_value = "3s", allow_negative_numbers = true)]
+    pub duration: String,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -435,12 +436,11 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     })
 }
 
-/// The diagnosis as text.
+/// The diagnosis as text. The process's command line, the competitors' names and the
+/// cgroup path are the processes' own words: they go through `for_terminal`, so a name
+/// like "\x1b]0;pwned\x07" prints as `\e]0;pwned\a` and cannot reach the terminal.
 pub fn render(d: &Diagnosis) -> String {
-    let mut cmd = d.cmdline.clone();
-    if cmd.chars().count() > 60 {
-        cmd = cmd.chars().take(57).collect::<String>() + "...";
-    }
+    let cmd = fit(&for_terminal(&d.cmdline), 60).into_owned();
     let mut s = format!(
         "allot why {} ({}): {} thread{}, {}, cgroup {}, sampled {:.1} s\n\n",
         d.pid,
@@ -448,7 +448,7 @@ pub fn render(d: &Diagnosis) -> String {
         d.threads,
         if d.threads == 1 { "" } else { "s" },
         d.policy,
-        d.cgroup.as_deref().unwrap_or("?"),
+        for_terminal(d.cgroup.as_deref().unwrap_or("?")),
         d.window_s
     );
     s += &format!(
@@ -479,7 +479,7 @@ pub fn render(d: &Diagnosis) -> String {
         m.psi_some_pct.map(|p| format!("{p:.0}% of the window")).unwrap_or("n/a".into())
     );
     if !m.top.is_empty() {
-        let t: Vec<String> = m.top.iter().map(|c| format!("{} ({}) {:.2} CPUs", c.pid, c.comm, c.cpus)).collect();
+        let t: Vec<String> = m.top.iter().map(|c| format!("{} ({}) {:.2} CPUs", c.pid, for_terminal(&c.comm), c.cpus)).collect();
         s += &format!("busiest other processes: {}\n", t.join(", "));
     }
     s += "\nwhat would help:\n";
@@ -491,16 +491,75 @@ pub fn render(d: &Diagnosis) -> String {
 
 /// `allot why`.
 pub fn run(args: WhyArgs) -> anyhow::Result<i32> {
-    if !(args.duration > 0.0 && args.duration <= 3600.0) {
-        anyhow::bail!("--duration must be 0..3600 seconds (exclusive of 0), got {}", args.duration);
-    }
+    let window = crate::args::positive_duration("--duration", &args.duration, allot_model::duration::Unit::S, Duration::from_secs(3600))?;
     let pid =
         i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;
-    let d = diagnose(pid, Duration::from_secs_f64(args.duration))?;
+    let d = diagnose(pid, window)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&d)?);
     } else {
         print!("{}", render(&d));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diagnosis(cmdline: &str, comm: &str, cgroup: &str) -> Diagnosis {
+        Diagnosis {
+            pid: 42,
+            cmdline: cmdline.into(),
+            threads: 1,
+            policy: "SCHED_OTHER nice 0".into(),
+            cgroup: Some(cgroup.into()),
+            window_s: 3.0,
+            cpu_s: 1.0,
+            wait_s: 0.5,
+            cpu_rate: 0.33,
+            wait_ms_per_s: 166.0,
+            runtime_ratio: Some(0.67),
+            busiest_runnable: 1.0,
+            waits_per_s: 10.0,
+            mean_wait_ms: 16.6,
+            involuntary_per_s: 10.0,
+            voluntary_per_s: 0.0,
+            worst_wait_ms: None,
+            worst_wait_source: None,
+            longest_wait_estimate_ms: 20.0,
+            equal_share: 0.5,
+            machine: MachineContext {
+                ncpu: 2,
+                runnable_avg: 4.0,
+                psi_some_pct: None,
+                psi_some_avg10: None,
+                top: vec![Competitor { pid: 7, comm: comm.into(), cpus: 1.0 }],
+            },
+            verdict: Verdict::Starved,
+            reason: "r".into(),
+            help: vec![],
+        }
+    }
+
+    #[test]
+    fn a_process_cannot_write_to_the_terminal_through_why() {
+        let s = render(&diagnosis("evil \x1b]0;pwned\x07 \x1b[2J", "\u{202e}gnp.exe", "/allot/\x1b[H"));
+        assert!(!s.contains('\x1b') && !s.contains('\x07') && !s.contains('\u{202e}'), "{s}");
+        assert!(s.contains("evil \\e]0;pwned\\a \\e[2J") && s.contains("\\u{202e}gnp.exe") && s.contains("/allot/\\e[H"), "{s}");
+    }
+
+    #[test]
+    fn long_command_lines_are_cut_with_an_ellipsis() {
+        let s = render(&diagnosis(&"x".repeat(100), "c", "/"));
+        assert!(s.contains(&format!("({}…)", "x".repeat(59))), "{s}");
+    }
+
+    #[test]
+    fn duration_takes_units() {
+        let e = |d: &str| run(WhyArgs { pid: 1, duration: d.into(), json: false }).unwrap_err().to_string();
+        assert_eq!(e("0"), "--duration must be more than 0, got \"0\"");
+        assert_eq!(e("2h"), "--duration must be a duration like 5ms, 500us or 0.2s (a bare number is seconds), got \"2h\": unknown unit \"h\"; units are ns, us (or µs), ms, s, min");
+        assert_eq!(e("61min"), "--duration must be at most 3600s, got \"61min\"");
+    }
 }

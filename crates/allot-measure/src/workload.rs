@@ -37,9 +37,10 @@ pub struct WorkloadArgs {
     /// The workload.
     #[arg(value_enum)]
     pub kind: Kind,
-    /// Stop after this many seconds (default: run until SIGTERM/SIGINT).
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Stop after this long: 3s, 500ms (a bare number is seconds; default: run until
+    /// SIGTERM/SIGINT).
+    #[arg(long, allow_negative_numbers = true)]
+    pub duration: Option<String>,
     /// Threads (each does the same work; `work` is their sum). cpu, mem and work only.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -50,15 +51,16 @@ pub struct WorkloadArgs {
     /// at least 32 MiB, so the working set is well above the cache).
     #[arg(long)]
     pub mib: Option<u64>,
-    /// bimodal: seconds of the CPU, interactive and CPU phases (seed 001 §5.2: 15,20,15).
-    #[arg(long, value_delimiter = ',', default_values_t = [15.0, 20.0, 15.0])]
-    pub phases: Vec<f64>,
-    /// bimodal: ms of work per burst in the interactive phase.
-    #[arg(long, default_value_t = 5.0)]
-    pub burst_ms: f64,
-    /// bimodal: ms of sleep between bursts in the interactive phase.
-    #[arg(long, default_value_t = 100.0)]
-    pub sleep_ms: f64,
+    /// bimodal: lengths of the CPU, interactive and CPU phases (seed 001 §5.2: 15,20,15;
+    /// a bare number is seconds).
+    #[arg(long, value_delimiter = ',', default_values = ["15s", "20s", "15s"], allow_negative_numbers = true)]
+    pub phases: Vec<String>,
+    /// bimodal: CPU work per burst in the interactive phase (a bare number is ms).
+    #[arg(long, default_value = "5ms", allow_negative_numbers = true)]
+    pub burst_ms: String,
+    /// bimodal: sleep between bursts in the interactive phase (a bare number is ms).
+    #[arg(long, default_value = "100ms", allow_negative_numbers = true)]
+    pub sleep_ms: String,
     /// Also write the JSON report line to this file (for runs whose stdout is not ours).
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
@@ -79,14 +81,14 @@ pub fn cpu_unit(seed: u64) -> u64 {
 
 /// Runs the workload; prints the JSON report line.
 pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
-    validate(&args)?;
+    let tm = validate(&args)?;
     install_stop_handlers();
     let start = Instant::now();
     let mut line = match args.kind {
-        Kind::Cpu => run_loop(&args, start, |_t, sink, _| cpu_unit(sink)),
-        Kind::Mem => run_mem(&args, start),
+        Kind::Cpu => run_loop(&args, &tm, start, |_t, sink, _| cpu_unit(sink)),
+        Kind::Mem => run_mem(&args, &tm, start),
         Kind::Work => run_work(&args, start),
-        Kind::Bimodal => run_bimodal(&args, start),
+        Kind::Bimodal => run_bimodal(&args, &tm, start),
     };
     let wall = start.elapsed().as_secs_f64();
     line["cpu_s"] = serde_json::json!(process_cpu_s());
@@ -99,30 +101,41 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn validate(args: &WorkloadArgs) -> anyhow::Result<()> {
+/// The workload's durations, parsed.
+struct Timing {
+    /// Stop after this long.
+    duration: Option<Duration>,
+    /// bimodal: the three phases.
+    phases: Vec<Duration>,
+    /// bimodal: work per burst.
+    burst: Duration,
+    /// bimodal: sleep between bursts.
+    sleep: Duration,
+}
+
+fn validate(args: &WorkloadArgs) -> anyhow::Result<Timing> {
+    use crate::args::{duration, positive_duration};
+    use allot_model::duration::Unit;
     if args.threads == 0 || args.threads > 4096 {
         anyhow::bail!("--threads must be 1..4096, got {}", args.threads);
     }
-    if let Some(d) = args.duration {
-        if !(d > 0.0 && d.is_finite()) {
-            anyhow::bail!("--duration must be a positive number of seconds, got {d}");
-        }
-    }
+    const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+    let tm = Timing {
+        duration: args.duration.as_deref().map(|d| positive_duration("--duration", d, Unit::S, WEEK)).transpose()?,
+        phases: args.phases.iter().map(|p| duration("--phases", p, Unit::S)).collect::<anyhow::Result<_>>()?,
+        burst: positive_duration("--burst-ms", &args.burst_ms, Unit::Ms, Duration::from_secs(60))?,
+        sleep: positive_duration("--sleep-ms", &args.sleep_ms, Unit::Ms, Duration::from_secs(60))?,
+    };
     if args.kind == Kind::Work && args.units == 0 {
         anyhow::bail!("--units must be at least 1, got 0");
     }
     if args.mib == Some(0) {
         anyhow::bail!("--mib must be at least 1, got 0");
     }
-    if args.kind == Kind::Bimodal {
-        if args.phases.len() != 3 || args.phases.iter().any(|p| !(*p >= 0.0 && p.is_finite())) {
-            anyhow::bail!("--phases must be three non-negative seconds (cpu,interactive,cpu), got {:?}", args.phases);
-        }
-        if !(args.burst_ms > 0.0 && args.sleep_ms > 0.0 && args.burst_ms.is_finite() && args.sleep_ms.is_finite()) {
-            anyhow::bail!("--burst-ms and --sleep-ms must be positive, got {} and {}", args.burst_ms, args.sleep_ms);
-        }
+    if args.kind == Kind::Bimodal && (tm.phases.len() != 3 || tm.phases.iter().any(|p| *p > WEEK)) {
+        anyhow::bail!("--phases must be three durations (cpu,interactive,cpu), each at most a week, got {:?}", args.phases.join(","));
     }
-    Ok(())
+    Ok(tm)
 }
 
 fn install_stop_handlers() {
@@ -172,8 +185,8 @@ pub fn burn_cpu_ns(ns: u64) -> u64 {
 
 /// Runs `step` on `--threads` threads until the duration ends or a signal arrives;
 /// `step(thread, sink, state)` does one unit of work.
-fn run_loop(args: &WorkloadArgs, start: Instant, step: impl Fn(usize, u64, &mut ()) -> u64 + Sync) -> serde_json::Value {
-    let deadline = args.duration.map(|d| start + Duration::from_secs_f64(d));
+fn run_loop(args: &WorkloadArgs, tm: &Timing, start: Instant, step: impl Fn(usize, u64, &mut ()) -> u64 + Sync) -> serde_json::Value {
+    let deadline = tm.duration.map(|d| start + d);
     let work = AtomicU64::new(0);
     std::thread::scope(|sc| {
         for t in 0..args.threads {
@@ -207,10 +220,10 @@ pub fn mem_array_bytes(mib: Option<u64>) -> u64 {
     }
 }
 
-fn run_mem(args: &WorkloadArgs, start: Instant) -> serde_json::Value {
+fn run_mem(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::Value {
     let bytes = mem_array_bytes(args.mib);
     let items = (bytes / 8) as usize;
-    let deadline = args.duration.map(|d| start + Duration::from_secs_f64(d));
+    let deadline = tm.duration.map(|d| start + d);
     let mib_done = AtomicU64::new(0);
     // Work is counted per 1 MiB chunk (131072 longs) of one loop of seed 000 Figure 2.
     const CHUNK: usize = 1 << 17;
@@ -282,12 +295,12 @@ fn own_schedstat() -> allot_linux::procfs::SchedStat {
 
 const PHASE_NAMES: [&str; 3] = ["cpu", "interactive", "cpu"];
 
-fn run_bimodal(args: &WorkloadArgs, start: Instant) -> serde_json::Value {
+fn run_bimodal(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::Value {
     let mut phases = Vec::new();
     let mut total = 0u64;
     let mut t0 = start;
-    for (i, secs) in args.phases.iter().enumerate() {
-        let end = t0 + Duration::from_secs_f64(*secs);
+    for (i, len) in tm.phases.iter().enumerate() {
+        let end = t0 + *len;
         let s0 = own_schedstat();
         let c0 = thread_cpu_ns();
         let mut work = 0u64;
@@ -295,8 +308,8 @@ fn run_bimodal(args: &WorkloadArgs, start: Instant) -> serde_json::Value {
         if i == 1 {
             // Interactive: a burst of CPU, then a sleep (seed 001 §5.2: ~5 ms every ~100 ms).
             while Instant::now() < end && !STOP.load(Ordering::Relaxed) {
-                work += burn_cpu_ns((args.burst_ms * 1e6) as u64);
-                let want = Duration::from_secs_f64(args.sleep_ms / 1e3);
+                work += burn_cpu_ns(tm.burst.as_nanos() as u64);
+                let want = tm.sleep;
                 let before = Instant::now();
                 std::thread::sleep(want);
                 late.push((before.elapsed().saturating_sub(want)).as_secs_f64() * 1e3);
@@ -347,6 +360,32 @@ mod tests {
         burn_cpu_ns(2_000_000);
         let used = thread_cpu_ns() - c0;
         assert!((2_000_000..20_000_000).contains(&used), "used {used} ns");
+    }
+
+    fn args(a: &[&str]) -> WorkloadArgs {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: WorkloadArgs,
+        }
+        use clap::Parser;
+        P::try_parse_from(std::iter::once("workload").chain(a.iter().copied())).unwrap().a
+    }
+
+    #[test]
+    fn durations_take_units_and_bare_numbers_keep_their_old_unit() {
+        let tm = validate(&args(&["bimodal", "--duration", "3", "--phases", "1,2.5s,500ms", "--burst-ms", "0.5ms", "--sleep-ms", "20"])).unwrap();
+        assert_eq!(tm.duration, Some(Duration::from_secs(3)));
+        assert_eq!(tm.phases, [Duration::from_secs(1), Duration::from_millis(2500), Duration::from_millis(500)]);
+        assert_eq!((tm.burst, tm.sleep), (Duration::from_micros(500), Duration::from_millis(20)));
+        let tm = validate(&args(&["bimodal"])).unwrap();
+        assert_eq!(tm.phases, [Duration::from_secs(15), Duration::from_secs(20), Duration::from_secs(15)]);
+        assert_eq!((tm.duration, tm.burst, tm.sleep), (None, Duration::from_millis(5), Duration::from_millis(100)));
+        let e = |a: &[&str]| validate(&args(a)).err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(e(&["cpu", "--duration", "0"]), "--duration must be more than 0, got \"0\"");
+        assert!(e(&["cpu", "--duration", "-1"]).contains("cannot be negative"));
+        assert!(e(&["bimodal", "--phases", "1,2"]).contains("--phases must be three durations"));
+        assert!(e(&["bimodal", "--sleep-ms", "5 parsecs"]).contains("unknown unit \"parsecs\""));
     }
 
     #[test]

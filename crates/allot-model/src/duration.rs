@@ -53,6 +53,17 @@ impl Unit {
         }
     }
 
+    /// The unit's name in words: `milliseconds`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ns => "nanoseconds",
+            Unit::Us => "microseconds",
+            Unit::Ms => "milliseconds",
+            Unit::S => "seconds",
+            Unit::Min => "minutes",
+        }
+    }
+
     /// The unit a suffix names, if any.
     pub fn from_suffix(s: &str) -> Option<Unit> {
         Some(match s {
@@ -88,7 +99,7 @@ const MAX_FRACTION_DIGITS: usize = 20;
 /// assert!(e.starts_with("--interval must be a duration like 5ms, 500us or 0.2s"), "{e}");
 /// ```
 pub fn parse(what: &str, s: &str, bare: Option<Unit>) -> Result<Duration, ModelError> {
-    let bad = |why: String| ModelError::BadDuration { what: what.to_string(), got: s.to_string(), bare: bare.map(Unit::symbol), why };
+    let bad = |why: String| ModelError::BadDuration { what: what.to_string(), got: s.to_string(), bare: bare.map(Unit::name), why };
     let t = s.trim();
     if t.is_empty() {
         return Err(bad("it is empty".into()));
@@ -242,7 +253,7 @@ mod tests {
             let e = err(s, Some(Unit::Ms));
             assert!(e.contains(why), "{s:?}: {e}");
             assert!(e.contains(&format!("got {s:?}")), "{s:?}: {e}");
-            assert!(e.starts_with("--interval must be a duration like 5ms, 500us or 0.2s (a bare number is ms)"), "{e}");
+            assert!(e.starts_with("--interval must be a duration like 5ms, 500us or 0.2s (a bare number is milliseconds)"), "{e}");
         }
         // The largest representable duration still parses.
         assert_eq!(ok("18446744073709551615ns", None), u64::MAX);

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use allot_report::{Rule, Table};
+use allot_report::{for_terminal, Rule, Table};
 use serde::Serialize;
 
 use crate::engine::RunResult;
@@ -47,13 +47,16 @@ fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
 /// Renders the report for a person.
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{} — {}\nsource: {}   seed: {}\n", r.scenario, r.title, r.source, r.seed);
+    // A scenario file names its scenario, tasks and runs: print them as text, never as
+    // terminal control sequences (table cells are escaped by the table itself).
+    let t = |s: &str| for_terminal(s).into_owned();
+    let _ = writeln!(out, "{} — {}\nsource: {}   seed: {}\n", t(&r.scenario), t(&r.title), t(&r.source), r.seed);
     for run in &r.runs {
         let _ = writeln!(
             out,
             "run: {}  (scheduler {}, {} CPU, {:.0} s; {} decisions = {:.0}/s simulated; {} context switches; idle {:.1}%)",
-            run.label,
-            run.scheduler,
+            t(&run.label),
+            t(&run.scheduler),
             run.cpus,
             run.duration_s,
             run.decisions,

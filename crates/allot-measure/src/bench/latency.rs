@@ -19,9 +19,9 @@ pub struct LatencyArgs {
     /// Wakeups per variant (seed 003's jitter.py: 2000 at 5 ms = 10 s).
     #[arg(long, default_value_t = 2000)]
     pub count: u64,
-    /// Probe interval, ms.
-    #[arg(long, default_value_t = 5.0)]
-    pub interval: f64,
+    /// Probe interval, more than 0 and at most 60s: 5ms, 500us (a bare number is ms).
+    #[arg(long, default_value = "5ms", allow_negative_numbers = true)]
+    pub interval: String,
     /// CPU hogs (default: one per CPU, as seed 003).
     #[arg(long)]
     pub hogs: Option<usize>,
@@ -39,6 +39,17 @@ pub struct LatencyArgs {
     /// Common options.
     #[command(flatten)]
     pub common: Common,
+}
+
+impl LatencyArgs {
+    /// The probe interval.
+    fn interval_duration(&self) -> anyhow::Result<Duration> {
+        crate::args::positive_duration("--interval", &self.interval, allot_model::duration::Unit::Ms, Duration::from_secs(60))
+    }
+    /// The probe interval in ms.
+    fn interval_ms(&self) -> anyhow::Result<f64> {
+        Ok(self.interval_duration()?.as_secs_f64() * 1e3)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -75,9 +86,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(j) = &a.common.replot {
         return common::replot(&a.common, j, "latency", svg);
     }
-    if !(a.interval > 0.0 && a.interval.is_finite()) {
-        bail!("--interval must be a positive number of ms, got {}", a.interval);
-    }
+    let interval_ms = a.interval_ms()?;
     if a.count == 0 {
         bail!("--count must be at least 1, got 0");
     }
@@ -124,7 +133,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     // Tables and factors.
     let mut text = format!(
         "allot bench latency (seed 003): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
-        a.interval,
+        interval_ms,
         per_round * rounds as u64,
         rounds,
         nhogs,
@@ -201,7 +210,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     text += "\nfactor = lateness / the baseline's (seed 003's starvation factor); run_delay and worst wait/cycle are the probe's own kernel accounting.\n";
     let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     let json = serde_json::json!({
-        "bench": "latency", "machine": common::machine(), "interval_ms": a.interval, "count": per_round * rounds as u64, "rounds": rounds, "hogs": nhogs,
+        "bench": "latency", "machine": common::machine(), "interval_ms": interval_ms, "count": per_round * rounds as u64, "rounds": rounds, "hogs": nhogs,
         "allot_skipped": allot.skipped, "results": json_rows,
         "checks": checks.iter().map(|(w, ok)| serde_json::json!({"check": w, "passed": ok})).collect::<Vec<_>>(),
     });
@@ -251,7 +260,7 @@ fn one(
         "--count",
         &count.to_string(),
         "--interval",
-        &a.interval.to_string(),
+        &format!("{}ns", a.interval_duration()?.as_nanos()),
         "--mode",
         match mode {
             Mode::Busy => "busy",
@@ -272,7 +281,7 @@ fn one(
         probe.extend(["--slice".into(), "100".into()]);
     }
     // The probe sets its own policy (so a refusal is its error, not ours).
-    let limit = Duration::from_secs_f64(count as f64 * a.interval / 1e3 * 20.0 + 30.0);
+    let limit = Duration::from_secs_f64(count as f64 * a.interval_ms()? / 1e3 * 20.0 + 30.0);
     if v.needs_allot() {
         let pid = allot.job(&[], exe, &probe, None, None)?;
         if !common::wait_gone(pid, limit) {

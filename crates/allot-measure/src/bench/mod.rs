@@ -31,19 +31,21 @@ pub enum Which {
     /// Seed 000: foreground work kept against background CPU/memory loopers under each
     /// policy (default, batch, nice 10, nice 19, nice 19 + batch, idle, allot background,
     /// allot tickets 100:1).
-    Policies(policies::PoliciesArgs),
+    // Boxed: the experiments' arguments are a few hundred bytes, and an enum is as large
+    // as its largest variant (the binary's own bench enum holds this one).
+    Policies(Box<policies::PoliciesArgs>),
     /// Seed 003: probe lateness alone, against hogs, with nice -20, SCHED_FIFO and allot;
     /// starvation factors.
-    Latency(latency::LatencyArgs),
+    Latency(Box<latency::LatencyArgs>),
     /// Seed 001 §5.1: 3:2:1 tickets vs nice 0/5/10; insulation of 1 vs 5 processes.
-    Shares(shares::SharesArgs),
+    Shares(Box<shares::SharesArgs>),
 }
 
 /// `allot bench ...`.
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     match a.which {
-        Which::Policies(p) => policies::run(p),
-        Which::Latency(l) => latency::run(l),
-        Which::Shares(s) => shares::run(s),
+        Which::Policies(p) => policies::run(*p),
+        Which::Latency(l) => latency::run(*l),
+        Which::Shares(s) => shares::run(*s),
     }
 }

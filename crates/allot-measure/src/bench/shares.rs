@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 /// `allot bench shares`.
 #[derive(Debug, Clone, Args)]
 pub struct SharesArgs {
-    /// Seconds each experiment runs.
-    #[arg(long, default_value_t = 20.0)]
-    pub duration: f64,
+    /// How long each experiment runs, 1s..1h: 20s, 2min (a bare number is seconds).
+    #[arg(long, default_value = "20s", allow_negative_numbers = true)]
+    pub duration: String,
     /// Short run for CI: 4 s each.
     #[arg(long)]
     pub quick: bool,
@@ -105,10 +105,11 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     if let Some(j) = &a.common.replot {
         return common::replot(&a.common, j, "shares", svg);
     }
-    let secs = if a.quick { 4.0 } else { a.duration };
-    if !(1.0..=3600.0).contains(&secs) {
-        bail!("--duration must be 1..3600 seconds, got {secs}");
+    let secs = crate::args::positive_duration("--duration", &a.duration, allot_model::duration::Unit::S, Duration::from_secs(3600))?.as_secs_f64();
+    if secs < 1.0 {
+        bail!("--duration must be at least 1s, got {:?}", a.duration);
     }
+    let secs = if a.quick { 4.0 } else { secs };
     let ncpu = allot_linux::ncpu();
     if a.cpu >= ncpu {
         bail!("--cpu {} does not exist: this machine's CPUs are 0..{}", a.cpu, ncpu - 1);
