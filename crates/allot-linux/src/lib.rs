@@ -4,6 +4,7 @@
 
 pub mod cgroup;
 pub mod pidfd;
+pub mod procevents;
 pub mod procfs;
 pub mod sched;
 
@@ -42,6 +43,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A system call failed in a way the caller can act on: `hint` says what to do.
+    #[error("{call}: {source} ({hint})")]
+    SysHint {
+        /// The call, e.g. "bind(NETLINK_CONNECTOR, group CN_IDX_PROC)".
+        call: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+        /// What it means and what to do, e.g. "before Linux 6.6 ... run as root".
+        hint: String,
+    },
     /// No usable cgroup cpu controller.
     #[error("no usable cgroup cpu controller: {0}")]
     NoCpuController(String),
@@ -51,7 +63,7 @@ impl Error {
     /// The io::ErrorKind underneath, if any (e.g. NotFound when a process exited).
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
-            Error::Io { source, .. } | Error::Sys { source, .. } => Some(source.kind()),
+            Error::Io { source, .. } | Error::Sys { source, .. } | Error::SysHint { source, .. } => Some(source.kind()),
             _ => None,
         }
     }
