@@ -44,7 +44,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A system call failed in a way the caller can act on: `hint` says what to do.
-    #[error("{call}: {source} ({hint})")]
+    #[error("{call}: {source}; {hint}")]
     SysHint {
         /// The call, e.g. "bind(NETLINK_CONNECTOR, group CN_IDX_PROC)".
         call: String,

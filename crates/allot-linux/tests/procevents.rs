@@ -151,26 +151,26 @@ fn uid_change_then_exec_arrive_in_that_order() {
     );
 }
 
-/// A set-user-ID binary (su, sudo, or here a copy of id owned by UID) changes the euid
-/// at exec: the kernel reports it as a Uid event (ruid unchanged) before the Exec.
+/// A set-user-ID binary (su, sudo; here a copy of this test program owned by UID, run
+/// with `--print-euid`) changes the euid at exec: the kernel reports it as a Uid event
+/// (ruid unchanged) before the Exec.
 fn setuid_binary_reports_uid_before_exec() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("procevents-{}", me()));
+    // CARGO_TARGET_TMPDIR, or /tmp where it does not exist (in the test VM); either must
+    // not be mounted nosuid.
+    let base = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let dir = if base.is_dir() { base } else { std::env::temp_dir() }.join(format!("procevents-{}", me()));
     std::fs::create_dir_all(&dir).unwrap();
-    let id = dir.join("id");
-    std::fs::copy("/usr/bin/id", &id).unwrap();
-    std::os::unix::fs::chown(&id, Some(UID), Some(UID)).unwrap();
-    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    // Made directly under CARGO_TARGET_TMPDIR, which must not be mounted nosuid.
+    let exe = dir.join("print-euid");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::os::unix::fs::chown(&exe, Some(UID), Some(UID)).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
     let mut l = Listener::open(Kinds::ALL).unwrap();
-    let child = Command::new(&id).arg("-u").stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let child = Command::new(&exe).arg("--print-euid").stdout(std::process::Stdio::piped()).spawn().unwrap();
     let pid = child.id() as i32;
     let out = child.wait_with_output().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        UID.to_string(),
-        "the set-user-ID copy of id did not run as {UID} (target dir mounted nosuid?)"
-    );
+    let euid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(euid, UID.to_string(), "the set-user-ID copy did not run as {UID} ({} mounted nosuid?)", dir.display());
     let all = collect(&mut l, exited(pid));
     no_lost(&all, "setuid binary");
     assert_eq!(
@@ -329,7 +329,10 @@ fn unprivileged_open_follows_the_kernel_version() {
         }
         match Listener::open(Kinds::ALL) {
             Ok(_) => 0,
-            Err(e) if e.to_string().contains("CAP_NET_ADMIN") && e.to_string().contains("run as root") => 1,
+            Err(e) if e.to_string().contains("CAP_NET_ADMIN") && e.to_string().contains("run as root") => {
+                eprintln!("    (refused, as before 6.6: {e})");
+                1
+            }
             Err(e) => {
                 eprintln!("unexpected error: {e}");
                 2
@@ -345,6 +348,30 @@ fn unprivileged_open_follows_the_kernel_version() {
     );
 }
 
+/// The kernel ignores subscriptions from outside the initial pid namespace, without a
+/// reply: open gives up after 2 s with an error that says why.
+fn open_from_another_pid_namespace_fails_clearly() {
+    let pid = fork(|| {
+        // SAFETY: plain syscall; the next fork's child is pid 1 of a new namespace.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+            return 3;
+        }
+        let inner = fork(|| match Listener::open(Kinds::ALL) {
+            Ok(_) => 0,
+            Err(e) if e.to_string().contains("no reply") && e.to_string().contains("initial pid and user namespaces") => {
+                eprintln!("    (refused: {e})");
+                1
+            }
+            Err(e) => {
+                eprintln!("unexpected error: {e}");
+                2
+            }
+        });
+        wait(inner)
+    });
+    assert_eq!(wait(pid), 1, "0 opened, 1 refused saying why, 2 other error, 3 unshare failed");
+}
+
 fn main() {
     let tests: &[(&str, fn())] = &[
         ("exec_is_reported_between_fork_and_exit", exec_is_reported_between_fork_and_exit),
@@ -357,8 +384,14 @@ fn main() {
         ("listeners_coexist_and_closing_one_keeps_the_others", listeners_coexist_and_closing_one_keeps_the_others),
         ("overflow_is_reported_as_lost_then_events_resume", overflow_is_reported_as_lost_then_events_resume),
         ("unprivileged_open_follows_the_kernel_version", unprivileged_open_follows_the_kernel_version),
+        ("open_from_another_pid_namespace_fails_clearly", open_from_another_pid_namespace_fails_clearly),
     ];
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--print-euid") {
+        // SAFETY: geteuid has no preconditions.
+        println!("{}", unsafe { libc::geteuid() });
+        return;
+    }
     if args.iter().any(|a| a == "--list") {
         for (name, _) in tests {
             println!("{name}: test");
