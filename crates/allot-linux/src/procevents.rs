@@ -42,7 +42,9 @@
 //!   other CPUs may interleave in any order.
 //! - Events are lost when the receive buffer fills. The kernel says so once
 //!   (`ENOBUFS`), reported as [`ProcEvent::Lost`]; the listener keeps going, and the
-//!   caller must rescan /proc, since anything may have happened meanwhile.
+//!   caller must rescan /proc, since anything may have happened meanwhile. Lost says
+//!   nothing about *which* events are missing, and usually comes first in its batch,
+//!   before events queued before the loss: handle the batch, then rescan.
 //!
 //! # Kernel versions
 //!
@@ -170,10 +172,11 @@ impl std::fmt::Debug for Kinds {
 pub struct Options {
     /// The kinds to report.
     pub kinds: Kinds,
-    /// The receive buffer to ask for, bytes (SO_RCVBUFFORCE as root, else SO_RCVBUF,
-    /// which net.core.rmem_max caps). The kernel doubles it for bookkeeping and charges
-    /// about 770 bytes per queued event, so the default 8 MiB holds about 20,000
-    /// events: a second of a 10,000-forks-a-second storm.
+    /// The receive buffer, bytes, as the kernel counts it (SO_RCVBUFFORCE as root;
+    /// otherwise SO_RCVBUF, which net.core.rmem_max caps). Each queued event is charged
+    /// its whole socket buffer, about 830 bytes (measured on 6.18), so the default
+    /// 8 MiB holds about 10,000 events: two seconds of a 2,500-forks/s storm (a Fork and
+    /// an Exit each) with nothing read. Memory is used only while events wait.
     pub recv_buffer: usize,
     /// Attach the classic BPF socket filter (default true), so that unwanted kinds and
     /// thread events are dropped in the kernel instead of being read and discarded here.

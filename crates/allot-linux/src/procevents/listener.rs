@@ -20,7 +20,6 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 ///
 /// `recv` takes `&mut self`: run it on one thread (a dedicated one, or the daemon's
 /// poll loop via [`AsRawFd`] and `recv_timeout(.., Duration::ZERO)`).
-#[derive(Debug)]
 pub struct Listener {
     fd: OwnedFd,
     kinds: Kinds,
@@ -381,8 +380,9 @@ impl Listener {
         self.kinds
     }
 
-    /// The receive buffer the kernel granted, bytes (SO_RCVBUF as read back: twice the
-    /// request, or net.core.rmem_max × 2 when not root).
+    /// The receive buffer the kernel granted, bytes (SO_RCVBUF as read back): the
+    /// request, at least the kernel's minimum (2304 on x86-64), and when not root at most
+    /// twice net.core.rmem_max.
     pub fn recv_buffer(&self) -> usize {
         self.recv_buffer
     }
@@ -390,6 +390,18 @@ impl Listener {
     /// Counters since open.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listener")
+            .field("fd", &self.fd)
+            .field("kinds", &self.kinds)
+            .field("subscribed", &self.subscribed)
+            .field("recv_buffer", &self.recv_buffer)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
