@@ -13,13 +13,19 @@
 //! let mut batch = Vec::new();
 //! loop {
 //!     batch.clear();
-//!     events.recv(&mut batch)?;
+//!     events.recv(&mut batch)?; // blocks; at most 256 datagrams' worth
+//!     let mut lost = false;
 //!     for &e in &batch {
 //!         match e {
-//!             ProcEvent::Lost => rescan(), // the kernel dropped events: trust nothing cached
+//!             ProcEvent::Lost => lost = true, // the kernel dropped events
 //!             e => handle(e),
 //!         }
 //!     }
+//!     if lost {
+//!         rescan();
+//!     }
+//!     // A lone event is seen at once; a storm is read in batches (see "Cost").
+//!     std::thread::sleep(std::time::Duration::from_millis(20));
 //! }
 //! # Ok::<(), allot_linux::Error>(())
 //! ```
@@ -45,6 +51,27 @@
 //!   caller must rescan /proc, since anything may have happened meanwhile. Lost says
 //!   nothing about *which* events are missing, and usually comes first in its batch,
 //!   before events queued before the loss: handle the batch, then rescan.
+//!
+//! # Cost
+//!
+//! Measured with `examples/procevents_storm` (2 CPUs shared with other users, Linux
+//! 6.18, 8 MiB buffer; ranges over three runs). Reading costs about 1 µs per event when
+//! events are read in batches, 11–18 µs when the reader wakes for each one: the wakeup
+//! is the cost, not the parsing. Hence the 20 ms pause above.
+//!
+//! | storm (5,000/s asked; 2,100–5,000/s achieved) | listener | its CPU, % of one |
+//! |---|---|---|
+//! | fork + exit (Fork and Exit: up to 10,000 events/s) | all kinds, woken per batch | 10–13.5 |
+//! | | all kinds, 20 ms pause after each batch | 0.8–1.2 |
+//! | | all kinds, drained every 250 ms | 0.5–1.3 |
+//! | | UID and EXEC only (the filter drops the storm) | 0.04–0.4 |
+//! | thread start + exit | all kinds, socket filter off | 7.5–13.4 |
+//! | | all kinds, socket filter on | 0.02–0.4 |
+//! | none: other users' processes (0–800 events/s) | any | 0.02–1.6, by their rate |
+//!
+//! No event was lost in these runs. The processes that fork pay for filtering and
+//! queueing (the filter runs in their context); it was not measurable above the noise
+//! of the fork itself (120–230 µs per fork, exit and wait on that machine).
 //!
 //! # Kernel versions
 //!
