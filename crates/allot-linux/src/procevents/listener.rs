@@ -201,8 +201,9 @@ impl Listener {
                 };
                 return Err(Error::SysHint { call: "proc connector PROC_CN_MCAST_LISTEN".into(), source, hint });
             }
-            // Our reply was among the datagrams the kernel dropped: the subscription was
-            // taken (replies are only sent once it is), and the caller rescans anyway.
+            // Our reply may be among the datagrams the kernel dropped. Events are flowing,
+            // so take the subscription as made (an IGNORE for one that was not is
+            // ignored too); the Lost makes the caller rescan.
             None if overflowed => {
                 self.subscribed = true;
                 self.lost_while_opening = true;
@@ -407,7 +408,8 @@ impl std::fmt::Debug for Listener {
 
 impl AsRawFd for Listener {
     /// The socket, for a caller's poll loop: readable (POLLIN, or POLLERR after an
-    /// overflow) when `recv_timeout(.., Duration::ZERO)` has something to return.
+    /// overflow) when datagrams are queued; then call `recv_timeout(.., Duration::ZERO)`,
+    /// which may still return 0 if all of them were discarded.
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
