@@ -6,6 +6,7 @@ pub mod cgroup;
 mod closer;
 pub mod peer;
 pub mod pidfd;
+pub mod procevents;
 pub mod procfs;
 pub mod sched;
 pub mod users;
@@ -49,6 +50,17 @@ pub enum Error {
     /// message says what the peer sent and what was expected. Refuse the request.
     #[error("client identity refused: {0}")]
     Identity(String),
+    /// A system call failed in a way the caller can act on: `hint` says what to do.
+    #[error("{call}: {source}; {hint}")]
+    SysHint {
+        /// The call, e.g. "bind(NETLINK_CONNECTOR, group CN_IDX_PROC)".
+        call: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+        /// What it means and what to do, e.g. "before Linux 6.6 ... run as root".
+        hint: String,
+    },
     /// No usable cgroup cpu controller.
     #[error("no usable cgroup cpu controller: {0}")]
     NoCpuController(String),
@@ -58,7 +70,7 @@ impl Error {
     /// The io::ErrorKind underneath, if any (e.g. NotFound when a process exited).
     pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
         match self {
-            Error::Io { source, .. } | Error::Sys { source, .. } => Some(source.kind()),
+            Error::Io { source, .. } | Error::Sys { source, .. } | Error::SysHint { source, .. } => Some(source.kind()),
             _ => None,
         }
     }
