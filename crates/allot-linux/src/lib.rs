@@ -4,6 +4,8 @@
 
 pub mod cgroup;
 mod closer;
+pub mod inotify;
+pub mod machine;
 pub mod peer;
 pub mod pidfd;
 pub mod procevents;
@@ -110,7 +112,14 @@ pub fn read_u64(path: impl AsRef<Path>) -> Result<u64> {
     s.trim().parse().map_err(|_| Error::Parse { path: path.into(), what: "an integer", text: s.chars().take(80).collect() })
 }
 
-/// Online CPUs available to this process.
+/// CPUs online on the machine (not this process's affinity or cgroup quota, which
+/// `std::thread::available_parallelism` would count).
 pub fn ncpu() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
 }

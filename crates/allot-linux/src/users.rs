@@ -289,6 +289,11 @@ impl HumanUids {
         self
     }
 
+    /// The range before exclusions: (min, max).
+    pub fn range(&self) -> (u32, u32) {
+        (self.min, self.max)
+    }
+
     /// True when `uid` is a human user's.
     pub fn contains(&self, uid: u32) -> bool {
         (self.min..=self.max).contains(&uid) && !self.excluded.iter().any(|(a, b, _)| (*a..=*b).contains(&uid))

@@ -11,20 +11,79 @@ use std::time::{Duration, Instant};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// The uid of a test or benchmark user, created with useradd if missing (tests that
-/// need several users make their own; they are kept for the next run).
-pub fn ensure_user(name: &str) -> anyhow::Result<u32> {
-    if let Some(u) = allot_linux::procfs::user_uid(name) {
-        return Ok(u);
+/// uids that tests and benchmarks run processes as. None has an account: the kernel runs
+/// a process as any uid without a passwd entry, so nothing is left in /etc/passwd.
+pub const TEST_UIDS: [u32; 4] = [2901, 2902, 2903, 2904];
+
+/// A cgroup of a test's or benchmark's own, beside allot's tree, that processes are started
+/// in: a system allot daemon never places a process out of a cgroup another manager made,
+/// so it leaves these alone; a private daemon places from it only when its config lists it
+/// (`placement.from`). Removed on drop (its processes must have ended).
+#[derive(Debug)]
+pub struct Shelter {
+    name: String,
+    cg: Box<dyn allot_linux::cgroup::CpuController>,
+}
+
+impl Shelter {
+    /// Creates `<mount>/allot-shelter-PID-N` in the cpu hierarchy.
+    pub fn new() -> anyhow::Result<Self> {
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let name = format!("allot-shelter-{}-{n}", std::process::id());
+        let cg = allot_linux::cgroup::detect(&name)?;
+        cg.create("").map_err(|e| anyhow::anyhow!("create the shelter cgroup: {e}"))?;
+        Ok(Self { name, cg })
     }
-    let st = Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/usr/sbin/nologin", "--comment", "allot test user", name])
-        .status()
-        .with_context(|| format!("useradd {name} (the test needs a user of its own)"))?;
-    if !st.success() {
-        bail!("useradd {name} failed ({st})");
+
+    /// Its path as /proc/PID/cgroup names it.
+    pub fn path(&self) -> String {
+        format!("/{}", self.name)
     }
-    allot_linux::procfs::user_uid(name).with_context(|| format!("user {name} missing after useradd"))
+
+    /// A command that starts inside the shelter, as `uid` if given (uid and gid set to it,
+    /// no supplementary groups): the child joins the shelter as root, then drops to the uid,
+    /// so it is never outside it, not even for an instant.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, uid: Option<u32>) -> Command {
+        let files: Vec<std::ffi::CString> = self
+            .cg
+            .procs_files("")
+            .iter()
+            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL"))
+            .collect();
+        let mut c = Command::new(program);
+        // SAFETY: the closure only makes async-signal-safe calls (open, write, close,
+        // setgroups, setgid, setuid) on data prepared before the fork.
+        unsafe {
+            c.pre_exec(move || {
+                for f in &files {
+                    let fd = libc::open(f.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    libc::close(fd);
+                }
+                if let Some(u) = uid {
+                    if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(u) != 0 || libc::setuid(u) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        c
+    }
+}
+
+impl Drop for Shelter {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if self.cg.remove("").is_ok() || !self.cg.exists("") {
+                return;
+            }
+            // Processes killed a moment ago may still be exiting.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Processes a test or benchmark started itself; killed by pid (SIGKILL) and reaped on
@@ -71,6 +130,8 @@ pub struct PrivateDaemon {
     pub root_name: String,
     jobs: Kids,
     persistent: bool,
+    /// Where processes of its test users start (its config places from here).
+    pub shelter: Shelter,
 }
 
 impl PrivateDaemon {
@@ -92,10 +153,12 @@ impl PrivateDaemon {
         std::fs::create_dir_all(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
         // Test users must reach the socket.
         let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+        let shelter = Shelter::new()?;
         let config = dir.join("allot.toml");
-        std::fs::write(&config, config_toml).with_context(|| format!("write {}", config.display()))?;
+        let toml = format!("{config_toml}\n[placement]\nfrom = [\"{}\"]\n", shelter.path());
+        std::fs::write(&config, toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent };
+        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter };
         me.launch(!persistent)?;
         Ok(me)
     }
@@ -143,31 +206,43 @@ impl PrivateDaemon {
         std::fs::read_to_string(self.dir.join("daemon.log")).unwrap_or_default()
     }
 
-    /// A command `exe --socket S` to add arguments to.
+    /// A command `exe --socket S` to add arguments to (run as this process).
     pub fn allot(&self) -> Command {
         let mut c = Command::new(&self.exe);
         c.arg("--socket").arg(&self.socket);
         c
     }
 
+    /// `exe --socket S` as `uid`, started in the shelter (None: as this process, here).
+    pub fn allot_as(&self, uid: Option<u32>) -> Command {
+        let mut c = match uid {
+            Some(_) => self.shelter.command(&self.exe, uid),
+            None => Command::new(&self.exe),
+        };
+        c.arg("--socket").arg(&self.socket);
+        c
+    }
+
+    /// A user's process as their shell would start it: in the shelter, where this daemon
+    /// (and no other) places it automatically.
+    pub fn user_command(&self, uid: u32, cmd: &[&str]) -> Command {
+        let mut c = self.shelter.command(cmd[0], Some(uid));
+        c.args(&cmd[1..]).stdin(Stdio::null()).stdout(Stdio::null());
+        c
+    }
+
     /// Runs `allot ARGS` as `uid` (None: as this process) and returns its output.
     pub fn cli(&self, args: &[&str], uid: Option<u32>) -> anyhow::Result<std::process::Output> {
-        let mut c = self.allot();
+        let mut c = self.allot_as(uid);
         c.args(args).stdin(Stdio::null());
-        if let Some(u) = uid {
-            c.uid(u).gid(u);
-        }
         c.output().with_context(|| format!("run allot {args:?}"))
     }
 
     /// Starts `allot run RUN_ARGS -- CMD` as `uid`; the child becomes the job's first
     /// process once `allot run` has exec'd. The child is killed on drop.
     pub fn run_job(&mut self, run_args: &[&str], cmd: &[&str], uid: Option<u32>) -> anyhow::Result<u32> {
-        let mut c = self.allot();
+        let mut c = self.allot_as(uid);
         c.arg("run").args(run_args).arg("--").args(cmd).stdin(Stdio::null()).stdout(Stdio::piped());
-        if let Some(u) = uid {
-            c.uid(u).gid(u);
-        }
         let child = c.spawn().with_context(|| format!("allot run {run_args:?} -- {cmd:?}"))?;
         Ok(self.jobs.add(child))
     }

@@ -24,6 +24,57 @@ pub struct Config {
     pub policy: Policy,
     /// Named currencies.
     pub currencies: BTreeMap<String, NamedCurrency>,
+    /// Where processes are placed from.
+    pub placement: Placement,
+    /// What one user may ask of the daemon.
+    pub limits: Limits,
+    /// What `show` reveals of other users' jobs.
+    pub privacy: Privacy,
+}
+
+/// Where automatic placement takes processes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Placement {
+    /// cgroups (as /proc/PID/cgroup names them in the cpu hierarchy) whose processes may be
+    /// placed: the root by default. Every other cgroup belongs to another manager.
+    pub from: Vec<String>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Self { from: vec!["/".into()] }
+    }
+}
+
+/// Per-user limits (docs/trust.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Jobs one user may have (default jobs not counted).
+    pub jobs_per_user: usize,
+    /// Connections one user may hold open.
+    pub connections_per_user: usize,
+    /// Connections all users but root may hold open.
+    pub connections: usize,
+    /// Requests per second per user, on average.
+    pub requests_per_second: f64,
+    /// Requests per user at once.
+    pub request_burst: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { jobs_per_user: 256, connections_per_user: 16, connections: 512, requests_per_second: 50.0, request_burst: 100.0 }
+    }
+}
+
+/// What `allot show` reveals to an ordinary user of other users' jobs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Privacy {
+    /// Show other users' pids and command lines (as with /proc mounted without hidepid).
+    pub show_other_users: bool,
 }
 
 /// Which processes are placed into their user's currency automatically.
@@ -32,8 +83,10 @@ pub struct Config {
 pub struct Users {
     /// Place processes not already in a job.
     pub auto_place: bool,
-    /// Only users with uid >= this.
-    pub min_uid: u32,
+    /// Human users' uids start here (default: UID_MIN of /etc/login.defs).
+    pub min_uid: Option<u32>,
+    /// ... and end here (default: UID_MAX of /etc/login.defs).
+    pub max_uid: Option<u32>,
     /// If set, only these users (names or uids).
     pub only: Option<Vec<String>>,
 }
@@ -60,7 +113,7 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { boost: true, boost_window_ms: 1000, boost_below: 0.5, boost_slice_us: 100, boost_weight: 100.0, nice_emulation: true }
+        Self { boost: true, boost_window_ms: 500, boost_below: 0.5, boost_slice_us: 100, boost_weight: 100.0, nice_emulation: true }
     }
 }
 
@@ -82,19 +135,22 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             default_funding: 100,
-            tick_ms: 250,
+            tick_ms: 100,
             scan_ms: 1000,
             half_life_ms: allot_model::usage::DEFAULT_HALF_LIFE_MS,
             users: Users::default(),
             policy: Policy::default(),
             currencies: BTreeMap::new(),
+            placement: Placement::default(),
+            limits: Limits::default(),
+            privacy: Privacy::default(),
         }
     }
 }
 
 impl Default for Users {
     fn default() -> Self {
-        Self { auto_place: true, min_uid: 1000, only: None }
+        Self { auto_place: true, min_uid: None, max_uid: None, only: None }
     }
 }
 
@@ -151,6 +207,27 @@ impl Config {
         if !(1000..=100_000).contains(&self.half_life_ms) {
             return Err(format!("half_life_ms must be 1000..100000 (seed 004's range), got {}", self.half_life_ms));
         }
+        if let (Some(a), Some(b)) = (self.users.min_uid, self.users.max_uid) {
+            if a > b {
+                return Err(format!("users.min_uid ({a}) is above users.max_uid ({b})"));
+            }
+        }
+        if self.placement.from.iter().any(|p| !p.starts_with('/') || p.contains("..")) {
+            return Err(format!(
+                "placement.from must list cgroup paths starting with / (as /proc/PID/cgroup shows them), got {:?}",
+                self.placement.from
+            ));
+        }
+        let l = &self.limits;
+        if l.jobs_per_user == 0 || l.connections_per_user == 0 || l.connections == 0 {
+            return Err("limits.jobs_per_user, connections_per_user and connections must be at least 1".into());
+        }
+        if !(l.requests_per_second > 0.0 && l.request_burst >= 1.0) {
+            return Err(format!(
+                "limits.requests_per_second must be > 0 and request_burst >= 1, got {} and {}",
+                l.requests_per_second, l.request_burst
+            ));
+        }
         for (name, c) in &self.currencies {
             check_currency_name(name)?;
             if let Some(f) = c.funding {
@@ -169,7 +246,8 @@ mod tests {
     fn empty_file_is_the_defaults() {
         let c: Config = toml::from_str("").unwrap();
         assert_eq!(c.default_funding, 100);
-        assert!(c.users.auto_place && c.users.min_uid == 1000);
+        assert!(c.users.auto_place && c.users.min_uid.is_none());
+        assert_eq!(c.placement.from, vec!["/".to_string()]);
     }
 
     #[test]

@@ -6,12 +6,10 @@
 //! into their users' currencies by the daemon's scan. Goal (issue 2): under 1% of one
 //! CPU and under 30 MB RSS.
 
-use crate::selftest::ensure_user;
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::Args;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 /// `allot bench daemon`.
@@ -20,7 +18,7 @@ pub struct DaemonBenchArgs {
     /// Sleeping processes to create.
     #[arg(long, default_value_t = 1000)]
     pub processes: usize,
-    /// Users to spread them over (created as allot-bNN with useradd if missing).
+    /// Users to spread them over (uids 2800.. without accounts: nothing is added to /etc/passwd).
     #[arg(long, default_value_t = 20)]
     pub users: usize,
     /// Seconds each measurement window lasts.
@@ -82,9 +80,8 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     if !(1.0..=3600.0).contains(&args.window) {
         bail!("--window must be 1..3600 seconds, got {}", args.window);
     }
-    let names: Vec<String> = (0..args.users).map(|i| format!("allot-b{i:02}")).collect();
-    let uids: Vec<u32> = names.iter().map(|n| ensure_user(n)).collect::<anyhow::Result<_>>()?;
-    let only = names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+    let uids: Vec<u32> = (0..args.users as u32).map(|i| 2800 + i).collect();
+    let only = uids.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
     let exe = std::env::current_exe()?;
     let d = PrivateDaemon::start(&exe, &format!("[users]\nonly = [{only}]\n"))?;
     let mut rows = vec![measure(&d, "idle, no user processes", 0, args.window)?];
@@ -92,7 +89,7 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     let mut kids = Kids::default();
     for i in 0..args.processes {
         let uid = uids[i % uids.len()];
-        let c = Command::new("sleep").arg("3600").uid(uid).gid(uid).stdin(Stdio::null()).spawn().context("spawn sleep")?;
+        let c = d.user_command(uid, &["sleep", "3600"]).spawn().context("spawn sleep")?;
         kids.0.push(c);
     }
     // Wait until the scan has placed them all.

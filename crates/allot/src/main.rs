@@ -63,6 +63,12 @@ enum Command {
         /// Run on idle CPU only (soft cap 0).
         #[arg(long)]
         background: bool,
+        /// Fail if the daemon cannot be reached (default: run the command unmanaged, with a warning).
+        #[arg(long)]
+        strict: bool,
+        /// Root only: take this process out of a cgroup another manager owns.
+        #[arg(long)]
+        force: bool,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
@@ -84,6 +90,9 @@ enum Command {
         /// Back to the foreground.
         #[arg(long)]
         foreground: bool,
+        /// Root only: take processes out of cgroups other managers own.
+        #[arg(long)]
+        force: bool,
     },
     /// List jobs and currencies (show_tickets).
     Show {
@@ -114,6 +123,9 @@ enum Command {
         pid: String,
         /// Named currency or user.
         currency: String,
+        /// Take the process out of a cgroup another manager owns.
+        #[arg(long)]
+        force: bool,
     },
     /// Daemon version, cgroup version and root, kernel features found and missing.
     Status,
@@ -162,8 +174,8 @@ fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
     }
 }
 
-fn s_of(v: &serde_json::Value) -> String {
-    v.as_str().map(String::from).unwrap_or_else(|| v.to_string())
+fn pid_arg(p: &str) -> anyhow::Result<i64> {
+    p.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {p:?}"))
 }
 
 fn main() {
@@ -175,7 +187,7 @@ fn main() {
     let code = match real_main(cli) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("allot: {e:#}");
+            eprintln!("allot: {}", allot_report::for_terminal(&format!("{e:#}")));
             1
         }
     };
@@ -194,21 +206,22 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             cgroup_root,
             ephemeral,
         }),
-        Command::Run { tickets, currency, cap, background, command } => {
+        Command::Run { tickets, currency, cap, background, strict, force, command } => {
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
             cap_arg(&cap)?;
-            let data = client::call(&sock, &Request::Run { tickets, currency, cap, background, command: command.clone() })?;
-            if json {
-                eprintln!("{data}");
+            match client::call(&sock, &Request::Run { tickets, currency, cap, background, force }) {
+                Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
+                Ok(_) => {}
+                Err(e) if !strict && e.downcast_ref::<client::Unreachable>().is_some() => {
+                    eprintln!("allot: warning: {e}; running the command unmanaged (--strict makes this an error)");
+                }
+                Err(e) => return Err(e),
             }
             let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
             anyhow::bail!("cannot run {:?}: {err}", command[0])
         }
-        Command::Set { pids, tickets, cap, background, foreground } => {
-            let pids = pids
-                .iter()
-                .map(|p| p.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {p:?}")))
-                .collect::<anyhow::Result<Vec<_>>>()?;
+        Command::Set { pids, tickets, cap, background, foreground, force } => {
+            let pids = pids.iter().map(|p| pid_arg(p)).collect::<anyhow::Result<Vec<_>>>()?;
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
             cap_arg(&cap)?;
             let bg = if background {
@@ -218,34 +231,16 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 None
             };
-            let data = client::call(&sock, &Request::Set { pids, tickets, cap, background: bg })?;
-            output::print(json, &data, output::changed)
+            output::print(json, &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force })?)
         }
-        Command::Show { user } => {
-            let data = client::call(&sock, &Request::Show { user })?;
-            output::print(json, &data, output::show)
-        }
+        Command::Show { user } => output::print(json, &client::call(&sock, &Request::Show { user })?),
         Command::Fund { currency, base } => {
             let funding = base.map(|b| num("funding", &b)).transpose()?;
-            let data = client::call(&sock, &Request::Fund { currency, funding })?;
-            output::print(json, &data, output::fund)
+            output::print(json, &client::call(&sock, &Request::Fund { currency, funding })?)
         }
-        Command::Focus { pid, off } => {
-            let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
-            let data = client::call(&sock, &Request::Focus { pid, on: !off })?;
-            output::print(json, &data, |d| {
-                format!("job {}: focus {}\n", s_of(&d["job"]), if d["focus"].as_bool() == Some(true) { "on" } else { "off" })
-            })
-        }
-        Command::Move { pid, currency } => {
-            let pid = pid.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {pid:?}"))?;
-            let data = client::call(&sock, &Request::Move { pid, currency })?;
-            output::print(json, &data, |d| format!("moved into job {} in currency {}\n", d["job"], d["currency"].as_str().unwrap_or("?")))
-        }
-        Command::Status => {
-            let data = client::call(&sock, &Request::Status)?;
-            output::print(json, &data, output::status)
-        }
+        Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
+        Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
+        Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
         Command::Probe(a) => allot_measure::probe::run(a),
         Command::Why(a) => allot_measure::why::run(a),
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),

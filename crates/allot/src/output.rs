@@ -1,106 +1,59 @@
-//! How the CLI prints replies: tables a person reads at a glance, or JSON.
+//! How the CLI prints replies: tables a person reads at a glance, or JSON. Every string
+//! that came from a process or a user goes through `allot_report::for_terminal` (the
+//! table does it per cell), so nothing can move the cursor or retitle the terminal.
 
-use serde_json::Value;
+use crate::proto::{Changed, CurrencyView, FundingView, JobMade, JobView, Response, ShowView, StatusView};
+use allot_report::{for_terminal, Align, Table};
 use std::fmt::Write;
 
-/// Prints `data` as JSON or through `human`.
-pub fn print(json: bool, data: &Value, human: impl Fn(&Value) -> String) -> anyhow::Result<i32> {
+/// Prints a reply as JSON (its data, without the kind tag) or as text.
+pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
     if json {
-        println!("{}", serde_json::to_string_pretty(data)?);
+        let v = match r {
+            Response::Status(x) => serde_json::to_value(x)?,
+            Response::Show(x) => serde_json::to_value(x)?,
+            Response::Job(x) => serde_json::to_value(x)?,
+            Response::Changed(x) => serde_json::to_value(x)?,
+            Response::Funding(x) => serde_json::to_value(x)?,
+            Response::Currencies(x) => serde_json::to_value(x)?,
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", human(data));
+        print!(
+            "{}",
+            match r {
+                Response::Status(x) => status(x),
+                Response::Show(x) => show(x),
+                Response::Job(x) => job_made(x),
+                Response::Changed(x) => changed(x),
+                Response::Funding(x) => funding(x),
+                Response::Currencies(x) => currencies(&x.0),
+            }
+        );
     }
     Ok(0)
 }
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        v => v.to_string(),
-    }
+fn cpus(x: f64) -> String {
+    format!("{x:.2}")
 }
 
-fn table(header: &[&str], rows: Vec<Vec<String>>, last_free: bool) -> String {
-    let mut w: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<String>, out: &mut String| {
-        let n = cells.len();
-        for (i, c) in cells.into_iter().enumerate() {
-            if i + 1 == n && last_free {
-                out.push_str(&c);
-            } else {
-                let _ = write!(out, "{:<width$}  ", c, width = w[i]);
-            }
-        }
-        out.push('\n');
-    };
-    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
-    for r in rows {
-        line(r, &mut out);
-    }
-    out
-}
-
-/// `allot show`.
-pub fn show(d: &Value) -> String {
-    let empty = vec![];
-    let jobs = d["jobs"].as_array().unwrap_or(&empty);
-    let rows = jobs
-        .iter()
-        .map(|j| {
-            let pids: Vec<String> = j["pids"].as_array().unwrap_or(&empty).iter().map(s).collect();
-            let pids = if pids.len() > 4 { format!("{},… ({})", pids[..3].join(","), pids.len()) } else { pids.join(",") };
-            let mut cmd = s(&j["command"]);
-            if cmd.chars().count() > 48 {
-                cmd = cmd.chars().take(47).collect::<String>() + "…";
-            }
-            vec![
-                s(&j["id"]),
-                s(&j["user"]),
-                s(&j["currency"]),
-                s(&j["tickets"]),
-                s(&j["funding"]),
-                format!("{:.2}", j["entitlement"].as_f64().unwrap_or(0.0)),
-                format!("{:.2}", j["usage"].as_f64().unwrap_or(0.0)),
-                s(&j["cap"]),
-                state(j),
-                pids,
-                cmd,
-            ]
-        })
-        .collect();
-    let mut out = table(&["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"], rows, true);
-    out.push('\n');
-    out.push_str(&currencies(&d["currencies"]));
-    let _ =
-        writeln!(out, "\nENTITLED and USAGE in CPUs (the machine has {}); entitlement counts active jobs and the CPUs they may use.", s(&d["ncpu"]));
-    let _ = writeln!(out, "STATE: bg background, boost boosted, focus focused, held soft cap held, nice:N niced.");
-    out
-}
-
-/// A job's dynamic state in a few words.
-fn state(j: &Value) -> String {
+/// A job's applied state in a few words.
+fn state(j: &JobView) -> String {
     let mut v = vec![];
-    let flag = |k: &str| j[k].as_bool() == Some(true);
-    if flag("background") {
+    if j.background {
         v.push("bg".to_string());
     }
-    if flag("focus") {
+    if j.focus {
         v.push("focus".into());
-    } else if flag("boost") {
+    } else if j.boost {
         v.push("boost".into());
     }
-    if flag("held") {
+    if j.held {
         v.push("held".into());
     }
-    if let Some(n) = j["nice"].as_i64().filter(|&n| n != 0) {
-        v.push(format!("nice:{n}"));
+    if j.niced {
+        v.push(format!("nice:{}", j.nice));
     }
     if v.is_empty() {
         "-".into()
@@ -109,50 +62,110 @@ fn state(j: &Value) -> String {
     }
 }
 
-fn currencies(c: &Value) -> String {
-    let empty = vec![];
-    let rows = c
-        .as_array()
-        .unwrap_or(&empty)
-        .iter()
-        .map(|c| {
-            vec![s(&c["name"]), s(&c["kind"]), s(&c["funding"]), s(&c["jobs"]), s(&c["active"]), format!("{:.2}", c["usage"].as_f64().unwrap_or(0.0))]
-        })
-        .collect();
-    table(&["CURRENCY", "KIND", "FUNDING", "JOBS", "ACTIVE", "USAGE"], rows, true)
+/// `allot show`.
+pub fn show(d: &ShowView) -> String {
+    let mut t = Table::new(["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"])
+        .aligns(&[
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+            Align::Left,
+            Align::Left,
+            Align::Left,
+        ])
+        .free_last(true);
+    for j in &d.jobs {
+        let pids = match &j.pids {
+            None => "(hidden)".to_string(),
+            Some(p) if p.len() > 4 => format!("{},… ({})", p[..3].iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","), p.len()),
+            Some(p) => p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","),
+        };
+        let cmd = match &j.command {
+            None => "(hidden)".to_string(),
+            Some(c) => allot_report::fit(c, 60).into_owned(),
+        };
+        let ent = if j.active { cpus(j.entitlement) } else { format!("({})", cpus(j.entitlement)) };
+        t.row([
+            j.id.clone(),
+            j.user.clone(),
+            j.currency.clone(),
+            j.tickets.to_string(),
+            j.funding.to_string(),
+            ent,
+            cpus(j.usage),
+            j.cap.clone().unwrap_or_else(|| "-".into()),
+            state(j),
+            pids,
+            cmd,
+        ]);
+    }
+    let mut out = t.render();
+    out.push('\n');
+    out.push_str(&currencies(&d.currencies));
+    let _ = writeln!(
+        out,
+        "\nENTITLED and USAGE in CPUs (the machine has {}; load outside allot takes {:.2}). ENTITLED counts active jobs, their runnable threads and CPUs; (in parentheses): what an idle job would get if it woke.",
+        d.ncpu, d.outside
+    );
+    let _ = writeln!(out, "STATE (applied now): bg background, boost boosted, focus focused, held soft cap held, nice:N nice emulation.");
+    if d.hidden {
+        let _ =
+            writeln!(out, "Other users' pids and commands are hidden (as /proc with hidepid); the admin may show them (privacy.show_other_users).");
+    }
+    out
 }
 
-/// `allot fund`.
-pub fn fund(d: &Value) -> String {
-    if d.is_array() {
-        currencies(d)
-    } else {
-        format!("{}: funding {}\n", s(&d["currency"]), s(&d["funding"]))
+fn currencies(c: &[CurrencyView]) -> String {
+    Table::new(["CURRENCY", "KIND", "FUNDING", "WEIGHT", "JOBS", "ACTIVE", "USAGE"])
+        .aligns(&[Align::Left, Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right])
+        .with_rows(c.iter().map(|c| {
+            [c.name.clone(), c.kind.clone(), c.funding.to_string(), c.weight.to_string(), c.jobs.to_string(), c.active.to_string(), cpus(c.usage)]
+        }))
+        .render()
+}
+
+fn funding(f: &FundingView) -> String {
+    format!("{}: funding {}\n", for_terminal(&f.currency), f.funding)
+}
+
+fn changed(c: &Changed) -> String {
+    let jobs = for_terminal(&c.jobs.join(", ")).into_owned();
+    match c.focus {
+        Some(on) => format!("job {jobs}: focus {}\n", if on { "on" } else { "off" }),
+        None => format!("changed job{} {jobs}\n", if c.jobs.len() == 1 { "" } else { "s" }),
     }
 }
 
-/// `allot set`.
-pub fn changed(d: &Value) -> String {
-    let jobs: Vec<String> = d["jobs"].as_array().map(|a| a.iter().map(s).collect()).unwrap_or_default();
-    format!("changed job{} {}\n", if jobs.len() == 1 { "" } else { "s" }, jobs.join(", "))
+fn job_made(j: &JobMade) -> String {
+    format!("job {} in currency {} ({} tickets)\n", for_terminal(&j.job), for_terminal(&j.currency), j.tickets)
 }
 
 /// `allot status`.
-pub fn status(d: &Value) -> String {
+pub fn status(d: &StatusView) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "allot daemon {} (pid {}, up {} s)", s(&d["version"]), s(&d["pid"]), s(&d["uptime_s"]));
-    let _ = writeln!(out, "cgroup            {} at {}", s(&d["cgroup_version"]), s(&d["cgroup_root"]));
-    let _ = writeln!(out, "cpus              {}", s(&d["ncpu"]));
-    let _ = writeln!(out, "jobs              {}", s(&d["jobs"]));
-    let auto = if d["auto_place"].as_bool() == Some(true) { format!("on, uid >= {}", s(&d["min_uid"])) } else { "off".into() };
-    let _ = writeln!(out, "auto-place        {auto}");
-    if let Some(f) = d["features"].as_object() {
-        for (k, v) in f {
-            let _ = writeln!(out, "{:<17} {}", k.replace('_', "-"), if v.as_bool() == Some(true) { "yes" } else { "NO" });
-        }
+    let _ = writeln!(out, "allot daemon {} (protocol {}, pid {}, up {} s)", d.version, d.protocol, d.pid, d.uptime_s);
+    let _ = writeln!(out, "cgroup            {} at {}", d.cgroup_version, for_terminal(&d.cgroup_root));
+    let _ = writeln!(out, "cpus              {} (load outside allot: {:.2})", d.ncpu, d.outside);
+    let _ = writeln!(out, "jobs              {}", d.jobs);
+    let _ = writeln!(out, "placement         {}", for_terminal(&d.placement));
+    let _ = writeln!(out, "tracking          {}", d.tracking);
+    let _ = writeln!(out, "real-time         {}", d.rt);
+    for (k, v) in &d.features {
+        let _ = writeln!(out, "{:<17} {}", k.replace('_', "-"), if *v { "yes" } else { "NO" });
     }
-    for dgr in d["degraded"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "degraded:         {}", s(dgr));
+    for dgr in &d.degraded {
+        let _ = writeln!(out, "degraded:         {dgr}");
     }
+    let c = &d.counters;
+    let _ = writeln!(
+        out,
+        "since start       {} placed, {} requests, {} refused by limits, {} outside changes re-asserted, {} failed writes",
+        c.placed, c.requests, c.limited, c.reconciled, c.write_errors
+    );
     out
 }

@@ -6,11 +6,10 @@
 //! non-zero when a threshold is missed; `--quick` shortens every phase and asserts only
 //! the direction, with generous margins, for CI.
 
-use crate::selftest::{ensure_user, job_of, pin};
+use crate::selftest::{job_of, pin};
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -387,14 +386,14 @@ fn softcap(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
 
 fn nice(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 3.0 } else { 8.0 };
-    let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
-    let d = PrivateDaemon::start(exe, "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n")?;
+    let [a, b, ..] = allot_measure::harness::TEST_UIDS;
+    let d = PrivateDaemon::start(exe, &format!("scan_ms = 200\n[users]\nonly = [\"{a}\", \"{b}\"]\n"))?;
     let e = exe_s(exe);
     let mut kids = Kids::default();
     let mut share = |niceness: i32| -> anyhow::Result<f64> {
         let n = niceness.to_string();
-        let ka = Command::new("nice").args(["-n", &n, &e, "workload", "cpu"]).uid(a).gid(a).stdout(Stdio::null()).spawn()?;
-        let kb = Command::new(&e).args(["workload", "cpu"]).uid(b).gid(b).stdout(Stdio::null()).spawn()?;
+        let ka = d.user_command(a, &["nice", "-n", &n, &e, "workload", "cpu"]).spawn()?;
+        let kb = d.user_command(b, &[&e, "workload", "cpu"]).spawn()?;
         pin(ka.id(), 0)?;
         pin(kb.id(), 0)?;
         let (pa, pb) = (ka.id(), kb.id());

@@ -1,25 +1,33 @@
-//! The socket protocol: one JSON request line from the client, one JSON reply line from
-//! the daemon. The daemon learns who is asking from the socket (SO_PEERCRED), never
-//! from the request.
+//! The socket protocol, shared by the daemon and the CLI: one JSON request line from the
+//! client, one JSON reply line from the daemon. The daemon learns who is asking from the
+//! socket (SO_PEERCRED, a pidfd), never from the request.
+//!
+//! Every line carries the protocol version `v`, so a CLI and a daemon of different
+//! versions (after an upgrade) say so in one sentence instead of failing on a field.
 
 use serde::{Deserialize, Serialize};
+
+/// This build's protocol version. Version 1 (allot 0.1's first daemon) had no `v`.
+pub const PROTOCOL: u32 = 2;
 
 /// Largest request the daemon reads.
 pub const MAX_REQUEST: usize = 64 * 1024;
 
-/// A request.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A request. Unknown fields are refused everywhere (`deny_unknown_fields`), and the
+/// daemon re-checks every value: it trusts no client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Request {
     /// Daemon and kernel facts.
-    Status,
+    Status {},
     /// Jobs and currencies.
     Show {
         /// Only this user's jobs.
         #[serde(default)]
         user: Option<String>,
     },
-    /// Put the calling process in a new job (it then execs the command).
+    /// Put the calling process in a new job (it then execs the command). The process is
+    /// the one that connected (SO_PEERPIDFD) or sent its pidfd with the request.
     Run {
         /// Tickets (1..10000).
         #[serde(default)]
@@ -33,11 +41,11 @@ pub enum Request {
         /// Background (soft cap 0).
         #[serde(default)]
         background: bool,
-        /// The command, for display.
+        /// Root only: take the process out of a cgroup another manager owns.
         #[serde(default)]
-        command: Vec<String>,
+        force: bool,
     },
-    /// Change the jobs of running processes.
+    /// Change the jobs of running processes: all of them or none.
     Set {
         /// Processes.
         pids: Vec<i64>,
@@ -50,6 +58,9 @@ pub enum Request {
         /// Some(true): background; Some(false): foreground.
         #[serde(default)]
         background: Option<bool>,
+        /// Root only: take processes out of cgroups other managers own.
+        #[serde(default)]
+        force: bool,
     },
     /// Show or set a currency's funding.
     Fund {
@@ -60,8 +71,7 @@ pub enum Request {
         #[serde(default)]
         funding: Option<i64>,
     },
-    /// Mark the job of a process as the one its user is waiting on (seed 002's focus):
-    /// boosted regardless of its usage history, still bounded by its entitlement.
+    /// Mark the job of a process as the one its user is waiting on (seed 002's focus).
     Focus {
         /// The process.
         pid: i64,
@@ -75,6 +85,9 @@ pub enum Request {
         pid: i64,
         /// Named currency or user.
         currency: String,
+        /// Root only: take the process out of a cgroup another manager owns.
+        #[serde(default)]
+        force: bool,
     },
 }
 
@@ -82,9 +95,65 @@ fn yes() -> bool {
     true
 }
 
-/// A reply: `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Why a request line could not be read, before any request handling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LineError {
+    /// Not JSON, or not a request this daemon knows.
+    Malformed(String),
+    /// The client speaks another protocol version.
+    Version(u32),
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineError::Malformed(e) => {
+                write!(f, "malformed request: {e}; send one JSON object per line, e.g. {{\"v\":{PROTOCOL},\"op\":\"status\"}}")
+            }
+            LineError::Version(v) if *v < PROTOCOL => write!(
+                f,
+                "this allot client speaks protocol {v}, the daemon speaks {PROTOCOL}: use the allot binary installed with the daemon (an upgrade replaced one but not the other)"
+            ),
+            LineError::Version(v) => write!(
+                f,
+                "this allot client speaks protocol {v}, newer than the daemon's {PROTOCOL}: restart the daemon so it runs the upgraded binary (e.g. systemctl restart allot)"
+            ),
+        }
+    }
+}
+
+/// Encodes a request as a line.
+pub fn encode_request(req: &Request) -> Vec<u8> {
+    let mut v = serde_json::to_value(req).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("v".into(), PROTOCOL.into());
+    }
+    let mut line = serde_json::to_vec(&v).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// Decodes a request line: the version first, then the request with unknown fields refused.
+pub fn decode_request(line: &[u8]) -> Result<Request, LineError> {
+    let mut v: serde_json::Value = serde_json::from_slice(line).map_err(|e| LineError::Malformed(e.to_string()))?;
+    let Some(o) = v.as_object_mut() else {
+        return Err(LineError::Malformed("not a JSON object".into()));
+    };
+    match o.remove("v") {
+        None => return Err(LineError::Version(1)),
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(PROTOCOL as u64) => {}
+        Some(serde_json::Value::Number(n)) => return Err(LineError::Version(n.as_u64().unwrap_or(0).min(u32::MAX as u64) as u32)),
+        Some(other) => return Err(LineError::Malformed(format!("\"v\" must be a protocol number, got {other}"))),
+    }
+    serde_json::from_value(v).map_err(|e| LineError::Malformed(e.to_string()))
+}
+
+/// A reply line: `{"v":2,"ok":true,"data":{...}}` or `{"v":2,"ok":false,"error":"..."}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
+    /// The daemon's protocol (absent from protocol 1 daemons).
+    #[serde(default)]
+    pub v: Option<u32>,
     /// Success.
     pub ok: bool,
     /// The error, when not ok: one sentence naming the value and what is allowed.
@@ -92,22 +161,83 @@ pub struct Reply {
     pub error: Option<String>,
     /// The result, when ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<serde_json::Value>,
+    pub data: Option<Response>,
 }
 
 impl Reply {
     /// A success.
-    pub fn ok(data: impl Serialize) -> Self {
-        Self { ok: true, error: None, data: Some(serde_json::to_value(data).unwrap_or(serde_json::Value::Null)) }
+    pub fn ok(data: Response) -> Self {
+        Self { v: Some(PROTOCOL), ok: true, error: None, data: Some(data) }
     }
     /// A refusal.
     pub fn err(e: impl std::fmt::Display) -> Self {
-        Self { ok: false, error: Some(e.to_string()), data: None }
+        Self { v: Some(PROTOCOL), ok: false, error: Some(e.to_string()), data: None }
+    }
+    /// The reply as a line.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        line
     }
 }
 
+/// A successful result, one kind per request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Response {
+    /// `status`.
+    Status(StatusView),
+    /// `show`.
+    Show(ShowView),
+    /// `run`, `move`: the job made.
+    Job(JobMade),
+    /// `set`, `focus`: the jobs changed.
+    Changed(Changed),
+    /// `fund NAME [BASE]`.
+    Funding(FundingView),
+    /// `fund` without a name: every currency.
+    Currencies(CurrenciesView),
+}
+
+/// A job made by `run` or `move`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobMade {
+    /// Its id as `show` prints it.
+    pub job: String,
+    /// Its currency.
+    pub currency: String,
+    /// Its tickets.
+    pub tickets: u32,
+    /// Its cgroup, relative to allot's root.
+    pub cgroup: String,
+}
+
+/// Jobs changed by `set` or `focus`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Changed {
+    /// Their ids as `show` prints them.
+    pub jobs: Vec<String>,
+    /// For focus: on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<bool>,
+}
+
+/// One currency's funding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FundingView {
+    /// The currency.
+    pub currency: String,
+    /// Its funding.
+    pub funding: u32,
+}
+
+/// Every currency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CurrenciesView(pub Vec<CurrencyView>);
+
 /// One job as `show` reports it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobView {
     /// Job id ("3", or "alice/default" for a user's automatic job).
     pub id: String,
@@ -121,40 +251,45 @@ pub struct JobView {
     pub tickets: u32,
     /// The currency's funding.
     pub funding: u32,
-    /// CPUs it would get now among active claimants (0 when idle).
+    /// CPUs it gets now among the active claimants; for an idle job, what it would get if
+    /// it woke (see `active`).
     pub entitlement: f64,
+    /// It competes for CPU now.
+    pub active: bool,
     /// Smoothed CPU use, CPUs.
     pub usage: f64,
-    /// Cap, e.g. "0.25!" (None: uncapped).
+    /// Cap as set, e.g. "0.25!" ("0" for background; None: uncapped).
     pub cap: Option<String>,
     /// Background (runs on idle CPU only).
     pub background: bool,
-    /// A soft cap is being held now (others want the CPU).
+    /// A soft cap is held now (written as cpu.max).
     pub held: bool,
-    /// Boosted now (using less than its entitlement, or focused).
+    /// The boost is applied now (weight and slice).
     pub boost: bool,
     /// Focused by its user.
     pub focus: bool,
-    /// Its processes' nice (the lowest).
+    /// Nice emulation has changed its weight (its processes' lowest nice).
     pub nice: i32,
+    /// Nice emulation is applied now.
+    pub niced: bool,
     /// Usage over the boost window, CPUs.
     pub recent: f64,
-    /// Threads in it.
-    pub threads: usize,
-    /// The weight written to the kernel now (tickets, adjusted by nice emulation/boost).
+    /// Threads that ran or waited lately.
+    pub runnable: u32,
+    /// The weight written to the kernel now.
     pub weight: u32,
-    /// The cpu.max quota in force now, CPUs (hard cap, held soft cap, or boost bound).
+    /// The cpu.max quota in force now, CPUs (a hard cap or a held soft cap).
     pub quota: Option<f64>,
-    /// Processes in it.
-    pub pids: Vec<i32>,
-    /// Command of its first process.
-    pub command: String,
+    /// Processes in it (None: hidden from this caller).
+    pub pids: Option<Vec<i32>>,
+    /// Its first process's command line now, as the kernel has it (None: hidden).
+    pub command: Option<String>,
     /// Its cgroup, relative to allot's root.
     pub cgroup: String,
 }
 
 /// One currency as `show` and `fund` report it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CurrencyView {
     /// Name (user name for user currencies).
     pub name: String,
@@ -162,6 +297,8 @@ pub struct CurrencyView {
     pub kind: String,
     /// Base tickets.
     pub funding: u32,
+    /// The weight written to the kernel now (nice emulation may lower it).
+    pub weight: u32,
     /// Jobs in it.
     pub jobs: usize,
     /// Jobs using CPU now.
@@ -171,12 +308,90 @@ pub struct CurrencyView {
 }
 
 /// `show`'s reply.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShowView {
     /// CPUs of the machine.
     pub ncpu: usize,
+    /// CPUs used lately by processes outside allot's tree.
+    pub outside: f64,
     /// Jobs.
     pub jobs: Vec<JobView>,
     /// Currencies.
     pub currencies: Vec<CurrencyView>,
+    /// Other users' pids and commands are hidden from this caller.
+    pub hidden: bool,
+}
+
+/// `status`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusView {
+    /// allot's version.
+    pub version: String,
+    /// The protocol.
+    pub protocol: u32,
+    /// The daemon's pid.
+    pub pid: u32,
+    /// Seconds since start.
+    pub uptime_s: u64,
+    /// "v1" or "v2".
+    pub cgroup_version: String,
+    /// allot's root in the cpu hierarchy.
+    pub cgroup_root: String,
+    /// CPUs.
+    pub ncpu: usize,
+    /// Jobs.
+    pub jobs: usize,
+    /// Kernel features found: cpu_idle, custom_slices, psi, delay_accounting.
+    pub features: std::collections::BTreeMap<String, bool>,
+    /// What is degraded and why.
+    pub degraded: Vec<String>,
+    /// How new processes are found: "events" (proc connector) or "scan".
+    pub tracking: String,
+    /// Which processes are placed automatically, in words.
+    pub placement: String,
+    /// Real-time group scheduling and what allot does about it.
+    pub rt: String,
+    /// CPUs used lately by processes outside allot's tree.
+    pub outside: f64,
+    /// Counters since start.
+    pub counters: Counters,
+}
+
+/// The daemon's counters since start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Processes placed automatically.
+    pub placed: u64,
+    /// Values changed from outside and re-asserted.
+    pub reconciled: u64,
+    /// Kernel writes that failed.
+    pub write_errors: u64,
+    /// Requests served.
+    pub requests: u64,
+    /// Requests or connections refused by a limit.
+    pub limited: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_and_unknown_fields_are_refused() {
+        let r = Request::Set { pids: vec![1, 2], tickets: Some(5), cap: None, background: Some(true), force: false };
+        assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
+        assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
+        assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\"}"), Ok(Request::Status {})));
+        assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"run\",\"command\":[\"x\"]}"), Err(LineError::Malformed(_))));
+    }
+
+    #[test]
+    fn versions_are_named() {
+        assert_eq!(decode_request(b"{\"op\":\"status\"}"), Err(LineError::Version(1)));
+        assert_eq!(decode_request(b"{\"v\":3,\"op\":\"status\"}"), Err(LineError::Version(3)));
+        assert!(LineError::Version(1).to_string().contains("protocol 1"));
+        assert!(LineError::Version(3).to_string().contains("restart the daemon"));
+        assert!(matches!(decode_request(b"[1]"), Err(LineError::Malformed(_))));
+        assert!(matches!(decode_request(b"{\"v\":\"2\"}"), Err(LineError::Malformed(_))));
+    }
 }

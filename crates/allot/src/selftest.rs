@@ -5,11 +5,9 @@
 //! accounting (cpuacct.usage, or cpu.stat usage_usec).
 
 use allot_linux::cgroup::CpuController;
-pub use allot_measure::harness::ensure_user;
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,7 +80,7 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-const CONFIG: &str = "tick_ms = 250\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n";
+const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
 
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
@@ -174,7 +172,7 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 }
 
 fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
-    let (a, b) = (ensure_user("allot-ta")?, ensure_user("allot-tb")?);
+    let [a, b, ..] = allot_measure::harness::TEST_UIDS;
     let d = PrivateDaemon::start(exe, CONFIG)?;
     let cg = allot_linux::cgroup::detect(&d.root_name)?;
     let h = hog(exe);
@@ -182,7 +180,7 @@ fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     // Plain processes, as a user's shell would start them: the daemon finds and places them.
     for (uid, n) in [(a, 1), (b, 5)] {
         for _ in 0..n {
-            let c = Command::new(&h[0]).args(&h[1..]).uid(uid).gid(uid).stdin(Stdio::null()).stdout(Stdio::null()).spawn()?;
+            let c = d.user_command(uid, &strs(&h)).spawn()?;
             pin(c.id(), 0)?;
             kids.0.push(c);
         }
@@ -198,9 +196,9 @@ fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let rels = [rel_a, rel_b];
     let (u, _) = measure(cg.as_ref(), &rels, window)?;
     let a_share = u[0] / (u[0] + u[1]);
-    let out = d.cli(&["fund", "allot-tb", "300"], None)?;
+    let out = d.cli(&["fund", &b.to_string(), "300"], None)?;
     if !out.status.success() {
-        bail!("allot fund allot-tb 300 failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("allot fund {b} 300 failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     std::thread::sleep(Duration::from_millis(1000));
     let (u2, _) = measure(cg.as_ref(), &rels, window)?;

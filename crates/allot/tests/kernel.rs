@@ -4,72 +4,13 @@
 //! even when the test fails (the harness's Drop), and kills only the processes it
 //! started, by pid.
 
-use allot_measure::harness::{Kids, PrivateDaemon};
+mod common;
+
+use common::*;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Tests that measure CPU shares must not overlap each other.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_allot"))
-}
-
-fn require_root() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel tests must run as root (CI runs them as root); they do not skip");
-}
-
-fn user(name: &str) -> u32 {
-    allot_measure::harness::ensure_user(name).unwrap()
-}
-
-/// Starts `cmd` as `uid`, kept by `kids` (killed by pid when the test ends, even on failure).
-fn spawn_as(kids: &mut Kids, uid: u32, cmd: &[&str]) -> u32 {
-    kids.add(Command::new(cmd[0]).args(&cmd[1..]).uid(uid).gid(uid).stdin(Stdio::null()).stdout(Stdio::null()).spawn().unwrap())
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "expected success, got {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-/// Asserts the command failed with one error line containing every `needle`.
-fn refused(o: &Output, needles: &[&str]) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "expected a refusal containing {needles:?}, but it succeeded: {}", String::from_utf8_lossy(&o.stdout));
-    for n in needles {
-        assert!(err.contains(n), "error {err:?} should contain {n:?}");
-    }
-    assert_eq!(err.trim().lines().count(), 1, "one clear error line, got {err:?}");
-}
-
-fn show(d: &PrivateDaemon) -> serde_json::Value {
-    serde_json::from_str(&ok(&d.cli(&["--json", "show"], None).unwrap())).unwrap()
-}
-
-fn job_with_pid(v: &serde_json::Value, pid: u32) -> Option<serde_json::Value> {
-    v["jobs"].as_array()?.iter().find(|j| j["pids"].as_array().into_iter().flatten().any(|p| p.as_u64() == Some(pid as u64))).cloned()
-}
-
-fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// Seed acceptance 1–4: ratio, insulation, hard cap, background, through `allot selftest`.
 #[test]
@@ -83,17 +24,16 @@ fn selftest_ratio_insulation_cap_background() {
     assert!(text.contains("4 passed, 0 failed"), "{text}");
 }
 
-const CONFIG: &str =
-    "tick_ms = 200\nscan_ms = 200\n[users]\nonly = [\"allot-ta\", \"allot-tb\"]\n[currencies.ci]\nfunding = 200\nusers = [\"allot-ta\"]\n";
+const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n[currencies.ci]\nfunding = 200\nusers = [\"2901\"]\n";
 
 #[test]
 fn permissions_and_bad_input_change_nothing() {
     require_root();
     let _s = serial();
-    let (a, b) = (user("allot-ta"), user("allot-tb"));
+    let (a, b) = (A, B);
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
     let mut kids = Kids::default();
-    let a_sleep = spawn_as(&mut kids, a, &["sleep", "300"]);
+    let a_sleep = spawn_as(&d, &mut kids, a, &["sleep", "300"]);
     // A's process is placed automatically in A's currency.
     wait_for("auto-placement", || job_with_pid(&show(&d), a_sleep));
     let s = a_sleep.to_string();
@@ -107,15 +47,15 @@ fn permissions_and_bad_input_change_nothing() {
     assert_eq!(job_with_pid(&before, a_sleep).unwrap()["tickets"], 50);
 
     // B may not touch A's process, fund, move, or use a currency he is not listed in.
-    refused(&d.cli(&["set", &s, "-t", "5000"], Some(b)).unwrap(), &["belongs to allot-ta", "your own processes"]);
+    refused(&d.cli(&["set", &s, "-t", "5000"], Some(b)).unwrap(), &["belongs to 2901", "your own processes"]);
     refused(&d.cli(&["set", &s, "--background"], Some(b)).unwrap(), &["belongs to"]);
-    refused(&d.cli(&["fund", "allot-tb", "300"], Some(b)).unwrap(), &["root's"]);
+    refused(&d.cli(&["fund", "2902", "300"], Some(b)).unwrap(), &["root's"]);
     refused(&d.cli(&["fund", "ci", "300"], Some(b)).unwrap(), &["root's"]);
-    refused(&d.cli(&["move", &s, "allot-tb"], Some(b)).unwrap(), &["root's"]);
+    refused(&d.cli(&["move", &s, "2902"], Some(b)).unwrap(), &["root's"]);
     refused(&d.cli(&["run", "--currency", "ci", "--", "true"], Some(b)).unwrap(), &["may not run jobs in currency \"ci\""]);
-    refused(&d.cli(&["run", "--currency", "allot-ta", "--", "true"], Some(b)).unwrap(), &["may not run jobs"]);
+    refused(&d.cli(&["run", "--currency", "2901", "--", "true"], Some(b)).unwrap(), &["may not run jobs"]);
     // A may not fund even her own currency, nor move her process into another.
-    refused(&d.cli(&["fund", "allot-ta", "10000"], Some(a)).unwrap(), &["root's"]);
+    refused(&d.cli(&["fund", "2901", "10000"], Some(a)).unwrap(), &["root's"]);
     refused(&d.cli(&["move", &s, "ci"], Some(a)).unwrap(), &["root's"]);
 
     // Bad values: one clear error naming the value and what is allowed.
@@ -128,7 +68,7 @@ fn permissions_and_bad_input_change_nothing() {
         refused(&d.cli(&["set", &s, "--cap", c], Some(a)).unwrap(), &[&format!("cap {c:?} is invalid"), why]);
     }
     refused(&d.cli(&["run", "--cap", "64!", "--", "true"], Some(a)).unwrap(), &["more than this machine's"]);
-    refused(&d.cli(&["fund", "allot-ta", "0"], None).unwrap(), &["funding must be a whole number 1..10000", "0"]);
+    refused(&d.cli(&["fund", "2901", "0"], None).unwrap(), &["funding must be a whole number 1..10000", "0"]);
     refused(&d.cli(&["fund", "nosuchthing", "5"], None).unwrap(), &["unknown currency or user \"nosuchthing\""]);
     refused(&d.cli(&["run", "--currency", "nosuchthing", "--", "true"], Some(a)).unwrap(), &["unknown currency"]);
     refused(&d.cli(&["set", "999999", "-t", "5"], None).unwrap(), &["no process 999999"]);
@@ -153,15 +93,15 @@ fn permissions_and_bad_input_change_nothing() {
         s
     };
     // The daemon checks values itself, whatever the client did.
-    assert!(raw(b"{\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
-    assert!(raw(b"{\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
-    assert!(raw(b"{\"op\":\"fund\",\"currency\":\"allot-ta\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
-    assert!(raw(b"{\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
+    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
+    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
+    assert!(raw(b"{\"v\":2,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
+    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
     assert!(raw(b"garbage\n", false).contains("malformed request"));
-    assert!(raw(b"{\"op\":\"explode\"}\n", false).contains("malformed request"));
-    assert!(raw(b"{\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":2,\"op\":\"explode\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
     assert!(raw(&vec![b'x'; 70_000], false).contains("larger than 65536 bytes"));
-    assert_eq!(raw(b"{\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
+    assert_eq!(raw(b"{\"v\":2,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
     {
         // A client that connects and says nothing does not block others.
         let _idle = UnixStream::connect(&d.socket).unwrap();
@@ -171,10 +111,23 @@ fn permissions_and_bad_input_change_nothing() {
     // Nothing changed: same jobs, same tickets, same funding; the daemon still serves.
     let after = show(&d);
     assert_eq!(job_with_pid(&after, a_sleep).unwrap()["tickets"], 50);
-    assert_eq!(before["currencies"], after["currencies"]);
-    let ids = |v: &serde_json::Value| v["jobs"].as_array().unwrap().iter().map(|j| j["id"].to_string()).collect::<Vec<_>>();
+    // B's own CLI processes are placed in B's default job like any of B's processes; the
+    // refused requests themselves made nothing.
+    let funding = |v: &serde_json::Value| {
+        v["currencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| format!("{} {}", c["name"], c["funding"]))
+            .filter(|c| !c.contains("2902"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(funding(&before), funding(&after));
+    let ids = |v: &serde_json::Value| {
+        v["jobs"].as_array().unwrap().iter().map(|j| j["id"].to_string()).filter(|id| !id.contains("/default")).collect::<Vec<_>>()
+    };
     assert_eq!(ids(&before), ids(&after));
-    assert!(!after["currencies"].as_array().unwrap().iter().any(|c| c["name"] == "allot-tb"), "refused requests registered no currency");
+    assert!(!after["jobs"].as_array().unwrap().iter().any(|j| j["uid"] == 2902 && j["id"] != "2902/default"), "refused requests made no job");
     ok(&d.cli(&["status"], None).unwrap());
     // The features the kernel has are reported as found (cpu.idle is on both v1 here and v2).
     let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
@@ -256,10 +209,10 @@ fn crash_restart_adopts_the_tree_and_keeps_funding() {
 fn set_and_move_act_on_the_right_process() {
     require_root();
     let _s = serial();
-    let (a, _) = (user("allot-ta"), user("allot-tb"));
+    let a = A;
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
     let mut kids = Kids::default();
-    let p = spawn_as(&mut kids, a, &["sleep", "300"]);
+    let p = spawn_as(&d, &mut kids, a, &["sleep", "300"]);
     let s = p.to_string();
     wait_for("auto-placement", || job_with_pid(&show(&d), p));
     // set: a job of its own with a hard cap, then background, then foreground, then no cap.
@@ -289,7 +242,7 @@ fn set_and_move_act_on_the_right_process() {
     let j = job_with_pid(&show(&d), p).unwrap();
     assert_eq!(j["currency"], "ci");
     assert_eq!(j["funding"], 200);
-    assert_eq!(j["user"], "allot-ta");
+    assert_eq!(j["user"], "2901");
     d.stop().unwrap();
 }
 
@@ -297,19 +250,19 @@ fn set_and_move_act_on_the_right_process() {
 fn focus_and_soft_caps_are_checked_and_kept() {
     require_root();
     let _s = serial();
-    let (a, b) = (user("allot-ta"), user("allot-tb"));
+    let (a, b) = (A, B);
     let mut d = PrivateDaemon::start_persistent(exe(), CONFIG).unwrap();
     let mut kids = Kids::default();
-    let p = spawn_as(&mut kids, a, &["sleep", "300"]);
+    let p = spawn_as(&d, &mut kids, a, &["sleep", "300"]);
     let s = p.to_string();
     wait_for("auto-placement", || job_with_pid(&show(&d), p));
     // Only the owner (or root) may focus; bad pids are refused.
-    refused(&d.cli(&["focus", &s], Some(b)).unwrap(), &["belongs to allot-ta"]);
+    refused(&d.cli(&["focus", &s], Some(b)).unwrap(), &["belongs to 2901"]);
     refused(&d.cli(&["focus", "999999"], Some(a)).unwrap(), &["no process 999999"]);
     ok(&d.cli(&["focus", &s], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
     assert_eq!(j["focus"], true);
-    assert_ne!(j["id"].as_str().unwrap(), "allot-ta/default", "focus gives the process a job of its own");
+    assert_ne!(j["id"].as_str().unwrap(), "2901/default", "focus gives the process a job of its own");
     let st = wait_for("boost applied", || {
         let j = job_with_pid(&show(&d), p)?;
         (j["boost"] == true).then_some(j)
@@ -330,9 +283,9 @@ fn focus_and_soft_caps_are_checked_and_kept() {
     let rel = jq["cgroup"].as_str().unwrap().to_string();
     // Simulate a crash at the moment the soft cap is held: quota written, daemon killed.
     // A sleeping default job carries a boost quota at that moment too.
-    let other = spawn_as(&mut kids, b, &["sleep", "300"]);
+    let other = spawn_as(&d, &mut kids, b, &["sleep", "300"]);
     let jd = wait_for("B's default job", || job_with_pid(&show(&d), other));
-    assert_eq!(jd["id"], "allot-tb/default");
+    assert_eq!(jd["id"], "2902/default");
     let drel = jd["cgroup"].as_str().unwrap().to_string();
     d.crash();
     cg.set_max(&drel, Some(allot_linux::cgroup::Max { quota_us: 50_000, period_us: 100_000 })).unwrap();

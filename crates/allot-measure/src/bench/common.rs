@@ -91,12 +91,20 @@ pub fn render_checks(text: &mut String, checks: &[(String, bool)]) -> usize {
 
 /// Starts `exe ARGS` as a plain process under `policy`, pinned to `cpu` if given. The
 /// policy and affinity are set between fork and exec, so every thread inherits them.
-pub fn spawn(exe: &Path, args: &[String], policy: Policy, cpu: Option<usize>, uid: Option<u32>) -> anyhow::Result<Child> {
-    let mut c = Command::new(exe);
+pub fn spawn(
+    exe: &Path,
+    args: &[String],
+    policy: Policy,
+    cpu: Option<usize>,
+    user: Option<(u32, &crate::harness::Shelter)>,
+) -> anyhow::Result<Child> {
+    // A user's process starts in a shelter, so no allot daemon running on the machine
+    // places it: "without allot" must mean without allot.
+    let mut c = match user {
+        Some((uid, shelter)) => shelter.command(exe, Some(uid)),
+        None => Command::new(exe),
+    };
     c.args(args).stdin(Stdio::null()).stdout(Stdio::null());
-    if let Some(u) = uid {
-        c.uid(u).gid(u);
-    }
     let mut attr = policy.attr(0);
     attr.size = std::mem::size_of::<allot_linux::sched::SchedAttr>() as u32;
     // SAFETY: only raw syscalls (async-signal-safe) between fork and exec.

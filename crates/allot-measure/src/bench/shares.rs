@@ -161,16 +161,19 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         prog.step();
     }
     // Fig 4 / Tables 4–5: user A (1 process) vs user B (5 processes).
-    let users = if unsafe { libc::geteuid() } == 0 {
-        Some((crate::harness::ensure_user("allot-ta")?, crate::harness::ensure_user("allot-tb")?))
-    } else {
-        None
+    let [ua, ub, ..] = crate::harness::TEST_UIDS;
+    // SAFETY: geteuid has no preconditions.
+    let users = (unsafe { libc::geteuid() } == 0).then_some((ua, ub));
+    let shelter = match users {
+        Some(_) => Some(crate::harness::Shelter::new()?),
+        None => None,
     };
     {
         let mut kids = Kids::default();
         for i in 0..6 {
             let uid = users.map(|(ua, ub)| if i == 0 { ua } else { ub });
-            kids.0.push(common::spawn(&exe, &hog, Policy::Nice(0), cpu, uid)?);
+            let user = uid.zip(shelter.as_ref());
+            kids.0.push(common::spawn(&exe, &hog, Policy::Nice(0), cpu, user)?);
         }
         std::thread::sleep(Duration::from_millis(300));
         let pids: Vec<u32> = kids.0.iter().map(|c| c.id()).collect();

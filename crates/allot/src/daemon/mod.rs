@@ -1,33 +1,40 @@
 //! `allot daemon`: the root process that owns allot's cgroup tree.
 //!
-//! The loop is a visible pipeline: every `tick_ms` it observes each job's usage and
-//! reaps empty jobs; every `scan_ms` it places new user processes; requests arrive on
-//! their own threads and are served under the same lock, so a request is applied
-//! whole or not at all, and a clean stop waits for the one in flight.
+//! One event loop owns all state (system76-scheduler's and scx's shape): requests from
+//! the socket's connection threads, signals, cgroup changes reported by inotify and
+//! (when available) the kernel's process events all arrive as [`Event`]s on one channel;
+//! between them the loop runs its tick (`observe → plan → apply`, core.rs) and its scans
+//! (placement.rs). Requests are answered in order; no client can hold the loop.
 
+mod adopt;
 pub mod core;
+#[cfg(test)]
+mod fake;
+pub mod host;
+pub mod limits;
+pub mod logger;
+pub mod observe;
+pub mod placement;
+pub mod reconcile;
+pub mod registry;
+pub mod requests;
+pub mod server;
 pub mod state;
+#[cfg(test)]
+mod tests;
+pub mod tree;
+pub mod trust;
+pub mod views;
 
 use crate::config::Config;
-use crate::proto::{Reply, Request, MAX_REQUEST};
+use crate::proto::{Reply, Request};
 use anyhow::{bail, Context};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-static STOP: AtomicBool = AtomicBool::new(false);
-/// Connections served at once; more are told to retry.
-const MAX_CLIENTS: usize = 64;
-/// A client has this long to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-extern "C" fn on_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
 
 /// Where the daemon keeps things.
 #[derive(Debug, Clone)]
@@ -46,27 +53,95 @@ pub struct Options {
     pub ephemeral: bool,
 }
 
-/// The credentials of the process at the other end of a Unix socket.
-pub fn peer_cred(s: &UnixStream) -> std::io::Result<core::Peer> {
-    let mut c = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: valid fd and out-buffer of the right size.
-    let r = unsafe { libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, &mut c as *mut _ as *mut libc::c_void, &mut len) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
+/// Everything the loop reacts to.
+pub enum Event {
+    /// A request, with the caller and where to send the reply.
+    Request {
+        /// Who is asking.
+        peer: trust::Peer,
+        /// What.
+        req: Request,
+        /// The reply goes here.
+        reply: Sender<Reply>,
+    },
+    /// SIGTERM or SIGINT (stop), SIGHUP (reload the config).
+    Signal(i32),
+    /// Writes to allot's cgroup files (reconcile.rs).
+    Cgroup(Vec<allot_linux::inotify::Event>),
+    /// The kernel's process events (placement.rs).
+    Procs(Vec<allot_linux::procevents::ProcEvent>),
+}
+
+/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron) and
+/// starts the thread that forwards them in batches. The batching pause bounds the cost of
+/// an event storm to about 200 wakeups a second; the filter in the kernel (a socket BPF
+/// program) keeps forks and exits, the bulk of a fork storm, out of user space entirely.
+fn process_events(tx: Sender<Event>) -> Option<String> {
+    use allot_linux::procevents::{Kinds, Listener};
+    let mut l = match Listener::open(Kinds::UID) {
+        Ok(l) => l,
+        Err(e) => return Some(e.to_string()),
+    };
+    let spawned = std::thread::Builder::new().name("allot-procevents".into()).spawn(move || loop {
+        let mut evs = vec![];
+        match l.recv(&mut evs) {
+            Ok(_) => {
+                if tx.send(Event::Procs(evs)).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => {
+                log::error!("process events stopped ({e}); new processes are found by scanning /proc");
+                let _ = tx.send(Event::Procs(vec![allot_linux::procevents::ProcEvent::Lost]));
+                return;
+            }
+        }
+    });
+    spawned.err().map(|e| e.to_string())
+}
+
+/// Blocks the signals the loop handles in this thread (and so in every thread started
+/// after), and starts a thread that turns them into events.
+fn signals(tx: Sender<Event>) -> anyhow::Result<()> {
+    // SAFETY: sigset manipulation on a local set; pthread_sigmask on this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            bail!("pthread_sigmask failed");
+        }
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        std::thread::Builder::new().name("allot-signals".into()).spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            if libc::sigwait(&set, &mut sig) == 0 && tx.send(Event::Signal(sig)).is_err() {
+                return;
+            }
+        })?;
     }
-    Ok(core::Peer { pid: c.pid, uid: c.uid, gid: c.gid })
+    Ok(())
 }
 
-fn log(msg: impl std::fmt::Display) {
-    eprintln!("allot daemon: {msg}");
-}
-
-/// Runs the daemon until SIGTERM or SIGINT.
+/// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads the config.
 pub fn run(opts: Options) -> anyhow::Result<i32> {
+    logger::init();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot daemon must run as root (it writes cgroups and moves processes); try: sudo allot daemon");
+    }
+    let (tx, rx) = channel::<Event>();
+    signals(tx.clone())?;
+    // Every connection and every watch holds a descriptor: take all the kernel allows.
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < r.rlim_max {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
     }
     let cfg = Config::load(&opts.config, opts.config_required)?;
     let cg = allot_linux::cgroup::detect(&opts.cgroup_root)?;
@@ -76,56 +151,67 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         std::fs::create_dir_all(&opts.state_dir).with_context(|| format!("create state directory {}", opts.state_dir.display()))?;
         Some(opts.state_dir.join("state.json"))
     };
-    let (tick, scan) = (Duration::from_millis(cfg.tick_ms), Duration::from_millis(cfg.scan_ms));
-    let core = core::Core::start(cg, cfg, state_path)?;
-    log(format_args!("adopted {} job(s); serving {}", core.job_count(), opts.socket.display()));
-    let core = Arc::new(Mutex::new(core));
-
-    let listener = bind(&opts.socket)?;
-    // SAFETY: installing handlers that only store to an atomic; ignoring SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGTERM, on_stop as extern "C" fn(libc::c_int) as usize);
-        libc::signal(libc::SIGINT, on_stop as extern "C" fn(libc::c_int) as usize);
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-    let clients = Arc::new(AtomicUsize::new(0));
-    {
-        let core = core.clone();
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                if clients.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
-                    clients.fetch_sub(1, Ordering::SeqCst);
-                    let _ = reply(&conn, &Reply::err("the daemon is busy (too many clients); try again"));
-                    continue;
-                }
-                let (core, clients) = (core.clone(), clients.clone());
-                std::thread::spawn(move || {
-                    serve(conn, &core);
-                    clients.fetch_sub(1, Ordering::SeqCst);
-                });
+    let mut d = core::Daemon::start(cg, Box::new(host::Linux), cfg, state_path, true)?;
+    if let Some(ino) = d.watch.reader() {
+        let tx = tx.clone();
+        std::thread::Builder::new().name("allot-inotify".into()).spawn(move || loop {
+            let mut evs = vec![];
+            if ino.read(&mut evs).is_err() || tx.send(Event::Cgroup(evs)).is_err() {
+                return;
             }
-        });
+        })?;
     }
-
-    let (mut next_tick, mut next_scan) = (Instant::now(), Instant::now());
-    while !STOP.load(Ordering::Relaxed) {
+    let listener = bind(&opts.socket)?;
+    let _ = allot_linux::peer::set_passcred(std::os::fd::AsFd::as_fd(&listener), true);
+    let refused = Arc::new(AtomicU64::new(0));
+    {
+        let (tx, refused) = (tx.clone(), refused.clone());
+        let l = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
+        std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, l, refused))?;
+    }
+    // Events first, then the scan, so no process starts unseen between them.
+    match process_events(tx.clone()) {
+        None => d.placement.events = true,
+        Some(e) => log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms),
+    }
+    log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
+    d.scan();
+    let mut next_tick = Instant::now();
+    let mut next_scan = Instant::now() + d.scan_interval();
+    loop {
         let now = Instant::now();
-        if now >= next_scan {
-            core.lock().unwrap_or_else(|e| e.into_inner()).scan();
-            next_scan = now + scan;
-        }
         if now >= next_tick {
-            core.lock().unwrap_or_else(|e| e.into_inner()).tick();
-            next_tick = now + tick;
+            d.tick();
+            next_tick = now + Duration::from_millis(d.cfg.tick_ms);
         }
-        let wake = next_tick.min(next_scan).saturating_duration_since(Instant::now());
-        std::thread::sleep(wake.min(Duration::from_millis(200)));
+        if now >= next_scan {
+            d.scan();
+            next_scan = now + d.scan_interval();
+        }
+        let wait = next_tick.min(next_scan).saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait) {
+            Ok(Event::Request { peer, req, reply }) => {
+                let r = match d.handle(req, &peer) {
+                    Ok(v) => Reply::ok(v),
+                    Err(e) => Reply::err(e),
+                };
+                d.counters.limited = d.counters.limited.max(refused.load(std::sync::atomic::Ordering::Relaxed));
+                let _ = reply.send(r);
+            }
+            Ok(Event::Signal(libc::SIGHUP)) => d.reload(&opts),
+            Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(Event::Cgroup(evs)) => d.on_cgroup_events(evs),
+            Ok(Event::Procs(evs)) => {
+                if d.on_process_events(evs) {
+                    next_scan = Instant::now();
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
     }
-    let mut c = core.lock().unwrap_or_else(|e| e.into_inner());
-    c.shutdown(opts.ephemeral);
+    d.shutdown(opts.ephemeral);
     let _ = std::fs::remove_file(&opts.socket);
-    log("stopped");
+    log::info!("stopped");
     Ok(0)
 }
 
@@ -140,43 +226,7 @@ fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
         std::fs::remove_file(path).with_context(|| format!("remove stale socket {}", path.display()))?;
     }
     let l = UnixListener::bind(path).with_context(|| format!("bind {}", path.display()))?;
-    // Anyone may connect; every request is checked against the caller's uid.
+    // Anyone may connect; every request is checked against the caller.
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
     Ok(l)
-}
-
-fn reply(mut s: &UnixStream, r: &Reply) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(r).unwrap_or_default();
-    line.push(b'\n');
-    s.write_all(&line)
-}
-
-/// Serves one connection: one request line, one reply line.
-fn serve(conn: UnixStream, core: &Mutex<core::Core>) {
-    let Ok(peer) = peer_cred(&conn) else { return };
-    let _ = conn.set_read_timeout(Some(READ_TIMEOUT));
-    let _ = conn.set_write_timeout(Some(READ_TIMEOUT));
-    let mut line = Vec::new();
-    let mut r = BufReader::new((&conn).take(MAX_REQUEST as u64 + 1));
-    match r.read_until(b'\n', &mut line) {
-        Ok(0) => return,
-        Ok(_) => {}
-        Err(_) => return, // timed out or disconnected mid-request: nothing was done
-    }
-    if line.len() > MAX_REQUEST {
-        let _ = reply(&conn, &Reply::err(format!("request larger than {MAX_REQUEST} bytes refused")));
-        return;
-    }
-    if line.last() != Some(&b'\n') {
-        return; // disconnected mid-request
-    }
-    let req: Request = match serde_json::from_slice(&line) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = reply(&conn, &Reply::err(format!("malformed request: {e}; send one JSON object per line, e.g. {{\"op\":\"status\"}}")));
-            return;
-        }
-    };
-    let out = core.lock().unwrap_or_else(|e| e.into_inner()).handle(req, &peer);
-    let _ = reply(&conn, &out);
 }

@@ -1,52 +1,164 @@
-//! The state file: what must survive restarts and crashes that the cgroup tree cannot
-//! hold: funding, and each job's base tickets and cap (the tree holds the *adjusted*
-//! values while the dynamic policy runs, e.g. a held soft cap looks like a hard one). Written atomically: temp file, fsync, rename, fsync of the directory,
-//! so a crash leaves either the old file or the new one, never a torn one.
+//! The state file: the desired state (registry.rs), whole. Written atomically — temp file,
+//! fsync, rename, fsync of the directory — so a crash leaves the old file or the new one,
+//! never a torn one. A missing file is the empty state; an unreadable or corrupt one stops
+//! the daemon with a clear message (it never guesses intent from the kernel).
+//!
+//! Format 2 (this version) holds every job. Format 1 (allot 0.1) held funding and the
+//! settings of numbered jobs only, keyed `currency/jN-uUID`; it is read and upgraded.
 
+use super::registry::{parse_leaf, CurrencyId, Desired, JobId, JobSpec};
+use allot_model::{Cap, Tickets};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-/// The persisted state.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct State {
-    /// Funding by currency directory name (`user-1000`, `ci`).
-    pub funding: BTreeMap<String, u32>,
-    /// Base settings by job cgroup name relative to its currency (`user-1000/j7-u1000`).
-    #[serde(default)]
-    pub jobs: BTreeMap<String, JobState>,
-    /// The next job id (ids are never reused).
-    #[serde(default)]
-    pub next_id: u64,
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileV2 {
+    version: u32,
+    next_id: u64,
+    funding: BTreeMap<String, u32>,
+    jobs: Vec<JobRecord>,
 }
 
-/// A job's base settings.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct JobState {
-    /// Tickets as the user set them.
-    pub tickets: u32,
-    /// Cap as the user set it, e.g. "0.5" or "0.25!".
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobRecord {
+    /// "default" or the job number.
+    job: JobKey,
+    currency: String,
+    owner: u32,
+    tickets: u32,
     #[serde(default)]
-    pub cap: Option<String>,
+    cap: Option<String>,
+    #[serde(default)]
+    background: bool,
+    #[serde(default)]
+    focus: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+enum JobKey {
+    Number(u64),
+    Default(String),
+}
+
+#[derive(Debug, Deserialize)]
+struct FileV1 {
+    funding: BTreeMap<String, u32>,
+    #[serde(default)]
+    jobs: BTreeMap<String, V1Job>,
+    #[serde(default)]
+    next_id: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct V1Job {
+    tickets: u32,
+    #[serde(default)]
+    cap: Option<String>,
+}
+
+fn to_file(d: &Desired) -> FileV2 {
+    FileV2 {
+        version: 2,
+        next_id: d.next_id,
+        funding: d.funding.iter().map(|(c, f)| (c.dir(), *f)).collect(),
+        jobs: d
+            .jobs
+            .values()
+            .map(|j| JobRecord {
+                job: match j.id {
+                    JobId::Default(_) => JobKey::Default("default".into()),
+                    JobId::Numbered(n) => JobKey::Number(n),
+                },
+                currency: j.currency.dir(),
+                owner: j.owner,
+                tickets: j.tickets.get(),
+                cap: j.cap.map(|c| c.to_string()),
+                background: j.background,
+                focus: j.focus,
+            })
+            .collect(),
+    }
+}
+
+fn from_v2(f: FileV2, path: &Path) -> anyhow::Result<Desired> {
+    let bad = |what: String| anyhow::anyhow!("state file {} has {what}; fix or move it aside to start afresh", path.display());
+    let mut d = Desired { next_id: f.next_id, ..Default::default() };
+    for (c, v) in f.funding {
+        allot_model::Funding::new(v as i64).map_err(|e| bad(format!("funding of {c}: {e}")))?;
+        d.funding.insert(CurrencyId::from_dir(&c), v);
+    }
+    for r in f.jobs {
+        let currency = CurrencyId::from_dir(&r.currency);
+        let id = match r.job {
+            JobKey::Number(n) => JobId::Numbered(n),
+            JobKey::Default(s) if s == "default" => match currency {
+                CurrencyId::User(uid) if uid == r.owner => JobId::Default(uid),
+                _ => return Err(bad(format!("a default job in {} owned by {}", r.currency, r.owner))),
+            },
+            JobKey::Default(s) => return Err(bad(format!("job key {s:?}"))),
+        };
+        let tickets = Tickets::new(r.tickets as i64).map_err(|e| bad(format!("{id}: {e}")))?;
+        let cap = r.cap.map(|c| c.parse::<Cap>()).transpose().map_err(|e| bad(format!("{id}: {e}")))?.filter(|c| !c.is_background());
+        if let JobId::Numbered(n) = id {
+            d.next_id = d.next_id.max(n + 1);
+        }
+        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, background: r.background, focus: r.focus });
+    }
+    Ok(d)
+}
+
+fn from_v1(f: FileV1) -> Desired {
+    let mut d = Desired { next_id: f.next_id, ..Default::default() };
+    d.funding = f.funding.into_iter().map(|(c, v)| (CurrencyId::from_dir(&c), v)).collect();
+    for (key, j) in f.jobs {
+        let Some((cdir, leaf)) = key.split_once('/') else { continue };
+        let currency = CurrencyId::from_dir(cdir);
+        let Some((id, owner)) = parse_leaf(&currency, leaf) else { continue };
+        let mut spec = JobSpec::new(id, currency, owner);
+        spec.tickets = Tickets::new(j.tickets as i64).unwrap_or_default();
+        spec.cap = j.cap.and_then(|c| c.parse::<Cap>().ok()).filter(|c| !c.is_background());
+        // Format 1 did not record the class: adoption takes it from where the directory is.
+        d.jobs.insert(id, spec);
+    }
+    d
+}
+
+/// What the state file held, and whether it came from format 1 (classes unknown).
+pub struct Loaded {
+    /// The desired state.
+    pub desired: Desired,
+    /// Format 1: jobs' classes must be read from where their directories are.
+    pub legacy: bool,
 }
 
 /// Loads the state; a missing file is the empty state.
-pub fn load(path: &Path) -> anyhow::Result<State> {
-    match std::fs::read_to_string(path) {
-        Ok(t) => serde_json::from_str(&t).with_context(|| format!("state file {} is corrupt; move it aside to start afresh", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
-        Err(e) => Err(e).with_context(|| format!("cannot read state file {}", path.display())),
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded { desired: Desired::default(), legacy: false }),
+        Err(e) => return Err(e).with_context(|| format!("cannot read state file {}", path.display())),
+    };
+    let corrupt = || format!("state file {} is corrupt; move it aside to start afresh (funding and job settings in it are lost)", path.display());
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(corrupt)?;
+    match v.get("version").and_then(|x| x.as_u64()) {
+        Some(2) => Ok(Loaded { desired: from_v2(serde_json::from_value(v).with_context(corrupt)?, path)?, legacy: false }),
+        None => Ok(Loaded { desired: from_v1(serde_json::from_value(v).with_context(corrupt)?), legacy: true }),
+        Some(n) => anyhow::bail!("state file {} is format {n}, newer than this allot (2): run the newer allot daemon", path.display()),
     }
 }
 
 /// Saves the state atomically.
-pub fn save(path: &Path, state: &State) -> anyhow::Result<()> {
+pub fn save(path: &Path, d: &Desired) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("state")));
     let mut f = std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
-    f.write_all(serde_json::to_string_pretty(state)?.as_bytes()).with_context(|| format!("write {}", tmp.display()))?;
+    f.write_all(serde_json::to_string_pretty(&to_file(d))?.as_bytes()).with_context(|| format!("write {}", tmp.display()))?;
     f.sync_all().with_context(|| format!("fsync {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("fsync {}", dir.display()))?;
@@ -57,21 +169,52 @@ pub fn save(path: &Path, state: &State) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trips_and_replaces() {
-        let dir = std::env::temp_dir().join(format!("allot-state-test-{}", std::process::id()));
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("allot-state-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("state.json");
-        assert_eq!(load(&p).unwrap(), State::default());
-        let mut s = State::default();
-        s.funding.insert("user-1000".into(), 300);
-        save(&p, &s).unwrap();
-        s.funding.insert("ci".into(), 5);
-        save(&p, &s).unwrap();
-        assert_eq!(load(&p).unwrap(), s);
-        assert!(!dir.join(".state.json.tmp").exists());
+        dir.join("state.json")
+    }
+
+    #[test]
+    fn round_trips_every_job_and_replaces_atomically() {
+        let p = tmp("rt");
+        assert_eq!(load(&p).unwrap().desired, Desired::default());
+        let mut d = Desired::default();
+        d.funding.insert(CurrencyId::User(1000), 300);
+        d.funding.insert(CurrencyId::Named("ci".into()), 5);
+        let mut j = JobSpec::new(JobId::Numbered(7), CurrencyId::Named("ci".into()), 1001);
+        j.cap = Some("0.5!".parse().unwrap());
+        j.background = true;
+        j.focus = true;
+        j.tickets = Tickets::new(300).unwrap();
+        d.jobs.insert(j.id, j);
+        d.jobs.insert(JobId::Default(1000), JobSpec::new(JobId::Default(1000), CurrencyId::User(1000), 1000));
+        d.next_id = 8;
+        save(&p, &d).unwrap();
+        save(&p, &d).unwrap();
+        let back = load(&p).unwrap();
+        assert!(!back.legacy);
+        assert_eq!(back.desired, d);
+        assert!(!p.parent().unwrap().join(".state.json.tmp").exists());
         std::fs::write(&p, "{not json").unwrap();
-        assert!(load(&p).unwrap_err().to_string().contains("corrupt"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(load(&p).err().unwrap().to_string().contains("corrupt"));
+        std::fs::write(&p, r#"{"version":2,"next_id":1,"funding":{"x":0},"jobs":[]}"#).unwrap();
+        assert!(load(&p).err().unwrap().to_string().contains("funding of x"));
+        std::fs::write(&p, r#"{"version":9}"#).unwrap();
+        assert!(load(&p).err().unwrap().to_string().contains("newer than this allot"));
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn reads_format_1() {
+        let p = tmp("v1");
+        std::fs::write(&p, r#"{"funding":{"user-1000":250},"jobs":{"user-1000/j3-u1000":{"tickets":50,"cap":"0.5"}},"next_id":4}"#).unwrap();
+        let l = load(&p).unwrap();
+        assert!(l.legacy);
+        assert_eq!(l.desired.funding[&CurrencyId::User(1000)], 250);
+        let j = &l.desired.jobs[&JobId::Numbered(3)];
+        assert_eq!((j.tickets.get(), j.cap.map(|c| c.to_string()), j.owner), (50, Some("0.5".into()), 1000));
+        assert_eq!(l.desired.next_id, 4);
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 }

@@ -9,6 +9,12 @@
 //! workplace's machines do that). Usage is only accounted by cpuacct, so the v1 backend
 //! mirrors every directory and every move into the cpuacct hierarchy too.
 
+mod v1;
+mod v2;
+
+pub use v1::V1;
+pub use v2::V2;
+
 use crate::{read, read_u64, write, Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -43,9 +49,13 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn create(&self, rel: &str) -> Result<()>;
     /// Removes an empty directory.
     fn remove(&self, rel: &str) -> Result<()>;
+    /// The absolute directory of `rel`.
+    fn dir(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
     /// True if the directory exists.
     fn exists(&self, rel: &str) -> bool {
-        self.root().join(rel).is_dir()
+        self.dir(rel).is_dir()
     }
     /// Child directory names.
     fn children(&self, rel: &str) -> Result<Vec<String>> {
@@ -96,6 +106,11 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     }
     /// Moves a whole process (all its threads) into the directory.
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()>;
+    /// The `cgroup.procs` files a process must be written to to join `rel` (v1: the cpu
+    /// hierarchy's and, when mounted apart, cpuacct's).
+    fn procs_files(&self, rel: &str) -> Vec<PathBuf> {
+        vec![self.dir(rel).join("cgroup.procs")]
+    }
     /// Moves a process out of allot's tree, to the top of the hierarchy (used when an
     /// ephemeral tree is torn down, so nothing is left running in a removed group).
     fn release_pid(&self, pid: i32) -> Result<()>;
@@ -103,6 +118,27 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn usage_ns(&self, rel: &str) -> Result<u64>;
     /// The directory of `pid` relative to allot's root, or None if outside it.
     fn rel_of(&self, pid: i32) -> Result<Option<String>>;
+    /// The cgroup of `pid` in the hierarchy allot writes, as /proc/PID/cgroup names it
+    /// (`/` is the hierarchy's root; `/allot/user-1000/default` is inside allot's tree).
+    fn path_of(&self, pid: i32) -> Result<String>;
+    /// The hierarchy's mount point (the root cgroup's directory).
+    fn mount(&self) -> &Path;
+    /// Moves a process to a cgroup named as [`Self::path_of`] names it (to undo a move).
+    fn move_to_path(&self, path: &str, pid: i32) -> Result<()>;
+    /// `cpu.rt_runtime_us` of a directory: None where the kernel has no real-time group
+    /// scheduling (CONFIG_RT_GROUP_SCHED; never on v2); -1 means unlimited.
+    fn rt_runtime(&self, rel: &str) -> Result<Option<i64>> {
+        let p = self.root().join(rel).join("cpu.rt_runtime_us");
+        if !p.exists() {
+            return Ok(None);
+        }
+        let s = read(&p)?;
+        s.trim().parse().map(Some).map_err(|_| Error::Parse { path: p, what: "cpu.rt_runtime_us", text: s })
+    }
+    /// Sets `cpu.rt_runtime_us` (µs of real-time CPU per `cpu.rt_period_us`, -1 unlimited).
+    fn set_rt_runtime(&self, rel: &str, us: i64) -> Result<()> {
+        write(self.root().join(rel).join("cpu.rt_runtime_us"), &us.to_string())
+    }
 }
 
 /// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root
@@ -160,6 +196,10 @@ impl CpuController for Tree {
         let (c, r) = self.route(rel);
         c.exists(r)
     }
+    fn dir(&self, rel: &str) -> PathBuf {
+        let (c, r) = self.route(rel);
+        c.dir(r)
+    }
     fn children(&self, rel: &str) -> Result<Vec<String>> {
         let (c, r) = self.route(rel);
         c.children(r)
@@ -203,12 +243,33 @@ impl CpuController for Tree {
         let (c, r) = self.route(rel);
         c.move_pid(r, pid)
     }
+    fn procs_files(&self, rel: &str) -> Vec<PathBuf> {
+        let (c, r) = self.route(rel);
+        c.procs_files(r)
+    }
     fn release_pid(&self, pid: i32) -> Result<()> {
         self.fg.release_pid(pid)
     }
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         let (c, r) = self.route(rel);
         c.usage_ns(r)
+    }
+    fn path_of(&self, pid: i32) -> Result<String> {
+        self.fg.path_of(pid)
+    }
+    fn mount(&self) -> &Path {
+        self.fg.mount()
+    }
+    fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
+        self.fg.move_to_path(path, pid)
+    }
+    fn rt_runtime(&self, rel: &str) -> Result<Option<i64>> {
+        let (c, r) = self.route(rel);
+        c.rt_runtime(r)
+    }
+    fn set_rt_runtime(&self, rel: &str, us: i64) -> Result<()> {
+        let (c, r) = self.route(rel);
+        c.set_rt_runtime(r, us)
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
         if let Some(r) = self.fg.rel_of(pid)? {
@@ -295,189 +356,6 @@ fn strip_root(cg: &str, name: &str) -> Option<String> {
         Some(String::new())
     } else {
         rest.strip_prefix('/').map(String::from)
-    }
-}
-
-/// cgroup v1 backend.
-#[derive(Debug)]
-pub struct V1 {
-    name: String,
-    cpu: PathBuf,
-    /// cpuacct root when mounted apart from cpu.
-    acct: Option<PathBuf>,
-}
-
-impl V1 {
-    /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
-    pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
-        let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
-        Self { name: name.into(), cpu: cpu_mount.join(name), acct }
-    }
-    fn acct_dir(&self, rel: &str) -> PathBuf {
-        self.acct.as_ref().unwrap_or(&self.cpu).join(rel)
-    }
-}
-
-impl CpuController for V1 {
-    fn version(&self) -> Version {
-        Version::V1
-    }
-    fn root(&self) -> &Path {
-        &self.cpu
-    }
-    fn create(&self, rel: &str) -> Result<()> {
-        for base in std::iter::once(&self.cpu).chain(self.acct.as_ref()) {
-            let mut p = base.clone();
-            mkdir(&p)?;
-            for part in rel.split('/').filter(|x| !x.is_empty()) {
-                p.push(part);
-                mkdir(&p)?;
-            }
-        }
-        Ok(())
-    }
-    fn remove(&self, rel: &str) -> Result<()> {
-        rmdir(&self.cpu.join(rel))?;
-        if let Some(a) = &self.acct {
-            rmdir(&a.join(rel))?;
-        }
-        Ok(())
-    }
-    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
-        write(self.cpu.join(rel).join("cpu.shares"), &allot_model::units::v1_shares(units).to_string())
-    }
-    fn weight(&self, rel: &str) -> Result<u32> {
-        Ok(allot_model::units::from_v1_shares(read_u64(self.cpu.join(rel).join("cpu.shares"))?))
-    }
-    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
-        let dir = self.cpu.join(rel);
-        match max {
-            Some(m) => {
-                // Quota must fit the period: set the period first when shrinking it.
-                write(dir.join("cpu.cfs_quota_us"), "-1")?;
-                write(dir.join("cpu.cfs_period_us"), &m.period_us.to_string())?;
-                write(dir.join("cpu.cfs_quota_us"), &m.quota_us.to_string())
-            }
-            None => write(dir.join("cpu.cfs_quota_us"), "-1"),
-        }
-    }
-    fn max(&self, rel: &str) -> Result<Option<Max>> {
-        let dir = self.cpu.join(rel);
-        let q = read(dir.join("cpu.cfs_quota_us"))?;
-        let q: i64 = q.trim().parse().unwrap_or(-1);
-        if q < 0 {
-            return Ok(None);
-        }
-        Ok(Some(Max { quota_us: q as u64, period_us: read_u64(dir.join("cpu.cfs_period_us"))? }))
-    }
-    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
-        write(self.cpu.join(rel).join("cgroup.procs"), &pid.to_string())?;
-        if let Some(a) = &self.acct {
-            write(a.join(rel).join("cgroup.procs"), &pid.to_string())?;
-        }
-        Ok(())
-    }
-    fn release_pid(&self, pid: i32) -> Result<()> {
-        write(self.cpu.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
-        if let Some(a) = &self.acct {
-            write(a.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
-        }
-        Ok(())
-    }
-    fn usage_ns(&self, rel: &str) -> Result<u64> {
-        read_u64(self.acct_dir(rel).join("cpuacct.usage"))
-    }
-    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
-        Ok(strip_root(&crate::procfs::cgroup_of(pid, Some("cpu"))?, &self.name))
-    }
-}
-
-/// cgroup v2 backend.
-#[derive(Debug)]
-pub struct V2 {
-    name: String,
-    mount: PathBuf,
-    root: PathBuf,
-}
-
-impl V2 {
-    /// A backend rooted at `mount/name`.
-    pub fn new(mount: PathBuf, name: &str) -> Self {
-        Self { name: name.into(), root: mount.join(name), mount }
-    }
-    fn enable_cpu(dir: &Path) -> Result<()> {
-        let ctl = dir.join("cgroup.subtree_control");
-        if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
-            return Ok(());
-        }
-        write(ctl, "+cpu")
-    }
-}
-
-impl CpuController for V2 {
-    fn version(&self) -> Version {
-        Version::V2
-    }
-    fn root(&self) -> &Path {
-        &self.root
-    }
-    fn create(&self, rel: &str) -> Result<()> {
-        // Every ancestor of a directory that takes processes must delegate cpu to its
-        // children; the leaf itself must not (no internal processes in v2).
-        Self::enable_cpu(&self.mount)?;
-        mkdir(&self.root)?;
-        let mut p = self.root.clone();
-        for part in rel.split('/').filter(|x| !x.is_empty()) {
-            Self::enable_cpu(&p)?;
-            p.push(part);
-            mkdir(&p)?;
-        }
-        Ok(())
-    }
-    fn remove(&self, rel: &str) -> Result<()> {
-        rmdir(&self.root.join(rel))
-    }
-    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
-        write(self.root.join(rel).join("cpu.weight"), &units.clamp(1, 10000).to_string())
-    }
-    fn weight(&self, rel: &str) -> Result<u32> {
-        Ok(read_u64(self.root.join(rel).join("cpu.weight"))?.clamp(1, 10000) as u32)
-    }
-    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
-        let v = match max {
-            Some(m) => format!("{} {}", m.quota_us, m.period_us),
-            None => "max".into(),
-        };
-        write(self.root.join(rel).join("cpu.max"), &v)
-    }
-    fn max(&self, rel: &str) -> Result<Option<Max>> {
-        let p = self.root.join(rel).join("cpu.max");
-        let s = read(&p)?;
-        let mut it = s.split_whitespace();
-        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
-        if q == "max" {
-            return Ok(None);
-        }
-        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
-        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
-    }
-    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
-        write(self.root.join(rel).join("cgroup.procs"), &pid.to_string())
-    }
-    fn release_pid(&self, pid: i32) -> Result<()> {
-        write(self.mount.join("cgroup.procs"), &pid.to_string())
-    }
-    fn usage_ns(&self, rel: &str) -> Result<u64> {
-        let p = self.root.join(rel).join("cpu.stat");
-        let s = read(&p)?;
-        s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or(Error::Parse {
-            path: p,
-            what: "usage_usec in cpu.stat",
-            text: s.chars().take(80).collect(),
-        })
-    }
-    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
-        Ok(strip_root(&crate::procfs::cgroup_of(pid, None)?, &self.name))
     }
 }
 

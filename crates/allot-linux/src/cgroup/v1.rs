@@ -1,0 +1,124 @@
+//! cgroup v1: `cpu.shares`, `cpu.cfs_quota_us`, `cpuacct.usage`; cpu and cpuacct may be
+//! mounted apart, so every directory and move is mirrored into cpuacct.
+
+use super::{mkdir, rmdir, strip_root, CpuController, Max, Version};
+use crate::{read, read_u64, write, Result};
+use std::path::{Path, PathBuf};
+
+/// cgroup v1 backend.
+#[derive(Debug)]
+pub struct V1 {
+    name: String,
+    cpu: PathBuf,
+    /// cpuacct root when mounted apart from cpu.
+    acct: Option<PathBuf>,
+}
+
+impl V1 {
+    /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
+    pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
+        let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
+        Self { name: name.into(), cpu: cpu_mount.join(name), acct }
+    }
+    fn acct_dir(&self, rel: &str) -> PathBuf {
+        self.acct.as_ref().unwrap_or(&self.cpu).join(rel)
+    }
+}
+
+impl CpuController for V1 {
+    fn version(&self) -> Version {
+        Version::V1
+    }
+    fn root(&self) -> &Path {
+        &self.cpu
+    }
+    fn create(&self, rel: &str) -> Result<()> {
+        for base in std::iter::once(&self.cpu).chain(self.acct.as_ref()) {
+            let mut p = base.clone();
+            mkdir(&p)?;
+            for part in rel.split('/').filter(|x| !x.is_empty()) {
+                p.push(part);
+                mkdir(&p)?;
+            }
+        }
+        Ok(())
+    }
+    fn remove(&self, rel: &str) -> Result<()> {
+        rmdir(&self.cpu.join(rel))?;
+        if let Some(a) = &self.acct {
+            rmdir(&a.join(rel))?;
+        }
+        Ok(())
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
+        write(self.cpu.join(rel).join("cpu.shares"), &allot_model::units::v1_shares(units).to_string())
+    }
+    fn weight(&self, rel: &str) -> Result<u32> {
+        Ok(allot_model::units::from_v1_shares(read_u64(self.cpu.join(rel).join("cpu.shares"))?))
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
+        let dir = self.cpu.join(rel);
+        match max {
+            Some(m) => {
+                // Quota must fit the period: set the period first when shrinking it.
+                write(dir.join("cpu.cfs_quota_us"), "-1")?;
+                write(dir.join("cpu.cfs_period_us"), &m.period_us.to_string())?;
+                write(dir.join("cpu.cfs_quota_us"), &m.quota_us.to_string())
+            }
+            None => write(dir.join("cpu.cfs_quota_us"), "-1"),
+        }
+    }
+    fn max(&self, rel: &str) -> Result<Option<Max>> {
+        let dir = self.cpu.join(rel);
+        let q = read(dir.join("cpu.cfs_quota_us"))?;
+        let q: i64 = q.trim().parse().unwrap_or(-1);
+        if q < 0 {
+            return Ok(None);
+        }
+        Ok(Some(Max { quota_us: q as u64, period_us: read_u64(dir.join("cpu.cfs_period_us"))? }))
+    }
+    fn procs_files(&self, rel: &str) -> Vec<PathBuf> {
+        let mut v = vec![self.cpu.join(rel).join("cgroup.procs")];
+        if let Some(a) = &self.acct {
+            v.push(a.join(rel).join("cgroup.procs"));
+        }
+        v
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
+        write(self.cpu.join(rel).join("cgroup.procs"), &pid.to_string())?;
+        if let Some(a) = &self.acct {
+            write(a.join(rel).join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+    fn release_pid(&self, pid: i32) -> Result<()> {
+        write(self.cpu.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
+        if let Some(a) = &self.acct {
+            write(a.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+    fn usage_ns(&self, rel: &str) -> Result<u64> {
+        read_u64(self.acct_dir(rel).join("cpuacct.usage"))
+    }
+    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
+        Ok(strip_root(&self.path_of(pid)?, &self.name))
+    }
+    fn path_of(&self, pid: i32) -> Result<String> {
+        crate::procfs::cgroup_of(pid, Some("cpu"))
+    }
+    fn mount(&self) -> &Path {
+        self.cpu.parent().unwrap_or(Path::new("/"))
+    }
+    fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
+        let rel = path.trim_start_matches('/');
+        write(self.mount().join(rel).join("cgroup.procs"), &pid.to_string())?;
+        if let Some(a) = &self.acct {
+            // The mirror: the same path where cpuacct has it, else its root.
+            let top = a.parent().unwrap_or(Path::new("/"));
+            let dir = if top.join(rel).is_dir() { top.join(rel) } else { top.to_path_buf() };
+            write(dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+}

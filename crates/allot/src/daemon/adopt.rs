@@ -1,0 +1,203 @@
+//! Start, reload and stop. At start the desired state comes only from the state file;
+//! the tree is walked to find the jobs' directories (a job found in the tree but not in
+//! the file is adopted with default settings: a lost file loses what it held, nothing
+//! more), and every value is written once from the desired state, so no adjustment a dead
+//! daemon left behind survives the restart.
+
+use super::core::{Daemon, Features, Planned};
+use super::host::Host;
+use super::observe::Observer;
+use super::placement::Placement;
+use super::reconcile::Watch;
+use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
+use super::tree::Tree;
+use crate::config::Config;
+use crate::proto::Counters;
+use allot_linux::cgroup::CpuController;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+impl Daemon {
+    /// Creates or adopts the tree. `watch`: reconcile outside changes through inotify.
+    pub fn start(cg: Box<dyn CpuController>, host: Box<dyn Host>, cfg: Config, state_path: Option<PathBuf>, watch: bool) -> anyhow::Result<Self> {
+        // The roots must exist before features are read from them.
+        cg.create("").map_err(|e| anyhow::anyhow!("{e}"))?;
+        cg.create(BACKGROUND).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let features = Features::detect(cg.as_ref());
+        if features.cpu_idle {
+            cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
+        } else {
+            cg.set_weight(BACKGROUND, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        let (desired, legacy) = match &state_path {
+            Some(p) => {
+                let l = super::state::load(p)?;
+                (l.desired, l.legacy)
+            }
+            None => Default::default(),
+        };
+        let limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
+        let mut d = Daemon {
+            placement: Placement::new(&cfg),
+            ncpu: allot_linux::ncpu(),
+            tree: Tree::new(cg),
+            host,
+            desired,
+            state_path,
+            obs: Observer::default(),
+            planned: Planned::default(),
+            features,
+            counters: Counters::default(),
+            rt_note: String::new(),
+            started: Instant::now(),
+            limits,
+            watch: Watch::new(watch),
+            cfg,
+        };
+        d.rt_note = d.tree.rt_setup();
+        d.adopt(legacy);
+        for rel in ["", BACKGROUND] {
+            d.watch.watch(d.tree.cg.as_ref(), rel);
+        }
+        d.undo_dynamic();
+        let _ = d.save();
+        Ok(d)
+    }
+
+    /// Reads the tree: every job directory is matched with the desired state.
+    fn adopt(&mut self, legacy: bool) {
+        let mut found = std::collections::HashSet::new();
+        for class in [Class::Foreground, Class::Background] {
+            let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
+            for cdir in self.tree.cg.children(&base).unwrap_or_default() {
+                if class == Class::Foreground && cdir == BACKGROUND {
+                    continue;
+                }
+                let currency = CurrencyId::from_dir(&cdir);
+                let crel = super::registry::currency_rel(class, &currency);
+                self.watch.watch(self.tree.cg.as_ref(), &crel);
+                for leaf in self.tree.cg.children(&crel).unwrap_or_default() {
+                    let rel = format!("{crel}/{leaf}");
+                    let Some((id, owner)) = parse_leaf(&currency, &leaf) else {
+                        log::warn!("{rel} in allot's tree is not a job allot made; leaving it alone");
+                        continue;
+                    };
+                    if let super::registry::JobId::Numbered(n) = id {
+                        self.desired.next_id = self.desired.next_id.max(n + 1);
+                    }
+                    let bg = class == Class::Background;
+                    match self.desired.jobs.get_mut(&id) {
+                        Some(j) if j.currency == currency && j.owner == owner => {
+                            if legacy {
+                                j.background = bg;
+                            }
+                            if j.background != bg {
+                                // A move between classes was cut short: finish it.
+                                let want = j.clone();
+                                self.merge_into(&rel, &want);
+                                continue;
+                            }
+                        }
+                        Some(_) => {
+                            log::warn!("{rel} does not match the state file's {id}; leaving it alone");
+                            continue;
+                        }
+                        None => {
+                            let mut j = JobSpec::new(id, currency.clone(), owner);
+                            j.background = bg;
+                            log::info!("adopted {rel} with default settings (it is not in the state file)");
+                            self.desired.jobs.insert(id, j);
+                        }
+                    }
+                    found.insert(id);
+                    self.tree.applied.insert(rel.clone(), Default::default());
+                    self.watch.watch(self.tree.cg.as_ref(), &rel);
+                }
+            }
+        }
+        let missing: Vec<_> = self.desired.jobs.keys().filter(|id| !found.contains(id)).copied().collect();
+        for id in missing {
+            log::debug!("{id} has no directory any more (its processes ended while the daemon was down); forgetting it");
+            self.desired.jobs.remove(&id);
+        }
+        self.tree.rt_assign();
+    }
+
+    /// Moves the processes of a stray directory into a job's directory, then removes it.
+    fn merge_into(&mut self, stray: &str, want: &JobSpec) {
+        if self.make_job_dir(want).is_err() {
+            return;
+        }
+        for pid in self.tree.cg.procs(stray).unwrap_or_default() {
+            if let Ok(p) = self.host.open(pid) {
+                let _ = self.tree.move_verified(self.host.as_ref(), &p, &want.rel());
+            }
+        }
+        let _ = self.tree.remove(stray);
+    }
+
+    /// How often to scan /proc: `scan_ms` without process events; a slow safety net with them.
+    pub fn scan_interval(&self) -> Duration {
+        if self.placement.events {
+            Duration::from_millis(self.cfg.scan_ms.max(60_000))
+        } else {
+            Duration::from_millis(self.cfg.scan_ms)
+        }
+    }
+
+    /// SIGHUP: reads the config again; a bad one is logged and the old one kept.
+    pub fn reload(&mut self, opts: &super::Options) {
+        match Config::load(&opts.config, opts.config_required) {
+            Ok(cfg) => {
+                let events = self.placement.events;
+                self.placement = Placement::new(&cfg);
+                self.placement.events = events;
+                self.limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
+                self.cfg = cfg;
+                log::info!("config {} reloaded", opts.config.display());
+                self.replan();
+            }
+            Err(e) => log::error!("{e:#}; keeping the config in force"),
+        }
+    }
+
+    /// Clean stop: every dynamic adjustment is taken back. An ephemeral tree (tests,
+    /// benchmarks) is taken down, its remaining processes moved out first.
+    pub fn shutdown(&mut self, ephemeral: bool) {
+        self.undo_dynamic();
+        if !ephemeral {
+            return;
+        }
+        let home = self.placement.home();
+        let mut rels: Vec<String> = vec![];
+        for class in [Class::Foreground, Class::Background] {
+            let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
+            for c in self.tree.cg.children(&base).unwrap_or_default() {
+                if class == Class::Foreground && c == BACKGROUND {
+                    continue;
+                }
+                let crel = if base.is_empty() { c.clone() } else { format!("{base}/{c}") };
+                for j in self.tree.cg.children(&crel).unwrap_or_default() {
+                    rels.push(format!("{crel}/{j}"));
+                }
+                rels.push(crel);
+            }
+        }
+        rels.push(BACKGROUND.into());
+        rels.push(String::new());
+        for rel in rels {
+            for _ in 0..20 {
+                let procs = self.tree.cg.procs(&rel).unwrap_or_default();
+                if procs.is_empty() {
+                    break;
+                }
+                for p in procs {
+                    let _ = self.tree.cg.move_to_path(&home, p);
+                }
+            }
+            self.watch.unwatch(&rel);
+            let _ = self.tree.cg.remove(&rel);
+        }
+        self.desired.jobs.clear();
+    }
+}

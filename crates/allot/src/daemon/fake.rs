@@ -1,0 +1,278 @@
+//! A fake kernel for the daemon's unit tests: a cgroup tree and a process table in memory,
+//! shared by a fake `CpuController` and a fake `Host`, so the core runs without root.
+
+use super::host::{Host, OpenError, Proc, ProcInfo, ThreadSample};
+use allot_linux::cgroup::{CpuController, Max, Version};
+use allot_linux::machine::{CpuTimes, Creds};
+use allot_linux::pidfd::PidFd;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// One cgroup directory.
+#[derive(Debug, Clone, Default)]
+pub struct Dir {
+    pub weight: u32,
+    pub max: Option<Max>,
+    pub idle: bool,
+    pub usage_ns: u64,
+}
+
+/// One process.
+#[derive(Debug, Clone)]
+pub struct FakeProc {
+    pub start: u64,
+    pub uids: [u32; 4],
+    pub kernel: bool,
+    pub zombie: bool,
+    pub nice: i32,
+    pub cmdline: String,
+    /// Its cgroup as /proc/PID/cgroup names it.
+    pub path: String,
+    pub threads: Vec<i32>,
+}
+
+/// The fake machine.
+#[derive(Debug, Default)]
+pub struct World {
+    /// Directories by absolute cgroup path ("/fake", "/fake/user-1000", "/fake-background").
+    pub dirs: BTreeMap<String, Dir>,
+    pub procs: BTreeMap<i32, FakeProc>,
+    pub slices: BTreeMap<i32, u64>,
+    pub next_start: u64,
+}
+
+pub type Shared = Arc<Mutex<World>>;
+
+impl World {
+    /// Adds a process in cgroup `path`; returns its pid.
+    pub fn spawn(&mut self, pid: i32, uid: u32, path: &str, cmd: &str) -> i32 {
+        self.next_start += 1;
+        self.procs.insert(
+            pid,
+            FakeProc {
+                start: self.next_start,
+                uids: [uid; 4],
+                kernel: false,
+                zombie: false,
+                nice: 0,
+                cmdline: cmd.into(),
+                path: path.into(),
+                threads: vec![pid],
+            },
+        );
+        pid
+    }
+}
+
+/// The fake cpu controller, rooted at `/fake` (background: `/fake-background`).
+#[derive(Debug)]
+pub struct FakeCg {
+    pub w: Shared,
+}
+
+fn abs(rel: &str) -> String {
+    if rel == super::registry::BACKGROUND {
+        "/fake-background".into()
+    } else if let Some(r) = rel.strip_prefix("background/") {
+        format!("/fake-background/{r}")
+    } else if rel.is_empty() {
+        "/fake".into()
+    } else {
+        format!("/fake/{rel}")
+    }
+}
+
+fn gone() -> allot_linux::Error {
+    allot_linux::Error::Io { op: "write", path: "cgroup.procs".into(), source: std::io::Error::from_raw_os_error(libc::ESRCH) }
+}
+
+impl CpuController for FakeCg {
+    fn version(&self) -> Version {
+        Version::V2
+    }
+    fn root(&self) -> &Path {
+        Path::new("/fake-mount/fake")
+    }
+    fn dir(&self, rel: &str) -> PathBuf {
+        PathBuf::from(format!("/fake-mount{}", abs(rel)))
+    }
+    fn exists(&self, rel: &str) -> bool {
+        self.w.lock().unwrap().dirs.contains_key(&abs(rel))
+    }
+    fn children(&self, rel: &str) -> allot_linux::Result<Vec<String>> {
+        let a = abs(rel);
+        let w = self.w.lock().unwrap();
+        Ok(w.dirs.keys().filter_map(|k| k.strip_prefix(&format!("{a}/")).filter(|r| !r.contains('/')).map(String::from)).collect())
+    }
+    fn create(&self, rel: &str) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        let mut p = String::new();
+        for part in a.split('/').filter(|x| !x.is_empty()) {
+            p = format!("{p}/{part}");
+            w.dirs.entry(p.clone()).or_insert(Dir { weight: 100, ..Default::default() });
+        }
+        Ok(())
+    }
+    fn remove(&self, rel: &str) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        let busy = w.procs.values().any(|p| p.path == a) || w.dirs.keys().any(|k| k.starts_with(&format!("{a}/")));
+        if busy {
+            return Err(allot_linux::Error::Io { op: "rmdir", path: a.into(), source: std::io::Error::from_raw_os_error(libc::EBUSY) });
+        }
+        w.dirs.remove(&a);
+        Ok(())
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().dirs.get_mut(&abs(rel)).ok_or_else(gone)?.weight = units;
+        Ok(())
+    }
+    fn weight(&self, rel: &str) -> allot_linux::Result<u32> {
+        Ok(self.w.lock().unwrap().dirs.get(&abs(rel)).ok_or_else(gone)?.weight)
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().dirs.get_mut(&abs(rel)).ok_or_else(gone)?.max = max;
+        Ok(())
+    }
+    fn max(&self, rel: &str) -> allot_linux::Result<Option<Max>> {
+        Ok(self.w.lock().unwrap().dirs.get(&abs(rel)).ok_or_else(gone)?.max)
+    }
+    fn has_idle(&self) -> bool {
+        true
+    }
+    fn set_idle(&self, rel: &str, idle: bool) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().dirs.get_mut(&abs(rel)).ok_or_else(gone)?.idle = idle;
+        Ok(())
+    }
+    fn idle(&self, rel: &str) -> allot_linux::Result<bool> {
+        Ok(self.w.lock().unwrap().dirs.get(&abs(rel)).ok_or_else(gone)?.idle)
+    }
+    fn procs(&self, rel: &str) -> allot_linux::Result<Vec<i32>> {
+        let a = abs(rel);
+        Ok(self.w.lock().unwrap().procs.iter().filter(|(_, p)| p.path == a).map(|(&k, _)| k).collect())
+    }
+    fn threads(&self, rel: &str) -> allot_linux::Result<Vec<i32>> {
+        let a = abs(rel);
+        Ok(self.w.lock().unwrap().procs.values().filter(|p| p.path == a).flat_map(|p| p.threads.clone()).collect())
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        if !w.dirs.contains_key(&a) {
+            return Err(gone());
+        }
+        match w.procs.get_mut(&pid) {
+            Some(p) if !p.zombie => {
+                p.path = a;
+                Ok(())
+            }
+            _ => Err(gone()),
+        }
+    }
+    fn release_pid(&self, pid: i32) -> allot_linux::Result<()> {
+        self.move_to_path("/", pid)
+    }
+    fn usage_ns(&self, rel: &str) -> allot_linux::Result<u64> {
+        let a = abs(rel);
+        let w = self.w.lock().unwrap();
+        if !w.dirs.contains_key(&a) {
+            return Err(allot_linux::Error::Io { op: "read", path: a.into(), source: std::io::Error::from_raw_os_error(libc::ENOENT) });
+        }
+        Ok(w.dirs.iter().filter(|(k, _)| **k == a || k.starts_with(&format!("{a}/"))).map(|(_, d)| d.usage_ns).sum())
+    }
+    fn rel_of(&self, pid: i32) -> allot_linux::Result<Option<String>> {
+        let path = self.path_of(pid)?;
+        Ok(if path == "/fake-background" {
+            Some(super::registry::BACKGROUND.into())
+        } else if let Some(r) = path.strip_prefix("/fake-background/") {
+            Some(format!("background/{r}"))
+        } else if path == "/fake" {
+            Some(String::new())
+        } else {
+            path.strip_prefix("/fake/").map(String::from)
+        })
+    }
+    fn path_of(&self, pid: i32) -> allot_linux::Result<String> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| p.path.clone()).ok_or_else(gone)
+    }
+    fn mount(&self) -> &Path {
+        Path::new("/fake-mount")
+    }
+    fn move_to_path(&self, path: &str, pid: i32) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        let p = w.procs.get_mut(&pid).ok_or_else(gone)?;
+        p.path = path.into();
+        Ok(())
+    }
+}
+
+/// The fake process table.
+#[derive(Debug)]
+pub struct FakeHost {
+    pub w: Shared,
+}
+
+/// The daemon's own pid in the fake.
+pub const ME: i32 = 4242;
+
+impl Host for FakeHost {
+    fn open(&self, pid: i32) -> Result<Proc, OpenError> {
+        let w = self.w.lock().unwrap();
+        let p = w.procs.get(&pid).ok_or(OpenError::Gone)?;
+        Ok(Proc { pid, start: p.start, fd: None })
+    }
+    fn hold(&self, _fd: PidFd) -> Result<Proc, OpenError> {
+        Err(OpenError::Other("no pidfds in the fake".into()))
+    }
+    fn alive(&self, p: &Proc) -> bool {
+        self.w.lock().unwrap().procs.get(&p.pid).is_some_and(|x| x.start == p.start && !x.zombie)
+    }
+    fn info(&self, p: &Proc) -> Option<ProcInfo> {
+        let w = self.w.lock().unwrap();
+        let x = w.procs.get(&p.pid).filter(|x| x.start == p.start)?;
+        Some(ProcInfo {
+            creds: Creds { uid: x.uids, gid: x.uids },
+            kernel_thread: x.kernel,
+            zombie: x.zombie,
+            nice: x.nice,
+            ppid: 1,
+            comm: "fake".into(),
+        })
+    }
+    fn cmdline(&self, pid: i32) -> Option<String> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| p.cmdline.clone())
+    }
+    fn pids(&self) -> Vec<i32> {
+        self.w.lock().unwrap().procs.keys().copied().collect()
+    }
+    fn quick(&self, pid: i32) -> Option<(u32, u64)> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| (p.uids[1], p.start))
+    }
+    fn start_of(&self, pid: i32) -> Option<u64> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| p.start)
+    }
+    fn thread(&self, tid: i32) -> Option<ThreadSample> {
+        self.w.lock().unwrap().procs.values().any(|p| p.threads.contains(&tid)).then(ThreadSample::default)
+    }
+    fn nice(&self, pid: i32) -> Option<i32> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| p.nice)
+    }
+    fn affinity(&self, _tid: i32) -> Vec<usize> {
+        vec![]
+    }
+    fn slice(&self, tid: i32) -> Option<u64> {
+        Some(*self.w.lock().unwrap().slices.get(&tid).unwrap_or(&3_000_000))
+    }
+    fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String> {
+        self.w.lock().unwrap().slices.insert(tid, ns);
+        Ok(())
+    }
+    fn cpu_times(&self) -> Option<CpuTimes> {
+        None
+    }
+    fn me(&self) -> i32 {
+        ME
+    }
+}

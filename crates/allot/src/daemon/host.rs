@@ -1,0 +1,169 @@
+//! The processes and threads the daemon reads and acts on, behind one trait so the core
+//! can be tested without root against a fake /proc (tests.rs). The real implementation
+//! is a thin layer over allot-linux.
+//!
+//! Identity discipline (docs/trust.md): a process is always opened first (a pidfd), its
+//! identity read next, and its liveness checked after the read and again just before and
+//! just after any write that names its pid. While a pidfd reports the process alive, its
+//! pid cannot have been reused, so everything read between two alive checks is its own.
+
+use allot_linux::machine::{CpuTimes, Creds};
+use allot_linux::pidfd::PidFd;
+
+/// A process held by the daemon.
+#[derive(Debug)]
+pub struct Proc {
+    /// Its pid.
+    pub pid: i32,
+    /// Its start time (clock ticks since boot): with the pid, its identity.
+    pub start: u64,
+    /// The pidfd (None only in the fake).
+    pub fd: Option<PidFd>,
+}
+
+/// What the daemon reads of a process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcInfo {
+    /// Its credentials.
+    pub creds: Creds,
+    /// A kernel thread (never touched).
+    pub kernel_thread: bool,
+    /// Exited, not yet reaped.
+    pub zombie: bool,
+    /// Its nice.
+    pub nice: i32,
+    /// Its parent.
+    pub ppid: i32,
+    /// Its comm.
+    pub comm: String,
+}
+
+/// A thread's scheduling counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ThreadSample {
+    /// Time on the CPU, ns.
+    pub run_ns: u64,
+    /// Time runnable but waiting, ns.
+    pub wait_ns: u64,
+}
+
+/// Why a process could not be opened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpenError {
+    /// No such process (or it exited).
+    Gone,
+    /// Something else, with the kernel's words.
+    Other(String),
+}
+
+/// Everything the daemon does to processes and threads outside the cgroup tree.
+pub trait Host {
+    /// Opens a process: pidfd first, then its start time.
+    fn open(&self, pid: i32) -> Result<Proc, OpenError>;
+    /// Holds a process given as a pidfd (the caller's own, from the socket).
+    fn hold(&self, fd: PidFd) -> Result<Proc, OpenError>;
+    /// True while the process has not exited.
+    fn alive(&self, p: &Proc) -> bool;
+    /// Reads its identity (check `alive` afterwards before trusting it).
+    fn info(&self, p: &Proc) -> Option<ProcInfo>;
+    /// Its command line now, as the kernel has it.
+    fn cmdline(&self, pid: i32) -> Option<String>;
+    /// Every process id (a /proc scan).
+    fn pids(&self) -> Vec<i32>;
+    /// One stat(2) of /proc/PID: its owner (the effective uid, or root while it is not
+    /// dumpable) and inode (a new inode: a new process, or the old one looked up afresh).
+    fn quick(&self, pid: i32) -> Option<(u32, u64)>;
+    /// The start time of whatever process has `pid` now.
+    fn start_of(&self, pid: i32) -> Option<u64>;
+    /// A thread's scheduling counters.
+    fn thread(&self, tid: i32) -> Option<ThreadSample>;
+    /// The nice of a process (its thread-group leader).
+    fn nice(&self, pid: i32) -> Option<i32>;
+    /// The CPUs a thread may run on.
+    fn affinity(&self, tid: i32) -> Vec<usize>;
+    /// A fair thread's slice, ns (None: not a fair thread, or gone).
+    fn slice(&self, tid: i32) -> Option<u64>;
+    /// Sets a fair thread's slice.
+    fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String>;
+    /// CPU time since boot.
+    fn cpu_times(&self) -> Option<CpuTimes>;
+    /// The daemon's own pid.
+    fn me(&self) -> i32;
+}
+
+/// The real host.
+#[derive(Debug, Default)]
+pub struct Linux;
+
+impl Host for Linux {
+    fn open(&self, pid: i32) -> Result<Proc, OpenError> {
+        let fd = PidFd::open(pid).map_err(|e| if e.is_gone() { OpenError::Gone } else { OpenError::Other(e.to_string()) })?;
+        let st = allot_linux::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
+        let p = Proc { pid, start: st.starttime, fd: Some(fd) };
+        // Alive after the read: the start time read was this process's.
+        if !self.alive(&p) {
+            return Err(OpenError::Gone);
+        }
+        Ok(p)
+    }
+    fn hold(&self, fd: PidFd) -> Result<Proc, OpenError> {
+        let pid = fd.pid();
+        let st = allot_linux::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
+        let p = Proc { pid, start: st.starttime, fd: Some(fd) };
+        if !self.alive(&p) {
+            return Err(OpenError::Gone);
+        }
+        Ok(p)
+    }
+    fn alive(&self, p: &Proc) -> bool {
+        p.fd.as_ref().is_some_and(|f| f.alive())
+    }
+    fn info(&self, p: &Proc) -> Option<ProcInfo> {
+        let st = allot_linux::procfs::stat(p.pid).ok()?;
+        let creds = allot_linux::machine::creds(p.pid).ok()?;
+        (st.starttime == p.start).then(|| ProcInfo {
+            creds,
+            kernel_thread: st.is_kernel_thread(),
+            zombie: st.state == 'Z' || st.state == 'X',
+            nice: st.nice,
+            ppid: st.ppid,
+            comm: st.comm,
+        })
+    }
+    fn cmdline(&self, pid: i32) -> Option<String> {
+        allot_linux::procfs::cmdline(pid).ok()
+    }
+    fn pids(&self) -> Vec<i32> {
+        allot_linux::procfs::pids().unwrap_or_default()
+    }
+    fn quick(&self, pid: i32) -> Option<(u32, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| (m.uid(), m.ino()))
+    }
+    fn start_of(&self, pid: i32) -> Option<u64> {
+        allot_linux::procfs::stat(pid).ok().map(|s| s.starttime)
+    }
+    fn thread(&self, tid: i32) -> Option<ThreadSample> {
+        let s = allot_linux::procfs::schedstat_at(format!("/proc/{tid}/schedstat")).ok()?;
+        Some(ThreadSample { run_ns: s.run_ns, wait_ns: s.wait_ns })
+    }
+    fn nice(&self, pid: i32) -> Option<i32> {
+        allot_linux::procfs::stat(pid).ok().map(|s| s.nice)
+    }
+    fn affinity(&self, tid: i32) -> Vec<usize> {
+        allot_linux::sched::get_affinity(tid).unwrap_or_default()
+    }
+    fn slice(&self, tid: i32) -> Option<u64> {
+        let a = allot_linux::sched::get(tid).ok()?;
+        (a.sched_policy == allot_linux::sched::SCHED_OTHER || a.sched_policy == allot_linux::sched::SCHED_BATCH).then_some(a.sched_runtime)
+    }
+    fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String> {
+        allot_linux::sched::set_slice(tid, ns).map_err(|e| e.to_string())
+    }
+    fn cpu_times(&self) -> Option<CpuTimes> {
+        allot_linux::machine::cpu_times().ok()
+    }
+    fn me(&self) -> i32 {
+        std::process::id() as i32
+    }
+}

@@ -1,0 +1,62 @@
+//! Per-user request budgets: a token bucket per uid, so no user can keep the daemon busy
+//! for the others. Root is never limited. Memory is bounded: idle buckets are dropped.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Request budgets.
+#[derive(Debug)]
+pub struct Limits {
+    rate: f64,
+    burst: f64,
+    buckets: HashMap<u32, (f64, Instant)>,
+}
+
+impl Limits {
+    /// `rate` requests per second on average, `burst` at once.
+    pub fn new(rate: f64, burst: f64) -> Self {
+        Self { rate, burst, buckets: HashMap::new() }
+    }
+
+    /// Takes one request from `uid`'s budget; Err names the limit.
+    pub fn take(&mut self, uid: u32, now: Instant) -> Result<(), String> {
+        if uid == 0 {
+            return Ok(());
+        }
+        if self.buckets.len() > 4096 {
+            self.buckets.retain(|_, (_, t)| now.duration_since(*t).as_secs_f64() * self.rate < self.burst);
+        }
+        let (tokens, at) = self.buckets.entry(uid).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
+        *at = now;
+        if *tokens < 1.0 {
+            return Err(format!(
+                "too many requests from uid {uid}: the limit is {} per second with bursts of {} (limits.requests_per_second and limits.request_burst in the daemon's config); try again in a moment",
+                self.rate, self.burst
+            ));
+        }
+        *tokens -= 1.0;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_burst_then_the_rate_and_root_never() {
+        let mut l = Limits::new(10.0, 5.0);
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            l.take(1000, t0).unwrap();
+        }
+        assert!(l.take(1000, t0).unwrap_err().contains("too many requests from uid 1000"));
+        assert!(l.take(1001, t0).is_ok(), "another user is not affected");
+        l.take(1000, t0 + Duration::from_millis(110)).unwrap();
+        for _ in 0..1000 {
+            l.take(0, t0).unwrap();
+        }
+    }
+}

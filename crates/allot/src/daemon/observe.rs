@@ -1,0 +1,230 @@
+//! The *observed* state: what each job did since the last tick, rebuilt every tick from
+//! the kernel (this is the one place that reads the cgroup counters and /proc for the
+//! tick), plus the estimates derived from it over time (usage rate, window).
+//!
+//! Cost grows with the jobs that ran, not with the jobs that exist: allot's two roots are
+//! read first, then each currency; a currency whose counter did not move had no job run,
+//! so none of its jobs is read. A job that did not run cannot have forked, exited or
+//! changed nice, so its thread list stands; the daemon marks a job dirty itself when it
+//! moves a process in or out, and inotify reports moves by anyone else.
+
+use super::host::Host;
+use super::registry::{currency_rel, Class, CurrencyId, JobId, JobSpec};
+use allot_linux::cgroup::CpuController;
+use allot_model::plan::Usage;
+use allot_model::UsageRate;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Instant;
+
+/// What is known of one job.
+#[derive(Debug)]
+pub struct Tracker {
+    /// When the job was made or adopted.
+    pub created: Instant,
+    last: Option<(u64, Instant)>,
+    /// EBS usage rate (seed 004: EWMA with a half-life).
+    pub rate: UsageRate,
+    window: VecDeque<(f64, f64)>,
+    /// Usage over the window and over the last tick; None until measured twice.
+    pub usage: Option<Usage>,
+    /// Thread ids in it.
+    pub threads: Vec<i32>,
+    /// Its processes (pid, start time), for re-placing them if its directory is removed.
+    pub procs: Vec<(i32, u64)>,
+    samples: HashMap<i32, (u64, u64)>,
+    /// Threads that ran or waited during the last observation in which it ran.
+    pub runnable: u32,
+    /// The lowest nice of its processes.
+    pub nice: i32,
+    /// CPUs its first thread may run on.
+    pub cpus: Vec<usize>,
+    /// Its threads waited for CPU during the last tick.
+    pub waiting: bool,
+    /// Idle CPU on its CPUs during the last tick.
+    pub idle_cpus: f64,
+    /// Re-read its threads at the next tick (a process was moved in or out).
+    pub dirty: bool,
+    /// It had no threads at its last read.
+    pub empty: bool,
+}
+
+impl Tracker {
+    /// A tracker for a job made or adopted now.
+    pub fn new(half_life_ms: u64) -> Self {
+        Self {
+            created: Instant::now(),
+            last: None,
+            rate: UsageRate::new(half_life_ms),
+            window: VecDeque::new(),
+            usage: None,
+            threads: vec![],
+            procs: vec![],
+            samples: HashMap::new(),
+            runnable: 0,
+            nice: 0,
+            cpus: vec![],
+            waiting: false,
+            idle_cpus: 0.0,
+            dirty: true,
+            empty: false,
+        }
+    }
+
+    fn account(&mut self, used_s: f64, dt: f64, window_s: f64) {
+        self.rate.observe(used_s, dt);
+        self.window.push_back((used_s, dt));
+        while self.window.len() > 1 && self.window.iter().skip(1).map(|w| w.1).sum::<f64>() >= window_s {
+            self.window.pop_front();
+        }
+        let (u, w) = self.window.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+        self.usage = Some(Usage { window: if w > 0.0 { u / w } else { 0.0 }, last: if dt > 0.0 { used_s / dt } else { 0.0 } });
+    }
+}
+
+/// Machine-wide observations.
+#[derive(Debug, Default)]
+pub struct Machine {
+    last_cpu: Option<(allot_linux::machine::CpuTimes, u64, Instant)>,
+    /// Idle CPU per CPU during the last tick.
+    pub idle: Vec<f64>,
+    /// CPUs used by processes outside allot's trees (smoothed over the window).
+    pub outside: f64,
+}
+
+/// The observer: trackers per job, counters per currency and root.
+#[derive(Debug, Default)]
+pub struct Observer {
+    /// Per job.
+    pub jobs: HashMap<JobId, Tracker>,
+    counters: HashMap<String, u64>,
+    /// Machine-wide.
+    pub machine: Machine,
+}
+
+/// One tick's inputs.
+pub struct Ctx<'a> {
+    /// The cgroup tree.
+    pub cg: &'a dyn CpuController,
+    /// Processes and threads.
+    pub host: &'a dyn Host,
+    /// The boost window, s.
+    pub window_s: f64,
+    /// Usage-rate half-life, ms.
+    pub half_life_ms: u64,
+    /// Now.
+    pub now: Instant,
+}
+
+impl Observer {
+    /// Counter of a directory if it moved since the last read (None: unchanged or unreadable).
+    fn moved(&mut self, cg: &dyn CpuController, rel: &str) -> Option<u64> {
+        let ns = cg.usage_ns(rel).ok()?;
+        let prev = self.counters.insert(rel.to_string(), ns);
+        (prev != Some(ns)).then_some(ns)
+    }
+
+    /// Observes every job; returns the jobs whose directory is gone.
+    pub fn observe<'j>(&mut self, c: &Ctx, jobs: impl Iterator<Item = &'j JobSpec> + Clone) -> Vec<JobId> {
+        self.observe_machine(c);
+        let mut gone = vec![];
+        // Which currencies (per class) ran: only their jobs are read.
+        let roots_moved = [self.moved(c.cg, "").is_some(), self.moved(c.cg, super::registry::BACKGROUND).is_some()];
+        // Per currency and class: does any of its jobs need reading anyway (new, or a
+        // process was moved in or out)?
+        let mut groups: HashMap<(bool, CurrencyId), bool> = HashMap::new();
+        for j in jobs.clone() {
+            let dirty = self.jobs.get(&j.id).is_none_or(|t| t.dirty || t.last.is_none());
+            *groups.entry((j.background, j.currency.clone())).or_insert(false) |= dirty;
+        }
+        let mut ran: HashSet<(bool, CurrencyId)> = HashSet::new();
+        for ((bg, cur), dirty) in groups {
+            let class = if bg { Class::Background } else { Class::Foreground };
+            let moved = roots_moved[bg as usize] && self.moved(c.cg, &currency_rel(class, &cur)).is_some();
+            if moved || dirty {
+                ran.insert((bg, cur));
+            }
+        }
+        for j in jobs {
+            let t = self.jobs.entry(j.id).or_insert_with(|| Tracker::new(c.half_life_ms));
+            let rel = j.rel();
+            let read = ran.contains(&(j.background, j.currency.clone())) || t.last.is_none();
+            let dt = t.last.map_or(0.0, |(_, at)| c.now.duration_since(at).as_secs_f64());
+            if !read {
+                // Did not run: zero usage for the interval, nothing read.
+                if let Some((ns, _)) = t.last {
+                    t.account(0.0, dt, c.window_s);
+                    t.last = Some((ns, c.now));
+                    t.waiting = false;
+                }
+                continue;
+            }
+            let Ok(ns) = c.cg.usage_ns(&rel) else {
+                gone.push(j.id);
+                continue;
+            };
+            let changed = t.last.is_none_or(|(prev, _)| prev != ns);
+            if let Some((prev, _)) = t.last {
+                t.account(ns.saturating_sub(prev) as f64 / 1e9, dt, c.window_s);
+            }
+            t.last = Some((ns, c.now));
+            if changed || t.dirty {
+                t.dirty = false;
+                read_members(c, &rel, t, dt);
+            } else {
+                t.waiting = false;
+            }
+            t.idle_cpus =
+                if t.cpus.is_empty() { self.machine.idle.iter().sum() } else { t.cpus.iter().filter_map(|&k| self.machine.idle.get(k)).sum() };
+        }
+        gone
+    }
+
+    fn observe_machine(&mut self, c: &Ctx) {
+        let Some(now) = c.host.cpu_times() else { return };
+        let allot = c.cg.usage_ns("").unwrap_or(0) + c.cg.usage_ns(super::registry::BACKGROUND).unwrap_or(0);
+        if let Some((prev, prev_allot, at)) = &self.machine.last_cpu {
+            let dt = c.now.duration_since(*at).as_secs_f64().max(1e-3);
+            let hz = allot_linux::procfs::clk_tck() as f64;
+            self.machine.idle = now.idle.iter().enumerate().map(|(i, v)| v.saturating_sub(*prev.idle.get(i).unwrap_or(v)) as f64 / hz / dt).collect();
+            let busy = now.busy.saturating_sub(prev.busy) as f64 / hz / dt;
+            let mine = allot.saturating_sub(*prev_allot) as f64 / 1e9 / dt;
+            // Clock ticks are coarse (10 ms): smooth over 2 s.
+            let sample = (busy - mine).max(0.0);
+            let a = (dt / 2.0f64.max(dt)).min(1.0);
+            self.machine.outside += a * (sample - self.machine.outside);
+        }
+        self.machine.last_cpu = Some((now, allot, c.now));
+    }
+}
+
+/// Re-reads a job's threads, processes, nice, affinity and waits.
+fn read_members(c: &Ctx, rel: &str, t: &mut Tracker, dt: f64) {
+    t.threads = c.cg.threads(rel).unwrap_or_default();
+    t.empty = t.threads.is_empty();
+    let procs = c.cg.procs(rel).unwrap_or_default();
+    t.procs = procs.iter().filter_map(|&p| c.host.start_of(p).map(|s| (p, s))).collect();
+    t.nice = procs.iter().filter_map(|&p| c.host.nice(p)).min().unwrap_or(0);
+    if let Some(&first) = t.threads.first() {
+        t.cpus = c.host.affinity(first);
+    }
+    let mut runnable = 0;
+    let mut waited = 0u64;
+    let mut next = HashMap::with_capacity(t.threads.len());
+    for &tid in &t.threads {
+        let Some(s) = c.host.thread(tid) else { continue };
+        match t.samples.get(&tid) {
+            Some(&(run, wait)) => {
+                if s.run_ns > run || s.wait_ns > wait {
+                    runnable += 1;
+                }
+                waited += s.wait_ns.saturating_sub(wait);
+            }
+            None => runnable += 1,
+        }
+        next.insert(tid, (s.run_ns, s.wait_ns));
+    }
+    t.samples = next;
+    t.runnable = runnable;
+    // Waited more than 5% of the interval: it wants CPU it is not getting.
+    t.waiting = dt > 0.0 && waited as f64 > 0.05 * dt * 1e9;
+}

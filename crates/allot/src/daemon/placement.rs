@@ -1,0 +1,282 @@
+//! Automatic placement: a user's process that is in no job lands in the user's default job.
+//!
+//! Safe in every mode (docs/trust.md): allot places only processes that sit where no other
+//! manager put them — the root cgroup, or a source cgroup the admin lists
+//! (`placement.from`) — never one in a service's, a container's, a session's or a batch
+//! job's cgroup, nor one in another allot's tree. Only human users' processes are placed:
+//! uids in /etc/login.defs' UID_MIN..UID_MAX (or the config's), never a subordinate uid
+//! of /etc/subuid (rootless containers), systemd's dynamic users or nobody.
+//!
+//! A process whose user changed (su, sudo, a setuid helper) is placed again: into its new
+//! user's default job, or out of allot (back to the first source) when its new user is not
+//! a human user. Until then no one but root may change it (trust.rs: uids must all match
+//! both the caller and the job's owner).
+
+use super::core::Daemon;
+use super::registry::{CurrencyId, JobId, JobSpec};
+use super::trust::Place;
+use crate::config::Config;
+use allot_linux::users::HumanUids;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// What the last look at a pid found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Seen {
+    /// Never placed: a kernel thread, or in another manager's cgroup.
+    Never,
+    /// Looked at with this owner (the /proc/PID inode number tells a reused pid apart).
+    Owner(u32),
+}
+
+/// Placement's memory.
+#[derive(Debug)]
+pub struct Placement {
+    seen: HashMap<i32, (u64, Seen)>,
+    sources: Vec<String>,
+    humans: Humans,
+    /// New processes are reported by the kernel's process events (else only by scans).
+    pub events: bool,
+    /// The last full scan.
+    pub last_scan: Option<Instant>,
+    events_lost_logged: bool,
+}
+
+/// Which uids are human users: allot-linux's [`HumanUids`] (login.defs, subuid, systemd's
+/// dynamic users, nobody), the config's range if it sets one, and its `only` list.
+#[derive(Debug, Clone)]
+pub struct Humans {
+    uids: HumanUids,
+    only: Option<Vec<u32>>,
+}
+
+impl Humans {
+    /// From the config, /etc/login.defs and /etc/subuid.
+    pub fn load(cfg: &Config) -> Self {
+        let defs = HumanUids::load();
+        let (min, max) = defs.range();
+        let uids = match (cfg.users.min_uid, cfg.users.max_uid) {
+            (None, None) => defs,
+            (a, b) => defs.with_range(a.unwrap_or(min), b.unwrap_or(max)),
+        };
+        let only = cfg.users.only.as_ref().map(|l| l.iter().filter_map(|u| allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok())).collect());
+        Self { uids, only }
+    }
+    /// Is `uid` a human user allot places?
+    pub fn contains(&self, uid: u32) -> bool {
+        self.uids.contains(uid) && self.only.as_ref().is_none_or(|o| o.contains(&uid))
+    }
+}
+
+impl Placement {
+    /// Placement for a config.
+    pub fn new(cfg: &Config) -> Self {
+        let sources = cfg.placement.from.iter().map(|s| normalize(s)).collect();
+        Self { seen: HashMap::new(), sources, humans: Humans::load(cfg), events: false, last_scan: None, events_lost_logged: false }
+    }
+    /// May a request take a process out of this cgroup (as /proc/PID/cgroup names it)?
+    /// The root cgroup (no manager) and the configured sources.
+    pub fn is_source(&self, path: &str) -> bool {
+        let p = normalize(path);
+        p == "/" || self.sources.contains(&p)
+    }
+    /// Does automatic placement take processes from this cgroup (`placement.from`)?
+    pub fn is_auto(&self, path: &str) -> bool {
+        let p = normalize(path);
+        self.sources.contains(&p)
+    }
+    /// Where a process leaves allot to when its new user is not a human user.
+    pub fn home(&self) -> String {
+        self.sources.first().cloned().unwrap_or_else(|| "/".into())
+    }
+    /// How new processes are found, for `status`.
+    pub fn tracking(&self) -> String {
+        if self.events {
+            "events (the kernel's proc connector) with a safety scan".into()
+        } else {
+            "scan of /proc".into()
+        }
+    }
+    /// What is placed, for `status`.
+    pub fn describe(&self, cfg: &Config) -> String {
+        if !cfg.users.auto_place {
+            return "off".into();
+        }
+        let only = match &self.humans.only {
+            Some(o) => format!(", only uids {o:?}"),
+            None => String::new(),
+        };
+        format!("{}{only}, from cgroups {}", self.humans.uids.describe(), self.sources.join(", "))
+    }
+}
+
+fn normalize(p: &str) -> String {
+    let t = p.trim().trim_end_matches('/');
+    if t.is_empty() {
+        "/".into()
+    } else if t.starts_with('/') {
+        t.into()
+    } else {
+        format!("/{t}")
+    }
+}
+
+impl Daemon {
+    /// Looks at every process once (at start, when events were lost, every `scan_ms`
+    /// without events, and as a slow safety net with them). A pid seen before costs one
+    /// stat(2) of /proc/PID (owner and inode: a changed user or a reused pid shows there).
+    pub fn scan(&mut self) {
+        // A job directory removed from outside (inotify reports it at once; this is the
+        // safety net): its job is read at the next tick, which repairs it.
+        for j in self.desired.jobs.values() {
+            if !self.tree.cg.exists(&j.rel()) {
+                if let Some(t) = self.obs.jobs.get_mut(&j.id) {
+                    t.dirty = true;
+                }
+            }
+        }
+        if !self.cfg.users.auto_place {
+            return;
+        }
+        self.placement.last_scan = Some(Instant::now());
+        let pids = self.host.pids();
+        let mut next = HashMap::with_capacity(pids.len());
+        for pid in pids {
+            let quick = self.host.quick(pid);
+            let keep = match (self.placement.seen.get(&pid), quick) {
+                (Some(&(ino, seen)), Some((uid, now_ino))) if ino == now_ino => match seen {
+                    Seen::Never => Some(seen),
+                    Seen::Owner(o) if o == uid => Some(seen),
+                    _ => None,
+                },
+                (_, None) => continue,
+                _ => None,
+            };
+            let seen = keep.unwrap_or_else(|| self.consider(pid));
+            next.insert(pid, (quick.map_or(0, |q| q.1), seen));
+        }
+        self.placement.seen = next;
+    }
+
+    /// The kernel's process events: a process whose user changed is looked at now.
+    /// Returns true when events were lost (the caller scans at once).
+    pub fn on_process_events(&mut self, evs: Vec<allot_linux::procevents::ProcEvent>) -> bool {
+        use allot_linux::procevents::ProcEvent;
+        let mut lost = false;
+        for e in evs {
+            match e {
+                ProcEvent::Uid { pid, .. } | ProcEvent::Exec { pid } => self.on_process(pid),
+                ProcEvent::Lost => {
+                    lost = true;
+                    if !self.placement.events_lost_logged {
+                        log::warn!("the kernel dropped process events (its queue overflowed); scanning /proc to catch up");
+                        self.placement.events_lost_logged = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        lost
+    }
+
+    /// A process event (its user changed, or it exec'd): look at it now.
+    pub fn on_process(&mut self, pid: i32) {
+        if !self.cfg.users.auto_place {
+            return;
+        }
+        let seen = self.consider(pid);
+        if let Some((uid, ino)) = self.host.quick(pid) {
+            let _ = uid;
+            self.placement.seen.insert(pid, (ino, seen));
+        }
+    }
+
+    /// Places one process if it should be; returns what was found.
+    fn consider(&mut self, pid: i32) -> Seen {
+        if pid == self.host.me() || pid == 1 {
+            return Seen::Never;
+        }
+        // pidfd first, then identity, then where it is, then alive before the move.
+        let Ok(p) = self.host.open(pid) else { return Seen::Never };
+        let Some(info) = self.host.info(&p) else { return Seen::Never };
+        if info.kernel_thread || info.zombie {
+            return Seen::Never;
+        }
+        let uid = info.creds.uid[0];
+        let whole = info.creds.all(uid);
+        let human = whole && self.placement.humans.contains(uid);
+        let Ok(place) = self.place_of(pid) else { return Seen::Never };
+        let dest = match (&place, human) {
+            (Place::Foreign(_), _) => return Seen::Never,
+            (Place::Source(path), _) if !self.placement.is_auto(path) => return Seen::Never,
+            (Place::Job(id), _) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid) => return Seen::Owner(uid),
+            (Place::Source(_), false) => return Seen::Owner(info.creds.uid[1]),
+            (Place::Job(_) | Place::Stray(_), false) if whole => {
+                // Its user changed to one allot does not place (root, a system user): out.
+                let home = self.placement.home();
+                if self.host.alive(&p) && self.tree.cg.move_to_path(&home, pid).is_ok() {
+                    log::info!("process {pid} changed user to uid {uid}, which allot does not place; moved it out of allot to {home}");
+                    self.mark_left(&place);
+                }
+                return Seen::Owner(uid);
+            }
+            (_, false) => return Seen::Owner(info.creds.uid[1]),
+            (_, true) => JobId::Default(uid),
+        };
+        if !self.desired.jobs.contains_key(&dest) {
+            let spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
+            if let Err(e) = self.make_job_dir(&spec) {
+                log::error!("could not make the default job of uid {uid}: {e}");
+                return Seen::Owner(u32::MAX);
+            }
+            self.desired.jobs.insert(dest, spec);
+            let _ = self.save();
+        }
+        let rel = self.desired.jobs[&dest].rel();
+        match self.tree.move_verified(self.host.as_ref(), &p, &rel) {
+            Ok(()) => {
+                self.counters.placed += 1;
+                if matches!(place, Place::Job(_) | Place::Stray(_)) {
+                    log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
+                    self.mark_left(&place);
+                }
+                if let Some(t) = self.obs.jobs.get_mut(&dest) {
+                    t.dirty = true;
+                }
+                Seen::Owner(uid)
+            }
+            Err(_) => Seen::Owner(u32::MAX),
+        }
+    }
+
+    fn mark_left(&mut self, place: &Place) {
+        if let Place::Job(id) = place {
+            if let Some(t) = self.obs.jobs.get_mut(id) {
+                t.dirty = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn humans_exclude_subordinate_and_dynamic_uids() {
+        let h = Humans { uids: HumanUids::from_files("UID_MIN 1000\nUID_MAX 60000\n", "alice:100000:65536\n"), only: None };
+        assert!(h.contains(1000) && h.contains(59999));
+        assert!(!h.contains(999) && !h.contains(0) && !h.contains(100001) && !h.contains(61200) && !h.contains(65534));
+        let h = Humans { uids: HumanUids::from_files("", "alice:100000:65536\n").with_range(0, u32::MAX), only: None };
+        assert!(!h.contains(120000), "a subordinate uid is never a user, whatever the range");
+        let h = Humans { only: Some(vec![1001]), ..h };
+        assert!(h.contains(1001) && !h.contains(1002));
+    }
+
+    #[test]
+    fn sources_are_normalized() {
+        assert_eq!(normalize(""), "/");
+        assert_eq!(normalize("/"), "/");
+        assert_eq!(normalize("a/b/"), "/a/b");
+    }
+}

@@ -1,0 +1,189 @@
+//! Reconciliation: a value changed from outside (another tool, an admin, a service
+//! manager) is noticed and re-asserted, and a removed job directory is re-created.
+//!
+//! The kernel reports every write(2) to a cgroup file through inotify (allot-linux's
+//! inotify.rs), so allot watches its own directories and reads a file only when it was
+//! written: nothing is re-read at rest, whatever the number of jobs. Its own writes are
+//! reported too; they read back as what was written and are ignored. Each outside change
+//! is logged once (per directory and file, at most once a minute) and counted.
+
+use super::core::Daemon;
+use allot_linux::cgroup::CpuController;
+use allot_linux::inotify::{self, Inotify};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The watches on allot's directories.
+#[derive(Debug, Default)]
+pub struct Watch {
+    ino: Option<Arc<Inotify>>,
+    by_wd: HashMap<i32, String>,
+    by_rel: HashMap<String, i32>,
+    logged: HashMap<String, Instant>,
+}
+
+const MASK: u32 = inotify::MODIFY | inotify::DELETE_SELF | inotify::CREATE;
+
+impl Watch {
+    /// Watches through a fresh inotify instance (None: reconciliation off, e.g. in tests).
+    pub fn new(enabled: bool) -> Self {
+        let ino = if enabled {
+            match Inotify::new() {
+                Ok(i) => Some(Arc::new(i)),
+                Err(e) => {
+                    log::warn!("no inotify ({e}): values changed from outside are noticed only when the daemon next writes them");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Self { ino, ..Default::default() }
+    }
+    /// The instance, for the reader thread.
+    pub fn reader(&self) -> Option<Arc<Inotify>> {
+        self.ino.clone()
+    }
+    /// Watches one of allot's directories.
+    pub fn watch(&mut self, cg: &dyn CpuController, rel: &str) {
+        let Some(i) = &self.ino else { return };
+        if self.by_rel.contains_key(rel) {
+            return;
+        }
+        match i.add(&cg.dir(rel), MASK) {
+            Ok(wd) => {
+                self.by_wd.insert(wd, rel.to_string());
+                self.by_rel.insert(rel.to_string(), wd);
+            }
+            Err(e) => log::debug!("cannot watch {rel}: {e}"),
+        }
+    }
+    /// Stops watching a directory (before or after it is removed).
+    pub fn unwatch(&mut self, rel: &str) {
+        if let Some(wd) = self.by_rel.remove(rel) {
+            self.by_wd.remove(&wd);
+            if let Some(i) = &self.ino {
+                i.remove(wd);
+            }
+        }
+    }
+}
+
+impl Daemon {
+    fn note_outside(&mut self, key: String, msg: String) {
+        self.counters.reconciled += 1;
+        let now = Instant::now();
+        if self.watch.logged.get(&key).is_none_or(|t| now.duration_since(*t) > Duration::from_secs(60)) {
+            log::warn!("{msg}");
+            self.watch.logged.insert(key, now);
+        }
+    }
+
+    /// Handles what inotify reported; re-applies the plan where a value was changed.
+    pub fn on_cgroup_events(&mut self, evs: Vec<inotify::Event>) {
+        let mut replan = false;
+        for e in evs {
+            if e.mask & inotify::OVERFLOW != 0 {
+                // Events were lost: write everything once more.
+                for rel in self.tree.applied.keys().cloned().collect::<Vec<_>>() {
+                    self.tree.forget(&rel);
+                }
+                replan = true;
+                continue;
+            }
+            let Some(rel) = self.watch.by_wd.get(&e.wd).cloned() else { continue };
+            if e.mask & (inotify::DELETE_SELF | inotify::IGNORED) != 0 {
+                self.watch.unwatch(&rel);
+                if let Some(j) = self.desired.by_rel(&rel) {
+                    let id = j.id;
+                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                        t.dirty = true;
+                    }
+                }
+                continue;
+            }
+            if e.mask & inotify::CREATE != 0 && e.mask & inotify::ISDIR != 0 {
+                let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
+                if self.desired.by_rel(&child).is_none() && !self.is_currency_dir(&child) {
+                    self.note_outside(
+                        format!("create {child}"),
+                        format!("cgroup {child} appeared in allot's tree, made by someone else; allot leaves it alone"),
+                    );
+                }
+                continue;
+            }
+            if e.mask & inotify::MODIFY == 0 {
+                continue;
+            }
+            replan |= self.check_file(&rel, &e.name);
+        }
+        if replan {
+            self.replan();
+        }
+    }
+
+    fn is_currency_dir(&self, rel: &str) -> bool {
+        let name = rel.strip_prefix(&format!("{}/", super::registry::BACKGROUND)).unwrap_or(rel);
+        !name.contains('/') && self.desired.jobs.values().any(|j| j.currency.dir() == name)
+    }
+
+    /// Compares a written file with what allot last wrote; true if it must be re-asserted.
+    fn check_file(&mut self, rel: &str, file: &str) -> bool {
+        let Some(applied) = self.tree.applied.get(rel).cloned() else { return false };
+        match file {
+            "cpu.weight" | "cpu.shares" => {
+                let (Some(w), Ok(now)) = (applied.weight, self.tree.cg.weight(rel)) else { return false };
+                if now == w {
+                    return false;
+                }
+                self.note_outside(
+                    format!("{rel} weight"),
+                    format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree.cg.dir(rel).display()),
+                );
+            }
+            "cpu.max" | "cpu.cfs_quota_us" | "cpu.cfs_period_us" => {
+                let (Some(q), Ok(now)) = (applied.max, self.tree.cg.max(rel)) else { return false };
+                let want = q.map(|q| allot_linux::cgroup::Max { quota_us: q, period_us: super::tree::PERIOD_US });
+                if now == want {
+                    return false;
+                }
+                let show = |m: Option<allot_linux::cgroup::Max>| m.map_or("max".to_string(), |m| format!("{} {}", m.quota_us, m.period_us));
+                self.note_outside(
+                    format!("{rel} max"),
+                    format!(
+                        "{}: cpu.max changed from outside to {} (allot wrote {}); re-asserting",
+                        self.tree.cg.dir(rel).display(),
+                        show(now),
+                        show(want)
+                    ),
+                );
+            }
+            "cpu.idle" if rel == super::registry::BACKGROUND => {
+                if self.tree.cg.idle(rel).unwrap_or(true) {
+                    return false;
+                }
+                self.note_outside(
+                    format!("{rel} idle"),
+                    format!("{}: cpu.idle changed from outside to 0; re-asserting 1", self.tree.cg.dir(rel).display()),
+                );
+                if let Err(e) = self.tree.cg.set_idle(rel, true) {
+                    log::error!("could not set cpu.idle of {rel} to 1: {e}");
+                }
+                return false;
+            }
+            "cgroup.procs" | "tasks" => {
+                if let Some(j) = self.desired.by_rel(rel) {
+                    let id = j.id;
+                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                        t.dirty = true;
+                    }
+                }
+                return false;
+            }
+            _ => return false,
+        }
+        self.tree.forget(rel);
+        true
+    }
+}

@@ -1,0 +1,403 @@
+//! Every request the daemon serves. Each checks the caller (trust.rs) and every value
+//! before it changes anything; a request that changes several processes changes all of
+//! them or none (kernel moves first, with an undo log; then the desired state; then the
+//! plan is applied at once).
+
+use super::core::Daemon;
+use super::registry::{CurrencyId, JobId, JobSpec};
+use super::trust::{Peer, Place, Target};
+use crate::proto::{Changed, FundingView, JobMade, Request, Response};
+use allot_model::{Cap, Funding, Tickets};
+use std::time::Instant;
+
+type R<T> = Result<T, String>;
+
+/// A kernel change made by a request, and how to take it back.
+enum Undo {
+    /// A process moved: put it back where it was (a job directory, or a cgroup path).
+    Moved { proc: super::host::Proc, back: Back },
+    /// A directory made: remove it.
+    Made(String),
+}
+
+enum Back {
+    Rel(String),
+    Path(String),
+}
+
+impl Daemon {
+    /// Serves one request from `peer`. Every refusal changes nothing.
+    pub fn handle(&mut self, req: Request, peer: &Peer) -> R<Response> {
+        self.counters.requests += 1;
+        if let Err(e) = self.limits.take(peer.uid, Instant::now()) {
+            self.counters.limited += 1;
+            return Err(e);
+        }
+        match req {
+            Request::Status {} => Ok(Response::Status(self.status())),
+            Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
+            Request::Run { tickets, currency, cap, background, force } => self.run(peer, tickets, currency, cap, background, force),
+            Request::Set { pids, tickets, cap, background, force } => self.set(peer, pids, tickets, cap, background, force),
+            Request::Fund { currency, funding } => self.fund(peer, currency, funding),
+            Request::Focus { pid, on } => self.focus(peer, pid, on),
+            Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
+        }
+    }
+
+    fn parse_tickets(t: Option<i64>) -> R<Option<Tickets>> {
+        t.map(|t| Tickets::new(t).map_err(|e| e.to_string())).transpose()
+    }
+
+    /// A cap argument: (cap, background). Soft 0 is background; "none" clears.
+    fn parse_cap(&self, cap: &str) -> R<(Option<Cap>, bool)> {
+        if cap == "none" {
+            return Ok((None, false));
+        }
+        let c: Cap = cap.parse().map_err(|e: allot_model::ModelError| e.to_string())?;
+        if c.is_background() {
+            return Ok((None, true));
+        }
+        if c.cpus > self.ncpu as f64 {
+            return Err(format!("cap {cap:?} is more than this machine's {} CPUs; give at most {}!", self.ncpu, self.ncpu));
+        }
+        Ok((Some(c), false))
+    }
+
+    fn check_job_limit(&self, uid: u32) -> R<()> {
+        let n = self.desired.jobs.values().filter(|j| j.owner == uid && matches!(j.id, JobId::Numbered(_))).count();
+        if uid != 0 && n >= self.cfg.limits.jobs_per_user {
+            return Err(format!(
+                "uid {uid} has {n} jobs, the limit (limits.jobs_per_user = {}); let some finish or ask the admin to raise it",
+                self.cfg.limits.jobs_per_user
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where a target goes back to if a request is rolled back.
+    fn back_of(&self, t: &Target) -> Back {
+        match &t.place {
+            Place::Job(id) => Back::Rel(self.desired.jobs[id].rel()),
+            Place::Stray(rel) => Back::Rel(rel.clone()),
+            Place::Source(p) | Place::Foreign(p) => Back::Path(p.clone()),
+        }
+    }
+
+    fn rollback(&mut self, undo: Vec<Undo>) {
+        for u in undo.into_iter().rev() {
+            match u {
+                Undo::Moved { proc, back: Back::Rel(rel) } => {
+                    let _ = self.tree.move_verified(self.host.as_ref(), &proc, &rel);
+                }
+                Undo::Moved { proc, back: Back::Path(path) } => {
+                    if self.host.alive(&proc) {
+                        let _ = self.tree.cg.move_to_path(&path, proc.pid);
+                    }
+                }
+                Undo::Made(rel) => {
+                    let _ = self.tree.remove(&rel);
+                    self.watch.unwatch(&rel);
+                }
+            }
+        }
+    }
+
+    /// Makes a job and moves a held process into it, recording both in `undo`.
+    fn new_job_with(&mut self, spec: &JobSpec, t: Target, undo: &mut Vec<Undo>) -> R<()> {
+        self.make_job_dir(spec)?;
+        undo.push(Undo::Made(spec.rel()));
+        let back = self.back_of(&t);
+        self.move_for_request(&t.proc, &spec.rel())?;
+        undo.push(Undo::Moved { proc: t.proc, back });
+        Ok(())
+    }
+
+    /// Commits new and changed jobs to the desired state, persists it, applies the plan.
+    fn commit(&mut self, specs: Vec<JobSpec>) {
+        for s in specs {
+            // Its threads now, so the plan applied below reaches them (the boost slice).
+            let threads = self.tree.cg.threads(&s.rel()).unwrap_or_default();
+            let t = self.obs.jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(self.cfg.half_life_ms));
+            t.threads = threads;
+            t.dirty = true;
+            self.desired.jobs.insert(s.id, s);
+        }
+        let _ = self.save();
+        self.replan();
+    }
+
+    fn run(
+        &mut self,
+        peer: &Peer,
+        tickets: Option<i64>,
+        currency: Option<String>,
+        cap: Option<String>,
+        background: bool,
+        force: bool,
+    ) -> R<Response> {
+        let tickets = Self::parse_tickets(tickets)?.unwrap_or_default();
+        let (cap, cap_bg) = match cap.as_deref() {
+            Some(c) => self.parse_cap(c)?,
+            None => (None, false),
+        };
+        if background && cap.is_some() {
+            return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
+        }
+        let cur = match currency.as_deref() {
+            Some(c) => self.resolve_currency(c)?,
+            None => CurrencyId::User(peer.uid),
+        };
+        if !self.may_use(peer, &cur) {
+            return Err(format!(
+                "you (uid {}) may not run jobs in currency {:?}; ask root to list you in its `users` in the config",
+                peer.uid,
+                self.currency_name(&cur)
+            ));
+        }
+        self.check_job_limit(peer.uid)?;
+        let caller = peer.caller.as_ref().ok_or_else(|| {
+            format!("cannot prove which process is asking (pid {} at connect): this kernel has no SO_PEERPIDFD and the client sent no pidfd; use the allot CLI of this version", peer.pid)
+        })?;
+        let info = self.host.info(caller).filter(|_| self.host.alive(caller)).ok_or("the calling process exited; nothing was changed")?;
+        if !info.creds.all(peer.uid) {
+            return Err(format!(
+                "the calling process runs with uids {:?}, not all yours (uid {}); allot run must be called by a process that is wholly yours",
+                &info.creds.uid[..3],
+                peer.uid
+            ));
+        }
+        let place = self.place_of(caller.pid)?;
+        if let Place::Foreign(path) = &place {
+            if !(peer.is_root() && force) {
+                return Err(format!(
+                    "you are in cgroup {path}, which another manager owns (a service, container, session or batch job); allot never takes a process out of it{}",
+                    if peer.is_root() { " unless you add --force" } else { "" }
+                ));
+            }
+        }
+        let mut spec = JobSpec::new(self.desired.take_id(), cur.clone(), peer.uid);
+        spec.tickets = tickets;
+        spec.cap = cap;
+        spec.background = background || cap_bg;
+        let rel = spec.rel();
+        self.make_job_dir(&spec)?;
+        if let Err(e) = self.move_for_request(caller, &rel) {
+            let _ = self.tree.remove(&rel);
+            self.watch.unwatch(&rel);
+            return Err(e);
+        }
+        let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: tickets.get(), cgroup: rel };
+        self.commit(vec![spec]);
+        Ok(Response::Job(made))
+    }
+
+    /// The job a target process should be changed through: its own numbered job, or a new
+    /// one (in the currency of the default job it is in, or its owner's).
+    fn own_job_plan(&mut self, t: &Target) -> (JobSpec, bool) {
+        if let Place::Job(id @ JobId::Numbered(_)) = t.place {
+            return (self.desired.jobs[&id].clone(), false);
+        }
+        let owner = t.info.creds.uid[0];
+        let (cur, base) = match t.place {
+            Place::Job(id) => {
+                let d = &self.desired.jobs[&id];
+                (d.currency.clone(), Some(d.clone()))
+            }
+            _ => (CurrencyId::User(owner), None),
+        };
+        let mut spec = JobSpec::new(self.desired.take_id(), cur, owner);
+        if let Some(b) = base {
+            spec.tickets = b.tickets;
+            spec.background = b.background;
+        }
+        (spec, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn set(&mut self, peer: &Peer, pids: Vec<i64>, tickets: Option<i64>, cap: Option<String>, background: Option<bool>, force: bool) -> R<Response> {
+        if pids.is_empty() {
+            return Err("set needs at least one PID".into());
+        }
+        if pids.len() > 1024 {
+            return Err(format!("set takes at most 1024 PIDs, got {}", pids.len()));
+        }
+        let tickets = Self::parse_tickets(tickets)?;
+        let mut bg = background;
+        // cap: None = unchanged; Some(None) = clear; Some(Some(c)) = set.
+        let cap: Option<Option<Cap>> = match cap.as_deref() {
+            None => None,
+            Some(c) => {
+                let (parsed, is_bg) = self.parse_cap(c)?;
+                if is_bg {
+                    if bg == Some(false) {
+                        return Err("cap 0 means background; it contradicts --foreground".into());
+                    }
+                    bg = Some(true);
+                    None
+                } else {
+                    Some(parsed)
+                }
+            }
+        };
+        if bg == Some(true) && matches!(cap, Some(Some(_))) {
+            return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
+        }
+        if tickets.is_none() && cap.is_none() && bg.is_none() {
+            return Err("set needs something to change: -t TICKETS, --cap CAP|none, --background or --foreground".into());
+        }
+        // Check every process before changing anything.
+        let mut seen = std::collections::HashSet::new();
+        let mut targets = vec![];
+        for &pid in &pids {
+            if seen.insert(pid) {
+                targets.push(self.target(peer, pid, force)?);
+            }
+        }
+        let new_jobs = targets.iter().filter(|t| !matches!(t.place, Place::Job(JobId::Numbered(_)))).count();
+        if new_jobs > 0 {
+            self.check_job_limit(peer.uid)?;
+        }
+        let mut undo = vec![];
+        let mut specs: Vec<JobSpec> = vec![];
+        let r = (|| {
+            for t in targets {
+                let (mut spec, new) = self.own_job_plan(&t);
+                if let Some(s) = specs.iter().position(|s| s.id == spec.id) {
+                    spec = specs.remove(s);
+                }
+                if let Some(t2) = tickets {
+                    spec.tickets = t2;
+                }
+                if let Some(c) = cap {
+                    spec.cap = c;
+                }
+                if let Some(b) = bg {
+                    if !new && b != spec.background {
+                        self.relocate(&spec, b, &mut undo)?;
+                    }
+                    spec.background = b;
+                }
+                if new {
+                    self.new_job_with(&spec, t, &mut undo)?;
+                }
+                specs.push(spec);
+            }
+            Ok::<(), String>(())
+        })();
+        if let Err(e) = r {
+            self.rollback(undo);
+            return Err(e);
+        }
+        // Relocated jobs left their old directories empty.
+        for u in &undo {
+            if let Undo::Moved { back: Back::Rel(old), .. } = u {
+                if self.desired.by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) && self.tree.cg.procs(old).is_ok_and(|p| p.is_empty())
+                {
+                    let _ = self.tree.remove(old);
+                    self.watch.unwatch(old);
+                }
+            }
+        }
+        let jobs = specs.iter().map(|s| self.show_id(s)).collect();
+        self.commit(specs);
+        Ok(Response::Changed(Changed { jobs, focus: None }))
+    }
+
+    /// Moves a job's processes to its directory in the other class (repeated while it forks).
+    fn relocate(&mut self, spec: &JobSpec, background: bool, undo: &mut Vec<Undo>) -> R<()> {
+        let old = spec.rel();
+        let mut to = spec.clone();
+        to.background = background;
+        self.make_job_dir(&to)?;
+        undo.push(Undo::Made(to.rel()));
+        for _ in 0..100 {
+            let procs = self.tree.cg.procs(&old).unwrap_or_default();
+            if procs.is_empty() {
+                return Ok(());
+            }
+            for pid in procs {
+                let Ok(p) = self.host.open(pid) else { continue };
+                if self.tree.cg.rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
+                    continue;
+                }
+                match self.tree.move_verified(self.host.as_ref(), &p, &to.rel()) {
+                    Ok(()) => undo.push(Undo::Moved { proc: p, back: Back::Rel(old.clone()) }),
+                    Err(super::tree::MoveError::Gone) => {}
+                    Err(super::tree::MoveError::Kernel(k)) => return Err(format!("could not move process {pid} of {}: {k}", spec.id)),
+                }
+            }
+        }
+        Err(format!("{} keeps forking faster than it can be moved; nothing was changed", spec.id))
+    }
+
+    fn focus(&mut self, peer: &Peer, pid: i64, on: bool) -> R<Response> {
+        let t = self.target(peer, pid, false)?;
+        let (mut spec, new) = self.own_job_plan(&t);
+        if new {
+            self.check_job_limit(peer.uid)?;
+            let mut undo = vec![];
+            if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
+                self.rollback(undo);
+                return Err(e);
+            }
+        }
+        spec.focus = on;
+        let jobs = vec![self.show_id(&spec)];
+        self.commit(vec![spec]);
+        Ok(Response::Changed(Changed { jobs, focus: Some(on) }))
+    }
+
+    fn move_pid(&mut self, peer: &Peer, pid: i64, currency: &str, force: bool) -> R<Response> {
+        let cur = self.resolve_currency(currency)?;
+        if !self.may_fund(peer, &cur) {
+            return Err(format!(
+                "moving a process into currency {:?} is root's (or a config-listed owner's); you are uid {}",
+                self.currency_name(&cur),
+                peer.uid
+            ));
+        }
+        let t = self.target(peer, pid, force)?;
+        let owner = t.info.creds.uid[0];
+        self.check_job_limit(owner)?;
+        let spec = JobSpec::new(self.desired.take_id(), cur.clone(), owner);
+        let mut undo = vec![];
+        if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
+            self.rollback(undo);
+            return Err(e);
+        }
+        let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: spec.tickets.get(), cgroup: spec.rel() };
+        self.commit(vec![spec]);
+        Ok(Response::Job(made))
+    }
+
+    fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<i64>) -> R<Response> {
+        let Some(name) = currency else {
+            if funding.is_some() {
+                return Err("give the currency or user to fund: allot fund NAME BASE".into());
+            }
+            return Ok(Response::Currencies(crate::proto::CurrenciesView(self.currency_views())));
+        };
+        let cur = self.resolve_currency(&name)?;
+        let Some(f) = funding else {
+            return Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: self.funding_of(&cur) }));
+        };
+        let f = Funding::new(f).map_err(|e| e.to_string())?;
+        if !self.may_fund(peer, &cur) {
+            return Err(format!(
+                "setting funding of {:?} is root's (or a config-listed owner's); you are uid {}",
+                self.currency_name(&cur),
+                peer.uid
+            ));
+        }
+        let before = self.desired.funding.insert(cur.clone(), f.get());
+        if let Err(e) = self.save() {
+            match before {
+                Some(b) => self.desired.funding.insert(cur, b),
+                None => self.desired.funding.remove(&cur),
+            };
+            return Err(format!("could not save funding, nothing was changed: {e}"));
+        }
+        self.replan();
+        Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: f.get() }))
+    }
+}

@@ -1,0 +1,178 @@
+//! The socket: who is asking, and connection handling no user can exhaust.
+//!
+//! One thread accepts; each connection gets a small thread that reads one request line
+//! within a deadline for the whole request (not per read), proves the caller's identity,
+//! hands the request to the event loop and writes the reply back. The loop owns all
+//! state and answers requests in order; a slow client only ever holds its own thread.
+//!
+//! Limits (docs/trust.md): at most `limits.connections_per_user` connections open per
+//! uid and `limits.connections` in all for users other than root; root is always served.
+//! A refused connection gets one line saying which limit, written without blocking.
+
+use super::host::{Host, Linux};
+use super::trust::Peer;
+use super::Event;
+use crate::proto::{decode_request, Reply, Request, MAX_REQUEST};
+use allot_linux::peer;
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A client has this long to send its whole request, and to take its whole reply.
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// Connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// Open connections per uid (root excepted).
+    pub per_user: usize,
+    /// Open connections of all users but root.
+    pub total: usize,
+}
+
+#[derive(Default)]
+struct Open {
+    per_uid: HashMap<u32, usize>,
+    total: usize,
+}
+
+/// Releases a connection's slot when its thread ends.
+struct Slot {
+    open: Arc<Mutex<Open>>,
+    uid: u32,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut o = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if self.uid != 0 {
+            o.total = o.total.saturating_sub(1);
+            if let Some(n) = o.per_uid.get_mut(&self.uid) {
+                *n -= 1;
+                if *n == 0 {
+                    o.per_uid.remove(&self.uid);
+                }
+            }
+        }
+    }
+}
+
+/// Accepts connections forever, sending requests to the loop.
+pub fn serve(listener: UnixListener, tx: Sender<Event>, limits: ConnLimits, refused: Arc<std::sync::atomic::AtomicU64>) {
+    let open = Arc::new(Mutex::new(Open::default()));
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        let Ok(cred) = peer::peer_cred(conn.as_fd()) else { continue };
+        let admitted = {
+            let mut o = open.lock().unwrap_or_else(|e| e.into_inner());
+            let mine = o.per_uid.get(&cred.uid).copied().unwrap_or(0);
+            if cred.uid == 0 {
+                Ok(())
+            } else if mine >= limits.per_user {
+                Err(format!(
+                    "uid {} already has {mine} connections open to the daemon, the limit per user (limits.connections_per_user); close some and try again",
+                    cred.uid
+                ))
+            } else if o.total >= limits.total {
+                Err(format!("the daemon has {} connections open from users, its limit (limits.connections); try again in a moment", o.total))
+            } else {
+                o.total += 1;
+                *o.per_uid.entry(cred.uid).or_insert(0) += 1;
+                Ok(())
+            }
+        };
+        if let Err(why) = admitted {
+            refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = conn.set_nonblocking(true);
+            let _ = (&conn).write(&Reply::err(why).encode());
+            continue;
+        }
+        let slot = Slot { open: open.clone(), uid: cred.uid };
+        let tx = tx.clone();
+        let spawned = std::thread::Builder::new().name("allot-conn".into()).stack_size(256 * 1024).spawn(move || {
+            let _slot = slot;
+            connection(conn, cred, tx);
+        });
+        if spawned.is_err() {
+            log::error!("cannot start a thread for a connection from uid {}", cred.uid);
+        }
+    }
+}
+
+fn reply(conn: &UnixStream, deadline: Instant, r: &Reply) {
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+    let _ = conn.set_write_timeout(Some(left));
+    let _ = (&*conn).write_all(&r.encode());
+}
+
+/// The calling process, proven: SO_PEERPIDFD (the process that connected), or the pidfd
+/// it sent with SCM_CREDENTIALS, checked to name the same process (allot-linux's peer.rs).
+fn caller(conn: &UnixStream, cred: &peer::Cred, received: &mut peer::Received) -> Result<Option<super::host::Proc>, String> {
+    let fd = match peer::peer_pidfd(conn.as_fd()) {
+        Ok(Some(fd)) => {
+            peer::discard_fds(std::mem::take(&mut received.fds));
+            fd
+        }
+        Ok(None) if received.fds.is_empty() => return Ok(None),
+        Ok(None) => {
+            let s = peer::verify_sender(received).map_err(|e| e.to_string())?;
+            if s.cred.uid != cred.uid || s.cred.pid != cred.pid {
+                return Err(format!(
+                    "the process that sent the request (pid {}, uid {}) is not the one that connected (pid {}, uid {})",
+                    s.cred.pid, s.cred.uid, cred.pid, cred.uid
+                ));
+            }
+            s.pidfd
+        }
+        Err(e) if e.is_gone() => return Err(format!("the process that connected (pid {}) has exited", cred.pid)),
+        Err(e) => return Err(e.to_string()),
+    };
+    Linux.hold(fd).map(Some).map_err(|_| format!("the process that connected (pid {}) has exited", cred.pid))
+}
+
+fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>) {
+    handle(&conn, cred, tx);
+    // Never wait on what a client left queued (fds it sent are closed off this thread).
+    peer::close_client(std::os::fd::OwnedFd::from(conn));
+}
+
+fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
+    let deadline = Instant::now() + DEADLINE;
+    let _ = peer::set_passcred(conn.as_fd(), true);
+    // One line within the deadline for the whole request, however it is split.
+    let mut msg = match peer::recv_message(conn.as_fd(), MAX_REQUEST, b'\n', 1, DEADLINE) {
+        Ok(m) => m,
+        Err(allot_linux::Error::Identity(why)) if why.starts_with("message longer") => {
+            return reply(conn, deadline, &Reply::err(format!("request larger than {MAX_REQUEST} bytes refused")));
+        }
+        Err(allot_linux::Error::Identity(why)) if why.contains("two processes") => return reply(conn, deadline, &Reply::err(why)),
+        Err(_) => return, // silent, too slow or gone mid-request: nothing was done
+    };
+    let req = match decode_request(&msg.data) {
+        Ok(r) => r,
+        Err(e) => return reply(conn, deadline, &Reply::err(e)),
+    };
+    let caller = if matches!(req, Request::Run { .. }) {
+        match caller(conn, &cred, &mut msg.received) {
+            Ok(c) => c,
+            Err(e) => return reply(conn, deadline, &Reply::err(format!("cannot prove which process is asking: {e}"))),
+        }
+    } else {
+        None
+    };
+    drop(msg);
+    let groups = peer::peer_groups(conn.as_fd()).unwrap_or_default();
+    let peer = Peer { uid: cred.uid, gid: cred.gid, groups, pid: cred.pid, caller };
+    let (rtx, rrx) = channel();
+    if tx.send(Event::Request { peer, req, reply: rtx }).is_err() {
+        return reply(conn, deadline, &Reply::err("the daemon is stopping; try again in a moment"));
+    }
+    // The loop answers every request; the reply gets its own deadline.
+    if let Ok(r) = rrx.recv() {
+        reply(conn, Instant::now() + DEADLINE, &r);
+    }
+}

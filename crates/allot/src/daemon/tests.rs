@@ -1,0 +1,264 @@
+//! The daemon core against a fake kernel (fake.rs): ticks, request sequences, placement
+//! and adoption after a crash, without root.
+
+use super::core::Daemon;
+use super::fake::{FakeCg, FakeHost, Shared, World, ME};
+use super::host::Proc;
+use super::trust::Peer;
+use crate::config::Config;
+use crate::proto::{Request, Response, ShowView};
+use std::sync::{Arc, Mutex};
+
+const CFG: &str = "[users]\nmin_uid = 3000\nmax_uid = 60000\n";
+
+fn world() -> Shared {
+    Arc::new(Mutex::new(World::default()))
+}
+
+fn start(w: &Shared, state: Option<std::path::PathBuf>) -> Daemon {
+    let cfg: Config = toml::from_str(CFG).unwrap();
+    Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, state, false).unwrap()
+}
+
+fn peer(w: &Shared, uid: u32, pid: i32) -> Peer {
+    let start = w.lock().unwrap().procs.get(&pid).map_or(0, |p| p.start);
+    Peer { uid, gid: uid, groups: vec![], pid, caller: Some(Proc { pid, start, fd: None }) }
+}
+
+fn show(d: &mut Daemon, uid: u32) -> ShowView {
+    match d.handle(Request::Show { user: None }, &Peer { uid, gid: uid, groups: vec![], pid: 1, caller: None }).unwrap() {
+        Response::Show(s) => s,
+        r => panic!("{r:?}"),
+    }
+}
+
+fn path_of(w: &Shared, pid: i32) -> String {
+    w.lock().unwrap().procs[&pid].path.clone()
+}
+
+fn weight(w: &Shared, path: &str) -> u32 {
+    w.lock().unwrap().dirs[path].weight
+}
+
+fn tmp_state(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("allot-core-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.join("state.json")
+}
+
+#[test]
+fn placement_takes_only_what_no_other_manager_owns() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "sh");
+        x.spawn(101, 0, "/", "sshd");
+        x.spawn(102, 3000, "/docker/abc", "container");
+        x.spawn(103, 120_000, "/", "subordinate");
+        x.spawn(104, 65534, "/", "nobody");
+        x.spawn(105, 3000, "/other-allot/user-3000/default", "theirs");
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
+    for (pid, home) in [(101, "/"), (102, "/docker/abc"), (104, "/"), (105, "/other-allot/user-3000/default")] {
+        assert_eq!(path_of(&w, pid), home, "pid {pid} must not be moved");
+    }
+    let _ = (103, ME);
+}
+
+#[test]
+fn a_crash_never_turns_an_adjustment_into_a_setting() {
+    let w = world();
+    let state = tmp_state("crash");
+    w.lock().unwrap().spawn(100, 3000, "/", "idle shell");
+    w.lock().unwrap().spawn(200, 3001, "/", "allot run");
+    let mut d = start(&w, Some(state.clone()));
+    d.scan();
+    let made =
+        d.handle(Request::Run { tickets: Some(300), currency: None, cap: Some("0.5".into()), background: false, force: false }, &peer(&w, 3001, 200));
+    assert!(matches!(made, Ok(Response::Job(_))), "{made:?}");
+    d.tick();
+    d.tick();
+    // The idle default job is boosted: weight ×100 in the kernel, 100 tickets as set.
+    assert_eq!(weight(&w, "/fake/user-3000/default"), 10_000);
+    let key = |s: &ShowView| {
+        let mut v: Vec<String> = s.jobs.iter().map(|j| format!("{} {} {:?} {} {}", j.id, j.tickets, j.cap, j.background, j.focus)).collect();
+        v.sort();
+        v
+    };
+    let before = key(&show(&mut d, 0));
+    assert!(before.iter().any(|k| k.starts_with("3000/default 100 ")), "{before:?}");
+    for _ in 0..5 {
+        drop(d); // kill -9: nothing is undone
+        d = start(&w, Some(state.clone()));
+        assert_eq!(key(&show(&mut d, 0)), before, "same tickets, caps, background and focus after a restart");
+        assert_eq!(weight(&w, "/fake/user-3000/default"), 100, "the boost's weight was not inherited");
+        d.tick();
+    }
+    // A lost state file loses what it held (the 300 tickets, the cap), never more.
+    drop(d);
+    std::fs::remove_file(&state).unwrap();
+    let mut d = start(&w, Some(state.clone()));
+    let after = show(&mut d, 0);
+    assert!(after.jobs.iter().any(|j| j.pids.as_deref() == Some(&[200][..])), "the run job is adopted");
+    assert!(after.jobs.iter().all(|j| j.tickets == 100 && j.cap.is_none()), "{:?}", key(&after));
+    std::fs::remove_dir_all(state.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn every_operation_on_a_process_goes_through_one_owner_check() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "mine");
+        x.spawn(101, 3001, "/", "theirs");
+        x.spawn(102, 0, "/", "root's");
+        x.spawn(103, 3000, "/", "setuid");
+        x.procs.get_mut(&103).unwrap().uids = [3000, 0, 0, 0];
+        x.spawn(104, 3000, "/system.slice/cron.service", "in a service");
+        x.spawn(105, 0, "/", "[kthreadd]");
+        x.procs.get_mut(&105).unwrap().kernel = true;
+        x.spawn(106, 3000, "/", "zombie");
+        x.procs.get_mut(&106).unwrap().zombie = true;
+        x.spawn(1, 0, "/", "init");
+        x.spawn(ME, 0, "/", "allot daemon");
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    let a = peer(&w, 3000, 100);
+    let set = |pid: i64| Request::Set { pids: vec![pid], tickets: Some(5), cap: None, background: None, force: false };
+    let refused = |d: &mut Daemon, p: &Peer, r: Request, needle: &str| {
+        let e = d.handle(r, p).unwrap_err();
+        assert!(e.contains(needle), "{e:?} should say {needle:?}");
+    };
+    refused(&mut d, &a, set(101), "belongs to");
+    refused(&mut d, &a, set(102), "belongs to");
+    refused(&mut d, &a, set(103), "not wholly yours");
+    refused(&mut d, &a, set(104), "another manager owns");
+    refused(&mut d, &a, set(105), "kernel thread");
+    refused(&mut d, &a, set(106), "zombie");
+    refused(&mut d, &a, set(1), "init");
+    refused(&mut d, &a, set(ME as i64), "the allot daemon itself");
+    refused(&mut d, &a, set(99999), "no process 99999");
+    refused(&mut d, &a, set(-3), "not a process id");
+    refused(&mut d, &a, Request::Focus { pid: 101, on: true }, "belongs to");
+    refused(&mut d, &a, Request::Move { pid: 100, currency: "3001".into(), force: false }, "root's");
+    // Root may act on anyone's process but pid 1 and the daemon, and takes a process out of
+    // another manager's cgroup only when forced.
+    let root = peer(&w, 0, 102);
+    refused(&mut d, &root, set(1), "init");
+    refused(&mut d, &root, set(104), "unless you add --force");
+    assert!(d.handle(Request::Set { pids: vec![104], tickets: Some(5), cap: None, background: None, force: true }, &root).is_ok());
+    // A job of root's that holds a user's process is root's to change.
+    assert!(d.handle(Request::Move { pid: 100, currency: "0".into(), force: false }, &root).is_ok());
+    refused(&mut d, &a, set(100), "which you (uid 3000) may not use");
+    refused(&mut d, &a, Request::Focus { pid: 100, on: true }, "may not use");
+}
+
+#[test]
+fn a_multi_pid_set_is_all_or_nothing() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "a");
+        x.spawn(101, 3000, "/", "b");
+        x.spawn(102, 3001, "/", "not hers");
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    let a = peer(&w, 3000, 100);
+    let before = show(&mut d, 0).jobs;
+    assert!(d.handle(Request::Set { pids: vec![100, 101, 102], tickets: Some(7), cap: None, background: None, force: false }, &a).is_err());
+    assert_eq!(show(&mut d, 0).jobs, before, "nothing changed");
+    assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
+    // Both hers: both get jobs of their own with 7 tickets.
+    let r = d.handle(Request::Set { pids: vec![100, 101], tickets: Some(7), cap: None, background: Some(true), force: false }, &a).unwrap();
+    let Response::Changed(c) = r else { panic!() };
+    assert_eq!(c.jobs.len(), 2);
+    assert!(path_of(&w, 100).starts_with("/fake-background/user-3000/j"));
+    assert!(show(&mut d, 3000).jobs.iter().filter(|j| j.tickets == 7 && j.background).count() == 2);
+}
+
+#[test]
+fn show_hides_other_users_pids_and_commands() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "mysql --password=hunter2");
+        x.spawn(101, 3001, "/", "\x1b]0;pwned\x07 editor");
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    let s = show(&mut d, 3001);
+    assert!(s.hidden);
+    let theirs = s.jobs.iter().find(|j| j.uid == 3000).unwrap();
+    assert!(theirs.pids.is_none() && theirs.command.is_none(), "{theirs:?}");
+    let mine = s.jobs.iter().find(|j| j.uid == 3001).unwrap();
+    assert_eq!(mine.pids.as_deref(), Some(&[101][..]));
+    assert!(mine.command.as_deref().unwrap().contains("editor"), "the command as the kernel has it");
+    let all = show(&mut d, 0);
+    assert!(!all.hidden && all.jobs.iter().all(|j| j.pids.is_some()));
+}
+
+#[test]
+fn a_process_that_changes_user_is_placed_again() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "su");
+    w.lock().unwrap().spawn(101, 3000, "/", "sudo");
+    let mut d = start(&w, None);
+    d.scan();
+    assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.get_mut(&100).unwrap().uids = [3001; 4];
+        x.procs.get_mut(&101).unwrap().uids = [0; 4];
+    }
+    // The new user may not change it while it sits in the old user's job.
+    let b = peer(&w, 3001, 100);
+    let e = d.handle(Request::Set { pids: vec![100], tickets: Some(9), cap: None, background: None, force: false }, &b).unwrap_err();
+    assert!(e.contains("only its owner or root"), "{e}");
+    d.scan();
+    assert_eq!(path_of(&w, 100), "/fake/user-3001/default", "into the new user's currency");
+    assert_eq!(path_of(&w, 101), "/", "root's: out of allot");
+    assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(9), cap: None, background: None, force: false }, &b).is_ok());
+}
+
+#[test]
+fn a_removed_job_directory_is_recreated_and_its_processes_put_back() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "job");
+    let mut d = start(&w, None);
+    d.scan();
+    let r = d.handle(Request::Set { pids: vec![100], tickets: Some(300), cap: None, background: None, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let Response::Changed(_) = r else { panic!() };
+    d.tick();
+    let job = path_of(&w, 100);
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.get_mut(&100).unwrap().path = "/".into();
+        x.dirs.remove(&job);
+    }
+    // inotify reports the removal (IN_DELETE_SELF); without it the next scan notices.
+    d.scan();
+    d.tick();
+    assert_eq!(path_of(&w, 100), job);
+    assert_eq!(d.counters.reconciled, 1);
+    let s = show(&mut d, 3000);
+    assert_eq!(s.jobs.iter().find(|j| j.pids.as_deref() == Some(&[100][..])).unwrap().tickets, 300);
+}
+
+#[test]
+fn a_new_job_is_planned_at_once_and_the_boost_never_writes_a_quota() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let Response::Job(j) = r else { panic!() };
+    let dir = format!("/fake/{}", j.cgroup);
+    let x = w.lock().unwrap();
+    assert_eq!(x.dirs[&dir].weight, 5000, "boosted from the start: it has used nothing (seed 001 §3.3, f = 0)");
+    assert_eq!(x.dirs[&dir].max, None, "no quota: programs see every CPU");
+    assert_eq!(x.slices.get(&100), Some(&100_000), "the boost slice");
+}

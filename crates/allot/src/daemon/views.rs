@@ -1,0 +1,156 @@
+//! What the daemon tells: `show` (jobs and currencies, with what the plan really gives
+//! and what is applied now) and `status`. `show` respects /proc privacy: an ordinary user
+//! sees their own jobs whole and other users' jobs without pids or command lines, unless
+//! the admin sets `privacy.show_other_users`. Command lines are read from the kernel now
+//! (what the process shows in /proc), never taken from a client.
+
+use super::core::Daemon;
+use super::registry::{CurrencyId, JobId, JobSpec};
+use super::trust::{user_label, Peer};
+use crate::proto::{CurrencyView, JobView, ShowView, StatusView};
+use allot_model::plan::entitlement_if_joined;
+
+/// A command line longer than this is cut (with "…").
+const MAX_COMMAND: usize = 512;
+
+impl Daemon {
+    /// A job's id as `show` prints it: `3`, or `alice/default`.
+    pub fn show_id(&self, j: &JobSpec) -> String {
+        match j.id {
+            JobId::Default(uid) => format!("{}/default", user_label(uid)),
+            JobId::Numbered(n) => n.to_string(),
+        }
+    }
+
+    fn entitlement_of(&self, id: JobId) -> (f64, bool) {
+        let p = self.planned.jobs.get(&id);
+        let active =
+            self.planned.inputs.as_ref().and_then(|(_, jobs, ids)| ids.iter().position(|i| *i == id).map(|k| jobs[k].active())).unwrap_or(false);
+        if active {
+            return (p.map_or(0.0, |p| p.entitlement), true);
+        }
+        let Some((cur, jobs, ids)) = &self.planned.inputs else { return (0.0, false) };
+        let Some(k) = ids.iter().position(|i| *i == id) else { return (0.0, false) };
+        let params = allot_model::plan::Params { boost: false, ..Default::default() };
+        let m = allot_model::plan::Machine { ncpu: self.ncpu, outside: self.obs.machine.outside };
+        (entitlement_if_joined(&allot_model::plan::Params { nice_emulation: self.cfg.policy.nice_emulation, ..params }, &m, cur, jobs, k), false)
+    }
+
+    fn job_view(&self, j: &JobSpec, reveal: bool) -> JobView {
+        let t = self.obs.jobs.get(&j.id);
+        let p = self.planned.jobs.get(&j.id);
+        let (entitlement, active) = self.entitlement_of(j.id);
+        let rel = j.rel();
+        let (pids, command) = if reveal {
+            let pids = self.tree.cg.procs(&rel).unwrap_or_default();
+            let cmd = pids.first().and_then(|&p| self.host.cmdline(p)).map(|c| {
+                if c.chars().count() > MAX_COMMAND {
+                    c.chars().take(MAX_COMMAND - 1).collect::<String>() + "…"
+                } else {
+                    c
+                }
+            });
+            (Some(pids), Some(cmd.unwrap_or_default()))
+        } else {
+            (None, None)
+        };
+        JobView {
+            id: self.show_id(j),
+            uid: j.owner,
+            user: user_label(j.owner),
+            currency: self.currency_name(&j.currency),
+            tickets: j.tickets.get(),
+            funding: self.funding_of(&j.currency),
+            entitlement,
+            active,
+            usage: t.map_or(0.0, |t| t.rate.cpus),
+            cap: if j.background { Some("0".into()) } else { j.cap.map(|c| c.to_string()) },
+            background: j.background,
+            held: p.is_some_and(|p| p.held),
+            boost: p.is_some_and(|p| p.boosted),
+            focus: j.focus,
+            nice: t.map_or(0, |t| t.nice),
+            niced: p.is_some_and(|p| p.niced),
+            recent: t.and_then(|t| t.usage).map_or(0.0, |u| u.window),
+            runnable: t.map_or(0, |t| t.runnable),
+            weight: p.map_or(j.tickets.get(), |p| p.weight),
+            quota: p.and_then(|p| p.quota),
+            pids,
+            command,
+            cgroup: rel,
+        }
+    }
+
+    /// `show`.
+    pub fn show(&self, peer: &Peer, user: Option<&str>) -> Result<ShowView, String> {
+        let only = match user {
+            Some(u) => Some(
+                allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok()).ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
+            ),
+            None => None,
+        };
+        let open = peer.is_root() || self.cfg.privacy.show_other_users;
+        let jobs: Vec<JobView> =
+            self.desired.jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).map(|j| self.job_view(j, open || j.owner == peer.uid)).collect();
+        let mut currencies = self.currency_views();
+        if let Some(u) = only {
+            currencies.retain(|c| jobs.iter().any(|j| j.currency == c.name) || c.name == user_label(u));
+        }
+        Ok(ShowView { ncpu: self.ncpu, outside: self.obs.machine.outside, jobs, currencies, hidden: !open })
+    }
+
+    /// Every currency: with jobs, funded, or named in the config.
+    pub fn currency_views(&self) -> Vec<CurrencyView> {
+        let mut ids: Vec<CurrencyId> = self.desired.jobs.values().map(|j| j.currency.clone()).collect();
+        ids.extend(self.desired.funding.keys().cloned());
+        ids.extend(self.cfg.currencies.keys().map(|n| CurrencyId::Named(n.clone())));
+        ids.sort();
+        ids.dedup();
+        ids.iter()
+            .map(|c| {
+                let jobs: Vec<&JobSpec> = self.desired.jobs.values().filter(|j| &j.currency == c).collect();
+                let active = jobs
+                    .iter()
+                    .filter(|j| self.obs.jobs.get(&j.id).and_then(|t| t.usage).is_some_and(|u| u.window > 0.005 || u.last > 0.005))
+                    .count();
+                CurrencyView {
+                    name: self.currency_name(c),
+                    kind: match c {
+                        CurrencyId::User(_) => "user".into(),
+                        CurrencyId::Named(_) => "named".into(),
+                    },
+                    funding: self.funding_of(c),
+                    weight: self.planned.currencies.get(c).copied().unwrap_or_else(|| self.funding_of(c)),
+                    jobs: jobs.len(),
+                    active,
+                    usage: jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum(),
+                }
+            })
+            .collect()
+    }
+
+    /// `status`.
+    pub fn status(&self) -> StatusView {
+        let f = &self.features;
+        StatusView {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol: crate::proto::PROTOCOL,
+            pid: std::process::id(),
+            uptime_s: self.started.elapsed().as_secs(),
+            cgroup_version: format!("{:?}", self.tree.cg.version()).to_lowercase(),
+            cgroup_root: self.tree.cg.root().display().to_string(),
+            ncpu: self.ncpu,
+            jobs: self.desired.jobs.len(),
+            features: [("cpu_idle", f.cpu_idle), ("custom_slices", f.custom_slices), ("psi", f.psi), ("delay_accounting", f.delay_accounting)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            degraded: f.degraded(),
+            tracking: self.placement.tracking(),
+            placement: self.placement.describe(&self.cfg),
+            rt: self.rt_note.clone(),
+            outside: self.obs.machine.outside,
+            counters: crate::proto::Counters { write_errors: self.tree.write_errors, ..self.counters.clone() },
+        }
+    }
+}

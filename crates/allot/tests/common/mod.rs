@@ -1,0 +1,76 @@
+//! Helpers shared by the kernel test files. Every test starts a private daemon with its
+//! own uniquely named cgroup root (removed at the end even when the test fails) and kills
+//! only the processes it started, by pid. Test users are uids without accounts.
+#![allow(dead_code)]
+
+pub use allot_measure::harness::{Kids, PrivateDaemon, TEST_UIDS};
+use std::path::Path;
+use std::process::Output;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Tests that measure CPU shares or change kernel settings must not overlap.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_allot"))
+}
+
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel tests must run as root (CI runs them as root); they do not skip");
+}
+
+/// The test users: A, B, C.
+pub const A: u32 = TEST_UIDS[0];
+pub const B: u32 = TEST_UIDS[1];
+pub const C: u32 = TEST_UIDS[2];
+
+/// Starts `cmd` as `uid` the way a login would (in the daemon's shelter), kept by `kids`.
+pub fn spawn_as(d: &PrivateDaemon, kids: &mut Kids, uid: u32, cmd: &[&str]) -> u32 {
+    kids.add(d.user_command(uid, cmd).spawn().unwrap())
+}
+
+pub fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "expected success, got {}: {}", o.status, String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asserts the command failed with one error line containing every `needle`.
+pub fn refused(o: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected a refusal containing {needles:?}, but it succeeded: {}", String::from_utf8_lossy(&o.stdout));
+    for n in needles {
+        assert!(err.contains(n), "error {err:?} should contain {n:?}");
+    }
+    assert_eq!(err.trim().lines().count(), 1, "one clear error line, got {err:?}");
+}
+
+pub fn show(d: &PrivateDaemon) -> serde_json::Value {
+    serde_json::from_str(&ok(&d.cli(&["--json", "show"], None).unwrap())).unwrap()
+}
+
+pub fn job_with_pid(v: &serde_json::Value, pid: u32) -> Option<serde_json::Value> {
+    v["jobs"].as_array()?.iter().find(|j| j["pids"].as_array().into_iter().flatten().any(|p| p.as_u64() == Some(pid as u64))).cloned()
+}
+
+pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The cgroup of a process in the cpu hierarchy, as /proc/PID/cgroup names it.
+pub fn cgroup_of(pid: u32) -> String {
+    let cg = allot_linux::cgroup::detect("allot").unwrap();
+    cg.path_of(pid as i32).unwrap_or_default()
+}
