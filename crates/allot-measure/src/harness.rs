@@ -132,6 +132,8 @@ pub struct PrivateDaemon {
     persistent: bool,
     /// Where processes of its test users start (its config places from here).
     pub shelter: Shelter,
+    /// Extra environment for the daemon process (set before a [`Self::launch`]).
+    pub env: Vec<(String, String)>,
 }
 
 impl PrivateDaemon {
@@ -158,7 +160,7 @@ impl PrivateDaemon {
         let toml = format!("{config_toml}\n[placement]\nfrom = [\"{}\"]\n", shelter.path());
         std::fs::write(&config, toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter };
+        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter, env: vec![] };
         me.launch(!persistent)?;
         Ok(me)
     }
@@ -182,7 +184,8 @@ impl PrivateDaemon {
             .arg(self.dir.join("allot.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log);
+            .stderr(log)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         self.daemon = Some(c.spawn().with_context(|| format!("start {} daemon", self.exe.display()))?);
         let me = self;
         let t0 = Instant::now();

@@ -145,6 +145,9 @@ enum Command {
     /// Built-in load generators (for tests and benchmarks).
     #[command(hide = true)]
     Workload(allot_measure::workload::WorkloadArgs),
+    /// A hostile client that floods the daemon (for tests).
+    #[command(hide = true)]
+    Flood(allot_measure::flood::FloodArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
 }
@@ -247,6 +250,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
+        Command::Flood(a) => allot_measure::flood::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
     }

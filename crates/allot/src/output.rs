@@ -27,7 +27,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
                 Response::Job(x) => job_made(x),
                 Response::Changed(x) => changed(x),
                 Response::Funding(x) => funding(x),
-                Response::Currencies(x) => currencies(&x.0),
+                Response::Currencies(x) => currencies(&x.currencies),
             }
         );
     }

@@ -175,7 +175,9 @@ impl Reply {
     }
     /// The reply as a line.
     pub fn encode(&self) -> Vec<u8> {
-        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        let mut line = serde_json::to_vec(self)
+            .or_else(|e| serde_json::to_vec(&Reply::err(format!("the daemon could not encode its reply: {e}"))))
+            .unwrap_or_else(|_| br#"{"v":2,"ok":false,"error":"the daemon could not encode its reply"}"#.to_vec());
         line.push(b'\n');
         line
     }
@@ -233,8 +235,10 @@ pub struct FundingView {
 
 /// Every currency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct CurrenciesView(pub Vec<CurrencyView>);
+pub struct CurrenciesView {
+    /// The currencies.
+    pub currencies: Vec<CurrencyView>,
+}
 
 /// One job as `show` reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,6 +387,20 @@ mod tests {
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\"}"), Ok(Request::Status {})));
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"run\",\"command\":[\"x\"]}"), Err(LineError::Malformed(_))));
+    }
+
+    #[test]
+    fn every_response_encodes() {
+        let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, weight: 1, jobs: 0, active: 0, usage: 0.0 };
+        for r in [
+            Response::Currencies(CurrenciesView { currencies: vec![c] }),
+            Response::Changed(Changed { jobs: vec!["1".into()], focus: None }),
+            Response::Funding(FundingView { currency: "x".into(), funding: 5 }),
+        ] {
+            let line = Reply::ok(r.clone()).encode();
+            let back: Reply = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back.data, Some(r));
+        }
     }
 
     #[test]

@@ -375,7 +375,7 @@ impl Daemon {
             if funding.is_some() {
                 return Err("give the currency or user to fund: allot fund NAME BASE".into());
             }
-            return Ok(Response::Currencies(crate::proto::CurrenciesView(self.currency_views())));
+            return Ok(Response::Currencies(crate::proto::CurrenciesView { currencies: self.currency_views() }));
         };
         let cur = self.resolve_currency(&name)?;
         let Some(f) = funding else {
