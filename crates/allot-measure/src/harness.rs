@@ -134,6 +134,7 @@ pub struct PrivateDaemon {
     pub shelter: Shelter,
     /// Extra environment for the daemon process (set before a [`Self::launch`]).
     pub env: Vec<(String, String)>,
+    stopped: bool,
 }
 
 impl PrivateDaemon {
@@ -160,7 +161,8 @@ impl PrivateDaemon {
         let toml = format!("{config_toml}\n[placement]\nfrom = [\"{}\"]\n", shelter.path());
         std::fs::write(&config, toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter, env: vec![] };
+        let mut me =
+            Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter, env: vec![], stopped: false };
         me.launch(!persistent)?;
         Ok(me)
     }
@@ -281,10 +283,15 @@ impl PrivateDaemon {
 
     /// Stops the daemon with SIGTERM (it removes its cgroup tree, being ephemeral).
     pub fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
         self.kill_jobs();
-        if self.persistent {
-            // A persistent daemon leaves its tree on SIGTERM; an ephemeral one started
-            // on the same root adopts the tree and removes it when it stops.
+        if self.persistent || self.daemon.is_none() {
+            // A persistent daemon leaves its tree on SIGTERM, and a crashed one left it: an
+            // ephemeral daemon started on the same root adopts the tree and removes it when
+            // it stops.
             if self.daemon.is_some() {
                 let _ = self.terminate();
             }

@@ -29,6 +29,9 @@ pub enum Kind {
     /// 100 ms), then CPU-bound again (`--phases`, default 15,20,15 s); reports each
     /// phase's work and its mean dispatch latency from the kernel's accounting.
     Bimodal,
+    /// No work: prints the CPU count the way language runtimes read it (Rust's
+    /// `available_parallelism`: affinity and the cgroup quota), and the machine's.
+    Ncpu,
 }
 
 /// `allot workload`: a built-in load generator (hidden; used by tests and benchmarks).
@@ -89,6 +92,11 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
         Kind::Mem => run_mem(&args, &tm, start),
         Kind::Work => run_work(&args, start),
         Kind::Bimodal => run_bimodal(&args, &tm, start),
+        Kind::Ncpu => serde_json::json!({
+            "kind": "ncpu",
+            "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "online": allot_linux::ncpu(),
+        }),
     };
     let wall = start.elapsed().as_secs_f64();
     line["cpu_s"] = serde_json::json!(process_cpu_s());

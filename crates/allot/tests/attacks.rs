@@ -211,7 +211,13 @@ fn one_user_cannot_lock_out_the_others() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let worst = |v: &[Duration]| v.iter().max().copied().unwrap_or_default();
-    eprintln!("during the flood: {} runs of user A, worst {:?}; {} statuses of root, worst {:?}", runs.len(), worst(&runs), statuses.len(), worst(&statuses));
+    eprintln!(
+        "during the flood: {} runs of user A, worst {:?}; {} statuses of root, worst {:?}",
+        runs.len(),
+        worst(&runs),
+        statuses.len(),
+        worst(&statuses)
+    );
     assert!(worst(&statuses) < Duration::from_millis(100), "root's status took {:?}", worst(&statuses));
     // `allot run` here is a whole process (exec, connect, request, exec `true`).
     assert!(worst(&runs) < Duration::from_millis(100), "user A's allot run took {:?}", worst(&runs));

@@ -9,7 +9,8 @@ use common::*;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\", \"2903\"]\n[currencies.ci]\nfunding = 200\nusers = [\"2901\"]\nowners = [\"2903\"]\n";
+const CONFIG: &str =
+    "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\", \"2903\"]\n[currencies.ci]\nfunding = 200\nusers = [\"2901\"]\nowners = [\"2903\"]\n";
 
 /// Who asks.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -67,8 +68,12 @@ fn cell(d: &PrivateDaemon, what: &str, caller: Caller, args: &[&str], want: bool
             k
         };
         assert_eq!(jobs(&before), jobs(&after), "{what} by {caller:?} was refused but changed a job");
-        let fund = |v: &serde_json::Value| v["currencies"].as_array().unwrap().iter().map(|c| format!("{} {}", c["name"], c["funding"])).collect::<Vec<_>>();
-        assert_eq!(fund(&before).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>(), fund(&after).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>());
+        let fund =
+            |v: &serde_json::Value| v["currencies"].as_array().unwrap().iter().map(|c| format!("{} {}", c["name"], c["funding"])).collect::<Vec<_>>();
+        assert_eq!(
+            fund(&before).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>(),
+            fund(&after).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>()
+        );
     }
 }
 
@@ -96,7 +101,17 @@ fn permission_matrix() {
     let changer = kids.add(
         d.shelter
             .command("setpriv", None)
-            .args([&format!("--reuid={A}"), &format!("--regid={A}"), "--clear-groups", "--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid", "--", "sh", "-c", &become_b])
+            .args([
+                &format!("--reuid={A}"),
+                &format!("--regid={A}"),
+                "--clear-groups",
+                "--inh-caps=+setuid,+setgid",
+                "--ambient-caps=+setuid,+setgid",
+                "--",
+                "sh",
+                "-c",
+                &become_b,
+            ])
             .stdin(Stdio::null())
             .spawn()
             .unwrap(),

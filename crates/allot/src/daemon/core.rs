@@ -265,11 +265,9 @@ impl Daemon {
             let mut back = vec![];
             for (pid, start) in procs {
                 let Ok(p) = self.host.open(pid) else { continue };
-                if p.start != start {
-                    continue;
-                }
                 let here = self.tree.cg.path_of(pid).unwrap_or_default();
-                if self.placement.is_source(&here) {
+                log::debug!("{id}: its process {pid} (start {start}, now {}) is in {here}", p.start);
+                if p.start == start && self.placement.is_source(&here) {
                     back.push(p);
                 }
             }

@@ -115,10 +115,14 @@ impl Daemon {
     /// Commits new and changed jobs to the desired state, persists it, applies the plan.
     fn commit(&mut self, specs: Vec<JobSpec>) {
         for s in specs {
-            // Its threads now, so the plan applied below reaches them (the boost slice).
+            // Its threads and processes now: the plan applied below reaches them (the boost
+            // slice), and a directory removed before the next tick can still be repaired.
             let threads = self.tree.cg.threads(&s.rel()).unwrap_or_default();
+            let procs: Vec<(i32, u64)> =
+                self.tree.cg.procs(&s.rel()).unwrap_or_default().into_iter().filter_map(|p| self.host.start_of(p).map(|st| (p, st))).collect();
             let t = self.obs.jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(self.cfg.half_life_ms));
             t.threads = threads;
+            t.procs = procs;
             t.dirty = true;
             self.desired.jobs.insert(s.id, s);
         }
