@@ -131,7 +131,8 @@ ln -sf /lib/systemd/system/multi-user.target "$S/default.target"
 for u in apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer fstrim.timer \
          e2scrub_all.timer e2scrub_reap.service systemd-tmpfiles-clean.timer \
          getty@tty1.service serial-getty@ttyS0.service console-getty.service \
-         systemd-networkd-wait-online.service; do
+         systemd-networkd-wait-online.service systemd-binfmt.service \
+         proc-sys-fs-binfmt_misc.automount; do
   ln -sf /dev/null "$S/$u"
 done
 # journal in /run: no disk writes, no flush at boot
@@ -143,10 +144,9 @@ mkdir -p "$R/usr/local/lib/allot-vm"
 cat > "$R/usr/local/lib/allot-vm/boot-failed" <<'EOS'
 #!/bin/sh
 # ExecStart of emergency.service and rescue.service in the allot test VM
-{
-  echo "ALLOT-VM-BOOT-FAILED: $1; failed units: $(systemctl --failed --no-legend --plain | cut -d' ' -f1 | tr '\n' ' ')"
-  journalctl -b -p warning --no-pager | tail -n 40
-} >/dev/console 2>&1
+m="ALLOT-VM-BOOT-FAILED: $1; failed units: $(systemctl --failed --no-legend --plain | cut -d' ' -f1 | tr '\n' ' ')"
+{ echo "$m"; journalctl -b -p warning --no-pager | tail -n 40; } >/dev/console 2>&1
+stty -F /dev/ttyS2 raw -echo 2>/dev/null; echo "$m" >/dev/ttyS2   # run.sh's control channel
 sync
 systemctl poweroff -ff
 EOS

@@ -127,11 +127,11 @@ cgroup_snapshot() {
     done
     [ "$skip" = 0 ] || continue
     for f in "${CGROUP_SNAPSHOT_FILES[@]}"; do
+      # read, not $(cat): no fork per file (forks are slow under TCG); these files
+      # are one line each
+      v=-
       if [ -e "$d/$f" ]; then
-        v=$(tr '\n' ' ' < "$d/$f" 2>/dev/null) || v="<unreadable>"
-        v=${v% }
-      else
-        v=-
+        IFS= read -r v < "$d/$f" 2>/dev/null || true   # empty file: v=""
       fi
       printf '%s %s %s\n' "$rel" "$f" "$v"
     done

@@ -5,15 +5,21 @@
 # byte-exact to the second serial port (/dev/ttyS1), prints the exit marker on the
 # console and powers off at once.
 #
-# Its own stdout and stderr (and the script's stderr) go to the console and the
-# journal. Markers, one line each on the console:
+# Its own stdout and stderr, and the script's stderr, go straight to the console
+# (StandardOutput=tty, TTYPath=/dev/console: written in order, not through journald).
+# Markers go to the console for people and to the third serial port (/dev/ttyS2, the
+# control channel run.sh reads), one line each:
 #   ALLOT-VM-BOOTED uptime=S state=running|degraded ...   the script is about to start
 #   ALLOT-VM-SETUP-FAILED: WHY                            run.sh exits 98
 #   ALLOT-VM-EXIT=RC bytes=N sha256=HEX                   the script's status and stdout
 set -u
 D=/usr/local/lib/allot-vm
 E=/etc/allot-vm
+CTL=/dev/ttyS2
 up() { cut -d' ' -f1 /proc/uptime; }
+stty -F "$CTL" raw -echo 2>/dev/null || echo "allot-vm: no control channel $CTL"
+# a marker line, on the control channel (close() waits until the UART sent it) and the console
+mark() { echo "$*"; printf '%s\n' "$*" > "$CTL"; }
 finish() {
   sync
   sleep 0.2
@@ -21,7 +27,7 @@ finish() {
   echo o > /proc/sysrq-trigger
   sleep 60
 }
-setup_failed() { echo "ALLOT-VM-SETUP-FAILED: $*"; finish; exit 1; }
+setup_failed() { mark "ALLOT-VM-SETUP-FAILED: $*"; finish; exit 1; }
 
 echo "allot-vm: runner started at uptime $(up)s"
 # The boot transaction is done only once every job has finished; this unit is
@@ -34,7 +40,7 @@ case "$state" in
 esac
 BOOT_UPTIME=$(up)
 failed=$(systemctl --failed --no-legend --plain 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
-echo "ALLOT-VM-BOOTED uptime=${BOOT_UPTIME}s state=$state kernel=$(uname -r) cpus=$(nproc)" \
+mark "ALLOT-VM-BOOTED uptime=${BOOT_UPTIME}s state=$state kernel=$(uname -r) cpus=$(nproc)" \
      "systemd=$(systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')${failed:+ failed-units=$failed}"
 
 # --deb packages, in the order given, in one dpkg call (so they may depend on each other)
@@ -62,8 +68,8 @@ OUT=/run/allot-vm/stdout
 cd /root || setup_failed "no /root"
 bash "$E/script" "$@" </dev/null >"$OUT" &
 spid=$!
-# the stdout, live on the console too (not byte-exact there: the tty adds CRs)
-tail -q -n +1 -f --pid="$spid" "$OUT" &
+# the stdout, live on the console too (made printable there: cat -v)
+tail -q -n +1 -f --pid="$spid" "$OUT" | cat -v &
 tpid=$!
 wait "$spid"
 rc=$?
@@ -79,5 +85,5 @@ if [ -c /dev/ttyS1 ] && stty -F /dev/ttyS1 raw -echo 2>/dev/null; then
 else
   echo "allot-vm: no /dev/ttyS1: the script's stdout cannot be sent back"
 fi
-echo "ALLOT-VM-EXIT=$rc bytes=$bytes sha256=$sum"
+mark "ALLOT-VM-EXIT=$rc bytes=$bytes sha256=$sum"
 finish

@@ -222,7 +222,7 @@ ln -sfn ../allot-vm-test.service "$ROOT/etc/systemd/system/multi-user.target.wan
 
 DISK="$WORK/root.img"
 SIZE=$(( $(du -sm "$ROOT" | cut -f1) + 1024 ))
-mke2fs -q -F -t ext4 -L allot-root -E lazy_itable_init=0,lazy_journal_init=0 -d "$ROOT" "$DISK" "${SIZE}M" \
+mke2fs -q -F -t ext4 -L allot-root -E lazy_itable_init=0,lazy_journal_init=0 -d "$ROOT" "$DISK" "${SIZE}M" >/dev/null \
   || die_harness 94 "mke2fs -d of the root tree failed"
 [ "$KEEP" = 1 ] || rm -rf --one-file-system "$ROOT"
 PREP=$(awk -v a="$T_PREP" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
@@ -230,8 +230,9 @@ PREP=$(awk -v a="$T_PREP" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 # ---------------------------------------------------------------- boot
 mkdir -p "$(dirname "$LOG")" "$(dirname "$STDOUT_FILE")"
 : > "$LOG"
-RAW_OUT="$WORK/stdout.raw"
-: > "$RAW_OUT"
+RAW_OUT="$WORK/stdout.raw"   # ttyS1: the script's stdout, byte-exact
+CTL="$WORK/control.txt"      # ttyS2: the markers, away from console noise
+: > "$RAW_OUT"; : > "$CTL"
 ACCEL="tcg,thread=multi"
 [ "$SMP" = 1 ] && ACCEL="tcg"
 # cx16=off: qemu 7.2's TCG corrupts the 6.12 kernel's SLUB (cmpxchg16b on a %gs
@@ -249,7 +250,7 @@ mkfifo "$FIFO"
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -accel "$ACCEL" -cpu "$CPU" -smp "$SMP" -m "$MEM" \
     -nographic -no-reboot -nodefaults -display none -monitor none \
-    -serial stdio -serial "file:$RAW_OUT" \
+    -serial stdio -serial "file:$RAW_OUT" -serial "file:$CTL" \
     -drive "file=$DISK,format=raw,if=none,id=root,cache=unsafe" -device nvme,drive=root,serial=allot-root \
     -kernel "$IMG/vmlinuz" -append "$APPEND" \
     </dev/null >"$FIFO" 2>&1 &
@@ -269,19 +270,20 @@ READER_PID=""
 set -e
 WALL=$(awk -v a="$START" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
 cp "$RAW_OUT" "$STDOUT_FILE"
+sed -i 's/\r$//' "$CTL"
 
-exit_line=$(grep -a -o "${MARK_EXIT}[0-9]\+ bytes=[0-9]\+ sha256=[0-9a-f]\{64\}" "$LOG" | tail -n1 || true)
+exit_line=$(grep -a -x "${MARK_EXIT}[0-9]\+ bytes=[0-9]\+ sha256=[0-9a-f]\{64\}" "$CTL" | tail -n1 || true)
 if [ -z "$exit_line" ]; then
-  if grep -aq "$MARK_BOOTFAIL" "$LOG"; then
-    die_harness 96 "the guest fell into emergency/rescue mode: $(grep -a -o -m1 "${MARK_BOOTFAIL}.*" "$LOG") (log: $LOG)"
+  if grep -aq "^$MARK_BOOTFAIL" "$CTL"; then
+    die_harness 96 "the guest fell into emergency/rescue mode: $(grep -a -m1 "^${MARK_BOOTFAIL}" "$CTL") (log: $LOG)"
   fi
-  if grep -aq "$MARK_SETUP" "$LOG"; then
-    die_harness 98 "guest setup failed: $(grep -a -o -m1 "${MARK_SETUP}.*" "$LOG") (log: $LOG)"
+  if grep -aq "^$MARK_SETUP" "$CTL"; then
+    die_harness 98 "guest setup failed: $(grep -a -m1 "^${MARK_SETUP}" "$CTL") (log: $LOG)"
   fi
   if [ "$QRC" = 124 ] || [ "$QRC" = 137 ]; then
-    die_harness 95 "VM timed out after ${TIMEOUT}s$(grep -aq "$MARK_BOOTED" "$LOG" || echo ' before the script started') (log: $LOG)"
+    die_harness 95 "VM timed out after ${TIMEOUT}s$(grep -aq "^$MARK_BOOTED" "$CTL" || echo ' before the script started') (log: $LOG)"
   fi
-  if ! grep -aq "$MARK_BOOTED" "$LOG"; then
+  if ! grep -aq "^$MARK_BOOTED" "$CTL"; then
     die_harness 96 "the VM never booted to the test script (qemu exit $QRC, ${WALL}s; log: $LOG)"
   fi
   die_harness 97 "no ${MARK_EXIT} marker: the guest crashed or powered off mid-script (qemu exit $QRC, ${WALL}s; log: $LOG)"
@@ -292,7 +294,7 @@ got_sum=$(sha256sum < "$STDOUT_FILE" | cut -d' ' -f1)
 if [ "$got_bytes" != "$bytes" ] || [ "$got_sum" != "$sum" ]; then
   die_harness 99 "the script's stdout came back as $got_bytes bytes (sha256 $got_sum), the guest sent $bytes ($sum)"
 fi
-booted=$(grep -a -o -m1 "${MARK_BOOTED} uptime=[0-9.]*" "$LOG" | sed 's/.*=//')
+booted=$(grep -a -o -m1 "^${MARK_BOOTED} uptime=[0-9.]*" "$CTL" | sed 's/.*=//')
 [ "$QRC" = 0 ] || say "note: qemu exited $QRC after the exit marker"
 say "script exit $code; boot to script ${booted}s (guest uptime); VM wall ${WALL}s; stdout $STDOUT_FILE ($bytes bytes)"
 exit "$code"
