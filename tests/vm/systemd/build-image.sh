@@ -145,6 +145,7 @@ cat > "$R/usr/local/lib/allot-vm/boot-failed" <<'EOS'
 #!/bin/sh
 # ExecStart of emergency.service and rescue.service in the allot test VM
 m="ALLOT-VM-BOOT-FAILED: $1; failed units: $(systemctl --failed --no-legend --plain | cut -d' ' -f1 | tr '\n' ' ')"
+m="$m; first errors: $(journalctl -b -p err -o cat --no-pager | head -n 3 | tr '\n' ';')"
 { echo "$m"; journalctl -b -p warning --no-pager | tail -n 40; } >/dev/console 2>&1
 stty -F /dev/ttyS2 raw -echo 2>/dev/null; echo "$m" >/dev/ttyS2   # run.sh's control channel
 sync
