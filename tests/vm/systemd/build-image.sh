@@ -35,7 +35,14 @@ KERNEL_BUILTIN=(
 KERNEL_MIN=6.12
 
 say() { printf 'vm-image: %s\n' "$*" >&2; }
-die() { local code=$1; shift; say "FAILED: $*"; exit "$code"; }
+die() {
+  local code=$1; shift
+  if [ -n "${LOG:-}" ] && [ -f "$LOG" ]; then
+    cp "$LOG" "$OUT.failed.log"; tail -n 15 "$LOG" | sed 's/^/  | /' >&2
+    say "full log: $OUT.failed.log"
+  fi
+  say "FAILED: $*"; exit "$code"
+}
 
 [ $# = 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
 OUT=$1
@@ -50,6 +57,7 @@ mkdir -p "$TMP"
 cleanup() { rm -rf --one-file-system "$TMP"; }
 trap cleanup EXIT
 LOG=$TMP/build.log
+rm -f "$OUT.failed.log"
 T0=$(date +%s)
 export DEBIAN_FRONTEND=noninteractive
 
@@ -64,7 +72,7 @@ kernel() {
            -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
            -o "APT::Sandbox::User=root")
   say "kernel: apt-get update ($SUITE-backports, private lists)"
-  apt-get "${A[@]}" update >>"$LOG" 2>&1 || die 93 "apt-get update of $SUITE-backports failed (see $LOG)"
+  apt-get "${A[@]}" update >>"$LOG" 2>&1 || die 93 "apt-get update of $SUITE-backports failed"
   ( cd "$apt/dl" && apt-get "${A[@]}" download linux-image-cloud-amd64 ) >>"$LOG" 2>&1 \
     || die 93 "apt-get download linux-image-cloud-amd64 from $SUITE-backports failed"
   meta=$(ls "$apt"/dl/linux-image-cloud-amd64_*.deb)
@@ -105,7 +113,7 @@ mmdebstrap --variant=apt --mode=root --format=directory --include="$pkgs" \
   --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   "$SUITE" "$R" "$TMP/sources.list" >>"$LOG" 2>&1 \
-  || die 94 "mmdebstrap failed (see $LOG)"
+  || die 94 "mmdebstrap failed"
 say "rootfs: mmdebstrap done ($(( $(date +%s) - T1 )) s)"
 
 # the kernel's modules, so modprobe (systemd's modprobe@ units, autofs4, loop) works

@@ -135,11 +135,11 @@ if [ "$REBUILD" = 1 ] || [ ! -s "$IMG/vmlinuz" ] || [ ! -d "$IMG/rootfs" ]; then
   set +e; bash "$HERE/build-image.sh" "$IMG"; brc=$?; set -e
   case $brc in
     0) ;;
-    92|93|94) die_harness $brc "image build failed (log: $IMG.tmp/build.log is removed; rerun build-image.sh by hand to see it)" ;;
+    92|93|94) die_harness $brc "image build failed (log: $IMG.failed.log)" ;;
     *) die_harness 94 "image build failed (exit $brc)" ;;
   esac
-  for old in "$BUILD"/image-*; do   # images of older build scripts
-    [ "$old" = "$IMG" ] || [ ! -d "$old" ] || rm -rf --one-file-system "$old"
+  for old in "$BUILD"/image-*; do   # images (and logs) of older build scripts
+    [ "$old" = "$IMG" ] || rm -rf --one-file-system "$old"
   done
 else
   say "cached image $IMG ($(cut -d' ' -f1,2 "$IMG/kernel-version"))"
