@@ -296,5 +296,8 @@ if [ "$got_bytes" != "$bytes" ] || [ "$got_sum" != "$sum" ]; then
 fi
 booted=$(grep -a -o -m1 "^${MARK_BOOTED} uptime=[0-9.]*" "$CTL" | sed 's/.*=//')
 [ "$QRC" = 0 ] || say "note: qemu exited $QRC after the exit marker"
+if [ "$code" -ge 91 ] && [ "$code" -le 99 ]; then
+  say "note: exit $code is the SCRIPT's own status (not a harness failure), but it is in the harness's range 91..99"
+fi
 say "script exit $code; boot to script ${booted}s (guest uptime); VM wall ${WALL}s; stdout $STDOUT_FILE ($bytes bytes)"
 exit "$code"

@@ -10,6 +10,11 @@ set -euo pipefail
 T0=$(vm_uptime)
 echo "# boot to script: ${ALLOT_VM_BOOT_UPTIME}s (guest uptime when the runner saw the boot complete)"
 echo "# kernel $(uname -r); $(systemctl --version | head -n1); $(nproc) CPUs"
+kv=$(uname -r); kv=${kv%%[-+]*}
+check "kernel $kv is 6.12 or newer (EEVDF slices, SO_PEERPIDFD)" \
+  bash -c "printf '6.12\n%s\n' '$kv' | sort -V -C"
+check "test tools: python3, cyclictest, loginctl, systemd-run" \
+  bash -c 'command -v python3 && command -v cyclictest && command -v loginctl && command -v systemd-run' >/dev/null
 
 # ---- PID 1
 pid1=$(readlink /proc/1/exe)
