@@ -126,7 +126,7 @@ fi
 
 # ---------------------------------------------------------------- image (cached)
 mkdir -p "$BUILD"
-KEY=$(cat "$HERE/build-image.sh" | sha256sum | cut -c1-16)
+KEY=$(sha256sum < "$HERE/build-image.sh" | cut -c1-16)
 IMG="$BUILD/image-$KEY"
 exec 9>"$BUILD/.image.lock"
 flock 9

@@ -14,7 +14,7 @@ kv=$(uname -r); kv=${kv%%[-+]*}
 check "kernel $kv is 6.12 or newer (EEVDF slices, SO_PEERPIDFD)" \
   bash -c "printf '6.12\n%s\n' '$kv' | sort -V -C"
 check "test tools: python3, cyclictest, loginctl, systemd-run" \
-  bash -c 'command -v python3 && command -v cyclictest && command -v loginctl && command -v systemd-run' >/dev/null
+  bash -c 'for t in python3 cyclictest loginctl systemd-run; do command -v $t >/dev/null || exit 1; done'
 
 # ---- PID 1
 pid1=$(readlink /proc/1/exe)
