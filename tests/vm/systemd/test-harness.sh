@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the harness itself (host side): bad input, exit codes, byte-exact stdout,
 # --file/--deb/--env/--allot, and every harness failure a VM run can end in.
-#   sudo bash tests/vm/systemd/test-harness.sh          (about 3 minutes: 6 VM boots)
+#   sudo bash tests/vm/systemd/test-harness.sh          (1.5–3 minutes: 6 VM boots)
 # Prints one line per case; exits 1 if any case failed.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
