@@ -9,6 +9,7 @@
 //! workplace's machines do that). Usage is only accounted by cpuacct, so the v1 backend
 //! mirrors every directory and every move into the cpuacct hierarchy too.
 
+pub mod stat;
 mod v1;
 mod v2;
 
