@@ -7,10 +7,14 @@ mod client;
 mod config;
 mod daemon;
 mod daemon_bench;
+mod metrics;
+mod metrics_cmd;
 mod output;
 mod policy_bench;
 mod proto;
+mod readings;
 mod selftest;
+mod top;
 
 use clap::{Parser, Subcommand};
 use proto::Request;
@@ -129,6 +133,12 @@ enum Command {
     },
     /// Daemon version, cgroup version and root, kernel features found and missing.
     Status,
+    /// Live view of currencies and jobs: entitlement against usage, wait, throttling
+    /// (keys: u e t p w j sort, / user, q quit). Plain frames when not on a terminal.
+    Top(top::TopArgs),
+    /// Prometheus metrics of currencies, jobs and the daemon, once (for node_exporter's
+    /// textfile collector).
+    Metrics(metrics_cmd::MetricsArgs),
     /// Periodic latency probe: how late does a wakeup run, under any policy.
     Probe(allot_measure::probe::ProbeArgs),
     /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
@@ -244,6 +254,8 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
         Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
+        Command::Top(a) => top::run(a, &sock),
+        Command::Metrics(a) => metrics_cmd::run(a, &sock),
         Command::Probe(a) => allot_measure::probe::run(a),
         Command::Why(a) => allot_measure::why::run(a),
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),

@@ -38,8 +38,8 @@ fn cpus(x: f64) -> String {
     format!("{x:.2}")
 }
 
-/// A job's applied state in a few words.
-fn state(j: &JobView) -> String {
+/// A job's applied state in a few words (`show` and `top`).
+pub fn state(j: &JobView) -> String {
     let mut v = vec![];
     if j.background {
         v.push("bg".to_string());
