@@ -175,8 +175,9 @@ const DROP: [Col; 10] = [Col::Psi, Col::Funding, Col::Currency, Col::Throttled, 
 const CURRENCY_COLS: [Col; 8] = [Col::Currency, Col::Kind, Col::Funding, Col::Jobs, Col::Active, Col::Entitled, Col::Usage, Col::Bar];
 const CURRENCY_DROP: [Col; 4] = [Col::Kind, Col::Jobs, Col::Active, Col::Bar];
 
-/// COMMAND keeps at least this many columns before another column is dropped.
-const COMMAND_MIN: usize = 12;
+/// COMMAND keeps at least this many columns before another column is dropped (enough
+/// for "make -j8"; at 80 columns that keeps WAIT beside a 13-character job id).
+const COMMAND_MIN: usize = 8;
 
 impl Col {
     fn header(self) -> &'static str {
@@ -334,10 +335,22 @@ fn cell(c: Col, j: &JobView, k: &JobKernel) -> String {
         Col::Psi => k.pressure.map_or("-".into(), |p| format!("{:.0}%", p.some_avg10)),
         Col::Throttled => k.throttling.map_or("-".into(), |t| secs(t.throttled_ns as f64 / 1e9)),
         Col::Pids => j.pids.as_ref().map_or("-".into(), |p| p.len().to_string()),
-        Col::Command => j.command.clone().unwrap_or_else(|| "(hidden)".into()),
+        Col::Command => j.command.as_deref().map_or_else(|| "(hidden)".into(), short_command),
         Col::Kind | Col::Jobs | Col::Active => String::new(),
     };
     fit(&for_terminal(&s), c.max()).into_owned()
+}
+
+/// A command line with its program's directory left out (`/usr/bin/python3 x.py` is
+/// `python3 x.py`), as columns are scarce; `allot show` prints it whole.
+fn short_command(c: &str) -> String {
+    let (prog, rest) = c.split_once(' ').unwrap_or((c, ""));
+    let base = prog.rsplit('/').next().filter(|b| !b.is_empty()).unwrap_or(prog);
+    if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base} {rest}")
+    }
 }
 
 /// Pads or cuts `s` to exactly `w` columns.

@@ -10,7 +10,7 @@ fn data() -> (StatusView, ShowView, Readings) {
     b.usage = 0.9;
     b.entitlement = 0.25;
     b.boost = false;
-    b.command = Some("allot workload cpu --duration 60s".into());
+    b.command = Some("/usr/local/bin/allot workload cpu --duration 60s".into());
     let mut c = job("17", None);
     c.tickets = 200;
     c.usage = 0.1;
@@ -128,6 +128,7 @@ fn a_plain_frame_has_every_column_every_row_and_the_legend_but_no_escapes() {
     assert!(row.text.contains("###++++++++."), "{}", row.text);
     assert!(row.text.contains("2.5s"), "throttled time: {}", row.text);
     assert!(row.text.contains("10%"), "wait: {}", row.text);
+    assert!(row.text.ends_with("  allot workload cpu --duration 60s"), "the program without its directory: {}", row.text);
     let idle = lines.iter().find(|l| l.text.starts_with("17 ")).unwrap();
     assert!(idle.text.contains("(0.75)") && idle.text.contains("(hidden)"), "{}", idle.text);
     assert_eq!(order(&lines), ["1", "17", "2"]);
@@ -174,4 +175,9 @@ fn bars_and_durations() {
         .to_string()
         .contains("--sort must be one of usage, entitled, tickets, pids, wait, job, got \"sideways\""));
     assert_eq!(SortKey::parse("t").unwrap(), SortKey::Tickets);
+    assert_eq!(short_command("/usr/bin/python3 /srv/x.py --y"), "python3 /srv/x.py --y");
+    assert_eq!(short_command("make -j8"), "make -j8");
+    assert_eq!(short_command("/bin/sleep"), "sleep");
+    assert_eq!(short_command("/"), "/");
+    assert_eq!(short_command(""), "");
 }
