@@ -281,7 +281,8 @@ fn scale_of(values: impl Iterator<Item = f64>, ncpu: usize) -> f64 {
 
 /// A currency's entitlement: the summed entitlement of its active jobs.
 fn currency_entitlement(show: &ShowView, name: &str) -> f64 {
-    show.jobs.iter().filter(|j| j.active && j.currency == name).map(|j| j.entitlement).sum()
+    // A fold from +0: `sum` of no f64 is -0.0, which prints as "-0.00".
+    show.jobs.iter().filter(|j| j.active && j.currency == name).map(|j| j.entitlement).fold(0.0, |a, b| a + b)
 }
 
 fn job_order(a: &str, b: &str) -> Ordering {
