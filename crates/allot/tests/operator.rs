@@ -4,6 +4,9 @@
 //! prometheus_client's Prometheus and OpenMetrics parsers), its values checked against
 //! `allot show --json` and the kernel's own files.
 //!
+//! This machine has cgroup v1; the last test runs top and metrics on a cgroup v2 kernel
+//! in qemu (tests/vm/run.sh), where pressure is kept per cgroup.
+//!
 //! Like the kernel tests they need root, and FAIL (never skip) without it or without
 //! tmux, promtool or python3-prometheus-client (.ci/run installs them). Each test starts
 //! a private daemon (its own cgroup root, removed at the end) and kills only what it
@@ -401,4 +404,70 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
         assert_eq!(l["user"], evil, "{format}");
     }
     d.stop().unwrap();
+}
+
+/// What the v2 VM runs: a daemon, three hogs (one hard-capped), then one plain top
+/// frame and the metrics, between markers.
+const V2_SCRIPT: &str = r#"
+mkdir -p /tmp/st
+printf 'tick_ms = 200\n' > /tmp/st/allot.toml
+allot daemon --ephemeral --cgroup-root allotvm --socket /tmp/st/s --state-dir /tmp/st --config /tmp/st/allot.toml >/tmp/st/log 2>&1 &
+D=$!
+for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do allot --socket /tmp/st/s status >/dev/null 2>&1 && break; sleep 0.5; done
+allot --socket /tmp/st/s run -t 300 -- allot workload cpu --duration 30s >/dev/null &
+allot --socket /tmp/st/s run -t 100 --cap 0.2! -- allot workload cpu --duration 30s >/dev/null &
+allot --socket /tmp/st/s run -t 100 -- allot workload cpu --duration 30s >/dev/null &
+sleep 8
+echo "=== top"
+allot --socket /tmp/st/s top --iterations 1 --sort tickets
+echo "=== metrics"
+allot --socket /tmp/st/s metrics
+echo "=== end"
+kill $D
+wait $D
+"#;
+
+/// cgroup v2 (this machine has v1): pressure and throttled_usec in a VM on Debian's
+/// cloud kernel, through tests/vm/run.sh (which fails, never skips, when it cannot run).
+#[test]
+fn top_and_metrics_read_pressure_and_throttling_on_cgroup_v2_in_a_vm() {
+    require_root();
+    let _s = serial();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::env::temp_dir().join(format!("allot-operator-vm-{}.txt", std::process::id()));
+    let st = Command::new("bash")
+        .arg(repo.join("tests/vm/run.sh"))
+        .args(["--allot", exe().to_str().unwrap(), "--timeout", "600", "--stdout", out.to_str().unwrap(), "--shell", V2_SCRIPT])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    assert!(st.success(), "the v2 VM run failed ({st}); its output:\n{text}");
+    let top = &text[text.find("=== top").expect("top ran")..text.find("=== metrics").expect("metrics ran")];
+    let metrics = &text[text.find("=== metrics").unwrap() + "=== metrics\n".len()..text.find("=== end").expect("the script ended")];
+    eprintln!("{top}");
+
+    // top: a PSI column (there is pressure per cgroup on v2), throttling for the capped job.
+    let (h, rows) = job_rows(top).expect("a job table");
+    assert!(h.iter().any(|w| w == "PSI") && h.iter().any(|w| w == "THROTTLED"), "{top}");
+    assert_eq!(rows.len(), 3, "{top}");
+    let psi: Vec<String> = column(top, "PSI").unwrap().into_iter().map(|(_, v)| v).collect();
+    assert!(psi.iter().all(|v| v.ends_with('%')), "every job has pressure: {psi:?}");
+    let capped = rows.iter().find(|r| r.iter().any(|c| c == "0.2!")).expect("the capped job's row").clone();
+    let thr = &column(top, "THROTTLED").unwrap().into_iter().find(|(id, _)| *id == capped[0]).unwrap().1;
+    assert!(thr != "0" && thr != "-", "the hard-capped hog is throttled: {thr}\n{top}");
+
+    // metrics: valid for promtool, pressure counters for every job, the capped job's
+    // throttled time from throttled_usec.
+    promtool_check(metrics);
+    let m = parse(metrics, "prometheus");
+    assert!(m.iter().any(|(n, l, _)| n == "allot_daemon_info" && l["cgroup_version"] == "v2"));
+    for r in &rows {
+        let id = r[0].as_str();
+        assert!(sample(&m, "allot_job_pressure_cpu_waiting_seconds_total", ("job_id", id)) >= 0.0);
+        assert!(sample(&m, "allot_job_pressure_cpu_stalled_seconds_total", ("job_id", id)) >= 0.0);
+    }
+    let t = sample(&m, "allot_job_throttled_seconds_total", ("job_id", capped[0].as_str()));
+    assert!(t > 1.0, "a 0.2-CPU hard cap on a hog for 8 s stops it for seconds, got {t}");
 }

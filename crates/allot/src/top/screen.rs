@@ -539,12 +539,17 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
     (out, max_scroll)
 }
 
+/// "1 CPU", "0.5 CPUs", "2 CPUs".
+fn n_cpus(x: f64) -> String {
+    format!("{x} CPU{}", if x == 1.0 { "" } else { "s" })
+}
+
 /// What the columns mean, a line each, short enough for 80 columns where it can be.
 fn legend(f: &Frame, scale: f64, cscale: f64) -> Vec<String> {
     let window = f.kernel.window_s.map_or("between refreshes".to_string(), |w| format!("last {}", secs(w)));
     let mut v = vec![
         format!("ENTITLED, USAGE: CPUs (of {}); (0.50): what an idle job would get if it woke", f.show.ncpu),
-        format!("USE/ENT: # used within entitlement  + beyond it  - entitled, unused  (full: {scale} CPUs, currencies {cscale})"),
+        format!("USE/ENT: # used within entitlement  + beyond it  - entitled, unused  (full: {}, currencies {cscale})", n_cpus(scale)),
         format!("WAIT: runnable time spent waiting for a CPU ({window}; a quota's stop counts)  THROTTLED: stopped by a quota"),
         "STATE: bg background  boost boosted  focus focused  held soft cap held  nice:N nice emulation".into(),
     ];
