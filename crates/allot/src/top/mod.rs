@@ -7,6 +7,7 @@
 //! single escape code. Each refresh asks the daemon for `show` (and `status`) and reads
 //! the kernel itself (see `readings`).
 
+pub mod columns;
 pub mod screen;
 pub mod tty;
 
