@@ -75,6 +75,12 @@ pub fn run(a: MetricsArgs, socket: &Path) -> anyhow::Result<i32> {
             render(&st, &sh, &readings, format)
         }
     };
+    // The formats carry label values as they are (only \\, \" and line feeds are
+    // escaped), so a user name could hold an escape code. On a terminal, where a person
+    // reads it, every line goes through for_terminal as all of allot's output does;
+    // piped or redirected, the text is exact.
+    // SAFETY: isatty has no preconditions.
+    let text = if unsafe { libc::isatty(1) } == 1 { text.lines().map(|l| allot_report::for_terminal(l).into_owned() + "\n").collect() } else { text };
     std::io::stdout().lock().write_all(text.as_bytes()).context("write the metrics to stdout")?;
     Ok(0)
 }

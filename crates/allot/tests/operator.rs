@@ -403,6 +403,11 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
         let l = &s.iter().find(|(n, l, _)| n == "allot_job_tickets" && l["job_id"] == id).unwrap().1;
         assert_eq!(l["user"], evil, "{format}");
     }
+    // On a terminal the same text is shown with the escape code made visible.
+    let tm = Tmux::start(200, 50, &format!("{} metrics --replay {}", exe().display(), file.display()));
+    let screen = tm.wait_screen("metrics on a terminal", 10, |s| s.contains("EXIT=0").then(|| s.to_string()));
+    assert!(screen.contains("user=\"ev\\\"il\\\\ \\nuser\\e[2J 日本\""), "{screen}");
+    drop(tm);
     d.stop().unwrap();
 }
 

@@ -256,7 +256,13 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
         Some(a) => fit(s, a).into_owned(),
         None => s.to_string(),
     };
-    let bar_w = if avail.is_some_and(|a| a < 100) { 10 } else { 12 };
+    // The bar gives up cells before WAIT gives up its column: at 80 columns a 13-character
+    // job id, a 5-letter user, the bar and WAIT fit beside 8 of COMMAND.
+    let bar_w = match avail {
+        Some(a) if a < 100 => 8,
+        Some(a) if a < 120 => 10,
+        _ => 12,
+    };
     let scale = scale_of(f.show.jobs.iter().map(|j| j.usage.max(j.entitlement)), f.show.ncpu);
     let cscale = scale_of(f.show.currencies.iter().map(|c| c.usage.max(currency_entitlement(f.show, &c.name))), f.show.ncpu);
     let mut out = vec![Line::new(Style::Title, fit_w(&title(f, f.show.ncpu)))];
@@ -349,6 +355,11 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
             out.push(Line::new(Style::Normal, format!("Sorted by {} ({dir}).", f.sort.name())));
             out.extend(legend.into_iter().map(|l| Line::new(Style::Normal, l)));
         }
+    }
+    // A terminal shorter than the frame's fixed lines gets what fits (a line more would
+    // scroll the screen on every draw).
+    if let Some((_, h)) = size {
+        out.truncate(h.max(1));
     }
     (out, max_scroll)
 }

@@ -95,6 +95,14 @@ fn narrow_terminals_drop_whole_columns_in_order() {
     }
     // Even a tiny terminal gets lines no wider than itself.
     header(20);
+    // At 80 columns a 13-character job id and a 5-letter user still leave room for WAIT.
+    let (st, mut sh, r) = data();
+    sh.jobs[0].id = "alice/default".into();
+    let (lines, _) = render(&frame(&st, &sh, &r, SortKey::Usage, false), Some((80, 24)));
+    let h = lines.iter().find(|l| l.text.starts_with("JOB")).unwrap();
+    assert!(h.text.contains("WAIT") && h.text.contains("USE/ENT"), "{:?}", h.text);
+    // And a terminal of 4 rows gets 4 lines.
+    assert_eq!(render(&frame(&st, &sh, &r, SortKey::Usage, false), Some((80, 4))).0.len(), 4);
 }
 
 #[test]
