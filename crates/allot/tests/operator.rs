@@ -334,8 +334,10 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     for id in ids.iter().chain([&capped_id]) {
         let j = job(&show1, id);
         assert_eq!(sample(&m, "allot_job_tickets", ("job_id", id)), j["tickets"].as_f64().unwrap(), "tickets of {id}");
-        within("allot_job_usage_cpus", id, "usage", 0.02);
-        within("allot_job_entitlement_cpus", id, "entitlement", 0.02);
+        // The metrics' show came between show0 and show1; the smoothed values move a
+        // little in between (5 s half-life), so a small slack either side.
+        within("allot_job_usage_cpus", id, "usage", 0.05);
+        within("allot_job_entitlement_cpus", id, "entitlement", 0.05);
         for (metric, key) in [("allot_job_held", "held"), ("allot_job_background", "background"), ("allot_job_boosted", "boost")] {
             let (a, b) = (job(&show0, id)[key].as_bool().unwrap(), j[key].as_bool().unwrap());
             if a == b {
