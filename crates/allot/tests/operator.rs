@@ -10,7 +10,8 @@
 //! Like the kernel tests they need root, and FAIL (never skip) without it or without
 //! tmux, promtool or python3-prometheus-client (.ci/run installs them). Each test starts
 //! a private daemon (its own cgroup root, removed at the end) and kills only what it
-//! started, by pid; the tmux server it starts is its own (`-L` socket), killed on drop.
+//! started, by pid; the tmux server it starts is its own (its own socket file), killed on
+//! drop.
 
 mod common;
 
@@ -23,22 +24,22 @@ use std::time::{Duration, Instant};
 
 const CONFIG: &str = "tick_ms = 200\nscan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
 
-/// A tmux server of this test's own, running one window.
+/// A tmux server of this test's own (its own socket file), running one window.
 struct Tmux {
-    socket: String,
+    socket: PathBuf,
 }
 
 impl Tmux {
     fn tmux(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket, "-f", "/dev/null"]).env("TERM", "xterm-256color");
+        c.arg("-S").arg(&self.socket).args(["-f", "/dev/null"]).env("TERM", "xterm-256color");
         c
     }
 
     /// Starts `cmd` in a detached `cols`×`rows` window; when it ends, the shell prints
     /// its exit status and stays, so the test can read it.
     fn start(cols: u32, rows: u32, cmd: &str) -> Tmux {
-        let t = Tmux { socket: format!("allot-operator-{}-{cols}x{rows}", std::process::id()) };
+        let t = Tmux { socket: std::env::temp_dir().join(format!("allot-operator-{}-{cols}x{rows}.tmux", std::process::id())) };
         let shell = format!("{cmd}; echo EXIT=$?; sleep 600");
         let st = t.tmux().args(["new-session", "-d", "-s", "top", "-x", &cols.to_string(), "-y", &rows.to_string(), &shell]).status();
         match st {
@@ -83,8 +84,9 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        // Our own server (its -L socket), and with it the window it runs.
+        // Our own server (its own socket), and with it the window it runs.
         let _ = self.tmux().arg("kill-server").stderr(Stdio::null()).status();
+        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
