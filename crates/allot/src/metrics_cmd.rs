@@ -46,7 +46,10 @@ pub fn status(socket: &Path) -> anyhow::Result<StatusView> {
 }
 
 /// `allot metrics`.
-pub fn run(a: MetricsArgs, socket: &Path) -> anyhow::Result<i32> {
+pub fn run(a: MetricsArgs, socket: &Path, json: bool) -> anyhow::Result<i32> {
+    if json {
+        bail!("allot metrics prints the Prometheus text format, not JSON; for the same values as JSON use: allot top --json --iterations 1");
+    }
     let window = allot_measure::args::duration("--window", &a.window, Unit::S)?;
     if window > Duration::from_secs(60) {
         bail!("--window must be at most 60s, got {:?}", a.window);

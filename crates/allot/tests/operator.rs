@@ -318,6 +318,18 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
         assert!(job_rows(last).unwrap().0.iter().any(|w| w == col), "plain frames have every column: {col}\n{last}");
     }
 
+    // --json: a JSON object per frame, the kernel's readings beside show's jobs.
+    let o = d.cli(&["--json", "top", "--iterations", "2", "--interval", "0.3s"], None).unwrap();
+    let frames: Vec<Value> = ok(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(frames.len(), 2);
+    let f = &frames[1];
+    for id in &ids {
+        assert!(f["show"]["jobs"].as_array().unwrap().iter().any(|j| j["id"] == *id), "{f}");
+        assert!(f["kernel"][id]["wait_ratio"].as_f64().is_some_and(|w| w > 0.0), "a hog's wait: {f}");
+    }
+    assert!(f["kernel"][&capped_id]["throttled_s"].as_f64().is_some_and(|t| t > 0.0), "{f}");
+    refused(&d.cli(&["--json", "metrics"], None).unwrap(), &["Prometheus text format, not JSON", "allot top --json"]);
+
     // metrics: the default format through promtool (lint included) and prometheus_client.
     let st0 = json(d.cli(&["--json", "status"], None).unwrap());
     let show0 = show(&d);

@@ -179,8 +179,8 @@ fn frame<'a>(d: &'a Data, ui: &'a Ui, message: Option<&'a str>, clock: &'a str) 
     }
 }
 
-/// `allot top`.
-pub fn run(a: TopArgs, socket: &Path) -> anyhow::Result<i32> {
+/// `allot top`; with `json`, one JSON object per frame (a line each).
+pub fn run(a: TopArgs, socket: &Path, json: bool) -> anyhow::Result<i32> {
     let interval = duration::parse("--interval", &a.interval, Some(Unit::S))?;
     if interval < Duration::from_millis(100) || interval > Duration::from_secs(3600) {
         bail!("--interval must be 100ms..1h, got {:?}", a.interval);
@@ -206,8 +206,8 @@ pub fn run(a: TopArgs, socket: &Path) -> anyhow::Result<i32> {
     let readings = sampler.sample(&show);
     let mut data = Data { status, show, readings };
 
-    if !tty::stdout_is_terminal() {
-        return plain(socket, &mut data, &mut sampler, &ui, interval, iterations.unwrap_or(1));
+    if json || !tty::stdout_is_terminal() {
+        return plain(socket, &mut data, &mut sampler, &ui, interval, iterations.unwrap_or(1), json);
     }
     let mut term = tty::Terminal::enter()?;
     // An error stays on screen for a few seconds, even when the next refresh works.
@@ -286,14 +286,21 @@ fn refresh(socket: &Path, data: &mut Data, sampler: &mut Sampler, user: Option<&
 }
 
 /// Plain frames on a pipe or file: no escape codes, all rows and columns, a blank line
-/// between frames.
-fn plain(socket: &Path, data: &mut Data, sampler: &mut Sampler, ui: &Ui, interval: Duration, n: u64) -> anyhow::Result<i32> {
+/// between frames. With `json`, a JSON object a line instead (see [`frame_json`]).
+fn plain(socket: &Path, data: &mut Data, sampler: &mut Sampler, ui: &Ui, interval: Duration, n: u64, json: bool) -> anyhow::Result<i32> {
     let mut out = std::io::stdout().lock();
     for i in 0..n {
         if i > 0 {
             std::thread::sleep(interval);
             refresh(socket, data, sampler, ui.filter.as_deref())?;
-            writeln!(out)?;
+            if !json {
+                writeln!(out)?;
+            }
+        }
+        if json {
+            writeln!(out, "{}", frame_json(data))?;
+            out.flush()?;
+            continue;
         }
         let now = clock();
         let (lines, _) = screen::render(&frame(data, ui, None, &now), None);
@@ -303,6 +310,36 @@ fn plain(socket: &Path, data: &mut Data, sampler: &mut Sampler, ui: &Ui, interva
         out.flush()?;
     }
     Ok(0)
+}
+
+/// A frame for scripts: the daemon's `status` and `show` replies as `--json` prints them,
+/// and what top read from the kernel per job id (`null` where it could not).
+fn frame_json(d: &Data) -> serde_json::Value {
+    let kernel: serde_json::Map<String, serde_json::Value> = d
+        .readings
+        .jobs
+        .iter()
+        .map(|(id, k)| {
+            let v = serde_json::json!({
+                "periods": k.throttling.map(|t| t.periods),
+                "throttled_periods": k.throttling.map(|t| t.throttled_periods),
+                "throttled_s": k.throttling.map(|t| t.throttled_ns as f64 / 1e9),
+                "pressure_some_avg10": k.pressure.map(|p| p.some_avg10),
+                "pressure_some_s": k.pressure.map(|p| p.some_s),
+                "pressure_full_s": k.pressure.and_then(|p| p.full_s),
+                "wait_ratio": k.wait.map(|w| w.ratio),
+                "waiting_threads": k.wait.map(|w| w.threads),
+            });
+            (id.clone(), v)
+        })
+        .collect();
+    serde_json::json!({
+        "status": d.status,
+        "show": d.show,
+        "kernel": kernel,
+        "window_s": d.readings.window_s,
+        "notes": d.readings.notes,
+    })
 }
 
 #[cfg(test)]
