@@ -131,6 +131,25 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Why a job is boosted, held, capped, niced or background now, since when, and the
+    /// numbers that decided it.
+    Explain {
+        /// A pid, or a job as `allot show` names it (7, alice/default).
+        target: String,
+    },
+    /// The audit trail: every change and refusal, who asked, before and after (root sees
+    /// all; a user, their own requests and changes to their jobs).
+    Log {
+        /// Only records by or about this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only records about this job (as `show` names it: 7, alice/default).
+        #[arg(long)]
+        job: Option<String>,
+        /// The latest N records.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Daemon version, cgroup version and root, kernel features found and missing.
     Status,
     /// Live view of currencies and jobs: entitlement against usage, wait, throttling
@@ -254,6 +273,8 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
         Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
+        Command::Explain { target } => output::print(json, &client::call(&sock, &Request::Explain { target })?),
+        Command::Log { user, job, limit } => output::print(json, &client::call(&sock, &Request::Log { user, job, limit: Some(limit) })?),
         Command::Top(a) => top::run(a, &sock, json),
         Command::Metrics(a) => metrics_cmd::run(a, &sock, json),
         Command::Probe(a) => allot_measure::probe::run(a),

@@ -79,6 +79,24 @@ pub enum Request {
         #[serde(default = "yes")]
         on: bool,
     },
+    /// Why a job is boosted, held, capped, niced or background now, since when, and the
+    /// numbers that decided it.
+    Explain {
+        /// A pid, or a job as `show` names it ("7", "alice/default").
+        target: String,
+    },
+    /// The audit trail: changes made and refused (root sees all; a user, their own).
+    Log {
+        /// Only records by or about this user.
+        #[serde(default)]
+        user: Option<String>,
+        /// Only records about this job ("7", "alice/default").
+        #[serde(default)]
+        job: Option<String>,
+        /// At most this many, the latest (default 50).
+        #[serde(default)]
+        limit: Option<usize>,
+    },
     /// Move a process into another currency (lott_chuser).
     Move {
         /// The process.
@@ -199,6 +217,91 @@ pub enum Response {
     Funding(FundingView),
     /// `fund` without a name: every currency.
     Currencies(CurrenciesView),
+    /// `log`.
+    Log(LogView),
+    /// `explain`.
+    Explain(ExplainView),
+}
+
+/// One reason in `explain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    /// "boost", "held", "cap", "nice", "background", "focus", or the same with "no " when
+    /// the condition does not hold.
+    pub state: String,
+    /// Whether it holds now.
+    pub on: bool,
+    /// Seconds since it last changed (None: since the job was made or the daemon started).
+    pub since_s: Option<f64>,
+    /// Why, with the numbers.
+    pub because: String,
+}
+
+/// `explain`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainView {
+    /// The job, as `show` names it.
+    pub job: String,
+    /// Its currency.
+    pub currency: String,
+    /// The plan's numbers: entitlement, window usage, last tick's usage, the boost
+    /// threshold, weight written, quota written (CPUs).
+    pub entitlement: f64,
+    /// Usage over the boost window, CPUs.
+    pub window: f64,
+    /// Usage over the last tick, CPUs.
+    pub last: f64,
+    /// Boosted while window usage is below this (CPUs).
+    pub threshold: f64,
+    /// The weight written.
+    pub weight: u32,
+    /// The quota written, CPUs.
+    pub quota: Option<f64>,
+    /// Each condition.
+    pub reasons: Vec<Reason>,
+}
+
+/// One change a request made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditChange {
+    /// The job or currency, in words.
+    pub what: String,
+    /// Its settings before ("-": it did not exist).
+    pub before: String,
+    /// After ("-": it was removed).
+    pub after: String,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Unix time, seconds.
+    pub time: f64,
+    /// Who asked (0: root, or the daemon itself for a reload).
+    pub uid: u32,
+    /// The asking process.
+    pub pid: i32,
+    /// The request, as the CLI would spell it.
+    pub request: String,
+    /// Why it was refused (None: done).
+    #[serde(default)]
+    pub refused: Option<String>,
+    /// What it changed.
+    #[serde(default)]
+    pub changes: Vec<AuditChange>,
+    /// Jobs it touched, as `show` names them.
+    #[serde(default)]
+    pub jobs: Vec<String>,
+    /// Owners of the jobs it touched.
+    #[serde(default)]
+    pub owners: Vec<u32>,
+}
+
+/// `log`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogView {
+    /// Oldest first.
+    pub records: Vec<AuditRecord>,
 }
 
 /// A job made by `run` or `move`.

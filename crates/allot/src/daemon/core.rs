@@ -109,6 +109,10 @@ pub struct Daemon {
     pub limits: super::limits::Limits,
     /// Outside changes to watch (reconcile.rs).
     pub watch: super::reconcile::Watch,
+    /// The audit trail (audit.rs).
+    pub audit: super::audit::Audit,
+    /// When each job's boost, hold and nice emulation last changed (explain.rs).
+    pub since: HashMap<JobId, [Option<Instant>; 3]>,
 }
 
 impl Daemon {
@@ -217,6 +221,22 @@ impl Daemon {
             self.tree.max(&rel, p.quota);
             self.apply_slices(*id, p.slice_ns);
         }
+        let now = Instant::now();
+        for (k, id) in ids.iter().enumerate() {
+            let p = &out.jobs[k];
+            let e = self.since.entry(*id).or_default();
+            match self.planned.jobs.get(id) {
+                Some(old) => {
+                    for (i, (a, b)) in [(old.boosted, p.boosted), (old.held, p.held), (old.niced, p.niced)].into_iter().enumerate() {
+                        if a != b {
+                            e[i] = Some(now);
+                        }
+                    }
+                }
+                None => *e = [Some(now); 3],
+            }
+        }
+        self.since.retain(|id, _| self.desired.jobs.contains_key(id));
         self.planned = Planned {
             jobs: ids.iter().copied().zip(out.jobs).collect(),
             currencies: cur_ids.iter().cloned().zip(out.currencies.iter().map(|c| c.weight)).collect(),

@@ -7,7 +7,9 @@
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
+pub mod audit;
 pub mod core;
+pub mod explain;
 #[cfg(test)]
 mod fake;
 pub mod host;
@@ -152,6 +154,9 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         Some(opts.state_dir.join("state.json"))
     };
     let mut d = core::Daemon::start(cg, Box::new(host::Linux), cfg, state_path, true)?;
+    if std::fs::create_dir_all(&opts.state_dir).is_ok() {
+        d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
+    }
     if let Some(ino) = d.watch.reader() {
         let tx = tx.clone();
         std::thread::Builder::new().name("allot-inotify".into()).spawn(move || loop {

@@ -33,6 +33,31 @@ impl Daemon {
             self.counters.limited += 1;
             return Err(e);
         }
+        if !super::audit::changes_something(&req) {
+            return self.dispatch(req, peer);
+        }
+        let before = self.desired.clone();
+        let request = super::audit::describe(&req);
+        let r = self.dispatch(req, peer);
+        let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
+        let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
+        owners.sort();
+        owners.dedup();
+        let rec = crate::proto::AuditRecord {
+            time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            uid: peer.uid,
+            pid: peer.pid,
+            request,
+            refused: r.as_ref().err().cloned(),
+            changes,
+            jobs: touched.iter().map(|j| self.show_id(j)).collect(),
+            owners,
+        };
+        self.audit.record(rec);
+        r
+    }
+
+    fn dispatch(&mut self, req: Request, peer: &Peer) -> R<Response> {
         match req {
             Request::Status {} => Ok(Response::Status(self.status())),
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
@@ -41,6 +66,8 @@ impl Daemon {
             Request::Fund { currency, funding } => self.fund(peer, currency, funding),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
+            Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
+            Request::Explain { target } => self.explain(peer, &target),
         }
     }
 
