@@ -131,6 +131,11 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The config's rules: `allot rules test PID` shows which matches a process.
+    Rules {
+        #[command(subcommand)]
+        which: RulesCmd,
+    },
     /// Why a job is boosted, held, capped, niced or background now, since when, and the
     /// numbers that decided it.
     Explain {
@@ -179,6 +184,15 @@ enum Command {
     Flood(allot_measure::flood::FloodArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum RulesCmd {
+    /// Which rule matches a process, and what it would do.
+    Test {
+        /// The process.
+        pid: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -273,6 +287,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
         Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
+        Command::Rules { which: RulesCmd::Test { pid } } => output::print(json, &client::call(&sock, &Request::RulesTest { pid: pid_arg(&pid)? })?),
         Command::Explain { target } => output::print(json, &client::call(&sock, &Request::Explain { target })?),
         Command::Log { user, job, limit } => output::print(json, &client::call(&sock, &Request::Log { user, job, limit: Some(limit) })?),
         Command::Top(a) => top::run(a, &sock, json),

@@ -18,6 +18,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
             Response::Currencies(x) => serde_json::to_value(x)?,
             Response::Log(x) => serde_json::to_value(x)?,
             Response::Explain(x) => serde_json::to_value(x)?,
+            Response::Rules(x) => serde_json::to_value(x)?,
         };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -32,6 +33,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
                 Response::Currencies(x) => currencies(&x.currencies),
                 Response::Log(x) => log(x),
                 Response::Explain(x) => explain(x),
+                Response::Rules(x) => rules(x),
             }
         );
     }
@@ -191,6 +193,21 @@ pub fn explain(e: &crate::proto::ExplainView) -> String {
     for r in &e.reasons {
         let since = r.since_s.map(|s| format!(" (for {s:.1} s)")).unwrap_or_default();
         let _ = writeln!(out, "  {:<11} {}{since}: {}", r.state, if r.on { "yes" } else { "no" }, for_terminal(&r.because));
+    }
+    out
+}
+
+/// `allot rules test`.
+pub fn rules(r: &crate::proto::RulesView) -> String {
+    let mut out = format!("process {} ({}, {}): ", r.pid, for_terminal(&r.comm), for_terminal(&r.exe));
+    match &r.matched {
+        Some(m) => {
+            let _ = writeln!(out, "rule {}", for_terminal(m));
+        }
+        None => out.push_str("no rule matches; it stays in its user's default job\n"),
+    }
+    for c in &r.checked {
+        let _ = writeln!(out, "  line {:<4} {:<20} {}", c.line, for_terminal(&c.rule), for_terminal(&c.why));
     }
     out
 }

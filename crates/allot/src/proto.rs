@@ -85,6 +85,11 @@ pub enum Request {
         /// A pid, or a job as `show` names it ("7", "alice/default").
         target: String,
     },
+    /// Which config rule matches a process and what it would do.
+    RulesTest {
+        /// The process.
+        pid: i64,
+    },
     /// The audit trail: changes made and refused (root sees all; a user, their own).
     Log {
         /// Only records by or about this user.
@@ -221,6 +226,36 @@ pub enum Response {
     Log(LogView),
     /// `explain`.
     Explain(ExplainView),
+    /// `rules test`.
+    Rules(RulesView),
+}
+
+/// One rule checked against a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleCheck {
+    /// Its name.
+    pub rule: String,
+    /// Its line in the config.
+    pub line: usize,
+    /// It matches.
+    pub matches: bool,
+    /// Why (or why not).
+    pub why: String,
+}
+
+/// `rules test`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulesView {
+    /// The process.
+    pub pid: i32,
+    /// Its executable.
+    pub exe: String,
+    /// Its name.
+    pub comm: String,
+    /// The first matching rule and what it does (None: no rule matches).
+    pub matched: Option<String>,
+    /// Every rule, in order.
+    pub checked: Vec<RuleCheck>,
 }
 
 /// One reason in `explain`.

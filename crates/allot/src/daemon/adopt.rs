@@ -54,6 +54,7 @@ impl Daemon {
             watch: Watch::new(watch),
             audit: super::audit::Audit::new(None),
             since: Default::default(),
+            defaults_cache: Default::default(),
             cfg,
         };
         d.rt_note = d.tree.rt_setup();
@@ -167,6 +168,7 @@ impl Daemon {
                 self.placement.events = events;
                 self.limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.cfg = cfg;
+                self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
                 self.replan();
             }

@@ -31,11 +31,12 @@ const REFUSALS_PER_MINUTE: u32 = 20;
 
 fn settings(j: &JobSpec) -> String {
     format!(
-        "tickets {}, cap {}, {}, focus {}",
+        "tickets {}, cap {}, {}, focus {}{}",
         j.tickets.get(),
         j.cap.map_or("none".into(), |c| c.to_string()),
         if j.background { "background" } else { "foreground" },
-        if j.focus { "on" } else { "off" }
+        if j.focus { "on" } else { "off" },
+        j.rule.as_ref().map(|r| format!(", rule {r}")).unwrap_or_default()
     )
 }
 
@@ -105,13 +106,14 @@ pub fn describe(r: &Request) -> String {
         Request::Show { user } => format!("show{}", opt("--user", user)),
         Request::Log { .. } => "log".into(),
         Request::Explain { target } => format!("explain {target}"),
+        Request::RulesTest { pid } => format!("rules test {pid}"),
     }
 }
 
 /// Does a request ask for a change (and so belong in the audit trail)?
 pub fn changes_something(r: &Request) -> bool {
     match r {
-        Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } => false,
+        Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } | Request::RulesTest { .. } => false,
         Request::Fund { funding, .. } => funding.is_some(),
         _ => true,
     }

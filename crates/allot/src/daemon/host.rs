@@ -68,6 +68,8 @@ pub trait Host {
     fn info(&self, p: &Proc) -> Option<ProcInfo>;
     /// Its command line now, as the kernel has it.
     fn cmdline(&self, pid: i32) -> Option<String>;
+    /// Its executable's path (/proc/PID/exe).
+    fn exe(&self, pid: i32) -> Option<String>;
     /// Every process id (a /proc scan).
     fn pids(&self) -> Vec<i32>;
     /// One stat(2) of /proc/PID: its owner (the effective uid, or root while it is not
@@ -132,6 +134,9 @@ impl Host for Linux {
     }
     fn cmdline(&self, pid: i32) -> Option<String> {
         allot_linux::procfs::cmdline(pid).ok()
+    }
+    fn exe(&self, pid: i32) -> Option<String> {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
     }
     fn pids(&self) -> Vec<i32> {
         allot_linux::procfs::pids().unwrap_or_default()

@@ -20,6 +20,7 @@ pub mod placement;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
+pub mod rules;
 pub mod server;
 pub mod state;
 #[cfg(test)]
@@ -74,13 +75,15 @@ pub enum Event {
     Procs(Vec<allot_linux::procevents::ProcEvent>),
 }
 
-/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron) and
+/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron; execs)
 /// starts the thread that forwards them in batches. The batching pause bounds the cost of
 /// an event storm to about 200 wakeups a second; the filter in the kernel (a socket BPF
 /// program) keeps forks and exits, the bulk of a fork storm, out of user space entirely.
 fn process_events(tx: Sender<Event>) -> Option<String> {
     use allot_linux::procevents::{Kinds, Listener};
-    let mut l = match Listener::open(Kinds::UID) {
+    // Exec events serve the config's rules (a process that execs may now match one); with
+    // no rules they are dropped at once (placement.rs).
+    let mut l = match Listener::open(Kinds::UID | Kinds::EXEC) {
         Ok(l) => l,
         Err(e) => return Some(e.to_string()),
     };

@@ -68,6 +68,7 @@ impl Daemon {
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
             Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
             Request::Explain { target } => self.explain(peer, &target),
+            Request::RulesTest { pid } => self.rules_test(peer, pid),
         }
     }
 
@@ -413,6 +414,11 @@ impl Daemon {
             return Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: self.funding_of(&cur) }));
         };
         let f = Funding::new(f).map_err(|e| e.to_string())?;
+        if self.cfg.funding_authority == crate::config::FundingAuthority::Config {
+            return Err(
+                "funding on this machine is set by its config (funding_authority = \"config\": a centrally managed fleet); change it there".into()
+            );
+        }
         if !self.may_fund(peer, &cur) {
             return Err(format!(
                 "setting funding of {:?} is root's (or a config-listed owner's); you are uid {}",
