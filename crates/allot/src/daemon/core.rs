@@ -66,6 +66,9 @@ impl Features {
     }
 }
 
+/// The config's defaults for one user: funding of their currency, cap of their default job.
+pub type UserDefaults = (Option<u32>, Option<allot_model::Cap>);
+
 /// The last plan, kept for `show`.
 #[derive(Debug, Default)]
 pub struct Planned {
@@ -114,7 +117,7 @@ pub struct Daemon {
     /// When each job's boost, hold and nice emulation last changed (explain.rs).
     pub since: HashMap<JobId, [Option<Instant>; 3]>,
     /// The config's per-user defaults, looked up once (`user_defaults`).
-    pub defaults_cache: std::cell::RefCell<HashMap<u32, (Option<u32>, Option<allot_model::Cap>)>>,
+    pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
 }
 
 impl Daemon {
@@ -136,7 +139,7 @@ impl Daemon {
     /// The config's funding and default-job cap for a user: `[funding]` by name or uid,
     /// else the first of its groups (in name order) in `[groups]` that sets them. Looked up
     /// through NSS once per user and kept until the config is reloaded.
-    pub fn user_defaults(&self, uid: u32) -> (Option<u32>, Option<allot_model::Cap>) {
+    pub fn user_defaults(&self, uid: u32) -> UserDefaults {
         if let Some(v) = self.defaults_cache.borrow().get(&uid) {
             return *v;
         }
