@@ -40,9 +40,19 @@ pub struct Config {
     pub groups: BTreeMap<String, GroupDefaults>,
     /// Rules: the first that matches a process gives it a job.
     pub rules: Vec<toml::Spanned<RuleConfig>>,
+    /// The metrics endpoint.
+    pub metrics: MetricsConfig,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
     pub compiled_rules: Vec<crate::daemon::rules::Rule>,
+}
+
+/// The optional HTTP metrics endpoint.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
+    pub listen: Option<String>,
 }
 
 /// Who decides funding.
@@ -74,7 +84,7 @@ pub struct RuleConfig {
     pub name: Option<String>,
     /// Matches processes of this user (name or uid).
     pub user: Option<String>,
-    /// Matches processes whose user is in this group.
+    /// Matches processes running with this group (primary or supplementary, as `id` shows).
     pub group: Option<String>,
     /// Glob on the executable's path (/proc/PID/exe); `re:` for a regex.
     pub exe: Option<String>,
@@ -208,6 +218,7 @@ impl Default for Config {
             funding: BTreeMap::new(),
             groups: BTreeMap::new(),
             rules: vec![],
+            metrics: MetricsConfig::default(),
             compiled_rules: vec![],
         }
     }

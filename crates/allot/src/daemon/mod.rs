@@ -13,6 +13,7 @@ pub mod explain;
 #[cfg(test)]
 mod fake;
 pub mod host;
+pub mod http;
 pub mod limits;
 pub mod logger;
 pub mod observe;
@@ -73,6 +74,8 @@ pub enum Event {
     Cgroup(Vec<allot_linux::inotify::Event>),
     /// The kernel's process events (placement.rs).
     Procs(Vec<allot_linux::procevents::ProcEvent>),
+    /// The metrics endpoint wants a snapshot (http.rs).
+    Snapshot(http::Snapshot),
 }
 
 /// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron; execs)
@@ -182,6 +185,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         None => d.placement.events = true,
         Some(e) => log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms),
     }
+    if let Some(listen) = d.cfg.metrics.listen.clone() {
+        if let Err(e) = http::start(&listen, tx.clone()) {
+            log::error!("{e:#}; the daemon runs on without its metrics endpoint");
+        }
+    }
     log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
     d.scan();
     let mut next_tick = Instant::now();
@@ -209,6 +217,12 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             Ok(Event::Signal(libc::SIGHUP)) => d.reload(&opts),
             Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Event::Cgroup(evs)) => d.on_cgroup_events(evs),
+            Ok(Event::Snapshot(reply)) => {
+                let root = trust::Peer { uid: 0, gid: 0, groups: vec![], pid: 0, caller: None };
+                if let Ok(show) = d.show(&root, None) {
+                    let _ = reply.send((d.status(), show));
+                }
+            }
             Ok(Event::Procs(evs)) => {
                 if d.on_process_events(evs) {
                     next_scan = Instant::now();

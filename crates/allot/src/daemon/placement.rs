@@ -40,8 +40,6 @@ pub struct Placement {
     /// The last full scan.
     pub last_scan: Option<Instant>,
     events_lost_logged: bool,
-    /// Users' groups, for rules (looked up through NSS once per user).
-    groups: HashMap<u32, Vec<u32>>,
 }
 
 /// Which uids are human users: allot-linux's [`HumanUids`] (login.defs, subuid, systemd's
@@ -74,15 +72,7 @@ impl Placement {
     /// Placement for a config.
     pub fn new(cfg: &Config) -> Self {
         let sources = cfg.placement.from.iter().map(|s| normalize(s)).collect();
-        Self {
-            seen: HashMap::new(),
-            sources,
-            humans: Humans::load(cfg),
-            events: false,
-            last_scan: None,
-            events_lost_logged: false,
-            groups: HashMap::new(),
-        }
+        Self { seen: HashMap::new(), sources, humans: Humans::load(cfg), events: false, last_scan: None, events_lost_logged: false }
     }
     /// May a request take a process out of this cgroup (as /proc/PID/cgroup names it)?
     /// The root cgroup (no manager) and the configured sources.
@@ -285,12 +275,7 @@ impl Daemon {
         if self.cfg.compiled_rules.is_empty() {
             return None;
         }
-        let groups = self
-            .placement
-            .groups
-            .entry(uid)
-            .or_insert_with(|| allot_linux::users::user_by_uid(uid).map(|u| allot_linux::users::groups_of(&u)).unwrap_or_default())
-            .clone();
+        let groups = self.host.groups(pid);
         let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
         let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm, cmdline: &cmdline };
         let rule = self.cfg.compiled_rules.iter().find(|r| r.test(&facts).is_ok())?.clone();
@@ -328,7 +313,7 @@ impl Daemon {
         if !(peer.is_root() || self.cfg.privacy.show_other_users || uid == peer.uid) {
             return Err(format!("process {pid} is not yours"));
         }
-        let groups = allot_linux::users::user_by_uid(uid).map(|u| allot_linux::users::groups_of(&u)).unwrap_or_default();
+        let groups = self.host.groups(pid);
         let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
         let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm: &info.comm, cmdline: &cmdline };
         let mut checked = vec![];

@@ -41,6 +41,11 @@ impl Daemon {
         let r = self.dispatch(req, peer);
         let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
         let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
+        // A user's own currency's funding is their business too.
+        owners.extend(self.desired.funding.keys().filter(|c| before.funding.get(*c) != self.desired.funding.get(*c)).filter_map(|c| match c {
+            CurrencyId::User(u) => Some(*u),
+            CurrencyId::Named(_) => None,
+        }));
         owners.sort();
         owners.dedup();
         let rec = crate::proto::AuditRecord {

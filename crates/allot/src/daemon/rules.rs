@@ -140,7 +140,7 @@ pub struct Rule {
 pub struct Facts<'a> {
     /// The process's uid.
     pub uid: u32,
-    /// Its user's groups.
+    /// The groups it runs with (real, effective, supplementary), as `id` shows them.
     pub groups: &'a [u32],
     /// /proc/PID/exe.
     pub exe: &'a str,
@@ -210,7 +210,7 @@ impl Rule {
         }
         if let Some(g) = self.group {
             if !f.groups.contains(&g) {
-                return Err(format!("group gid {g} is not among the user's groups"));
+                return Err(format!("group gid {g} is not among the process's groups"));
             }
         }
         for (what, p, v) in [("exe", &self.exe, f.exe), ("comm", &self.comm, f.comm), ("cmdline", &self.cmdline, f.cmdline)] {
