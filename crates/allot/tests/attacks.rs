@@ -243,3 +243,41 @@ impl WaitOutput for std::process::Child {
         s
     }
 }
+
+#[test]
+fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n[limits]\njobs_per_user = 20\n").unwrap();
+    let mut kids = Kids::default();
+    let e = exe().display().to_string();
+    let sock = d.socket.display().to_string();
+    // B runs jobs in a loop (each `allot run` makes one); they stay alive.
+    let script = format!("i=0; while [ $i -lt 40 ]; do {e} --socket {sock} run --strict -- sleep 300 & i=$((i+1)); sleep 0.05; done; wait");
+    let looper = spawn_as(&d, &mut kids, B, &["sh", "-c", &script]);
+    let mut worst = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(4) {
+        let t = Instant::now();
+        let o = d.cli(&["show"], Some(A)).unwrap();
+        worst = worst.max(t.elapsed());
+        assert!(o.status.success(), "A's show during B's loop: {}", String::from_utf8_lossy(&o.stderr));
+        worst = worst.max(timed_status(&d.socket));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let v = show(&d);
+    let b_jobs = v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B).count();
+    assert_eq!(b_jobs, 20, "B stops at the limit");
+    let o = d.cli(&["run", "--strict", "--", "true"], Some(B)).unwrap();
+    refused(&o, &["uid 2902 has 20 jobs, the limit (limits.jobs_per_user = 20)"]);
+    eprintln!("B made {b_jobs} jobs; the worst answer to A or root meanwhile took {worst:?}");
+    assert!(worst < Duration::from_millis(100), "{worst:?}");
+    let _ = looper;
+    // B's sleeping jobs are killed with the daemon's process group? No: by pid, as kids.
+    for j in v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B) {
+        for p in j["pids"].as_array().into_iter().flatten() {
+            // SAFETY: processes this test's looper started (B's sleeps in B's jobs).
+            unsafe { libc::kill(p.as_i64().unwrap() as i32, libc::SIGKILL) };
+        }
+    }
+}

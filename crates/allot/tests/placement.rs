@@ -28,6 +28,8 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     d.binds.push((t.join("subuid"), "/etc/subuid".into()));
     d.terminate().unwrap();
     d.launch(true).unwrap();
+    // Declared before the processes, so it is removed after they are gone, even on failure.
+    let foreign_cg = Shelter::new().unwrap();
     let mut kids = Kids::default();
     let as_uid = |uid: u32, arg: &str| {
         Command::new("setpriv")
@@ -39,7 +41,6 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     // A plain login process in the root cgroup: placed.
     let login = kids.add(as_uid(B, "301"));
     // A human user's process that another manager put in its own cgroup: never moved.
-    let foreign_cg = Shelter::new().unwrap();
     let foreign = kids.add(foreign_cg.command("sleep", Some(A)).arg("302").stdin(Stdio::null()).spawn().unwrap());
     // A subordinate uid in the root cgroup: never placed, whatever the config lists.
     let sub = kids.add(as_uid(5005, "303"));
