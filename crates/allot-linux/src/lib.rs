@@ -102,7 +102,9 @@ impl Error {
             }
             // systemd names errno errors "System.Error.<ERRNO>"; the bus daemon has its own.
             Error::Bus { name, .. } => {
-                name == "System.Error.ESRCH" || name == "org.freedesktop.DBus.Error.UnixProcessIdUnknown" || name == "org.freedesktop.systemd1.NoSuchProcess"
+                name == "System.Error.ESRCH"
+                    || name == "org.freedesktop.DBus.Error.UnixProcessIdUnknown"
+                    || name == "org.freedesktop.systemd1.NoSuchProcess"
             }
             _ => false,
         }

@@ -2,7 +2,7 @@
 //! session configuration, on a socket in a temporary directory), so it runs on any
 //! machine with the dbus-daemon package, systemd or not. Fails, never skips, without it.
 
-use allot_linux::dbus::{wire, Bus, Message, Value};
+use allot_linux::dbus::{message, Bus, Message, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,7 @@ fn calls_errors_and_signals_against_a_real_bus() {
     bus_call(&mut a, "AddMatch", vec![Value::str(rule)]).unwrap();
     let signal = |arg: &str| {
         let mut m = Message::call("", "/org/example", "org.example.T", "Done", vec![Value::str(arg), Value::U64(7)]);
-        m.kind = wire::SIGNAL;
+        m.kind = message::SIGNAL;
         m.destination = None;
         m
     };

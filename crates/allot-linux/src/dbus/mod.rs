@@ -7,14 +7,16 @@
 //! There is no thread and no async runtime: every call blocks until its reply or its
 //! deadline. Why this and not the zbus crate: docs/systemd.md.
 
+pub mod message;
 pub mod wire;
 
 use crate::{Error, Result};
-pub use wire::{Message, Value};
+pub use message::Message;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+pub use wire::Value;
 
 /// The system bus socket when `DBUS_SYSTEM_BUS_ADDRESS` does not name one (D-Bus
 /// specification, "Well-known Message Bus Instances").
@@ -173,12 +175,12 @@ impl Bus {
         loop {
             let m = self.read_message(deadline)?;
             match m.kind {
-                wire::METHOD_RETURN if m.reply_serial == Some(serial) => return Ok(Ok(m.body)),
-                wire::ERROR if m.reply_serial == Some(serial) => {
+                message::METHOD_RETURN if m.reply_serial == Some(serial) => return Ok(Ok(m.body)),
+                message::ERROR if m.reply_serial == Some(serial) => {
                     let message = m.body.first().and_then(|v| v.as_str()).unwrap_or_default().to_string();
                     return Ok(Err(Reject { name: m.error_name.unwrap_or_default(), message }));
                 }
-                wire::SIGNAL => {
+                message::SIGNAL => {
                     // Keep a bounded number: a match rule nobody waits on must not grow memory.
                     if self.signals.len() >= 256 {
                         self.signals.pop_front();
@@ -202,7 +204,7 @@ impl Bus {
                 Err(e) if e.io_kind() == Some(std::io::ErrorKind::TimedOut) => return Ok(None),
                 Err(e) => return Err(e),
             };
-            if m.kind != wire::SIGNAL {
+            if m.kind != message::SIGNAL {
                 continue;
             }
             if want(&m) {

@@ -41,7 +41,8 @@ pub fn hold_if_asked() {
 }
 
 fn cstr(s: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| Error::Sys { call: format!("start a holder: argument {s:?}"), source: std::io::Error::from(std::io::ErrorKind::InvalidInput) })
+    CString::new(s)
+        .map_err(|_| Error::Sys { call: format!("start a holder: argument {s:?}"), source: std::io::Error::from(std::io::ErrorKind::InvalidInput) })
 }
 
 /// Starts a holder; returns its pid once it runs the holder program (an exec failure is
@@ -51,7 +52,10 @@ pub fn spawn(h: &Holder) -> Result<i32> {
         Holder::SelfExec => ("/proc/self/exe".into(), vec!["allot-holder".into(), HOLDER_ARG.into()]),
         Holder::Command(c) if !c.is_empty() => (c[0].clone(), c.clone()),
         Holder::Command(_) => {
-            return Err(Error::Sys { call: "start a holder: an empty command".into(), source: std::io::Error::from(std::io::ErrorKind::InvalidInput) })
+            return Err(Error::Sys {
+                call: "start a holder: an empty command".into(),
+                source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            })
         }
     };
     // Everything the children use is made before the fork: they may only make

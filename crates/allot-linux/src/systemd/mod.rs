@@ -237,9 +237,8 @@ impl Systemd {
         let job = v.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply(method, unit, &v))?;
         let deadline = Instant::now() + self.timeout;
         let bus = self.bus.as_mut().expect("the call above connected");
-        let done = bus.wait_signal(deadline, |m| {
-            m.member.as_deref() == Some("JobRemoved") && m.body.get(1).and_then(|x| x.as_str()) == Some(job.as_str())
-        })?;
+        let done =
+            bus.wait_signal(deadline, |m| m.member.as_deref() == Some("JobRemoved") && m.body.get(1).and_then(|x| x.as_str()) == Some(job.as_str()))?;
         let Some(m) = done else {
             return Err(Error::Bus {
                 method,
@@ -320,6 +319,15 @@ impl Systemd {
         let path = v.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply("GetUnitByPID", &what, &v))?;
         let id = self.call(SYSTEMD, &path, PROPERTIES, "Get", &what, vec![Value::str("org.freedesktop.systemd1.Unit"), Value::str("Id")])?;
         id.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply("Get", &what, &id))
+    }
+
+    /// The name of the unit that owns a cgroup (GetUnitByControlGroup; `path` as
+    /// /proc/PID/cgroup names it).
+    pub fn unit_by_cgroup(&mut self, path: &str) -> Result<String> {
+        let v = self.manager("GetUnitByControlGroup", path, vec![Value::str(path)])?;
+        let o = v.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply("GetUnitByControlGroup", path, &v))?;
+        let id = self.call(SYSTEMD, &o, PROPERTIES, "Get", path, vec![Value::str("org.freedesktop.systemd1.Unit"), Value::str("Id")])?;
+        id.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply("Get", path, &id))
     }
 
     /// Units whose name matches one of `patterns` (shell globs) and, if `states` is not
