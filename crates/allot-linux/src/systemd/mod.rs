@@ -62,7 +62,7 @@ impl CpuWeight {
 /// A unit as ListUnitsByPatterns lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitInfo {
-    /// e.g. `allot@user-1000.scope`.
+    /// e.g. `allot:user-1000.scope`.
     pub name: String,
     /// Its description.
     pub description: String,
@@ -197,12 +197,14 @@ impl Systemd {
     }
 
     /// Starts a scope holding `pids` in `slice`. `delegate`: Some(controllers) turns on
-    /// `Delegate=` for those controllers (an empty list: delegation without controllers).
+    /// `Delegate=` for those controllers only (an empty list: delegation without
+    /// controllers). Only `DelegateControllers` is sent: it implies `Delegate=yes`, while
+    /// `Delegate=true` would first delegate every controller, and the list is added to
+    /// that (systemd 252), enabling io, cpuset and memory up to the root.
     /// `extra` adds more properties (e.g. `Description`). Waits for the start job.
     pub fn start_scope(&mut self, name: &str, slice: &str, pids: &[u32], delegate: Option<&[&str]>, extra: Vec<Value>) -> Result<()> {
         let mut props = vec![prop("Slice", Value::str(slice)), prop("PIDs", Value::u32s(pids))];
         if let Some(ctrls) = delegate {
-            props.push(prop("Delegate", Value::Bool(true)));
             props.push(prop("DelegateControllers", Value::strs(ctrls)));
         }
         props.extend(extra);

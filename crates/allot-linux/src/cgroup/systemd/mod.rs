@@ -70,7 +70,7 @@ fn bad_rel(rel: &str, why: String) -> Error {
 
 impl SystemdTree {
     /// Connects to systemd and finds this root's scopes. `root` is allot's root name
-    /// (`--cgroup-root`); scopes are `<root>@<currency>.scope`.
+    /// (`--cgroup-root`); scopes are `<root>:<currency>.scope`.
     pub fn new(root: &str, holder: Holder) -> Result<Self> {
         super::check_name(root)?;
         let mut sd = Systemd::connect()?;

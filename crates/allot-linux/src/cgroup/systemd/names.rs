@@ -4,10 +4,10 @@
 //!
 //! | daemon's path | unit | cgroup |
 //! |---|---|---|
-//! | `user-1000` | `allot@user-1000.scope` in `user-1000.slice` (funding: the slice's CPUWeight) | the scope's |
-//! | `ci` | `allot@ci.scope` in `user-allot_ci.slice` | the scope's |
+//! | `user-1000` | `allot:user-1000.scope` in `user-1000.slice` (funding: the slice's CPUWeight) | the scope's |
+//! | `ci` | `allot:ci.scope` in `user-allot_ci.slice` | the scope's |
 //! | `user-1000/j7-u1000` | — | `<scope>/j7-u1000` |
-//! | `background` | `allot@background.scope` in `allot_background.slice` (CPUWeight=idle) | the scope's |
+//! | `background` | `allot:background.scope` in `allot_background.slice` (CPUWeight=idle) | the scope's |
 //! | `background/ci/j9-u1001` | — | `<background scope>/ci/j9-u1001` |
 //! | `""` | none (allot has no root of its own) | — |
 
@@ -86,15 +86,16 @@ impl Names {
         &self.root
     }
 
-    /// The scope: `<root>@<currency>.scope`, `<root>@background.scope`. The `@` cannot
+    /// The scope: `<root>:<currency>.scope`, `<root>:background.scope`. The `:` cannot
     /// occur in a root or currency name, so a name parses back to one root and currency.
+    /// (`@` would read better, but systemd refuses instance names for transient units.)
     pub fn scope(&self, key: &Key) -> String {
-        format!("{}@{}.scope", self.root, key.rel())
+        format!("{}:{}.scope", self.root, key.rel())
     }
 
     /// The glob that lists this root's scopes.
     pub fn pattern(&self) -> String {
-        format!("{}@*.scope", self.root)
+        format!("{}:*.scope", self.root)
     }
 
     /// The scope's slice: a user's own `user-UID.slice` (logind's), a named currency's
@@ -113,7 +114,7 @@ impl Names {
 
     /// The key of one of this root's scope names.
     pub fn key_of(&self, unit: &str) -> Option<Key> {
-        let cur = unit.strip_suffix(".scope")?.strip_prefix(&self.root)?.strip_prefix('@')?;
+        let cur = unit.strip_suffix(".scope")?.strip_prefix(&self.root)?.strip_prefix(':')?;
         if cur == BACKGROUND {
             return Some(Key::Background);
         }
@@ -254,27 +255,27 @@ mod tests {
     #[test]
     fn units_are_named_and_read_back() {
         let n = Names::new("allot");
-        assert_eq!(n.scope(&cur("user-1000")), "allot@user-1000.scope");
+        assert_eq!(n.scope(&cur("user-1000")), "allot:user-1000.scope");
         assert_eq!(n.slice(&cur("user-1000")), "user-1000.slice");
-        assert_eq!(n.scope(&cur("ci")), "allot@ci.scope");
+        assert_eq!(n.scope(&cur("ci")), "allot:ci.scope");
         assert_eq!(n.slice(&cur("ci")), "user-allot_ci.slice");
         assert_eq!(n.slice(&cur("my-ci")), "user-allot_my\\x2dci.slice", "a dash would nest the slice");
         assert_eq!(n.slice(&cur("user-x")), "user-allot_user\\x2dx.slice", "not a uid: a named currency");
-        assert_eq!(n.scope(&Key::Background), "allot@background.scope");
+        assert_eq!(n.scope(&Key::Background), "allot:background.scope");
         assert_eq!(n.slice(&Key::Background), "allot_background.slice");
-        assert_eq!(n.pattern(), "allot@*.scope");
-        assert_eq!(n.key_of("allot@user-1000.scope"), Some(cur("user-1000")));
-        assert_eq!(n.key_of("allot@background.scope"), Some(Key::Background));
-        assert_eq!(n.key_of("allot@ci.scope"), Some(cur("ci")));
+        assert_eq!(n.pattern(), "allot:*.scope");
+        assert_eq!(n.key_of("allot:user-1000.scope"), Some(cur("user-1000")));
+        assert_eq!(n.key_of("allot:background.scope"), Some(Key::Background));
+        assert_eq!(n.key_of("allot:ci.scope"), Some(cur("ci")));
         // Another root's scopes, and names allot does not make, are not ours.
-        assert_eq!(n.key_of("allot-test-1@user-1000.scope"), None);
-        assert_eq!(n.key_of("allot@.scope"), None);
-        assert_eq!(n.key_of("allot@Ci.scope"), None);
-        assert_eq!(n.key_of("allot@user-1000.service"), None);
+        assert_eq!(n.key_of("allot-test-1:user-1000.scope"), None);
+        assert_eq!(n.key_of("allot:.scope"), None);
+        assert_eq!(n.key_of("allot:Ci.scope"), None);
+        assert_eq!(n.key_of("allot:user-1000.service"), None);
         let t = Names::new("allot-test-1-0");
         assert_eq!(t.slice(&Key::Background), "allot\\x2dtest\\x2d1\\x2d0_background.slice");
-        assert_eq!(t.key_of("allot-test-1-0@user-5.scope"), Some(cur("user-5")));
-        assert_eq!(t.key_of("allot@user-5.scope"), None);
+        assert_eq!(t.key_of("allot-test-1-0:user-5.scope"), Some(cur("user-5")));
+        assert_eq!(t.key_of("allot:user-5.scope"), None);
         assert_eq!(user_uid("user-1000"), Some(1000));
         assert_eq!(user_uid("user-"), None);
         assert_eq!(user_uid("user-99999999999"), None);
@@ -283,19 +284,19 @@ mod tests {
     #[test]
     fn cgroups_map_back_to_paths() {
         let scopes: Vec<(Key, String)> = vec![
-            (cur("user-1000"), "/user.slice/user-1000.slice/allot@user-1000.scope".into()),
-            (cur("ci"), "/user.slice/user-allot_ci.slice/allot@ci.scope".into()),
-            (Key::Background, "/allot_background.slice/allot@background.scope".into()),
+            (cur("user-1000"), "/user.slice/user-1000.slice/allot:user-1000.scope".into()),
+            (cur("ci"), "/user.slice/user-allot_ci.slice/allot:ci.scope".into()),
+            (Key::Background, "/allot_background.slice/allot:background.scope".into()),
             (cur("gone"), String::new()),
         ];
         let m = |p: &str| rel_of(p, scopes.iter().map(|(k, c)| (k, c)));
-        assert_eq!(m("/user.slice/user-1000.slice/allot@user-1000.scope/j7-u1000").as_deref(), Some("user-1000/j7-u1000"));
-        assert_eq!(m("/user.slice/user-1000.slice/allot@user-1000.scope").as_deref(), Some("user-1000"));
-        assert_eq!(m("/user.slice/user-1000.slice/allot@user-1000.scope/.holder").as_deref(), Some("user-1000/.holder"));
-        assert_eq!(m("/allot_background.slice/allot@background.scope/ci/j9-u1001").as_deref(), Some("background/ci/j9-u1001"));
-        assert_eq!(m("/user.slice/user-allot_ci.slice/allot@ci.scope/j8-u1001").as_deref(), Some("ci/j8-u1001"));
+        assert_eq!(m("/user.slice/user-1000.slice/allot:user-1000.scope/j7-u1000").as_deref(), Some("user-1000/j7-u1000"));
+        assert_eq!(m("/user.slice/user-1000.slice/allot:user-1000.scope").as_deref(), Some("user-1000"));
+        assert_eq!(m("/user.slice/user-1000.slice/allot:user-1000.scope/.holder").as_deref(), Some("user-1000/.holder"));
+        assert_eq!(m("/allot_background.slice/allot:background.scope/ci/j9-u1001").as_deref(), Some("background/ci/j9-u1001"));
+        assert_eq!(m("/user.slice/user-allot_ci.slice/allot:ci.scope/j8-u1001").as_deref(), Some("ci/j8-u1001"));
         assert_eq!(m("/user.slice/user-1000.slice/session-3.scope"), None);
-        assert_eq!(m("/user.slice/user-1000.slice/allot@user-1000.scope2/x"), None, "a prefix that is not a parent");
+        assert_eq!(m("/user.slice/user-1000.slice/allot:user-1000.scope2/x"), None, "a prefix that is not a parent");
         assert_eq!(m("/"), None);
     }
 
