@@ -124,7 +124,7 @@ holders() { cat "$S/.holder/cgroup.procs" "$B/.holder/cgroup.procs" "$CG/user.sl
 h0=$(holders)
 check "allot.service starts (Type=notify: READY=1 arrived)" systemctl start allot.service
 echo "# allot.service: $(systemctl show -p ActiveState -p SubState -p StatusText -p MainPID allot.service | tr '\n' ' ')"
-check "its status line came through sd_notify" bash -c "systemctl show -p StatusText --value allot.service | grep -q '^managing 3 scope(s)'"
+check "its status line came through sd_notify" bash -c "systemctl show -p StatusText --value allot.service | grep -qx 'managing 2 scope(s): ci, user-2001'"
 check "its cgroup holds the daemon only" test "$(wc -l < $CG/system.slice/allot.service/cgroup.procs)" = 1
 sleep 6
 check "the watchdog is fed (active after 6 s with WatchdogSec=4s)" test "$(systemctl show -p ActiveState --value allot.service)/$(systemctl show -p NRestarts --value allot.service)" = active/0
