@@ -271,7 +271,18 @@ impl Systemd {
     /// Moves processes into `subcgroup` (absolute within the unit's cgroup, `/` or empty
     /// for its top) of a unit with `Delegate=` on (AttachProcessesToUnit).
     pub fn attach(&mut self, unit: &str, subcgroup: &str, pids: &[u32]) -> Result<()> {
-        self.manager("AttachProcessesToUnit", unit, vec![Value::str(unit), Value::str(subcgroup), Value::u32s(pids)]).map(|_| ())
+        match self.manager("AttachProcessesToUnit", unit, vec![Value::str(unit), Value::str(subcgroup), Value::u32s(pids)]) {
+            Ok(_) => Ok(()),
+            // systemd 252: "Process migration not available on non-delegated units."
+            Err(Error::Bus { method, unit, name, message, .. }) if message.contains("non-delegated") => Err(Error::Bus {
+                hint: format!("systemd moves processes only into units with Delegate= on; {unit} is not one (a session scope or a plain service cannot take a process back)"),
+                method,
+                unit,
+                name,
+                message,
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Clears a unit's failed state (ResetFailedUnit).
