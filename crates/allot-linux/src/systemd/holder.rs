@@ -196,8 +196,14 @@ mod tests {
         // ppid is not us (re-parented), and it leads its own session.
         assert_ne!(f[1].parse::<u32>().unwrap(), std::process::id());
         assert_eq!(f[3].parse::<i32>().unwrap(), pid, "session id");
-        let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
-        assert_eq!(fds, 3, "only stdin, stdout and stderr (/dev/null)");
+        // Only stdin, stdout and stderr (/dev/null). The dynamic loader opens and closes
+        // files of its own while `sleep` starts: a leaked descriptor would stay.
+        let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while fds() != 3 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(fds(), 3, "only stdin, stdout and stderr (/dev/null)");
         // SAFETY: ending the process this test started.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let e = spawn(&Holder::Command(vec!["/nonexistent/holder".into()])).unwrap_err();
