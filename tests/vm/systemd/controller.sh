@@ -14,6 +14,8 @@ set -euo pipefail
 . "$ALLOT_VM_LIB"
 
 T() { systemd_tree allot "$@"; }
+# On a failure, the console gets what systemd and logind were doing.
+trap 'rc=$?; if [ $rc != 0 ]; then { echo "--- journal"; journalctl -b --no-pager -n 80 -o short-monotonic; echo "--- jobs"; systemctl list-jobs; echo "--- sessions"; loginctl list-sessions; } >&2; fi' EXIT
 CG=/sys/fs/cgroup
 U=user.slice/user-2001.slice
 S=$CG/$U/allot:user-2001.scope
@@ -85,6 +87,20 @@ check "a job's process moves between allot's scopes (user-2001 -> background)" \
   test "$(cgroup_of "$spid")" = allot_background.slice/allot:background.scope/user-2001/j3-u2001
 T move background/user-2001/j3-u2001 "$spid2" >/dev/null
 check "a session's process moves into a background job" test "$(cgroup_of "$spid2")" = allot_background.slice/allot:background.scope/user-2001/j3-u2001
+
+# ---- usage: the sum of allot's currency scopes
+u0=$(T show | sed -n 's/^usage_ns //p')
+# One process, no child: bash's $SECONDS ends the loop (a move takes the process, not
+# children it had before). A script file, not `bash -c`: su would take that -c as its own
+# option and run the loop without login_session's pid-file wrapper.
+printf '#!/bin/bash\nwhile [ $SECONDS -lt 6 ]; do :; done\n' > /run/allot-vm/busy.sh
+chmod 755 /run/allot-vm/busy.sh
+busy=$(login_session allot-ta /run/allot-vm/busy.sh)
+T move user-2001/j1-u2001 "$busy" >/dev/null
+wait_for -t 20 bash -c "! kill -0 $busy 2>/dev/null"
+u1=$(T show | sed -n 's/^usage_ns //p')
+echo "# usage_ns(\"\") before and after a job busy for up to 6 s: $u0 $u1"
+check "usage_ns(\"\") counts a job's CPU (over 0.5 s more)" test $((u1 - u0)) -gt 500000000
 
 # ---- what a restarted daemon finds
 T show > "$after.show"; grep -v '^connected' "$after.show" | sed 's/^/# /'

@@ -99,6 +99,19 @@ check "a process moved into allot's scope is in no session" test "$rc" = 1
 check "systemctl show user-2001.slice -p CPUWeight says 300" test "$(systemctl show -p CPUWeight --value user-2001.slice)" = 300
 check "user-2001.slice's cpu.weight is 300" test "$(cat $CG/user.slice/user-2001.slice/cpu.weight)" = 300
 echo "# runtime drop-in: $(ls /run/systemd/system.control/user-2001.slice.d/ 2>&1 | tr '\n' ' ')"
+# An admin's persistent set-property lands in /etc/systemd/system.control, which outranks
+# /run/systemd/system.control (systemd.unit(5)): allot's runtime value holds only until
+# the next daemon-reload. (docs/systemd.md: the daemon should notice, not fight.)
+systemctl set-property user-2001.slice CPUWeight=50
+"${SD[@]}" SetUnitProperties 'sba(sv)' user-2001.slice true 1 CPUWeight t 300
+w1=$(cat $CG/user.slice/user-2001.slice/cpu.weight)
+systemctl daemon-reload
+w2=$(cat $CG/user.slice/user-2001.slice/cpu.weight)
+echo "# admin's persistent CPUWeight=50, then allot's runtime 300: $w1; after daemon-reload: $w2"
+check "an admin's persistent CPUWeight outranks allot's runtime one at daemon-reload" test "$w1/$w2" = 300/50
+systemctl revert user-2001.slice >/dev/null
+"${SD[@]}" SetUnitProperties 'sba(sv)' user-2001.slice true 1 CPUWeight t 300
+check "after systemctl revert, allot's runtime value holds again" test "$(systemctl show -p CPUWeight --value user-2001.slice)" = 300
 
 # ---- the background class: an idle top-level slice with a delegated scope
 "${SD[@]}" StartTransientUnit 'ssa(sv)a(sa(sv))' "$BGSLICE" fail 2 \
