@@ -183,25 +183,39 @@ impl SystemdTree {
         let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra.clone());
         if let Err(Error::Bus { name, .. }) = &r {
             if name == "org.freedesktop.systemd1.UnitExists" {
-                // Loaded but not running (failed, or stopping): clear it and start afresh.
-                let _ = st.sd.reset_failed(&unit);
-                r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra);
+                if st.sd.active_state(&unit).is_ok_and(|a| a == "active") {
+                    // Running already (a start whose reply was lost, then retried): adopt it.
+                    r = Ok(());
+                } else {
+                    // Loaded but not running (failed, or stopping): clear it and start afresh.
+                    let _ = st.sd.reset_failed(&unit);
+                    r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra);
+                }
             }
         }
-        if let Err(e) = r {
-            // SAFETY: ending the holder this call started (it never got a scope).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            return Err(e);
-        }
-        let cg = st.sd.unit_cgroup(&unit)?;
+        let cg = r.and_then(|()| st.sd.unit_cgroup(&unit));
+        let cg = match cg {
+            Ok(cg) => cg,
+            Err(e) => {
+                // SAFETY: ending the holder this call started (it never got a scope).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return Err(e);
+            }
+        };
         let dir = self.abs(&cg);
-        st.scopes.insert(key.clone(), cg);
-        // The holder leaves the scope's top, which may then enable cpu for its children
-        // (cgroup v2: no processes in a cgroup that distributes a controller).
+        st.scopes.insert(key.clone(), cg.clone());
         mkdir(&dir.join(HOLDER))?;
-        write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
+        if crate::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
+            // The holder leaves the scope's top, which may then enable cpu for its
+            // children (cgroup v2: no processes in a cgroup that distributes a controller).
+            write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
+            self.check_holder_alive(&unit, pid)?;
+        } else {
+            // SAFETY: ending the spare holder this call started; the scope has its own.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
         enable_cpu(&dir)?;
-        self.check_holder_alive(&unit, pid)?;
+        self.ensure_holder(st, key, &dir)?;
         Ok(dir)
     }
 
