@@ -15,41 +15,63 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 /// a process as any uid without a passwd entry, so nothing is left in /etc/passwd.
 pub const TEST_UIDS: [u32; 4] = [2901, 2902, 2903, 2904];
 
-/// A cgroup of a test's or benchmark's own, beside allot's tree, that processes are started
-/// in: a system allot daemon never places a process out of a cgroup another manager made,
-/// so it leaves these alone; a private daemon places from it only when its config lists it
-/// (`placement.from`). Removed on drop (its processes must have ended).
+/// A cgroup of a test's or benchmark's own that processes are started in: a system allot
+/// daemon never places a process out of a cgroup another manager made, so it leaves these
+/// alone; a private daemon places from it only when its config lists it
+/// (`placement.from`). Without systemd it is `<mount>/allot-shelter-PID-N`; on a systemd
+/// host (where nothing may be made at the root) a delegated scope of the test's own,
+/// `allot-shelter-PID-N.scope`, kept by a `sleep infinity` holder, with processes in its
+/// `procs/` leaf. Removed on drop (its processes must have ended).
 #[derive(Debug)]
 pub struct Shelter {
     name: String,
-    cg: Box<dyn allot_linux::cgroup::CpuController>,
+    /// The cgroup processes join, as /proc/PID/cgroup names it.
+    path: String,
+    /// Its `cgroup.procs` files (v1: the cpu and the cpuacct hierarchy's).
+    files: Vec<PathBuf>,
+    kind: ShelterKind,
+}
+
+#[derive(Debug)]
+enum ShelterKind {
+    Own(Box<dyn allot_linux::cgroup::CpuController>),
+    Scope { unit: String, dir: PathBuf },
 }
 
 impl Shelter {
-    /// Creates `<mount>/allot-shelter-PID-N` in the cpu hierarchy.
+    /// Creates a shelter (see the type).
     pub fn new() -> anyhow::Result<Self> {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("allot-shelter-{}-{n}", std::process::id());
+        if allot_linux::systemd::is_systemd_host() {
+            let unit = format!("{name}.scope");
+            let mut sd = allot_linux::systemd::Systemd::connect()?;
+            let holder =
+                allot_linux::systemd::holder::spawn(&allot_linux::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "infinity".into()]))?;
+            let props = vec![allot_linux::systemd::prop("Description", allot_linux::dbus::Value::str("allot test shelter"))];
+            sd.start_scope(&unit, "system.slice", &[holder as u32], Some(&["cpu"]), props)?;
+            let cg = sd.unit_cgroup(&unit)?;
+            let dir = Path::new("/sys/fs/cgroup").join(cg.trim_start_matches('/'));
+            let leaf = dir.join("procs");
+            std::fs::create_dir_all(&leaf).with_context(|| format!("mkdir {}", leaf.display()))?;
+            return Ok(Self { path: format!("{cg}/procs"), files: vec![leaf.join("cgroup.procs")], kind: ShelterKind::Scope { unit, dir }, name });
+        }
         let cg = allot_linux::cgroup::detect(&name)?;
         cg.create("").map_err(|e| anyhow::anyhow!("create the shelter cgroup: {e}"))?;
-        Ok(Self { name, cg })
+        Ok(Self { path: format!("/{name}"), files: cg.procs_files(""), kind: ShelterKind::Own(cg), name })
     }
 
     /// Its path as /proc/PID/cgroup names it.
     pub fn path(&self) -> String {
-        format!("/{}", self.name)
+        self.path.clone()
     }
 
     /// A command that starts inside the shelter, as `uid` if given (uid and gid set to it,
     /// no supplementary groups): the child joins the shelter as root, then drops to the uid,
     /// so it is never outside it, not even for an instant.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, uid: Option<u32>) -> Command {
-        let files: Vec<std::ffi::CString> = self
-            .cg
-            .procs_files("")
-            .iter()
-            .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL"))
-            .collect();
+        let files: Vec<std::ffi::CString> =
+            self.files.iter().map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL")).collect();
         let mut c = Command::new(program);
         // SAFETY: the closure only makes async-signal-safe calls (open, write, close,
         // setgroups, setgid, setuid) on data prepared before the fork.
@@ -76,13 +98,24 @@ impl Shelter {
 
 impl Drop for Shelter {
     fn drop(&mut self) {
-        for _ in 0..50 {
-            if self.cg.remove("").is_ok() || !self.cg.exists("") {
-                return;
+        match &self.kind {
+            ShelterKind::Own(cg) => {
+                for _ in 0..50 {
+                    if cg.remove("").is_ok() || !cg.exists("") {
+                        return;
+                    }
+                    // Processes killed a moment ago may still be exiting.
+                    std::thread::sleep(Duration::from_millis(20));
+                }
             }
-            // Processes killed a moment ago may still be exiting.
-            std::thread::sleep(Duration::from_millis(20));
+            ShelterKind::Scope { unit, dir } => {
+                let _ = std::fs::remove_dir(dir.join("procs"));
+                if let Ok(mut sd) = allot_linux::systemd::Systemd::connect() {
+                    let _ = sd.stop_unit(unit);
+                }
+            }
         }
+        let _ = &self.name;
     }
 }
 
@@ -365,6 +398,13 @@ impl PrivateDaemon {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
         Ok(())
+    }
+
+    /// A controller over the daemon's tree, for reading its jobs' counters (on a systemd
+    /// host, its scopes; it never creates anything here).
+    pub fn controller(&self) -> anyhow::Result<Box<dyn allot_linux::cgroup::CpuController>> {
+        let holder = allot_linux::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "infinity".into()]);
+        Ok(allot_linux::cgroup::detect_host(&self.root_name, holder)?)
     }
 
     /// The daemon's pid, while it runs.

@@ -14,6 +14,7 @@ pub(crate) fn status() -> StatusView {
         uptime_s: 3600,
         cgroup_version: "v1".into(),
         cgroup_root: "/nonexistent/allot-unit-test".into(),
+        manager: "allot".into(),
         ncpu: 2,
         jobs: 1,
         features: [("cpu_idle".to_string(), true), ("psi".to_string(), false)].into_iter().collect(),

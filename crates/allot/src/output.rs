@@ -155,7 +155,15 @@ fn job_made(j: &JobMade) -> String {
 pub fn status(d: &StatusView) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "allot daemon {} (protocol {}, pid {}, up {} s)", d.version, d.protocol, d.pid, d.uptime_s);
-    let _ = writeln!(out, "cgroup            {} at {}", d.cgroup_version, for_terminal(&d.cgroup_root));
+    if d.manager == "systemd" {
+        let _ = writeln!(
+            out,
+            "cgroup            {}, systemd's: jobs in scopes systemd delegates to allot, currencies are users' slices",
+            d.cgroup_version
+        );
+    } else {
+        let _ = writeln!(out, "cgroup            {} at {}", d.cgroup_version, for_terminal(&d.cgroup_root));
+    }
     let _ = writeln!(out, "cpus              {} (load outside allot: {:.2})", d.ncpu, d.outside);
     let _ = writeln!(out, "jobs              {}", d.jobs);
     let _ = writeln!(out, "placement         {}", for_terminal(&d.placement));

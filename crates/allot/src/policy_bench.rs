@@ -346,7 +346,7 @@ fn agility(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
 
 /// CPU used by a job's cgroup over `secs`, in CPUs.
 fn job_rate(d: &PrivateDaemon, rel: &str, secs: f64) -> anyhow::Result<f64> {
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let a = cg.usage_ns(rel)?;
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));
@@ -401,7 +401,7 @@ fn nice(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
         kids.0.push(kb);
         let (ra, rb) = (job_of(&d, pa)?, job_of(&d, pb)?);
         std::thread::sleep(Duration::from_millis(2000));
-        let cg = allot_linux::cgroup::detect(&d.root_name)?;
+        let cg = d.controller()?;
         let (x0, y0) = (cg.usage_ns(&ra)?, cg.usage_ns(&rb)?);
         std::thread::sleep(Duration::from_secs_f64(secs));
         let (x, y) = ((cg.usage_ns(&ra)? - x0) as f64, (cg.usage_ns(&rb)? - y0) as f64);
@@ -438,7 +438,7 @@ fn fork(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     d.wait_exec(sh)?;
     pin(sh, 0)?;
     let rel = job_of(&d, sh)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     std::thread::sleep(Duration::from_millis(500));
     let u0 = cg.usage_ns(&rel)?;
     let t0 = Instant::now();
@@ -480,7 +480,7 @@ fn gaming(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     d.wait_exec(g)?;
     pin(g, 0)?;
     let rel = job_of(&d, g)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let t0 = Instant::now();
     let mut samples = vec![];
     while t0.elapsed().as_secs_f64() < sleep + burn {

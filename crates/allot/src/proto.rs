@@ -477,8 +477,12 @@ pub struct StatusView {
     pub uptime_s: u64,
     /// "v1" or "v2".
     pub cgroup_version: String,
-    /// allot's root in the cpu hierarchy.
+    /// allot's root in the cpu hierarchy (on a systemd host: the mount; jobs live in scopes).
     pub cgroup_root: String,
+    /// Who owns the cgroup tree: "allot" (its own tree) or "systemd" (delegated scopes in
+    /// users' slices).
+    #[serde(default)]
+    pub manager: String,
     /// CPUs.
     pub ncpu: usize,
     /// Jobs.

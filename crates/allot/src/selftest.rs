@@ -137,7 +137,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let h = hog(exe);
     let tickets = [300u32, 200, 100];
     let mut rels = vec![];
@@ -174,7 +174,7 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let [a, b, ..] = allot_measure::harness::TEST_UIDS;
     let d = PrivateDaemon::start(exe, CONFIG)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let h = hog(exe);
     let mut kids = Kids::default();
     // Plain processes, as a user's shell would start them: the daemon finds and places them.
@@ -219,7 +219,7 @@ fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 
 fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let pid = d.run_job(&["--cap", "0.25!"], &strs(&hog(exe)), None)?;
     let cpu = allot_linux::ncpu() - 1;
     pin(pid, cpu)?;
@@ -238,7 +238,7 @@ fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 
 fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, CONFIG)?;
-    let cg = allot_linux::cgroup::detect(&d.root_name)?;
+    let cg = d.controller()?;
     let n = allot_linux::ncpu();
     let secs = format!("{:.1}", (window / 2.0).max(1.0));
     let fg = |d: &PrivateDaemon| -> anyhow::Result<f64> {

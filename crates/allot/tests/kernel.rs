@@ -133,7 +133,7 @@ fn permissions_and_bad_input_change_nothing() {
     ok(&d.cli(&["status"], None).unwrap());
     // The features the kernel has are reported as found (cpu.idle is on both v1 here and v2).
     let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     assert!(cg.has_idle(), "CI's kernels (6.18 here, Debian's cloud kernel in the VM) have cpu.idle");
     assert_eq!(st["features"]["cpu_idle"].as_bool(), Some(true), "{st}");
     assert!(cg.idle("background").unwrap(), "the background group is idle-class");
@@ -169,7 +169,7 @@ fn crash_restart_adopts_the_tree_and_keeps_funding() {
 
     // kill -9: the kernel keeps enforcing (the groups and their settings stay).
     d.crash();
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     let j2rel = job_with_pid(&before, j2).unwrap()["cgroup"].as_str().unwrap().to_string();
     assert!(cg.max(&j2rel).unwrap().is_some(), "hard cap still in force while the daemon is down");
 
@@ -221,7 +221,7 @@ fn set_and_move_act_on_the_right_process() {
     ok(&d.cli(&["set", &s, "-t", "70", "--cap", "1/4!"], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
     assert_eq!((j["tickets"].as_u64(), j["cap"].as_str()), (Some(70), Some("0.25!")));
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     let m = cg.max(j["cgroup"].as_str().unwrap()).unwrap().unwrap();
     assert_eq!((m.quota_us, m.period_us), (25_000, 100_000));
     ok(&d.cli(&["set", &s, "--background"], Some(a)).unwrap());
@@ -281,7 +281,7 @@ fn focus_and_soft_caps_are_checked_and_kept() {
     d.wait_exec(q).unwrap();
     assert_eq!(wait_for("soft-capped job", || job_with_pid(&show(&d), q))["cap"], "0.3");
     let jq = job_with_pid(&show(&d), q).unwrap();
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     let rel = jq["cgroup"].as_str().unwrap().to_string();
     // Simulate a crash at the moment the soft cap is held: quota written, daemon killed.
     // A sleeping default job carries a boost quota at that moment too.

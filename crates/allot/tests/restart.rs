@@ -63,7 +63,7 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
         let held = j(soft)?["held"] == true;
         (idle_boosted && split && held).then_some(v)
     });
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     let idle_rel = job_with_pid(&before, idle).unwrap()["cgroup"].as_str().unwrap().to_string();
     let soft_rel = job_with_pid(&before, soft).unwrap()["cgroup"].as_str().unwrap().to_string();
     assert_eq!(cg.weight(&idle_rel).unwrap(), 10_000, "the idle default job's boost is applied (weight x100)");
@@ -130,7 +130,7 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
         (v["boost"] == true).then(|| v["cgroup"].as_str().unwrap().to_string())
     });
     d.crash();
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     assert_eq!(cg.max(&rel).unwrap(), None, "the boost leaves no quota behind");
     // It wakes and burns with no daemon: compare with the same program outside allot,
     // on the same CPU, measured right after (the machine may be busy with other work).
@@ -167,7 +167,7 @@ fn an_outside_change_is_reasserted_within_a_second_and_logged_once() {
     let (d, j) = d;
     let v = wait_for("the job", || job_with_pid(&show(&d), j));
     let rel = v["cgroup"].as_str().unwrap().to_string();
-    let cg = allot_linux::cgroup::detect(&d.root_name).unwrap();
+    let cg = d.controller().unwrap();
     let weight = cg.weight(&rel).unwrap();
     let quota = cg.max(&rel).unwrap();
     // Someone rewrites the weight and the quota by hand.

@@ -26,7 +26,7 @@ impl Daemon {
         let features = Features::detect(cg.as_ref());
         if features.cpu_idle {
             cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
-        } else {
+        } else if !cg.systemd() {
             cg.set_weight(BACKGROUND, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let (desired, legacy) = match &state_path {
@@ -59,7 +59,9 @@ impl Daemon {
         };
         d.rt_note = d.tree.rt_setup();
         d.adopt(legacy);
-        for rel in ["", BACKGROUND] {
+        // On a systemd host "" is no directory of allot's (the mount): its scopes are watched.
+        let roots: &[&str] = if d.tree.cg.systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
+        for rel in roots {
             d.watch.watch(d.tree.cg.as_ref(), rel);
         }
         d.undo_dynamic();

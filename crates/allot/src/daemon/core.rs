@@ -182,6 +182,12 @@ impl Daemon {
             now,
         };
         let gone = self.obs.observe(&ctx, self.desired.jobs.values());
+        // The backend's upkeep (systemd: held-back funding writes, holders): what it could
+        // not write is forgotten, so the plan writes it again.
+        for (rel, e) in self.tree.cg.upkeep() {
+            log::error!("{rel}: {e}");
+            self.tree.forget(&rel);
+        }
         self.repair(gone);
         self.reap(now);
         self.split_niced();

@@ -152,7 +152,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
     }
     let cfg = Config::load(&opts.config, opts.config_required)?;
-    let cg = allot_linux::cgroup::detect(&opts.cgroup_root)?;
+    // On a systemd host allot works inside scopes systemd delegates to it (docs/systemd.md).
+    let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::systemd::holder::Holder::SelfExec)?;
     let state_path = if opts.ephemeral {
         None
     } else {
@@ -192,6 +193,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     }
     log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
     d.scan();
+    let _ = allot_linux::notify::ready(&format!("{} jobs adopted", d.desired.jobs.len()));
+    let watchdog = allot_linux::notify::watchdog_interval().map(|w| w / 2);
+    let mut next_ping = Instant::now();
+    let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
     let mut next_scan = Instant::now() + d.scan_interval();
     loop {
@@ -204,6 +209,20 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             d.scan();
             next_scan = now + d.scan_interval();
         }
+        // The loop's own heartbeat: systemd restarts a daemon whose loop stops turning.
+        if let Some(w) = watchdog.filter(|_| now >= next_ping) {
+            let _ = allot_linux::notify::watchdog();
+            next_ping = now + w;
+        }
+        if now >= next_status {
+            let _ = allot_linux::notify::status(&format!(
+                "{} jobs, {} placed, {} requests",
+                d.desired.jobs.len(),
+                d.counters.placed,
+                d.counters.requests
+            ));
+            next_status = now + Duration::from_secs(10);
+        }
         let wait = next_tick.min(next_scan).saturating_duration_since(Instant::now());
         match rx.recv_timeout(wait) {
             Ok(Event::Request { peer, req, reply }) => {
@@ -214,7 +233,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 d.counters.limited = d.counters.limited.max(refused.load(std::sync::atomic::Ordering::Relaxed));
                 let _ = reply.send(r);
             }
-            Ok(Event::Signal(libc::SIGHUP)) => d.reload(&opts),
+            Ok(Event::Signal(libc::SIGHUP)) => {
+                let _ = allot_linux::notify::reloading();
+                d.reload(&opts);
+                let _ = allot_linux::notify::ready("config reloaded");
+            }
             Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Event::Cgroup(evs)) => d.on_cgroup_events(evs),
             Ok(Event::Snapshot(reply)) => {
@@ -231,6 +254,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             Err(RecvTimeoutError::Timeout) => {}
         }
     }
+    let _ = allot_linux::notify::stopping();
     d.shutdown(opts.ephemeral);
     let _ = std::fs::remove_file(&opts.socket);
     log::info!("stopped");

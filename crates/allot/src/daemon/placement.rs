@@ -209,7 +209,9 @@ impl Daemon {
         let human = whole && self.placement.humans.contains(uid);
         let Ok(place) = self.place_of(pid) else { return Seen::Never };
         match (&place, human) {
-            (Place::Foreign(_), _) => return Seen::Never,
+            // Another manager's, or a login session's (systemd hosts: logins stay where logind
+            // put them; their user's slice is their currency already).
+            (Place::Foreign(_) | Place::Session { .. }, _) => return Seen::Never,
             (Place::Source(path), _) if !self.placement.is_auto(path) => return Seen::Never,
             (Place::Job(id), _) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid) => {
                 // In its own job. Rules apply at exec, and only to the user's default job:

@@ -112,7 +112,7 @@ impl Daemon {
         match &t.place {
             Place::Job(id) => Back::Rel(self.desired.jobs[id].rel()),
             Place::Stray(rel) => Back::Rel(rel.clone()),
-            Place::Source(p) | Place::Foreign(p) => Back::Path(p.clone()),
+            Place::Source(p) | Place::Foreign(p) | Place::Session { path: p, .. } => Back::Path(p.clone()),
         }
     }
 
@@ -204,6 +204,11 @@ impl Daemon {
             ));
         }
         let place = self.place_of(caller.pid)?;
+        if let Place::Session { uid, scope, .. } = &place {
+            if *uid != peer.uid && !peer.is_root() {
+                return Err(format!("you are in {scope}, a login session of uid {uid}, not yours"));
+            }
+        }
         if let Place::Foreign(path) = &place {
             if !(peer.is_root() && force) {
                 return Err(format!(

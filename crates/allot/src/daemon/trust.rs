@@ -38,6 +38,16 @@ pub enum Place {
     Source(String),
     /// Inside allot's tree but in no job (a stray, e.g. written there by hand).
     Stray(String),
+    /// In a login session's scope on a systemd host (logind's): its user's to move with a
+    /// request (systemd moves it), never placed automatically.
+    Session {
+        /// The session's user.
+        uid: u32,
+        /// Its scope, e.g. `session-3.scope`.
+        scope: String,
+        /// Its cgroup path.
+        path: String,
+    },
     /// In a cgroup another manager owns (a service, a container, a session, a batch job).
     Foreign(String),
 }
@@ -72,7 +82,17 @@ impl Daemon {
             }),
             Ok(None) => {
                 let path = self.tree.cg.path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
-                Ok(if self.placement.is_source(&path) { Place::Source(path) } else { Place::Foreign(path) })
+                if self.placement.is_source(&path) {
+                    return Ok(Place::Source(path));
+                }
+                if let Ok(Some(s)) = self.tree.cg.session_of(pid) {
+                    // Only the session's own scope: a process of a session-started service
+                    // or container lives elsewhere and stays foreign.
+                    if path.ends_with(&format!("/{}", s.scope)) {
+                        return Ok(Place::Session { uid: s.uid, scope: s.scope, path });
+                    }
+                }
+                Ok(Place::Foreign(path))
             }
             Err(_) => Err(format!("no process {pid} (it has exited)")),
         }
@@ -132,6 +152,9 @@ impl Daemon {
                         peer.uid
                     ));
                 }
+            }
+            Place::Session { uid, scope, .. } if !peer.is_root() && *uid != peer.uid => {
+                return Err(format!("process {pid} is in {scope}, a login session of uid {uid}; only that user or root may move it"));
             }
             Place::Foreign(path) if !(peer.is_root() && force) => {
                 return Err(format!(

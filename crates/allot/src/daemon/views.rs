@@ -156,6 +156,7 @@ impl Daemon {
             uptime_s: self.started.elapsed().as_secs(),
             cgroup_version: format!("{:?}", self.tree.cg.version()).to_lowercase(),
             cgroup_root: self.tree.cg.root().display().to_string(),
+            manager: if self.tree.cg.systemd() { "systemd".into() } else { "allot".into() },
             ncpu: self.ncpu,
             jobs: self.desired.jobs.len(),
             features: [("cpu_idle", f.cpu_idle), ("custom_slices", f.custom_slices), ("psi", f.psi), ("delay_accounting", f.delay_accounting)]
