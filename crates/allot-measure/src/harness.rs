@@ -298,12 +298,10 @@ impl PrivateDaemon {
         c
     }
 
-    /// `exe --socket S` as `uid`, started in the shelter (None: as this process, here).
+    /// `exe --socket S` as `uid` (None: as this process's user), started in the shelter,
+    /// where the private daemon may take it from (and no other allot daemon would).
     pub fn allot_as(&self, uid: Option<u32>) -> Command {
-        let mut c = match uid {
-            Some(_) => self.shelter.command(&self.exe, uid),
-            None => Command::new(&self.exe),
-        };
+        let mut c = self.shelter.command(&self.exe, uid);
         c.arg("--socket").arg(&self.socket);
         c
     }

@@ -66,7 +66,7 @@ _session_start() {   # USER LOG PIDFILE CMD...
   # shellcheck disable=SC2016
   XDG_SESSION_CLASS=user setsid -f su -l "$user" \
     -c 'p=$0; l=$1; shift; echo $$ > "$p"; exec "$@" >>"$l" 2>&1 </dev/null' \
-    "$pidf" "$log" "$@" </dev/null >>"$log" 2>&1
+    -- "$pidf" "$log" "$@" </dev/null >>"$log" 2>&1
 }
 
 login_session() {

@@ -115,7 +115,7 @@ impl Daemon {
                 }
                 continue;
             }
-            if e.mask & inotify::CREATE != 0 && e.mask & inotify::ISDIR != 0 {
+            if e.mask & inotify::CREATE != 0 && e.mask & inotify::ISDIR != 0 && !e.name.starts_with('.') {
                 let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
                 if self.desired.by_rel(&child).is_none() && !self.is_currency_dir(&child) {
                     self.note_outside(

@@ -76,6 +76,11 @@ impl Daemon {
     /// Where a process is.
     pub fn place_of(&self, pid: i32) -> Result<Place, String> {
         match self.tree.cg.rel_of(pid) {
+            // A leaf whose name starts with '.' is the backend's own (a systemd scope's
+            // holder): never a job's, never touched.
+            Ok(Some(rel)) if rel.rsplit('/').next().is_some_and(|l| l.starts_with('.')) => {
+                Ok(Place::Foreign(self.tree.cg.path_of(pid).unwrap_or(rel)))
+            }
             Ok(Some(rel)) => Ok(match self.desired.by_rel(&rel) {
                 Some(j) => Place::Job(j.id),
                 None => Place::Stray(rel),
