@@ -8,6 +8,7 @@ mod config;
 mod daemon;
 mod daemon_bench;
 mod output;
+mod overhead_bench;
 mod policy_bench;
 mod proto;
 mod selftest;
@@ -153,10 +154,13 @@ enum Command {
 enum BenchCmd {
     #[command(flatten)]
     Seeds(allot_measure::bench::Which),
-    /// What the daemon costs at rest: CPU and memory with 1000 sleeping processes.
+    /// The daemon at scale: its cost at rest with 100..10,000 processes of 1..100 users,
+    /// placement latency of new logins, a fork storm.
     Daemon(daemon_bench::DaemonBenchArgs),
     /// The dynamic policy: latency boost, agility, soft cap, nice, fork, gaming.
     Policy(policy_bench::PolicyBenchArgs),
+    /// A real workload's throughput inside an allot job against the same outside allot.
+    Overhead(overhead_bench::OverheadBenchArgs),
 }
 
 /// Checks tickets or funding here too, so a bad value is named even when the daemon is
@@ -246,6 +250,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
+        Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),

@@ -1,0 +1,246 @@
+//! `allot bench overhead`: what running inside an allot job costs a real workload.
+//!
+//! hackbench (Debian's rt-tests: groups of processes passing messages over sockets, the
+//! scheduler's own stress test) runs as the same account-less user, alternately outside
+//! allot — in a cgroup of its own that no allot daemon places from — and inside a job via
+//! `allot run` under a private daemon. Runs are interleaved in pairs whose order
+//! alternates (out–in, in–out, …), so a drift in the machine's load falls on both sides;
+//! each pair gives a ratio (inside time / outside time, over 1 = slower inside), and the
+//! report is their median with its spread. This machine is shared: only ratios within one
+//! run are compared.
+
+use crate::daemon_bench::dies_with_us;
+use allot_measure::harness::{PrivateDaemon, Shelter};
+use anyhow::{bail, Context};
+use clap::Args;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// `allot bench overhead`.
+#[derive(Debug, Args)]
+pub struct OverheadBenchArgs {
+    /// Interleaved pairs (one run outside allot, one inside) [default: 10; --quick: 4].
+    #[arg(long)]
+    pub pairs: Option<usize>,
+    /// hackbench's arguments [default: "-g 10 -l 500", about 3 s a run here; --quick:
+    /// "-g 5 -l 200"].
+    #[arg(long, allow_hyphen_values = true)]
+    pub hackbench: Option<String>,
+    /// Exit non-zero if the median slowdown is over 1% (--quick: 10%).
+    #[arg(long)]
+    pub check: bool,
+    /// Fewer, shorter runs (CI).
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// The uid the workload runs as (no account: nothing is added to /etc/passwd).
+const UID: u32 = 2800;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Side {
+    Outside,
+    Inside,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Pair {
+    first: Side,
+    outside_s: f64,
+    inside_s: f64,
+    /// inside / outside.
+    ratio: f64,
+    /// The daemon's CPU during each run, % of one CPU.
+    daemon_outside_percent: f64,
+    daemon_inside_percent: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Summary {
+    pairs: usize,
+    median: f64,
+    min: f64,
+    max: f64,
+    q1: f64,
+    q3: f64,
+    limit: f64,
+    passed: bool,
+}
+
+/// Quartiles by linear interpolation between closest ranks (the spread of a few pairs).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let x = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
+}
+
+fn summarize(ratios: &[f64], limit: f64) -> Summary {
+    let mut s = ratios.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let median = quantile(&s, 0.5);
+    Summary {
+        pairs: s.len(),
+        median,
+        min: s.first().copied().unwrap_or(f64::NAN),
+        max: s.last().copied().unwrap_or(f64::NAN),
+        q1: quantile(&s, 0.25),
+        q3: quantile(&s, 0.75),
+        limit,
+        passed: median <= limit,
+    }
+}
+
+/// hackbench's own time for its message passing ("Time: 2.765"), s.
+fn hackbench_time(out: &std::process::Output) -> anyhow::Result<f64> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("hackbench failed ({}): {}{}", out.status, text, String::from_utf8_lossy(&out.stderr));
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("Time:"))
+        .and_then(|t| t.trim().parse().ok())
+        .with_context(|| format!("no \"Time:\" line in hackbench's output: {text:?}"))
+}
+
+struct Bench<'a> {
+    d: &'a PrivateDaemon,
+    outside: &'a Shelter,
+    hb: &'a [String],
+    daemon_pid: u32,
+}
+
+impl Bench<'_> {
+    /// One run; (hackbench's time, the daemon's CPU meanwhile in % of one CPU).
+    fn run(&self, side: Side) -> anyhow::Result<(f64, f64)> {
+        let c: Command = match side {
+            Side::Outside => {
+                let mut c = self.outside.command("hackbench", Some(UID));
+                c.args(self.hb);
+                c
+            }
+            Side::Inside => {
+                let mut c = self.d.allot_as(Some(UID));
+                c.args(["run", "--strict", "--", "hackbench"]).args(self.hb);
+                c
+            }
+        };
+        let c0 = crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)?;
+        let t0 = Instant::now();
+        let out = dies_with_us(c).stdin(Stdio::null()).output().with_context(|| format!("run hackbench {side:?} allot"))?;
+        let cpu = (crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)? - c0) as f64 / 1e9 / t0.elapsed().as_secs_f64() * 100.0;
+        Ok((hackbench_time(&out).with_context(|| format!("{side:?} allot"))?, cpu))
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("allot bench overhead must run as root (it starts a private daemon and runs the workload as another uid)");
+    }
+    let pairs = args.pairs.unwrap_or(if args.quick { 4 } else { 10 });
+    if !(1..=1000).contains(&pairs) {
+        bail!("--pairs must be 1..1000, got {pairs}");
+    }
+    let hb: Vec<String> =
+        args.hackbench.as_deref().unwrap_or(if args.quick { "-g 5 -l 200" } else { "-g 10 -l 500" }).split_whitespace().map(String::from).collect();
+    if Command::new("hackbench").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        bail!("hackbench is not installed; it is in Debian's rt-tests package: apt-get install rt-tests");
+    }
+    let limit = if args.quick { 1.10 } else { 1.01 };
+    let exe = std::env::current_exe()?;
+    let d = PrivateDaemon::start(&exe, &format!("[users]\nonly = [\"{UID}\"]\n"))?;
+    // A cgroup of its own, beside allot's: the private daemon places only from its own
+    // shelter, and a system daemon never takes a process from a cgroup another manager made.
+    let outside = Shelter::new()?;
+    let b = Bench { d: &d, outside: &outside, hb: &hb, daemon_pid: d.daemon_pid().context("the private daemon is not running")? };
+    // Warm-up (page cache, the binary, the job's cgroup made once): not counted.
+    b.run(Side::Outside)?;
+    b.run(Side::Inside)?;
+    let mut rows = vec![];
+    for i in 0..pairs {
+        let first = if i % 2 == 0 { Side::Outside } else { Side::Inside };
+        let (a, b2) = (b.run(first)?, b.run(if first == Side::Outside { Side::Inside } else { Side::Outside })?);
+        let (out, inn) = if first == Side::Outside { (a, b2) } else { (b2, a) };
+        let p = Pair { first, outside_s: out.0, inside_s: inn.0, ratio: inn.0 / out.0, daemon_outside_percent: out.1, daemon_inside_percent: inn.1 };
+        if !json {
+            eprintln!("bench overhead: pair {}/{pairs}: outside {:.3} s, inside {:.3} s, ratio {:.3}", i + 1, p.outside_s, p.inside_s, p.ratio);
+        }
+        rows.push(p);
+    }
+    drop(d);
+    drop(outside);
+    let s = summarize(&rows.iter().map(|p| p.ratio).collect::<Vec<_>>(), limit);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"workload": format!("hackbench {}", hb.join(" ")), "uid": UID, "pairs": rows, "summary": s})
+            )?
+        );
+    } else {
+        print!("{}", render(&hb, &rows, &s));
+    }
+    Ok(if args.check && !s.passed { 1 } else { 0 })
+}
+
+fn render(hb: &[String], rows: &[Pair], s: &Summary) -> String {
+    let mut t = allot_report::Table::new(["PAIR", "ORDER", "OUTSIDE s", "INSIDE s", "RATIO", "DAEMON CPU % OUT/IN"])
+        .align(1, allot_report::Align::Left)
+        .rule(allot_report::Rule::Full);
+    for (i, p) in rows.iter().enumerate() {
+        let order = if p.first == Side::Outside { "out, in" } else { "in, out" };
+        t.row([
+            (i + 1).to_string(),
+            order.into(),
+            format!("{:.3}", p.outside_s),
+            format!("{:.3}", p.inside_s),
+            format!("{:.3}", p.ratio),
+            format!("{:.2} / {:.2}", p.daemon_outside_percent, p.daemon_inside_percent),
+        ]);
+    }
+    let mut out =
+        format!("hackbench {} as uid {UID}: outside allot (a cgroup of its own) vs inside a job (allot run)\n\n{}", hb.join(" "), t.render());
+    out += &format!(
+        "\nratio inside/outside: median {:.3}, IQR {:.3}–{:.3}, range {:.3}–{:.3} over {} pairs; limit: median <= {:.2}: {}\n",
+        s.median,
+        s.q1,
+        s.q3,
+        s.min,
+        s.max,
+        s.pairs,
+        s.limit,
+        if s.passed { "met" } else { "MISSED" }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_of_ratios() {
+        let s = summarize(&[1.0, 1.2, 0.9, 1.1], 1.01);
+        assert!((s.median - 1.05).abs() < 1e-12 && s.min == 0.9 && s.max == 1.2 && !s.passed);
+        assert!((s.q1 - 0.975).abs() < 1e-12 && (s.q3 - 1.125).abs() < 1e-12);
+        assert!(summarize(&[0.99], 1.01).passed);
+    }
+
+    #[test]
+    fn reads_hackbench_time() {
+        use std::os::unix::process::ExitStatusExt;
+        let o = std::process::Output {
+            status: std::process::ExitStatus::from_raw(0),
+            stdout: b"Running in process mode\nTime: 2.765\n".to_vec(),
+            stderr: vec![],
+        };
+        assert_eq!(hackbench_time(&o).unwrap(), 2.765);
+        let o = std::process::Output { stdout: b"nothing\n".to_vec(), ..o };
+        assert!(hackbench_time(&o).unwrap_err().to_string().contains("Time:"));
+    }
+}
