@@ -1,8 +1,11 @@
 //! `allot workload fork`: a fork storm. One thread forks as fast as it can (or at
 //! `--rate`); each child exits at once, except every `--keep-every`-th, which sleeps until
 //! the storm's process ends (the kernel kills it then: PR_SET_PDEATHSIG), so a benchmark
-//! can check where processes born in the storm ended up. With `--hold` the process stays
-//! after the storm, keeping those children, until SIGTERM.
+//! can check where processes born in the storm ended up. Each kept child is reported with
+//! the cgroup it was born in (this process's, read just before and after the fork; "?"
+//! when they differ: it was being moved), so a child born before its parent was placed
+//! can be told apart. With `--hold` the process stays after the storm, keeping those
+//! children, until SIGTERM.
 //!
 //! Children are plain fork(2)s of this process, no exec: the cheapest process a user can
 //! make, so the storm is as dense as the machine allows. Forking happens on the main
@@ -20,6 +23,7 @@ pub(super) fn run(args: &WorkloadArgs, duration: Option<Duration>, start: Instan
     let mut forks = 0u64;
     let mut failed = 0u64;
     let mut kept: Vec<i32> = vec![];
+    let mut born_in: std::collections::HashMap<i32, String> = Default::default();
     let mut reaped = 0u64;
     let pace = (args.rate > 0).then(|| Duration::from_secs_f64(1.0 / args.rate as f64));
     while !STOP.load(Ordering::Relaxed) {
@@ -34,6 +38,7 @@ pub(super) fn run(args: &WorkloadArgs, duration: Option<Duration>, start: Instan
             }
         }
         let keep = args.keep_every > 0 && forks % args.keep_every == 0;
+        let before = if keep { own_cgroup() } else { String::new() };
         // SAFETY: the child only makes async-signal-safe calls, then _exit or pause.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
@@ -59,6 +64,8 @@ pub(super) fn run(args: &WorkloadArgs, duration: Option<Duration>, start: Instan
         forks += 1;
         if keep {
             kept.push(pid);
+            let after = own_cgroup();
+            born_in.insert(pid, if after == before { after } else { "?".into() });
         }
         reaped += reap(&mut kept, false);
     }
@@ -78,8 +85,15 @@ pub(super) fn run(args: &WorkloadArgs, duration: Option<Duration>, start: Instan
         "forks_per_s": forks as f64 / wall.max(1e-9),
         "storm_s": wall,
         "fork_errors": failed,
-        "kept": kept,
+        "kept": kept.iter().map(|p| serde_json::json!({"pid": p, "born_in": born_in.get(p)})).collect::<Vec<_>>(),
     })
+}
+
+/// This process's cgroup in the cpu hierarchy (v1), or its v2 cgroup.
+fn own_cgroup() -> String {
+    let s = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let p = allot_linux::procfs::parse_cgroup(&s, Some("cpu")).or_else(|| allot_linux::procfs::parse_cgroup(&s, None));
+    p.unwrap_or_else(|| "?".into())
 }
 
 /// Reaps exited children (blocking for one if `block`); a kept child that died is

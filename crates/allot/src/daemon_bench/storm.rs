@@ -57,6 +57,11 @@ pub struct Storm {
     pub survivors: usize,
     /// Of those, not in their user's currency `settle` after the storm.
     pub misplaced: usize,
+    /// Kept children of the storm born while the storm's process was still outside allot
+    /// (it forks at once; the daemon places it on its uid change, moments later).
+    pub born_before_placed: usize,
+    /// Of the misplaced, how many were born so.
+    pub misplaced_born_before_placed: usize,
     /// A few of them: (pid, uid, the cgroup it was in).
     pub misplaced_sample: Vec<(u32, u32, String)>,
     /// Seconds after the storm until the misplaced ones were in their currencies (None:
@@ -116,6 +121,14 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
         c.iter().copied().filter(|&(p, u)| !places.in_currency(p, u) && std::path::Path::new(&format!("/proc/{p}")).exists()).collect()
     };
     let misplaced = misplaced_now(&check);
+    let inside = format!("/{}/", d.root_name);
+    let early: std::collections::HashSet<u32> = v["kept"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|k| !k["born_in"].as_str().unwrap_or("?").starts_with(&inside))
+        .filter_map(|k| k["pid"].as_u64().map(|p| p as u32))
+        .collect();
     let misplaced_sample =
         misplaced.iter().take(5).map(|&(p, u)| (p, u, allot_linux::procfs::cgroup_of(p as i32, Some("cpu")).unwrap_or_default())).collect();
     let mut misplaced_fixed_after_s = None;
@@ -146,6 +159,8 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
         after,
         survivors,
         misplaced: misplaced.len(),
+        born_before_placed: early.len(),
+        misplaced_born_before_placed: misplaced.iter().filter(|(p, _)| early.contains(p)).count(),
         misplaced_sample,
         misplaced_fixed_after_s,
         logins,
