@@ -19,14 +19,17 @@ use std::time::Instant;
 /// `allot bench overhead`.
 #[derive(Debug, Args)]
 pub struct OverheadBenchArgs {
-    /// Interleaved pairs (one run outside allot, one inside) [default: 10; --quick: 4].
+    /// Interleaved pairs (one run outside allot, one inside) [default: 10; --quick: 6].
     #[arg(long)]
     pub pairs: Option<usize>,
     /// hackbench's arguments [default: "-g 10 -l 500", about 3 s a run here; --quick:
     /// "-g 5 -l 200"].
     #[arg(long, allow_hyphen_values = true)]
     pub hackbench: Option<String>,
-    /// Exit non-zero if the median slowdown is over 1% (--quick: 10%).
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<std::path::PathBuf>,
+    /// Exit non-zero if the median slowdown is over 1% (--quick: 25%, the direction only).
     #[arg(long)]
     pub check: bool,
     /// Fewer, shorter runs (CI).
@@ -34,8 +37,9 @@ pub struct OverheadBenchArgs {
     pub quick: bool,
 }
 
-/// The uid the workload runs as (no account: nothing is added to /etc/passwd).
-const UID: u32 = 2800;
+/// The uid the workload runs as (no account: nothing is added to /etc/passwd); not one
+/// of `bench daemon`'s (2800..2899) nor the tests' (2901..), so they can run side by side.
+const UID: u32 = 2900;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -142,7 +146,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot bench overhead must run as root (it starts a private daemon and runs the workload as another uid)");
     }
-    let pairs = args.pairs.unwrap_or(if args.quick { 4 } else { 10 });
+    let pairs = args.pairs.unwrap_or(if args.quick { 6 } else { 10 });
     if !(1..=1000).contains(&pairs) {
         bail!("--pairs must be 1..1000, got {pairs}");
     }
@@ -151,8 +155,11 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if Command::new("hackbench").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         bail!("hackbench is not installed; it is in Debian's rt-tests package: apt-get install rt-tests");
     }
-    let limit = if args.quick { 1.10 } else { 1.01 };
+    // --quick (CI, a shared machine, runs of under a second): only that allot does not
+    // slow the workload grossly; single pairs here ranged 0.64–1.60.
+    let limit = if args.quick { 1.25 } else { 1.01 };
     let exe = std::env::current_exe()?;
+    let load0 = allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
     let d = PrivateDaemon::start(&exe, &format!("[users]\nonly = [\"{UID}\"]\n"))?;
     // A cgroup of its own, beside allot's: the private daemon places only from its own
     // shelter, and a system daemon never takes a process from a cgroup another manager made.
@@ -175,13 +182,22 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     drop(d);
     drop(outside);
     let s = summarize(&rows.iter().map(|p| p.ratio).collect::<Vec<_>>(), limit);
+    let load = [load0, allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)];
+    let report = serde_json::json!({
+        "bench": "overhead",
+        "machine": allot_measure::bench::common::machine(),
+        "load_average_start_end": load,
+        "workload": format!("hackbench {}", hb.join(" ")),
+        "uid": UID,
+        "pairs": rows,
+        "summary": s,
+    });
+    let pretty = serde_json::to_string_pretty(&report)?;
+    if let Some(p) = &args.output {
+        allot_measure::report::write_file(p, &(pretty.clone() + "\n"))?;
+    }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"workload": format!("hackbench {}", hb.join(" ")), "uid": UID, "pairs": rows, "summary": s})
-            )?
-        );
+        println!("{pretty}");
     } else {
         print!("{}", render(&hb, &rows, &s));
     }

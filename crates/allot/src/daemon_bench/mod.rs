@@ -44,6 +44,9 @@ pub struct DaemonBenchArgs {
     /// How long the fork storm lasts; 0 skips it [default: 10 s; --quick: 3 s].
     #[arg(long)]
     pub storm: Option<String>,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub output: Option<std::path::PathBuf>,
     /// Exit non-zero if a threshold is missed.
     #[arg(long)]
     pub check: bool,
@@ -85,6 +88,8 @@ fn parse_row(s: &str) -> anyhow::Result<(usize, usize)> {
 
 #[derive(Debug, serde::Serialize)]
 struct Report {
+    bench: &'static str,
+    machine: serde_json::Value,
     quick: bool,
     window_s: f64,
     limits: Limits,
@@ -146,9 +151,22 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
         Some(storm::run(&exe, plan)?)
     };
     let missed = judge(&out, storm.as_ref(), &limits, args.quick);
-    let report = Report { quick: args.quick, window_s: window.as_secs_f64(), limits, rows: out, storm, missed };
+    let report = Report {
+        bench: "daemon",
+        machine: allot_measure::bench::common::machine(),
+        quick: args.quick,
+        window_s: window.as_secs_f64(),
+        limits,
+        rows: out,
+        storm,
+        missed,
+    };
+    let pretty = serde_json::to_string_pretty(&report)?;
+    if let Some(p) = &args.output {
+        allot_measure::report::write_file(p, &(pretty.clone() + "\n"))?;
+    }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{pretty}");
     } else {
         print!("{}", render(&report));
     }
@@ -244,7 +262,15 @@ fn render(r: &Report) -> String {
             cell(&|l| ms(l.max_ms)),
         ]);
     }
-    let mut s = format!("The daemon at rest ({:.0} s windows) and the placement latency of new logins\n\n{}", r.window_s, t.render());
+    let tracking = r.rows.first().map_or("", |x| x.tracking.as_str());
+    let loads = r.rows.iter().flat_map(|x| x.load).filter(|l| l.is_finite());
+    let (lo, hi) = loads.fold((f64::INFINITY, 0f64), |(a, b), l| (a.min(l), b.max(l)));
+    let mut s = format!(
+        "The daemon at rest ({:.0} s windows) and the placement latency of new logins (tracking: {tracking}; load average {lo:.1}–{hi:.1} on {} CPUs)\n\n{}",
+        r.window_s,
+        allot_linux::ncpu(),
+        t.render()
+    );
     s += "\nCPU %: the daemon's CPU over the window, % of one CPU (its process CPU clock, ns resolution); PEAK 1s %: its busiest second.\n";
     s += "PLACED IN s: from the last of the sleeping processes starting until every one was in a job (they start as a burst of logins).\n";
     s += "P50/P99/MAX: from just before a login's fork to the daemon's write of its pid into its job (inotify), one login at a time.\n";

@@ -79,6 +79,25 @@ pub struct Row {
     pub rest: Window,
     /// Placement latency of new logins (None: no processes, so no job to watch).
     pub latency: Option<Latencies>,
+    /// How the daemon finds new processes (`allot status`).
+    pub tracking: String,
+    /// The machine's 1-minute load average as the window began and as it ended (others
+    /// share this machine).
+    pub load: [f64; 2],
+}
+
+/// How the daemon says it finds new processes.
+pub fn tracking(d: &PrivateDaemon) -> String {
+    match crate::client::call(&d.socket, &crate::proto::Request::Status {}) {
+        Ok(crate::proto::Response::Status(s)) => s.tracking,
+        Ok(_) => "?".into(),
+        Err(e) => format!("? ({e})"),
+    }
+}
+
+/// The 1-minute load average now.
+pub fn load() -> f64 {
+    allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)
 }
 
 /// Measures one row.
@@ -89,16 +108,19 @@ pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins:
     let places = Places::new(&d.root_name)?;
     let mut pop = populate(&d, &places, &uids, processes, Duration::from_secs(120))?;
     std::thread::sleep(settle);
+    let load0 = load();
     let rest = meter::window(pid, window)?;
+    let load = [load0, load()];
     let latency = if processes > 0 && logins > 0 {
         let mut t = LoginTimer::new(&d, &places, &pop.firsts)?;
         Some(t.time(logins, None, Duration::from_secs(2))?)
     } else {
         None
     };
+    let tracking = tracking(&d);
     // The processes go first: the daemon removes its tree on stop, and a cgroup with
     // processes in it cannot be removed.
     pop.kids.kill_all();
     d.stop()?;
-    Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, rest, latency })
+    Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, rest, latency, tracking, load })
 }

@@ -114,7 +114,14 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     let storm_end = Instant::now();
 
     std::thread::sleep(plan.settle);
-    let mut check: Vec<(u32, u32)> = meter::pids_of_uid(uid).into_iter().map(|p| (p, uid)).collect();
+    // Only this benchmark's processes: in this daemon's trees or its shelter (another run
+    // may use the same uid at the same time).
+    let mine = |p: u32| {
+        let at =
+            allot_linux::procfs::cgroup_of(p as i32, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(p as i32, None)).unwrap_or_default();
+        at == d.shelter.path() || at.starts_with(&format!("/{}/", d.root_name)) || at.starts_with(&format!("/{}-background/", d.root_name))
+    };
+    let mut check: Vec<(u32, u32)> = meter::pids_of_uid(uid).into_iter().filter(|&p| mine(p)).map(|p| (p, uid)).collect();
     check.extend(timer.kids.0.iter().zip(&timer.kid_uids).filter(|(_, &u)| u != uid).map(|(c, &u)| (c.id(), u)));
     let survivors = check.len();
     let misplaced_now = |c: &[(u32, u32)]| -> Vec<(u32, u32)> {
@@ -145,6 +152,13 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     }
     let after = meter::window(pid, plan.rest)?;
     finish(forker);
+    // Its kept children die with it, asynchronously: wait for them, so the shelter and the
+    // jobs are empty when they are removed.
+    let kept: Vec<u32> = v["kept"].as_array().into_iter().flatten().filter_map(|k| k["pid"].as_u64().map(|p| p as u32)).collect();
+    let t = Instant::now();
+    while kept.iter().any(|p| std::path::Path::new(&format!("/proc/{p}")).exists()) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(timer);
     pop.kids.kill_all();
     d.stop()?;
