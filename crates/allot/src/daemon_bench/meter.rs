@@ -80,6 +80,26 @@ pub fn window(pid: u32, len: Duration) -> anyhow::Result<Window> {
     })
 }
 
+/// Waits until the daemon is quiet, so an at-rest window does not measure it catching up
+/// with what came before (placing a burst of logins can keep it busy long after the last
+/// one is in its job): at least `min`, then until two 1 s samples in a row are under
+/// `busy` % of one CPU, at most `max`. Returns the seconds waited and whether it went quiet.
+pub fn quiet(pid: u32, min: Duration, max: Duration, busy: f64) -> anyhow::Result<(f64, bool)> {
+    let t0 = Instant::now();
+    std::thread::sleep(min);
+    let mut calm = 0;
+    while calm < 2 {
+        if t0.elapsed() >= max {
+            return Ok((t0.elapsed().as_secs_f64(), false));
+        }
+        let (c, t) = (cpu_ns(pid)?, Instant::now());
+        std::thread::sleep(Duration::from_secs(1));
+        let pct = (cpu_ns(pid)? - c) as f64 / 1e9 / t.elapsed().as_secs_f64() * 100.0;
+        calm = if pct < busy { calm + 1 } else { 0 };
+    }
+    Ok((t0.elapsed().as_secs_f64(), true))
+}
+
 /// Where processes are, read from the kernel (/proc/PID/cgroup), not from the daemon.
 pub struct Places {
     cg: Box<dyn CpuController>,

@@ -64,6 +64,9 @@ pub fn populate(d: &PrivateDaemon, places: &Places, uids: &[u32], n: usize, limi
     Ok(Population { kids, firsts, start_s, placed_after_s: t1.elapsed().as_secs_f64() })
 }
 
+/// The daemon is quiet under this CPU, % of one CPU.
+pub const QUIET: f64 = 5.0;
+
 /// One row's numbers.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Row {
@@ -75,6 +78,11 @@ pub struct Row {
     pub start_s: f64,
     /// Seconds from the last start until all were in jobs.
     pub placed_after_s: f64,
+    /// Seconds from then until the daemon was quiet (under 5% of one CPU for 2 s in a row),
+    /// when the at-rest window began.
+    pub quiet_after_s: f64,
+    /// It went quiet (false: the window began at the wait's limit anyway).
+    pub quiet: bool,
     /// The daemon at rest.
     pub rest: Window,
     /// Placement latency of new logins (None: no processes, so no job to watch).
@@ -101,13 +109,13 @@ pub fn load() -> f64 {
 }
 
 /// Measures one row.
-pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins: usize, settle: Duration) -> anyhow::Result<Row> {
+pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins: usize, settle: [Duration; 2]) -> anyhow::Result<Row> {
     let uids = uids(users);
     let mut d = daemon(exe, &uids)?;
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
     let mut pop = populate(&d, &places, &uids, processes, Duration::from_secs(120))?;
-    std::thread::sleep(settle);
+    let (quiet_after_s, quiet) = meter::quiet(pid, settle[0], settle[1], QUIET)?;
     let load0 = load();
     let rest = meter::window(pid, window)?;
     let load = [load0, load()];
@@ -122,5 +130,5 @@ pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins:
     // processes in it cannot be removed.
     pop.kids.kill_all();
     d.stop()?;
-    Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, rest, latency, tracking, load })
+    Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, quiet_after_s, quiet, rest, latency, tracking, load })
 }

@@ -79,7 +79,7 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
     let mut pop = populate(&d, &places, &uids, plan.processes.max(plan.users), Duration::from_secs(60))?;
-    std::thread::sleep(plan.settle);
+    meter::quiet(pid, plan.settle, plan.settle + Duration::from_secs(60), super::scale::QUIET)?;
     let before = meter::window(pid, plan.rest)?;
 
     let mut timer = LoginTimer::new(&d, &places, &pop.firsts)?;
