@@ -38,7 +38,7 @@ pub fn mem_mb(pid: u32) -> anyhow::Result<(f64, f64)> {
 }
 
 /// The daemon over one window.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Window {
     /// Length, s.
     pub seconds: f64,
@@ -48,6 +48,8 @@ pub struct Window {
     pub cpu_ticks_percent: f64,
     /// The busiest second of the window, % of one CPU (a safety scan shows here).
     pub peak_1s_percent: f64,
+    /// Each second's CPU, % of one CPU (the safety scan, or a burst of work, shows here).
+    pub per_second: Vec<f64>,
     /// RSS at the end, MB.
     pub rss_mb: f64,
     /// Peak RSS since the daemon started, MB.
@@ -57,14 +59,14 @@ pub struct Window {
 /// Measures the daemon `pid` for `len`, sampling its CPU clock once a second.
 pub fn window(pid: u32, len: Duration) -> anyhow::Result<Window> {
     let (c0, k0, t0) = (cpu_ns(pid)?, ticks_ns(pid)?, Instant::now());
-    let mut peak = 0f64;
+    let mut per_second = vec![];
     let (mut last_c, mut last_t) = (c0, t0);
     while t0.elapsed() < len {
         std::thread::sleep((len - t0.elapsed()).min(Duration::from_secs(1)));
         let (c, t) = (cpu_ns(pid)?, Instant::now());
         let dt = (t - last_t).as_secs_f64();
         if dt > 0.5 {
-            peak = peak.max((c - last_c) as f64 / 1e9 / dt * 100.0);
+            per_second.push((c - last_c) as f64 / 1e9 / dt * 100.0);
         }
         (last_c, last_t) = (c, t);
     }
@@ -74,7 +76,8 @@ pub fn window(pid: u32, len: Duration) -> anyhow::Result<Window> {
         seconds: secs,
         cpu_percent: (cpu_ns(pid)? - c0) as f64 / 1e9 / secs * 100.0,
         cpu_ticks_percent: (ticks_ns(pid)? - k0) as f64 / 1e9 / secs * 100.0,
-        peak_1s_percent: peak,
+        peak_1s_percent: per_second.iter().copied().fold(0.0, f64::max),
+        per_second,
         rss_mb,
         hwm_mb,
     })
