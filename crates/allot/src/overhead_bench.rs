@@ -3,11 +3,14 @@
 //! hackbench (Debian's rt-tests: groups of processes passing messages over sockets, the
 //! scheduler's own stress test) runs as the same account-less user, alternately outside
 //! allot — in a cgroup of its own that no allot daemon places from — and inside a job via
-//! `allot run` under a private daemon. Runs are interleaved in pairs whose order
-//! alternates (out–in, in–out, …), so a drift in the machine's load falls on both sides;
-//! each pair gives a ratio (inside time / outside time, over 1 = slower inside), and the
-//! report is their median with its spread. This machine is shared: only ratios within one
-//! run are compared.
+//! `allot run` under a private daemon. Each round runs both sides (and, as a control, the
+//! same in a cgroup as deep as a job, root/currency/job, that no daemon touches), in an
+//! order that changes from round to round, so a drift in the machine's load falls on every
+//! side. Each round gives a ratio (inside time / outside time, over 1 = slower inside); the
+//! report is their median with its spread. The control splits the ratio in two: the
+//! kernel's cost of the deeper hierarchy (nested / outside) and what the daemon's work
+//! costs the job (inside / nested). This machine is shared: only ratios within one run
+//! are compared.
 
 use crate::daemon_bench::dies_with_us;
 use allot_measure::harness::{PrivateDaemon, Shelter};
@@ -19,13 +22,17 @@ use std::time::Instant;
 /// `allot bench overhead`.
 #[derive(Debug, Args)]
 pub struct OverheadBenchArgs {
-    /// Interleaved pairs (one run outside allot, one inside) [default: 10; --quick: 6].
+    /// Interleaved pairs: rounds of one run outside allot and one inside (plus the control)
+    /// [default: 10; --quick: 6].
     #[arg(long)]
     pub pairs: Option<usize>,
     /// hackbench's arguments [default: "-g 10 -l 500", about 3 s a run here; --quick:
     /// "-g 5 -l 200"].
     #[arg(long, allow_hyphen_values = true)]
     pub hackbench: Option<String>,
+    /// Skip the control (a cgroup as deep as a job that no daemon touches) [--quick skips it].
+    #[arg(long)]
+    pub no_control: bool,
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
@@ -44,15 +51,41 @@ const UID: u32 = 2900;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 enum Side {
+    /// A cgroup of its own at the top of the hierarchy.
     Outside,
+    /// The control: a cgroup two levels deeper (as deep as a job), no daemon.
+    Nested,
+    /// A job, via `allot run`.
     Inside,
 }
 
+/// The orders rounds take: with the control, all six permutations in turn; without, out–in
+/// then in–out.
+fn order(round: usize, control: bool) -> Vec<Side> {
+    use Side::*;
+    if control {
+        let all = [
+            [Outside, Nested, Inside],
+            [Inside, Nested, Outside],
+            [Nested, Outside, Inside],
+            [Inside, Outside, Nested],
+            [Outside, Inside, Nested],
+            [Nested, Inside, Outside],
+        ];
+        all[round % 6].to_vec()
+    } else if round % 2 == 0 {
+        vec![Outside, Inside]
+    } else {
+        vec![Inside, Outside]
+    }
+}
+
 #[derive(Debug, serde::Serialize)]
-struct Pair {
-    first: Side,
+struct Round {
+    order: Vec<Side>,
     outside_s: f64,
     inside_s: f64,
+    nested_s: Option<f64>,
     /// inside / outside.
     ratio: f64,
     /// The daemon's CPU during each run, % of one CPU.
@@ -68,8 +101,6 @@ struct Summary {
     max: f64,
     q1: f64,
     q3: f64,
-    limit: f64,
-    passed: bool,
 }
 
 /// Quartiles by linear interpolation between closest ranks (the spread of a few pairs).
@@ -82,19 +113,16 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
 }
 
-fn summarize(ratios: &[f64], limit: f64) -> Summary {
+fn summarize(ratios: &[f64]) -> Summary {
     let mut s = ratios.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
-    let median = quantile(&s, 0.5);
     Summary {
         pairs: s.len(),
-        median,
+        median: quantile(&s, 0.5),
         min: s.first().copied().unwrap_or(f64::NAN),
         max: s.last().copied().unwrap_or(f64::NAN),
         q1: quantile(&s, 0.25),
         q3: quantile(&s, 0.75),
-        limit,
-        passed: median <= limit,
     }
 }
 
@@ -113,6 +141,7 @@ fn hackbench_time(out: &std::process::Output) -> anyhow::Result<f64> {
 struct Bench<'a> {
     d: &'a PrivateDaemon,
     outside: &'a Shelter,
+    nested: Option<&'a Shelter>,
     hb: &'a [String],
     daemon_pid: u32,
 }
@@ -120,13 +149,19 @@ struct Bench<'a> {
 impl Bench<'_> {
     /// One run; (hackbench's time, the daemon's CPU meanwhile in % of one CPU).
     fn run(&self, side: Side) -> anyhow::Result<(f64, f64)> {
-        let c: Command = match side {
-            Side::Outside => {
+        let c: Command = match (side, self.nested) {
+            (Side::Outside, _) => {
                 let mut c = self.outside.command("hackbench", Some(UID));
                 c.args(self.hb);
                 c
             }
-            Side::Inside => {
+            (Side::Nested, Some(n)) => {
+                let mut c = n.command("hackbench", Some(UID));
+                c.args(self.hb);
+                c
+            }
+            (Side::Nested, None) => bail!("no control cgroup"),
+            (Side::Inside, _) => {
                 let mut c = self.d.allot_as(Some(UID));
                 c.args(["run", "--strict", "--", "hackbench"]).args(self.hb);
                 c
@@ -134,9 +169,31 @@ impl Bench<'_> {
         };
         let c0 = crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)?;
         let t0 = Instant::now();
-        let out = dies_with_us(c).stdin(Stdio::null()).output().with_context(|| format!("run hackbench {side:?} allot"))?;
+        let out = dies_with_us(c).stdin(Stdio::null()).output().with_context(|| format!("run hackbench ({side:?})"))?;
         let cpu = (crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)? - c0) as f64 / 1e9 / t0.elapsed().as_secs_f64() * 100.0;
-        Ok((hackbench_time(&out).with_context(|| format!("{side:?} allot"))?, cpu))
+        Ok((hackbench_time(&out).with_context(|| format!("{side:?}"))?, cpu))
+    }
+
+    /// One round in the given order.
+    fn round(&self, order: Vec<Side>) -> anyhow::Result<Round> {
+        let (mut out, mut inn, mut nested) = ((0.0, 0.0), (0.0, 0.0), None);
+        for &side in &order {
+            let r = self.run(side)?;
+            match side {
+                Side::Outside => out = r,
+                Side::Inside => inn = r,
+                Side::Nested => nested = Some(r.0),
+            }
+        }
+        Ok(Round {
+            order,
+            outside_s: out.0,
+            inside_s: inn.0,
+            nested_s: nested,
+            ratio: inn.0 / out.0,
+            daemon_outside_percent: out.1,
+            daemon_inside_percent: inn.1,
+        })
     }
 }
 
@@ -157,31 +214,46 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     }
     // --quick (CI, a shared machine, runs of under a second): only that allot does not
     // slow the workload grossly; single pairs here ranged 0.64–1.60.
+    // --quick (CI, a shared machine, runs of under a second): only that allot does not
+    // slow the workload grossly; single pairs here ranged 0.64–1.60.
     let limit = if args.quick { 1.25 } else { 1.01 };
+    let control = !(args.no_control || args.quick);
     let exe = std::env::current_exe()?;
     let load0 = allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
     let d = PrivateDaemon::start(&exe, &format!("[users]\nonly = [\"{UID}\"]\n"))?;
-    // A cgroup of its own, beside allot's: the private daemon places only from its own
+    // Cgroups of their own, beside allot's: the private daemon places only from its own
     // shelter, and a system daemon never takes a process from a cgroup another manager made.
     let outside = Shelter::new()?;
-    let b = Bench { d: &d, outside: &outside, hb: &hb, daemon_pid: d.daemon_pid().context("the private daemon is not running")? };
+    let nested = if control { Some(Shelter::nested(&["currency", "job"])?) } else { None };
+    let b = Bench {
+        d: &d,
+        outside: &outside,
+        nested: nested.as_ref(),
+        hb: &hb,
+        daemon_pid: d.daemon_pid().context("the private daemon is not running")?,
+    };
     // Warm-up (page cache, the binary, the job's cgroup made once): not counted.
-    b.run(Side::Outside)?;
-    b.run(Side::Inside)?;
+    b.round(order(0, control))?;
     let mut rows = vec![];
     for i in 0..pairs {
-        let first = if i % 2 == 0 { Side::Outside } else { Side::Inside };
-        let (a, b2) = (b.run(first)?, b.run(if first == Side::Outside { Side::Inside } else { Side::Outside })?);
-        let (out, inn) = if first == Side::Outside { (a, b2) } else { (b2, a) };
-        let p = Pair { first, outside_s: out.0, inside_s: inn.0, ratio: inn.0 / out.0, daemon_outside_percent: out.1, daemon_inside_percent: inn.1 };
+        let r = b.round(order(i, control))?;
         if !json {
-            eprintln!("bench overhead: pair {}/{pairs}: outside {:.3} s, inside {:.3} s, ratio {:.3}", i + 1, p.outside_s, p.inside_s, p.ratio);
+            let n = r.nested_s.map_or(String::new(), |n| format!(", nested {n:.3} s"));
+            eprintln!("bench overhead: {}/{pairs}: outside {:.3} s{n}, inside {:.3} s, ratio {:.3}", i + 1, r.outside_s, r.inside_s, r.ratio);
         }
-        rows.push(p);
+        rows.push(r);
     }
     drop(d);
     drop(outside);
-    let s = summarize(&rows.iter().map(|p| p.ratio).collect::<Vec<_>>(), limit);
+    drop(nested);
+    let ratio = summarize(&rows.iter().map(|r| r.ratio).collect::<Vec<_>>());
+    let passed = ratio.median <= limit;
+    let split = control.then(|| {
+        (
+            summarize(&rows.iter().filter_map(|r| Some(r.nested_s? / r.outside_s)).collect::<Vec<_>>()),
+            summarize(&rows.iter().filter_map(|r| Some(r.inside_s / r.nested_s?)).collect::<Vec<_>>()),
+        )
+    });
     let load = [load0, allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)];
     let report = serde_json::json!({
         "bench": "overhead",
@@ -189,8 +261,12 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
         "load_average_start_end": load,
         "workload": format!("hackbench {}", hb.join(" ")),
         "uid": UID,
-        "pairs": rows,
-        "summary": s,
+        "rounds": rows,
+        "ratio": ratio,
+        "nested_over_outside": split.as_ref().map(|s| &s.0),
+        "inside_over_nested": split.as_ref().map(|s| &s.1),
+        "limit": limit,
+        "passed": passed,
     });
     let pretty = serde_json::to_string_pretty(&report)?;
     if let Some(p) = &args.output {
@@ -199,39 +275,55 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if json {
         println!("{pretty}");
     } else {
-        print!("{}", render(&hb, &rows, &s));
+        print!("{}", render(&hb, &rows, &ratio, split.as_ref(), limit));
     }
-    Ok(if args.check && !s.passed { 1 } else { 0 })
+    Ok(if args.check && !passed { 1 } else { 0 })
 }
 
-fn render(hb: &[String], rows: &[Pair], s: &Summary) -> String {
-    let mut t = allot_report::Table::new(["PAIR", "ORDER", "OUTSIDE s", "INSIDE s", "RATIO", "DAEMON CPU % OUT/IN"])
-        .align(1, allot_report::Align::Left)
-        .rule(allot_report::Rule::Full);
-    for (i, p) in rows.iter().enumerate() {
-        let order = if p.first == Side::Outside { "out, in" } else { "in, out" };
+fn spread(s: &Summary) -> String {
+    format!("median {:.3}, IQR {:.3}–{:.3}, range {:.3}–{:.3}", s.median, s.q1, s.q3, s.min, s.max)
+}
+
+fn render(hb: &[String], rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
+    use allot_report::{Align, Rule, Table};
+    let mut t = Table::new(["ROUND", "ORDER", "OUTSIDE s", "NESTED s", "INSIDE s", "INSIDE/OUTSIDE", "DAEMON CPU % OUT/IN"])
+        .align(1, Align::Left)
+        .rule(Rule::Full);
+    for (i, r) in rows.iter().enumerate() {
+        let order: Vec<&str> = r
+            .order
+            .iter()
+            .map(|s| match s {
+                Side::Outside => "out",
+                Side::Nested => "nested",
+                Side::Inside => "in",
+            })
+            .collect();
         t.row([
             (i + 1).to_string(),
-            order.into(),
-            format!("{:.3}", p.outside_s),
-            format!("{:.3}", p.inside_s),
-            format!("{:.3}", p.ratio),
-            format!("{:.2} / {:.2}", p.daemon_outside_percent, p.daemon_inside_percent),
+            order.join(", "),
+            format!("{:.3}", r.outside_s),
+            r.nested_s.map_or("-".into(), |n| format!("{n:.3}")),
+            format!("{:.3}", r.inside_s),
+            format!("{:.3}", r.ratio),
+            format!("{:.2} / {:.2}", r.daemon_outside_percent, r.daemon_inside_percent),
         ]);
     }
-    let mut out =
-        format!("hackbench {} as uid {UID}: outside allot (a cgroup of its own) vs inside a job (allot run)\n\n{}", hb.join(" "), t.render());
-    out += &format!(
-        "\nratio inside/outside: median {:.3}, IQR {:.3}–{:.3}, range {:.3}–{:.3} over {} pairs; limit: median <= {:.2}: {}\n",
-        s.median,
-        s.q1,
-        s.q3,
-        s.min,
-        s.max,
-        s.pairs,
-        s.limit,
-        if s.passed { "met" } else { "MISSED" }
+    let mut out = format!(
+        "hackbench {} as uid {UID}: outside allot (a cgroup of its own), nested (as deep as a job, no daemon), inside a job (allot run)\n\n{}",
+        hb.join(" "),
+        t.render()
     );
+    out += &format!(
+        "\ninside/outside: {} over {} rounds; limit: median <= {limit:.2}: {}\n",
+        spread(ratio),
+        ratio.pairs,
+        if ratio.median <= limit { "met" } else { "MISSED" }
+    );
+    if let Some((h, d)) = split {
+        out += &format!("nested/outside (the kernel, a deeper hierarchy): {}\n", spread(h));
+        out += &format!("inside/nested (the daemon's work on the job): {}\n", spread(d));
+    }
     out
 }
 
@@ -241,10 +333,20 @@ mod tests {
 
     #[test]
     fn spread_of_ratios() {
-        let s = summarize(&[1.0, 1.2, 0.9, 1.1], 1.01);
-        assert!((s.median - 1.05).abs() < 1e-12 && s.min == 0.9 && s.max == 1.2 && !s.passed);
+        let s = summarize(&[1.0, 1.2, 0.9, 1.1]);
+        assert!((s.median - 1.05).abs() < 1e-12 && s.min == 0.9 && s.max == 1.2);
         assert!((s.q1 - 0.975).abs() < 1e-12 && (s.q3 - 1.125).abs() < 1e-12);
-        assert!(summarize(&[0.99], 1.01).passed);
+        assert_eq!(summarize(&[0.99]).median, 0.99);
+    }
+
+    #[test]
+    fn every_side_takes_every_place() {
+        for side in [Side::Outside, Side::Nested, Side::Inside] {
+            for place in 0..3 {
+                assert_eq!((0..6).filter(|&r| order(r, true)[place] == side).count(), 2, "{side:?} at {place}");
+            }
+        }
+        assert_eq!(order(1, false), [Side::Inside, Side::Outside]);
     }
 
     #[test]
