@@ -4,13 +4,16 @@
 
 pub mod cgroup;
 mod closer;
+pub mod dbus;
 pub mod inotify;
 pub mod machine;
+pub mod notify;
 pub mod peer;
 pub mod pidfd;
 pub mod procevents;
 pub mod procfs;
 pub mod sched;
+pub mod systemd;
 pub mod users;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +69,21 @@ pub enum Error {
     /// No usable cgroup cpu controller.
     #[error("no usable cgroup cpu controller: {0}")]
     NoCpuController(String),
+    /// A D-Bus method call was refused: `name` and `message` are the peer's (systemd's or
+    /// logind's) words; `hint` says what to do.
+    #[error("D-Bus call {method}({unit}) failed: {name}: {message}; {hint}")]
+    Bus {
+        /// The method, e.g. "StartTransientUnit".
+        method: &'static str,
+        /// The unit (or other argument) it was about.
+        unit: String,
+        /// The error's name, e.g. "org.freedesktop.systemd1.NoSuchUnit".
+        name: String,
+        /// The error's message.
+        message: String,
+        /// What it means and what to do.
+        hint: String,
+    },
 }
 
 impl Error {
@@ -81,6 +99,12 @@ impl Error {
         match self {
             Error::Io { source, .. } | Error::Sys { source, .. } => {
                 source.kind() == std::io::ErrorKind::NotFound || source.raw_os_error() == Some(libc::ESRCH)
+            }
+            // systemd names errno errors "System.Error.<ERRNO>"; the bus daemon has its own.
+            Error::Bus { name, .. } => {
+                name == "System.Error.ESRCH"
+                    || name == "org.freedesktop.DBus.Error.UnixProcessIdUnknown"
+                    || name == "org.freedesktop.systemd1.NoSuchProcess"
             }
             _ => false,
         }

@@ -38,6 +38,19 @@ pub fn creds(pid: i32) -> Result<Creds> {
     parse_creds(&path, &s)
 }
 
+/// Every group a process runs with: its real and effective gid and its supplementary
+/// groups (the `Gid:` and `Groups:` lines of /proc/PID/status), as `id` would show them.
+pub fn groups(pid: i32) -> Result<Vec<u32>> {
+    let path = PathBuf::from(format!("/proc/{pid}/status"));
+    let s = read(&path)?;
+    let c = parse_creds(&path, &s)?;
+    let mut g: Vec<u32> = vec![c.gid[0], c.gid[1]];
+    g.extend(s.lines().find_map(|l| l.strip_prefix("Groups:")).unwrap_or("").split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
+    g.sort_unstable();
+    g.dedup();
+    Ok(g)
+}
+
 /// CPU time since boot from /proc/stat, in clock ticks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuTimes {

@@ -157,6 +157,12 @@ pub struct PrivateDaemon {
     persistent: bool,
     /// Where processes of its test users start (its config places from here).
     pub shelter: Shelter,
+    /// Extra environment for the daemon process (set before a [`Self::launch`]).
+    pub env: Vec<(String, String)>,
+    /// Files bind-mounted for the daemon only, in a private mount namespace (source,
+    /// target): a test's own /etc/nsswitch.conf or /etc/subuid, with nothing outside changed.
+    pub binds: Vec<(PathBuf, PathBuf)>,
+    stopped: bool,
 }
 
 impl PrivateDaemon {
@@ -180,10 +186,28 @@ impl PrivateDaemon {
         let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755));
         let shelter = Shelter::new()?;
         let config = dir.join("allot.toml");
-        let toml = format!("{config_toml}\n[placement]\nfrom = [\"{}\"]\n", shelter.path());
+        // Processes start in the shelter and the daemon places from there (a test that wants
+        // another source says so in its own [placement]).
+        let toml = if config_toml.contains("[placement]") {
+            config_toml.to_string()
+        } else {
+            format!("{config_toml}\n[placement]\nfrom = [\"{}\"]\n", shelter.path())
+        };
         std::fs::write(&config, toml).with_context(|| format!("write {}", config.display()))?;
         let socket = dir.join("allot.sock");
-        let mut me = Self { exe: exe.into(), daemon: None, socket, dir, root_name, jobs: Kids::default(), persistent, shelter };
+        let mut me = Self {
+            exe: exe.into(),
+            daemon: None,
+            socket,
+            dir,
+            root_name,
+            jobs: Kids::default(),
+            persistent,
+            shelter,
+            env: vec![],
+            binds: vec![],
+            stopped: false,
+        };
         me.launch(!persistent)?;
         Ok(me)
     }
@@ -207,7 +231,35 @@ impl PrivateDaemon {
             .arg(self.dir.join("allot.toml"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
-            .stderr(log);
+            .stderr(log)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if !self.binds.is_empty() {
+            let binds: Vec<(std::ffi::CString, std::ffi::CString)> = self
+                .binds
+                .iter()
+                .map(|(a, b)| {
+                    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in paths");
+                    (c(a), c(b))
+                })
+                .collect();
+            // SAFETY: raw syscalls only between fork and exec, on data prepared before.
+            unsafe {
+                c.pre_exec(move || {
+                    if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    for (a, b) in &binds {
+                        if libc::mount(a.as_ptr(), b.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
         self.daemon = Some(c.spawn().with_context(|| format!("start {} daemon", self.exe.display()))?);
         let me = self;
         let t0 = Instant::now();
@@ -303,10 +355,15 @@ impl PrivateDaemon {
 
     /// Stops the daemon with SIGTERM (it removes its cgroup tree, being ephemeral).
     pub fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
         self.kill_jobs();
-        if self.persistent {
-            // A persistent daemon leaves its tree on SIGTERM; an ephemeral one started
-            // on the same root adopts the tree and removes it when it stops.
+        if self.persistent || self.daemon.is_none() {
+            // A persistent daemon leaves its tree on SIGTERM, and a crashed one left it: an
+            // ephemeral daemon started on the same root adopts the tree and removes it when
+            // it stops.
             if self.daemon.is_some() {
                 let _ = self.terminate();
             }

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod flood;
 pub mod harness;
 pub mod policy;
 pub mod probe;

@@ -35,6 +35,9 @@ pub enum Kind {
     /// except every `--keep-every`-th, which lives as long as this process (`--hold`
     /// keeps it after the storm, until SIGTERM); `work` counts forks.
     Fork,
+    /// No work: prints the CPU count the way language runtimes read it (Rust's
+    /// `available_parallelism`: affinity and the cgroup quota), and the machine's.
+    Ncpu,
 }
 
 /// `allot workload`: a built-in load generator (hidden; used by tests and benchmarks).
@@ -106,6 +109,11 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
         Kind::Work => run_work(&args, start),
         Kind::Bimodal => run_bimodal(&args, &tm, start),
         Kind::Fork => fork::run(&args, tm.duration, start),
+        Kind::Ncpu => serde_json::json!({
+            "kind": "ncpu",
+            "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "online": allot_linux::ncpu(),
+        }),
     };
     let wall = start.elapsed().as_secs_f64();
     line["cpu_s"] = serde_json::json!(process_cpu_s());

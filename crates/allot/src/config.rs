@@ -30,6 +30,76 @@ pub struct Config {
     pub limits: Limits,
     /// What `show` reveals of other users' jobs.
     pub privacy: Privacy,
+    /// Who decides funding: "local" (`allot fund`, over the config's) or "config" (the
+    /// config's `[funding]` and group defaults only: a fleet managed centrally).
+    pub funding_authority: FundingAuthority,
+    /// Funding by user name or uid (or named currency).
+    pub funding: BTreeMap<String, u32>,
+    /// Defaults for members of a group: funding of their currencies, a cap on their
+    /// default jobs.
+    pub groups: BTreeMap<String, GroupDefaults>,
+    /// Rules: the first that matches a process gives it a job.
+    pub rules: Vec<toml::Spanned<RuleConfig>>,
+    /// The metrics endpoint.
+    pub metrics: MetricsConfig,
+    /// The rules, compiled by [`Config::load`].
+    #[serde(skip)]
+    pub compiled_rules: Vec<crate::daemon::rules::Rule>,
+}
+
+/// The optional HTTP metrics endpoint.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
+    pub listen: Option<String>,
+}
+
+/// Who decides funding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FundingAuthority {
+    /// `allot fund` persists and wins over the config.
+    #[default]
+    Local,
+    /// Only the config sets funding; `allot fund` is refused.
+    Config,
+}
+
+/// Defaults for a group's members.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GroupDefaults {
+    /// Funding of each member's own currency.
+    pub funding: Option<u32>,
+    /// Cap of each member's default job, e.g. "1!".
+    pub default_cap: Option<String>,
+}
+
+/// One `[[rules]]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuleConfig {
+    /// A name for logs and `allot rules test`.
+    pub name: Option<String>,
+    /// Matches processes of this user (name or uid).
+    pub user: Option<String>,
+    /// Matches processes running with this group (primary or supplementary, as `id` shows).
+    pub group: Option<String>,
+    /// Glob on the executable's path (/proc/PID/exe); `re:` for a regex.
+    pub exe: Option<String>,
+    /// Glob on the process name (comm).
+    pub comm: Option<String>,
+    /// Glob on the command line; `re:` for a regex.
+    pub cmdline: Option<String>,
+    /// Tickets of its jobs.
+    pub tickets: Option<u32>,
+    /// Cap of its jobs.
+    pub cap: Option<String>,
+    /// Its jobs run in the background.
+    pub background: Option<bool>,
+    /// Its jobs' currency (default: the process owner's).
+    pub currency: Option<String>,
 }
 
 /// Where automatic placement takes processes from.
@@ -144,6 +214,12 @@ impl Default for Config {
             placement: Placement::default(),
             limits: Limits::default(),
             privacy: Privacy::default(),
+            funding_authority: FundingAuthority::Local,
+            funding: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            rules: vec![],
+            metrics: MetricsConfig::default(),
+            compiled_rules: vec![],
         }
     }
 }
@@ -178,8 +254,24 @@ impl Config {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(Self::default()),
             Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
         };
-        let cfg: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {}", path.display(), e))?;
+        let mut cfg: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {}", path.display(), e))?;
         cfg.check().map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        for (n, r) in cfg.rules.iter().enumerate() {
+            let line = text[..r.span().start.min(text.len())].matches('\n').count() + 1;
+            let rule = crate::daemon::rules::Rule::compile(n, line, r.get_ref()).map_err(|e| {
+                anyhow::anyhow!("{}:{line}: rule {}: {e}", path.display(), r.get_ref().name.clone().unwrap_or_else(|| format!("{}", n + 1)))
+            })?;
+            if let Some(c) = &rule.currency {
+                if !cfg.currencies.contains_key(c) && allot_linux::procfs::user_uid(c).is_none() && c.parse::<u32>().is_err() {
+                    anyhow::bail!(
+                        "{}:{line}: rule {}: currency {c:?} is neither a named currency of this config nor a user",
+                        path.display(),
+                        rule.name
+                    );
+                }
+            }
+            cfg.compiled_rules.push(rule);
+        }
         Ok(cfg)
     }
 
@@ -227,6 +319,20 @@ impl Config {
                 "limits.requests_per_second must be > 0 and request_burst >= 1, got {} and {}",
                 l.requests_per_second, l.request_burst
             ));
+        }
+        for (who, f) in &self.funding {
+            allot_model::Funding::new(*f as i64).map_err(|e| format!("funding.{who}: {e}"))?;
+        }
+        for (g, d) in &self.groups {
+            if let Some(f) = d.funding {
+                allot_model::Funding::new(f as i64).map_err(|e| format!("groups.{g}.funding: {e}"))?;
+            }
+            if let Some(c) = &d.default_cap {
+                let cap: allot_model::Cap = c.parse().map_err(|e: allot_model::ModelError| format!("groups.{g}.default_cap: {e}"))?;
+                if cap.is_background() {
+                    return Err(format!("groups.{g}.default_cap: {c:?} would put every login in the background; give a cap above 0"));
+                }
+            }
         }
         for (name, c) in &self.currencies {
             check_currency_name(name)?;

@@ -7,11 +7,15 @@ mod client;
 mod config;
 mod daemon;
 mod daemon_bench;
+mod metrics;
+mod metrics_cmd;
 mod output;
 mod overhead_bench;
 mod policy_bench;
 mod proto;
+mod readings;
 mod selftest;
+mod top;
 
 use clap::{Parser, Subcommand};
 use proto::Request;
@@ -128,8 +132,38 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The config's rules: `allot rules test PID` shows which matches a process.
+    Rules {
+        #[command(subcommand)]
+        which: RulesCmd,
+    },
+    /// Why a job is boosted, held, capped, niced or background now, since when, and the
+    /// numbers that decided it.
+    Explain {
+        /// A pid, or a job as `allot show` names it (7, alice/default).
+        target: String,
+    },
+    /// The audit trail: every change and refusal, who asked, before and after (root sees
+    /// all; a user, their own requests and changes to their jobs).
+    Log {
+        /// Only records by or about this user.
+        #[arg(long)]
+        user: Option<String>,
+        /// Only records about this job (as `show` names it: 7, alice/default).
+        #[arg(long)]
+        job: Option<String>,
+        /// The latest N records.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Daemon version, cgroup version and root, kernel features found and missing.
     Status,
+    /// Live view of currencies and jobs: entitlement against usage, wait, throttling
+    /// (keys: u e t p w j sort, / user, q quit). Plain frames when not on a terminal.
+    Top(top::TopArgs),
+    /// Prometheus metrics of currencies, jobs and the daemon, once (for node_exporter's
+    /// textfile collector).
+    Metrics(metrics_cmd::MetricsArgs),
     /// Periodic latency probe: how late does a wakeup run, under any policy.
     Probe(allot_measure::probe::ProbeArgs),
     /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
@@ -146,8 +180,20 @@ enum Command {
     /// Built-in load generators (for tests and benchmarks).
     #[command(hide = true)]
     Workload(allot_measure::workload::WorkloadArgs),
+    /// A hostile client that floods the daemon (for tests).
+    #[command(hide = true)]
+    Flood(allot_measure::flood::FloodArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum RulesCmd {
+    /// Which rule matches a process, and what it would do.
+    Test {
+        /// The process.
+        pid: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -245,6 +291,11 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
         Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
+        Command::Rules { which: RulesCmd::Test { pid } } => output::print(json, &client::call(&sock, &Request::RulesTest { pid: pid_arg(&pid)? })?),
+        Command::Explain { target } => output::print(json, &client::call(&sock, &Request::Explain { target })?),
+        Command::Log { user, job, limit } => output::print(json, &client::call(&sock, &Request::Log { user, job, limit: Some(limit) })?),
+        Command::Top(a) => top::run(a, &sock, json),
+        Command::Metrics(a) => metrics_cmd::run(a, &sock, json),
         Command::Probe(a) => allot_measure::probe::run(a),
         Command::Why(a) => allot_measure::why::run(a),
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
@@ -252,6 +303,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
+        Command::Flood(a) => allot_measure::flood::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
     }

@@ -16,6 +16,9 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
             Response::Changed(x) => serde_json::to_value(x)?,
             Response::Funding(x) => serde_json::to_value(x)?,
             Response::Currencies(x) => serde_json::to_value(x)?,
+            Response::Log(x) => serde_json::to_value(x)?,
+            Response::Explain(x) => serde_json::to_value(x)?,
+            Response::Rules(x) => serde_json::to_value(x)?,
         };
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -27,7 +30,10 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
                 Response::Job(x) => job_made(x),
                 Response::Changed(x) => changed(x),
                 Response::Funding(x) => funding(x),
-                Response::Currencies(x) => currencies(&x.0),
+                Response::Currencies(x) => currencies(&x.currencies),
+                Response::Log(x) => log(x),
+                Response::Explain(x) => explain(x),
+                Response::Rules(x) => rules(x),
             }
         );
     }
@@ -38,8 +44,8 @@ fn cpus(x: f64) -> String {
     format!("{x:.2}")
 }
 
-/// A job's applied state in a few words.
-fn state(j: &JobView) -> String {
+/// A job's applied state in a few words (`show` and `top`).
+pub fn state(j: &JobView) -> String {
     let mut v = vec![];
     if j.background {
         v.push("bg".to_string());
@@ -168,4 +174,86 @@ pub fn status(d: &StatusView) -> String {
         c.placed, c.requests, c.limited, c.reconciled, c.write_errors
     );
     out
+}
+
+/// `allot explain`.
+pub fn explain(e: &crate::proto::ExplainView) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "job {} in currency {}: entitled to {:.3} CPU; used {:.3} over the boost window and {:.3} in the last tick; weight {}{}",
+        for_terminal(&e.job),
+        for_terminal(&e.currency),
+        e.entitlement,
+        e.window,
+        e.last,
+        e.weight,
+        e.quota.map(|q| format!(", cpu.max {q:.2} CPU")).unwrap_or_default()
+    );
+    for r in &e.reasons {
+        let since = r.since_s.map(|s| format!(" (for {s:.1} s)")).unwrap_or_default();
+        let _ = writeln!(out, "  {:<11} {}{since}: {}", r.state, if r.on { "yes" } else { "no" }, for_terminal(&r.because));
+    }
+    out
+}
+
+/// `allot rules test`.
+pub fn rules(r: &crate::proto::RulesView) -> String {
+    let mut out = format!("process {} ({}, {}): ", r.pid, for_terminal(&r.comm), for_terminal(&r.exe));
+    match &r.matched {
+        Some(m) => {
+            let _ = writeln!(out, "rule {}", for_terminal(m));
+        }
+        None => out.push_str("no rule matches; it stays in its user's default job\n"),
+    }
+    for c in &r.checked {
+        let _ = writeln!(out, "  line {:<4} {:<20} {}", c.line, for_terminal(&c.rule), for_terminal(&c.why));
+    }
+    out
+}
+
+/// A unix time as `YYYY-MM-DD HH:MM:SS` UTC.
+fn utc(t: f64) -> String {
+    let s = t.max(0.0) as i64;
+    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// `allot log`.
+pub fn log(l: &crate::proto::LogView) -> String {
+    let mut t = Table::new(["TIME (UTC)", "UID", "PID", "REQUEST", "OUTCOME"])
+        .aligns(&[Align::Left, Align::Right, Align::Right, Align::Left, Align::Left])
+        .free_last(true);
+    for r in &l.records {
+        let outcome = match &r.refused {
+            Some(why) => format!("refused: {why}"),
+            None if r.changes.is_empty() => "no change".into(),
+            None => r.changes.iter().map(|c| format!("{}: {} -> {}", c.what, c.before, c.after)).collect::<Vec<_>>().join("; "),
+        };
+        t.row([utc(r.time), r.uid.to_string(), r.pid.to_string(), r.request.clone(), outcome]);
+    }
+    if l.records.is_empty() {
+        return "no audit records (changes and refusals are recorded as they happen)\n".into();
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0.0), "1970-01-01 00:00:00");
+        assert_eq!(super::utc(1_795_310_000.0), "2026-11-22 01:13:20");
+        assert_eq!(super::utc(951_782_400.0), "2000-02-29 00:00:00");
+    }
 }

@@ -79,6 +79,29 @@ pub enum Request {
         #[serde(default = "yes")]
         on: bool,
     },
+    /// Why a job is boosted, held, capped, niced or background now, since when, and the
+    /// numbers that decided it.
+    Explain {
+        /// A pid, or a job as `show` names it ("7", "alice/default").
+        target: String,
+    },
+    /// Which config rule matches a process and what it would do.
+    RulesTest {
+        /// The process.
+        pid: i64,
+    },
+    /// The audit trail: changes made and refused (root sees all; a user, their own).
+    Log {
+        /// Only records by or about this user.
+        #[serde(default)]
+        user: Option<String>,
+        /// Only records about this job ("7", "alice/default").
+        #[serde(default)]
+        job: Option<String>,
+        /// At most this many, the latest (default 50).
+        #[serde(default)]
+        limit: Option<usize>,
+    },
     /// Move a process into another currency (lott_chuser).
     Move {
         /// The process.
@@ -175,7 +198,9 @@ impl Reply {
     }
     /// The reply as a line.
     pub fn encode(&self) -> Vec<u8> {
-        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        let mut line = serde_json::to_vec(self)
+            .or_else(|e| serde_json::to_vec(&Reply::err(format!("the daemon could not encode its reply: {e}"))))
+            .unwrap_or_else(|_| br#"{"v":2,"ok":false,"error":"the daemon could not encode its reply"}"#.to_vec());
         line.push(b'\n');
         line
     }
@@ -197,6 +222,121 @@ pub enum Response {
     Funding(FundingView),
     /// `fund` without a name: every currency.
     Currencies(CurrenciesView),
+    /// `log`.
+    Log(LogView),
+    /// `explain`.
+    Explain(ExplainView),
+    /// `rules test`.
+    Rules(RulesView),
+}
+
+/// One rule checked against a process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleCheck {
+    /// Its name.
+    pub rule: String,
+    /// Its line in the config.
+    pub line: usize,
+    /// It matches.
+    pub matches: bool,
+    /// Why (or why not).
+    pub why: String,
+}
+
+/// `rules test`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulesView {
+    /// The process.
+    pub pid: i32,
+    /// Its executable.
+    pub exe: String,
+    /// Its name.
+    pub comm: String,
+    /// The first matching rule and what it does (None: no rule matches).
+    pub matched: Option<String>,
+    /// Every rule, in order.
+    pub checked: Vec<RuleCheck>,
+}
+
+/// One reason in `explain`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    /// "boost", "held", "cap", "nice", "background", "focus", or the same with "no " when
+    /// the condition does not hold.
+    pub state: String,
+    /// Whether it holds now.
+    pub on: bool,
+    /// Seconds since it last changed (None: since the job was made or the daemon started).
+    pub since_s: Option<f64>,
+    /// Why, with the numbers.
+    pub because: String,
+}
+
+/// `explain`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainView {
+    /// The job, as `show` names it.
+    pub job: String,
+    /// Its currency.
+    pub currency: String,
+    /// The plan's numbers: entitlement, window usage, last tick's usage, the boost
+    /// threshold, weight written, quota written (CPUs).
+    pub entitlement: f64,
+    /// Usage over the boost window, CPUs.
+    pub window: f64,
+    /// Usage over the last tick, CPUs.
+    pub last: f64,
+    /// Boosted while window usage is below this (CPUs).
+    pub threshold: f64,
+    /// The weight written.
+    pub weight: u32,
+    /// The quota written, CPUs.
+    pub quota: Option<f64>,
+    /// Each condition.
+    pub reasons: Vec<Reason>,
+}
+
+/// One change a request made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditChange {
+    /// The job or currency, in words.
+    pub what: String,
+    /// Its settings before ("-": it did not exist).
+    pub before: String,
+    /// After ("-": it was removed).
+    pub after: String,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Unix time, seconds.
+    pub time: f64,
+    /// Who asked (0: root, or the daemon itself for a reload).
+    pub uid: u32,
+    /// The asking process.
+    pub pid: i32,
+    /// The request, as the CLI would spell it.
+    pub request: String,
+    /// Why it was refused (None: done).
+    #[serde(default)]
+    pub refused: Option<String>,
+    /// What it changed.
+    #[serde(default)]
+    pub changes: Vec<AuditChange>,
+    /// Jobs it touched, as `show` names them.
+    #[serde(default)]
+    pub jobs: Vec<String>,
+    /// Owners of the jobs it touched.
+    #[serde(default)]
+    pub owners: Vec<u32>,
+}
+
+/// `log`'s reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogView {
+    /// Oldest first.
+    pub records: Vec<AuditRecord>,
 }
 
 /// A job made by `run` or `move`.
@@ -233,8 +373,10 @@ pub struct FundingView {
 
 /// Every currency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct CurrenciesView(pub Vec<CurrencyView>);
+pub struct CurrenciesView {
+    /// The currencies.
+    pub currencies: Vec<CurrencyView>,
+}
 
 /// One job as `show` reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -383,6 +525,20 @@ mod tests {
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\"}"), Ok(Request::Status {})));
         assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"run\",\"command\":[\"x\"]}"), Err(LineError::Malformed(_))));
+    }
+
+    #[test]
+    fn every_response_encodes() {
+        let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, weight: 1, jobs: 0, active: 0, usage: 0.0 };
+        for r in [
+            Response::Currencies(CurrenciesView { currencies: vec![c] }),
+            Response::Changed(Changed { jobs: vec!["1".into()], focus: None }),
+            Response::Funding(FundingView { currency: "x".into(), funding: 5 }),
+        ] {
+            let line = Reply::ok(r.clone()).encode();
+            let back: Reply = serde_json::from_slice(&line).unwrap();
+            assert_eq!(back.data, Some(r));
+        }
     }
 
     #[test]

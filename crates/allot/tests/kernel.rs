@@ -98,6 +98,8 @@ fn permissions_and_bad_input_change_nothing() {
     assert!(raw(b"{\"v\":2,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
     assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
     assert!(raw(b"garbage\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":2,\"op\":\"status\",\"x\":1}\n", false).contains("unknown field"), "unknown fields are refused everywhere");
+    assert!(raw(b"{\"op\":\"status\"}\n", false).contains("protocol 1"), "an old client is told so in one sentence");
     assert!(raw(b"{\"v\":2,\"op\":\"explode\"}\n", false).contains("malformed request"));
     assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
     assert!(raw(&vec![b'x'; 70_000], false).contains("larger than 65536 bytes"));
@@ -299,4 +301,43 @@ fn focus_and_soft_caps_are_checked_and_kept() {
     assert!(cg.max(&rel).unwrap().is_none(), "clean stop lifts a held soft cap and boost quotas");
     d.launch(false).unwrap();
     d.stop().unwrap();
+}
+
+#[test]
+fn run_without_a_daemon_runs_the_command_unless_strict() {
+    require_root();
+    let gone = std::env::temp_dir().join(format!("allot-no-daemon-{}.sock", std::process::id()));
+    let o = Command::new(exe()).args(["--socket", gone.to_str().unwrap(), "run", "--", "sh", "-c", "echo ran"]).output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ran\n", "the command runs, unmanaged");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "one warning: {err}");
+    assert!(err.contains("warning") && err.contains("unmanaged"), "{err}");
+    let o = Command::new(exe()).args(["--socket", gone.to_str().unwrap(), "run", "--strict", "--", "sh", "-c", "echo ran"]).output().unwrap();
+    assert!(!o.status.success() && o.stdout.is_empty(), "--strict: the command does not run");
+}
+
+#[test]
+fn a_multi_pid_set_changes_all_or_nothing() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(exe(), CONFIG).unwrap();
+    let mut kids = Kids::default();
+    let (p1, p2) = (spawn_as(&d, &mut kids, A, &["sleep", "300"]), spawn_as(&d, &mut kids, A, &["sleep", "301"]));
+    let theirs = spawn_as(&d, &mut kids, B, &["sleep", "302"]);
+    wait_for("placement", || {
+        let v = show(&d);
+        [p1, p2, theirs].iter().all(|&p| job_with_pid(&v, p).is_some()).then_some(())
+    });
+    let cg = [cgroup_of(p1), cgroup_of(p2)];
+    refused(&d.cli(&["set", &p1.to_string(), &p2.to_string(), &theirs.to_string(), "-t", "7"], Some(A)).unwrap(), &["belongs to 2902"]);
+    assert_eq!([cgroup_of(p1), cgroup_of(p2)], cg, "nothing moved");
+    let mut gone = Command::new("true").spawn().unwrap();
+    let g = gone.id();
+    gone.wait().unwrap();
+    refused(&d.cli(&["set", &p1.to_string(), &g.to_string(), "-t", "7"], Some(A)).unwrap(), &["no process"]);
+    assert_eq!(cgroup_of(p1), cg[0]);
+    ok(&d.cli(&["set", &p1.to_string(), &p2.to_string(), "-t", "7"], Some(A)).unwrap());
+    let v = show(&d);
+    assert!([p1, p2].iter().all(|&p| job_with_pid(&v, p).unwrap()["tickets"] == 7));
 }

@@ -9,9 +9,12 @@
 //! workplace's machines do that). Usage is only accounted by cpuacct, so the v1 backend
 //! mirrors every directory and every move into the cpuacct hierarchy too.
 
+pub mod stat;
+pub mod systemd;
 mod v1;
 mod v2;
 
+pub use systemd::SystemdTree;
 pub use v1::V1;
 pub use v2::V2;
 
@@ -139,6 +142,35 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn set_rt_runtime(&self, rel: &str, us: i64) -> Result<()> {
         write(self.root().join(rel).join("cpu.rt_runtime_us"), &us.to_string())
     }
+    /// True when allot works inside systemd's delegation ([`SystemdTree`]): currencies
+    /// are slices, `""` is no directory of allot's, and processes outside allot's scopes
+    /// are moved through systemd. False for allot's own tree.
+    fn systemd(&self) -> bool {
+        false
+    }
+    /// The login session a process is in, as logind reports it (systemd only; None
+    /// elsewhere, or when the process is in no session).
+    fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
+        Ok(None)
+    }
+    /// Periodic upkeep; call once a tick. Sends what a rate limit held back and repairs
+    /// what the backend keeps alive (systemd: currency weights, holders). Returns the
+    /// directories whose deferred write failed: forget what was applied to them, so the
+    /// next plan writes them again. Nothing to do for allot's own tree.
+    fn upkeep(&self) -> Vec<(String, Error)> {
+        Vec::new()
+    }
+}
+
+/// The controller for this host: [`SystemdTree`] on a systemd host (cgroup v2 with
+/// systemd as init), where allot must not keep a tree of its own, else [`detect`]'s.
+/// A systemd host whose systemd cannot be reached is an error, never a fallback to a
+/// tree at the root.
+pub fn detect_host(name: &str, holder: crate::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
+    if crate::systemd::is_systemd_host() {
+        return Ok(Box::new(SystemdTree::new(name, holder)?));
+    }
+    detect(name)
 }
 
 /// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root

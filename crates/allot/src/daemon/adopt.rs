@@ -52,6 +52,9 @@ impl Daemon {
             started: Instant::now(),
             limits,
             watch: Watch::new(watch),
+            audit: super::audit::Audit::new(None),
+            since: Default::default(),
+            defaults_cache: Default::default(),
             cfg,
         };
         d.rt_note = d.tree.rt_setup();
@@ -147,13 +150,25 @@ impl Daemon {
 
     /// SIGHUP: reads the config again; a bad one is logged and the old one kept.
     pub fn reload(&mut self, opts: &super::Options) {
-        match Config::load(&opts.config, opts.config_required) {
+        let loaded = Config::load(&opts.config, opts.config_required);
+        self.audit.record(crate::proto::AuditRecord {
+            time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            uid: 0,
+            pid: 0,
+            request: format!("reload {} (SIGHUP)", opts.config.display()),
+            refused: loaded.as_ref().err().map(|e| format!("{e:#}; the config in force is kept")),
+            changes: vec![],
+            jobs: vec![],
+            owners: vec![],
+        });
+        match loaded {
             Ok(cfg) => {
                 let events = self.placement.events;
                 self.placement = Placement::new(&cfg);
                 self.placement.events = events;
                 self.limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.cfg = cfg;
+                self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
                 self.replan();
             }

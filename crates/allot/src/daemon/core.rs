@@ -66,6 +66,9 @@ impl Features {
     }
 }
 
+/// The config's defaults for one user: funding of their currency, cap of their default job.
+pub type UserDefaults = (Option<u32>, Option<allot_model::Cap>);
+
 /// The last plan, kept for `show`.
 #[derive(Debug, Default)]
 pub struct Planned {
@@ -109,18 +112,54 @@ pub struct Daemon {
     pub limits: super::limits::Limits,
     /// Outside changes to watch (reconcile.rs).
     pub watch: super::reconcile::Watch,
+    /// The audit trail (audit.rs).
+    pub audit: super::audit::Audit,
+    /// When each job's boost, hold and nice emulation last changed (explain.rs).
+    pub since: HashMap<JobId, [Option<Instant>; 3]>,
+    /// The config's per-user defaults, looked up once (`user_defaults`).
+    pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
 }
 
 impl Daemon {
     /// Funding of a currency: set with `allot fund`, else the config's.
     pub fn funding_of(&self, c: &CurrencyId) -> u32 {
-        if let Some(f) = self.desired.funding.get(c) {
-            return *f;
+        if self.cfg.funding_authority == crate::config::FundingAuthority::Local {
+            if let Some(f) = self.desired.funding.get(c) {
+                return *f;
+            }
         }
         match c {
-            CurrencyId::Named(n) => self.cfg.currencies.get(n).and_then(|x| x.funding).unwrap_or(self.cfg.default_funding),
-            CurrencyId::User(_) => self.cfg.default_funding,
+            CurrencyId::Named(n) => {
+                self.cfg.funding.get(n).copied().or_else(|| self.cfg.currencies.get(n).and_then(|x| x.funding)).unwrap_or(self.cfg.default_funding)
+            }
+            CurrencyId::User(uid) => self.user_defaults(*uid).0.unwrap_or(self.cfg.default_funding),
         }
+    }
+
+    /// The config's funding and default-job cap for a user: `[funding]` by name or uid,
+    /// else the first of its groups (in name order) in `[groups]` that sets them. Looked up
+    /// through NSS once per user and kept until the config is reloaded.
+    pub fn user_defaults(&self, uid: u32) -> UserDefaults {
+        if let Some(v) = self.defaults_cache.borrow().get(&uid) {
+            return *v;
+        }
+        let user = allot_linux::users::user_by_uid(uid);
+        let named = user.as_ref().and_then(|u| self.cfg.funding.get(&u.name)).or_else(|| self.cfg.funding.get(&uid.to_string())).copied();
+        let groups: Vec<u32> = user.as_ref().map(allot_linux::users::groups_of).unwrap_or_default();
+        let member = |g: &str| allot_linux::users::group_by_name(g).is_some_and(|g| groups.contains(&g.gid));
+        let mut funding = named;
+        let mut cap = None;
+        for (g, d) in &self.cfg.groups {
+            if (funding.is_some() || d.funding.is_none()) && (cap.is_some() || d.default_cap.is_none()) {
+                continue;
+            }
+            if member(g) {
+                funding = funding.or(d.funding);
+                cap = cap.or_else(|| d.default_cap.as_deref().and_then(|c| c.parse().ok()));
+            }
+        }
+        self.defaults_cache.borrow_mut().insert(uid, (funding, cap));
+        (funding, cap)
     }
 
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
@@ -217,6 +256,22 @@ impl Daemon {
             self.tree.max(&rel, p.quota);
             self.apply_slices(*id, p.slice_ns);
         }
+        let now = Instant::now();
+        for (k, id) in ids.iter().enumerate() {
+            let p = &out.jobs[k];
+            let e = self.since.entry(*id).or_default();
+            match self.planned.jobs.get(id) {
+                Some(old) => {
+                    for (i, (a, b)) in [(old.boosted, p.boosted), (old.held, p.held), (old.niced, p.niced)].into_iter().enumerate() {
+                        if a != b {
+                            e[i] = Some(now);
+                        }
+                    }
+                }
+                None => *e = [Some(now); 3],
+            }
+        }
+        self.since.retain(|id, _| self.desired.jobs.contains_key(id));
         self.planned = Planned {
             jobs: ids.iter().copied().zip(out.jobs).collect(),
             currencies: cur_ids.iter().cloned().zip(out.currencies.iter().map(|c| c.weight)).collect(),
@@ -265,11 +320,9 @@ impl Daemon {
             let mut back = vec![];
             for (pid, start) in procs {
                 let Ok(p) = self.host.open(pid) else { continue };
-                if p.start != start {
-                    continue;
-                }
                 let here = self.tree.cg.path_of(pid).unwrap_or_default();
-                if self.placement.is_source(&here) {
+                log::debug!("{id}: its process {pid} (start {start}, now {}) is in {here}", p.start);
+                if p.start == start && self.placement.is_source(&here) {
                     back.push(p);
                 }
             }

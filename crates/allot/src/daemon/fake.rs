@@ -244,6 +244,12 @@ impl Host for FakeHost {
     fn cmdline(&self, pid: i32) -> Option<String> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.cmdline.clone())
     }
+    fn exe(&self, pid: i32) -> Option<String> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| format!("/usr/bin/{}", p.cmdline.split_whitespace().next().unwrap_or("")))
+    }
+    fn groups(&self, pid: i32) -> Vec<u32> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| vec![p.uids[0]]).unwrap_or_default()
+    }
     fn pids(&self) -> Vec<i32> {
         self.w.lock().unwrap().procs.keys().copied().collect()
     }

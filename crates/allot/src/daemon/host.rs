@@ -68,6 +68,10 @@ pub trait Host {
     fn info(&self, p: &Proc) -> Option<ProcInfo>;
     /// Its command line now, as the kernel has it.
     fn cmdline(&self, pid: i32) -> Option<String>;
+    /// Its executable's path (/proc/PID/exe).
+    fn exe(&self, pid: i32) -> Option<String>;
+    /// The groups it runs with (real, effective, supplementary).
+    fn groups(&self, pid: i32) -> Vec<u32>;
     /// Every process id (a /proc scan).
     fn pids(&self) -> Vec<i32>;
     /// One stat(2) of /proc/PID: its owner (the effective uid, or root while it is not
@@ -132,6 +136,12 @@ impl Host for Linux {
     }
     fn cmdline(&self, pid: i32) -> Option<String> {
         allot_linux::procfs::cmdline(pid).ok()
+    }
+    fn exe(&self, pid: i32) -> Option<String> {
+        std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
+    }
+    fn groups(&self, pid: i32) -> Vec<u32> {
+        allot_linux::machine::groups(pid).unwrap_or_default()
     }
     fn pids(&self) -> Vec<i32> {
         allot_linux::procfs::pids().unwrap_or_default()

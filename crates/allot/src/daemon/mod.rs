@@ -7,10 +7,13 @@
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
+pub mod audit;
 pub mod core;
+pub mod explain;
 #[cfg(test)]
 mod fake;
 pub mod host;
+pub mod http;
 pub mod limits;
 pub mod logger;
 pub mod observe;
@@ -18,6 +21,7 @@ pub mod placement;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
+pub mod rules;
 pub mod server;
 pub mod state;
 #[cfg(test)]
@@ -70,15 +74,19 @@ pub enum Event {
     Cgroup(Vec<allot_linux::inotify::Event>),
     /// The kernel's process events (placement.rs).
     Procs(Vec<allot_linux::procevents::ProcEvent>),
+    /// The metrics endpoint wants a snapshot (http.rs).
+    Snapshot(http::Snapshot),
 }
 
-/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron) and
+/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron; execs)
 /// starts the thread that forwards them in batches. The batching pause bounds the cost of
 /// an event storm to about 200 wakeups a second; the filter in the kernel (a socket BPF
 /// program) keeps forks and exits, the bulk of a fork storm, out of user space entirely.
 fn process_events(tx: Sender<Event>) -> Option<String> {
     use allot_linux::procevents::{Kinds, Listener};
-    let mut l = match Listener::open(Kinds::UID) {
+    // Exec events serve the config's rules (a process that execs may now match one); with
+    // no rules they are dropped at once (placement.rs).
+    let mut l = match Listener::open(Kinds::UID | Kinds::EXEC) {
         Ok(l) => l,
         Err(e) => return Some(e.to_string()),
     };
@@ -152,6 +160,9 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         Some(opts.state_dir.join("state.json"))
     };
     let mut d = core::Daemon::start(cg, Box::new(host::Linux), cfg, state_path, true)?;
+    if std::fs::create_dir_all(&opts.state_dir).is_ok() {
+        d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
+    }
     if let Some(ino) = d.watch.reader() {
         let tx = tx.clone();
         std::thread::Builder::new().name("allot-inotify".into()).spawn(move || loop {
@@ -173,6 +184,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     match process_events(tx.clone()) {
         None => d.placement.events = true,
         Some(e) => log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms),
+    }
+    if let Some(listen) = d.cfg.metrics.listen.clone() {
+        if let Err(e) = http::start(&listen, tx.clone()) {
+            log::error!("{e:#}; the daemon runs on without its metrics endpoint");
+        }
     }
     log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
     d.scan();
@@ -201,6 +217,12 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             Ok(Event::Signal(libc::SIGHUP)) => d.reload(&opts),
             Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
             Ok(Event::Cgroup(evs)) => d.on_cgroup_events(evs),
+            Ok(Event::Snapshot(reply)) => {
+                let root = trust::Peer { uid: 0, gid: 0, groups: vec![], pid: 0, caller: None };
+                if let Ok(show) = d.show(&root, None) {
+                    let _ = reply.send((d.status(), show));
+                }
+            }
             Ok(Event::Procs(evs)) => {
                 if d.on_process_events(evs) {
                     next_scan = Instant::now();

@@ -152,7 +152,7 @@ impl Daemon {
                 (_, None) => continue,
                 _ => None,
             };
-            let seen = keep.unwrap_or_else(|| self.consider(pid));
+            let seen = keep.unwrap_or_else(|| self.consider(pid, false));
             next.insert(pid, (quick.map_or(0, |q| q.1), seen));
         }
         self.placement.seen = next;
@@ -165,7 +165,8 @@ impl Daemon {
         let mut lost = false;
         for e in evs {
             match e {
-                ProcEvent::Uid { pid, .. } | ProcEvent::Exec { pid } => self.on_process(pid),
+                ProcEvent::Uid { pid, .. } => self.on_process(pid, false),
+                ProcEvent::Exec { pid } if !self.cfg.compiled_rules.is_empty() => self.on_process(pid, true),
                 ProcEvent::Lost => {
                     lost = true;
                     if !self.placement.events_lost_logged {
@@ -180,19 +181,20 @@ impl Daemon {
     }
 
     /// A process event (its user changed, or it exec'd): look at it now.
-    pub fn on_process(&mut self, pid: i32) {
+    pub fn on_process(&mut self, pid: i32, exec: bool) {
         if !self.cfg.users.auto_place {
             return;
         }
-        let seen = self.consider(pid);
+        let seen = self.consider(pid, exec);
         if let Some((uid, ino)) = self.host.quick(pid) {
             let _ = uid;
             self.placement.seen.insert(pid, (ino, seen));
         }
     }
 
-    /// Places one process if it should be; returns what was found.
-    fn consider(&mut self, pid: i32) -> Seen {
+    /// Places one process if it should be; returns what was found. `exec`: it just exec'd,
+    /// so a rule may now match it even in its user's default job.
+    fn consider(&mut self, pid: i32, exec: bool) -> Seen {
         if pid == self.host.me() || pid == 1 {
             return Seen::Never;
         }
@@ -206,10 +208,16 @@ impl Daemon {
         let whole = info.creds.all(uid);
         let human = whole && self.placement.humans.contains(uid);
         let Ok(place) = self.place_of(pid) else { return Seen::Never };
-        let dest = match (&place, human) {
+        match (&place, human) {
             (Place::Foreign(_), _) => return Seen::Never,
             (Place::Source(path), _) if !self.placement.is_auto(path) => return Seen::Never,
-            (Place::Job(id), _) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid) => return Seen::Owner(uid),
+            (Place::Job(id), _) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid) => {
+                // In its own job. Rules apply at exec, and only to the user's default job:
+                // a job the user made stays as they made it.
+                if !(exec && human && *id == JobId::Default(uid) && !self.cfg.compiled_rules.is_empty()) {
+                    return Seen::Owner(uid);
+                }
+            }
             (Place::Source(_), false) => return Seen::Owner(info.creds.uid[1]),
             (Place::Job(_) | Place::Stray(_), false) if whole => {
                 // Its user changed to one allot does not place (root, a system user): out.
@@ -221,10 +229,22 @@ impl Daemon {
                 return Seen::Owner(uid);
             }
             (_, false) => return Seen::Owner(info.creds.uid[1]),
-            (_, true) => JobId::Default(uid),
+            (_, true) => {}
+        }
+        let dest = match self.rule_job(pid, uid, &info.comm) {
+            Some(Ok(id)) => id,
+            Some(Err(e)) => {
+                log::error!("{e}");
+                JobId::Default(uid)
+            }
+            None => JobId::Default(uid),
         };
+        if place == Place::Job(dest) {
+            return Seen::Owner(uid);
+        }
         if !self.desired.jobs.contains_key(&dest) {
-            let spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
+            let mut spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
+            spec.cap = self.user_defaults(uid).1;
             if let Err(e) = self.make_job_dir(&spec) {
                 log::error!("could not make the default job of uid {uid}: {e}");
                 return Seen::Owner(u32::MAX);
@@ -236,10 +256,10 @@ impl Daemon {
         match self.tree.move_verified(self.host.as_ref(), &p, &rel) {
             Ok(()) => {
                 self.counters.placed += 1;
-                if matches!(place, Place::Job(_) | Place::Stray(_)) {
+                if matches!(place, Place::Job(JobId::Numbered(_)) | Place::Stray(_)) || matches!(place, Place::Job(JobId::Default(u)) if u != uid) {
                     log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
-                    self.mark_left(&place);
                 }
+                self.mark_left(&place);
                 if let Some(t) = self.obs.jobs.get_mut(&dest) {
                     t.dirty = true;
                 }
@@ -247,6 +267,70 @@ impl Daemon {
             }
             Err(_) => Seen::Owner(u32::MAX),
         }
+    }
+
+    /// The job the first matching rule gives a process (made if needed): None when no rule
+    /// matches; Err when the rule's job cannot be made.
+    fn rule_job(&mut self, pid: i32, uid: u32, comm: &str) -> Option<Result<JobId, String>> {
+        if self.cfg.compiled_rules.is_empty() {
+            return None;
+        }
+        let groups = self.host.groups(pid);
+        let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
+        let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm, cmdline: &cmdline };
+        let rule = self.cfg.compiled_rules.iter().find(|r| r.test(&facts).is_ok())?.clone();
+        if let Some(j) = self.desired.jobs.values().find(|j| j.owner == uid && j.rule.as_deref() == Some(rule.name.as_str())) {
+            return Some(Ok(j.id));
+        }
+        let currency = match &rule.currency {
+            Some(c) => match self.resolve_currency(c) {
+                Ok(c) => c,
+                Err(e) => return Some(Err(format!("rule {} (line {}): {e}", rule.name, rule.line))),
+            },
+            None => CurrencyId::User(uid),
+        };
+        let mut spec = JobSpec::new(self.desired.take_id(), currency, uid);
+        spec.tickets = rule.tickets.unwrap_or_default();
+        spec.cap = rule.cap;
+        spec.background = rule.background;
+        spec.rule = Some(rule.name.clone());
+        if let Err(e) = self.make_job_dir(&spec) {
+            return Some(Err(format!("rule {} (line {}): could not make its job for uid {uid}: {e}", rule.name, rule.line)));
+        }
+        log::info!("rule {} (line {}) made {} for uid {uid}: {}", rule.name, rule.line, spec.id, rule.action());
+        let id = spec.id;
+        self.desired.jobs.insert(id, spec);
+        let _ = self.save();
+        Some(Ok(id))
+    }
+
+    /// `allot rules test PID`: which rule matches a process, and what it would do.
+    pub fn rules_test(&self, peer: &super::trust::Peer, pid: i64) -> Result<crate::proto::Response, String> {
+        let pid = i32::try_from(pid).ok().filter(|&p| p > 0).ok_or_else(|| format!("pid {pid} is not a process id"))?;
+        let p = self.open_for_request(pid)?;
+        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let uid = info.creds.uid[0];
+        if !(peer.is_root() || self.cfg.privacy.show_other_users || uid == peer.uid) {
+            return Err(format!("process {pid} is not yours"));
+        }
+        let groups = self.host.groups(pid);
+        let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
+        let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm: &info.comm, cmdline: &cmdline };
+        let mut checked = vec![];
+        let mut matched = None;
+        for r in &self.cfg.compiled_rules {
+            let t = r.test(&facts);
+            if t.is_ok() && matched.is_none() {
+                matched = Some(format!("{} (line {}): {}", r.name, r.line, r.action()));
+            }
+            checked.push(crate::proto::RuleCheck {
+                rule: r.name.clone(),
+                line: r.line,
+                matches: t.is_ok(),
+                why: t.err().unwrap_or_else(|| "matches".into()),
+            });
+        }
+        Ok(crate::proto::Response::Rules(crate::proto::RulesView { pid, exe, comm: info.comm, matched, checked }))
     }
 
     fn mark_left(&mut self, place: &Place) {

@@ -23,7 +23,7 @@ pub struct Watch {
     logged: HashMap<String, Instant>,
 }
 
-const MASK: u32 = inotify::MODIFY | inotify::DELETE_SELF | inotify::CREATE;
+const MASK: u32 = inotify::MODIFY | inotify::DELETE_SELF | inotify::CREATE | inotify::DELETE;
 
 impl Watch {
     /// Watches through a fresh inotify instance (None: reconciliation off, e.g. in tests).
@@ -103,6 +103,18 @@ impl Daemon {
                 }
                 continue;
             }
+            if e.mask & inotify::DELETE != 0 && e.mask & inotify::ISDIR != 0 {
+                // rmdir reports to the parent's watch (the directory's own may say nothing).
+                let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
+                self.watch.unwatch(&child);
+                if let Some(j) = self.desired.by_rel(&child) {
+                    let id = j.id;
+                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                        t.dirty = true;
+                    }
+                }
+                continue;
+            }
             if e.mask & inotify::CREATE != 0 && e.mask & inotify::ISDIR != 0 {
                 let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
                 if self.desired.by_rel(&child).is_none() && !self.is_currency_dir(&child) {
@@ -141,6 +153,8 @@ impl Daemon {
                     format!("{rel} weight"),
                     format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree.cg.dir(rel).display()),
                 );
+                self.tree.applied.entry(rel.to_string()).or_default().weight = None;
+                true
             }
             "cpu.max" | "cpu.cfs_quota_us" | "cpu.cfs_period_us" => {
                 let (Some(q), Ok(now)) = (applied.max, self.tree.cg.max(rel)) else { return false };
@@ -158,6 +172,8 @@ impl Daemon {
                         show(want)
                     ),
                 );
+                self.tree.applied.entry(rel.to_string()).or_default().max = None;
+                true
             }
             "cpu.idle" if rel == super::registry::BACKGROUND => {
                 if self.tree.cg.idle(rel).unwrap_or(true) {
@@ -170,7 +186,7 @@ impl Daemon {
                 if let Err(e) = self.tree.cg.set_idle(rel, true) {
                     log::error!("could not set cpu.idle of {rel} to 1: {e}");
                 }
-                return false;
+                false
             }
             "cgroup.procs" | "tasks" => {
                 if let Some(j) = self.desired.by_rel(rel) {
@@ -179,11 +195,9 @@ impl Daemon {
                         t.dirty = true;
                     }
                 }
-                return false;
+                false
             }
-            _ => return false,
+            _ => false,
         }
-        self.tree.forget(rel);
-        true
     }
 }

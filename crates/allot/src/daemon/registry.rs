@@ -73,12 +73,14 @@ pub struct JobSpec {
     pub background: bool,
     /// Focused by its user.
     pub focus: bool,
+    /// Made by this config rule (its processes share it).
+    pub rule: Option<String>,
 }
 
 impl JobSpec {
     /// A job with default settings.
     pub fn new(id: JobId, currency: CurrencyId, owner: u32) -> Self {
-        Self { id, currency, owner, tickets: Tickets::default(), cap: None, background: false, focus: false }
+        Self { id, currency, owner, tickets: Tickets::default(), cap: None, background: false, focus: false, rule: None }
     }
     /// Its class.
     pub fn class(&self) -> Class {

@@ -33,6 +33,36 @@ impl Daemon {
             self.counters.limited += 1;
             return Err(e);
         }
+        if !super::audit::changes_something(&req) {
+            return self.dispatch(req, peer);
+        }
+        let before = self.desired.clone();
+        let request = super::audit::describe(&req);
+        let r = self.dispatch(req, peer);
+        let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
+        let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
+        // A user's own currency's funding is their business too.
+        owners.extend(self.desired.funding.keys().filter(|c| before.funding.get(*c) != self.desired.funding.get(*c)).filter_map(|c| match c {
+            CurrencyId::User(u) => Some(*u),
+            CurrencyId::Named(_) => None,
+        }));
+        owners.sort();
+        owners.dedup();
+        let rec = crate::proto::AuditRecord {
+            time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            uid: peer.uid,
+            pid: peer.pid,
+            request,
+            refused: r.as_ref().err().cloned(),
+            changes,
+            jobs: touched.iter().map(|j| self.show_id(j)).collect(),
+            owners,
+        };
+        self.audit.record(rec);
+        r
+    }
+
+    fn dispatch(&mut self, req: Request, peer: &Peer) -> R<Response> {
         match req {
             Request::Status {} => Ok(Response::Status(self.status())),
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
@@ -41,6 +71,9 @@ impl Daemon {
             Request::Fund { currency, funding } => self.fund(peer, currency, funding),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
+            Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
+            Request::Explain { target } => self.explain(peer, &target),
+            Request::RulesTest { pid } => self.rules_test(peer, pid),
         }
     }
 
@@ -115,10 +148,14 @@ impl Daemon {
     /// Commits new and changed jobs to the desired state, persists it, applies the plan.
     fn commit(&mut self, specs: Vec<JobSpec>) {
         for s in specs {
-            // Its threads now, so the plan applied below reaches them (the boost slice).
+            // Its threads and processes now: the plan applied below reaches them (the boost
+            // slice), and a directory removed before the next tick can still be repaired.
             let threads = self.tree.cg.threads(&s.rel()).unwrap_or_default();
+            let procs: Vec<(i32, u64)> =
+                self.tree.cg.procs(&s.rel()).unwrap_or_default().into_iter().filter_map(|p| self.host.start_of(p).map(|st| (p, st))).collect();
             let t = self.obs.jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(self.cfg.half_life_ms));
             t.threads = threads;
+            t.procs = procs;
             t.dirty = true;
             self.desired.jobs.insert(s.id, s);
         }
@@ -375,13 +412,18 @@ impl Daemon {
             if funding.is_some() {
                 return Err("give the currency or user to fund: allot fund NAME BASE".into());
             }
-            return Ok(Response::Currencies(crate::proto::CurrenciesView(self.currency_views())));
+            return Ok(Response::Currencies(crate::proto::CurrenciesView { currencies: self.currency_views() }));
         };
         let cur = self.resolve_currency(&name)?;
         let Some(f) = funding else {
             return Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: self.funding_of(&cur) }));
         };
         let f = Funding::new(f).map_err(|e| e.to_string())?;
+        if self.cfg.funding_authority == crate::config::FundingAuthority::Config {
+            return Err(
+                "funding on this machine is set by its config (funding_authority = \"config\": a centrally managed fleet); change it there".into()
+            );
+        }
         if !self.may_fund(peer, &cur) {
             return Err(format!(
                 "setting funding of {:?} is root's (or a config-listed owner's); you are uid {}",

@@ -112,7 +112,9 @@ fn reply(conn: &UnixStream, deadline: Instant, r: &Reply) {
 /// The calling process, proven: SO_PEERPIDFD (the process that connected), or the pidfd
 /// it sent with SCM_CREDENTIALS, checked to name the same process (allot-linux's peer.rs).
 fn caller(conn: &UnixStream, cred: &peer::Cred, received: &mut peer::Received) -> Result<Option<super::host::Proc>, String> {
-    let fd = match peer::peer_pidfd(conn.as_fd()) {
+    // Tests exercise the fallback (kernels before 6.5) on kernels that have SO_PEERPIDFD.
+    let peerpidfd = if std::env::var_os("ALLOT_TEST_NO_PEERPIDFD").is_some() { Ok(None) } else { peer::peer_pidfd(conn.as_fd()) };
+    let fd = match peerpidfd {
         Ok(Some(fd)) => {
             peer::discard_fds(std::mem::take(&mut received.fds));
             fd

@@ -37,6 +37,8 @@ struct JobRecord {
     background: bool,
     #[serde(default)]
     focus: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rule: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -81,6 +83,7 @@ fn to_file(d: &Desired) -> FileV2 {
                 cap: j.cap.map(|c| c.to_string()),
                 background: j.background,
                 focus: j.focus,
+                rule: j.rule.clone(),
             })
             .collect(),
     }
@@ -108,7 +111,7 @@ fn from_v2(f: FileV2, path: &Path) -> anyhow::Result<Desired> {
         if let JobId::Numbered(n) = id {
             d.next_id = d.next_id.max(n + 1);
         }
-        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, background: r.background, focus: r.focus });
+        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, background: r.background, focus: r.focus, rule: r.rule });
     }
     Ok(d)
 }

@@ -47,8 +47,8 @@ pub struct Tree {
 
 /// Real-time budget on kernels with RT group scheduling (cgroup v1, CONFIG_RT_GROUP_SCHED):
 /// a new cgroup gets `cpu.rt_runtime_us = 0`, so no real-time task could run in a job.
-/// allot takes half of the root's runtime for its two trees (3/4 foreground, 1/4
-/// background) and gives every job an equal quantum, budget / 2^k with 2^k ≥ jobs (at
+/// allot takes half of the root's runtime that no other cgroup holds (at most half of the
+/// root's) for its two trees (3/4 foreground, 1/4 background) and gives every job an equal quantum, budget / 2^k with 2^k ≥ jobs (at
 /// least 16), so adding a job rewrites only its own and its currency's runtime except when
 /// the count crosses a power of two. Parents are raised before children and children
 /// lowered before parents, so the kernel's sum rule holds at every write.
@@ -163,11 +163,24 @@ impl Tree {
             return "no real-time group scheduling in this kernel: real-time tasks work in jobs as anywhere".into();
         };
         let root: i64 = text.trim().parse().unwrap_or(0);
-        let budget = if root < 0 { [-1, -1] } else { [root / 2 * 3 / 4, root / 2 / 4] };
+        // What the root's other children (other managers, other allot trees) do not hold.
+        let mine = [self.cg.dir(""), self.cg.dir(super::registry::BACKGROUND)];
+        let taken: i64 = std::fs::read_dir(self.cg.mount())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir() && !mine.contains(&e.path()))
+            .filter_map(|e| std::fs::read_to_string(e.path().join("cpu.rt_runtime_us")).ok()?.trim().parse::<i64>().ok())
+            .filter(|&v| v > 0)
+            .sum();
+        let share = ((root - taken) / 2).min(root / 2).max(0);
+        let budget = if root < 0 { [-1, -1] } else { [share * 3 / 4, share / 4] };
         self.rt = Some(Rt { budget, written: HashMap::new() });
         self.rt_assign();
         if root < 0 {
             "real-time group scheduling, unlimited (kernel.sched_rt_runtime_us = -1): every job may run real-time tasks".into()
+        } else if share == 0 {
+            "real-time group scheduling, but other cgroups hold all the real-time runtime: real-time tasks cannot run in allot's jobs".into()
         } else {
             format!(
                 "real-time group scheduling (cgroup v1): allot's jobs share {} µs of real-time CPU per period, equally, so real-time tasks work in every job",

@@ -129,6 +129,23 @@ impl Daemon {
             .collect()
     }
 
+    /// `log`: root sees every record; a user, the records of requests they made and of
+    /// changes to their jobs.
+    pub fn log(&self, peer: &Peer, user: Option<&str>, job: Option<&str>, limit: Option<usize>) -> Result<crate::proto::Response, String> {
+        let only = match user {
+            Some(u) => Some(
+                allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok()).ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
+            ),
+            None => None,
+        };
+        let limit = limit.unwrap_or(50).clamp(1, 100_000);
+        let mine = |r: &crate::proto::AuditRecord| peer.is_root() || r.uid == peer.uid || r.owners.contains(&peer.uid);
+        let records = self.audit.read(limit, |r| {
+            mine(r) && only.is_none_or(|u| r.uid == u || r.owners.contains(&u)) && job.is_none_or(|j| r.jobs.iter().any(|x| x == j))
+        });
+        Ok(crate::proto::Response::Log(crate::proto::LogView { records }))
+    }
+
     /// `status`.
     pub fn status(&self) -> StatusView {
         let f = &self.features;

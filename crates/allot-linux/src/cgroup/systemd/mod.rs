@@ -1,0 +1,565 @@
+//! The cpu controller on a systemd host (cgroup v2, systemd as PID 1): allot creates no
+//! cgroup outside its own delegated scopes, writes no cgroup systemd made, and takes no
+//! process out of another manager's cgroup by itself (docs/systemd.md).
+//!
+//! - A currency is a slice: a user's own `user-UID.slice`, a named currency's slice
+//!   beside it. Its funding is the slice's `CPUWeight`, set over D-Bus (runtime), at
+//!   most once a second per slice ([`names::Limiter`]; [`CpuController::upkeep`] sends
+//!   what was held back).
+//! - A currency's jobs live in one scope allot starts in that slice (`Delegate=cpu`),
+//!   kept alive by a holder in `.holder/`; inside it allot makes the job leaves and
+//!   writes their `cpu.weight` and `cpu.max` itself.
+//! - The background class is a top-level slice with `CPUWeight=idle` holding one such
+//!   scope, with a directory per currency and job leaves in those.
+//! - A process outside allot's scopes is moved through systemd (AttachProcessesToUnit);
+//!   between allot's own directories by writing cgroup.procs.
+//! - Scopes are found through systemd (ListUnitsByPatterns, `ControlGroup`), so a
+//!   restarted daemon finds every scope, job and holder where it left them.
+
+pub mod names;
+
+use super::{mkdir, rmdir, CpuController, Max, Version};
+use crate::systemd::holder::{self, Holder};
+use crate::systemd::{prop, CpuWeight, Session, Systemd};
+use crate::{read, read_u64, write, Error, Result};
+use names::{Key, Limiter, Names, Offer, Place, HOLDER};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often one slice's CPUWeight may be written.
+pub const WEIGHT_INTERVAL: Duration = Duration::from_secs(1);
+/// How often [`CpuController::upkeep`] looks for scopes whose holder died.
+const HOLDER_CHECK: Duration = Duration::from_secs(10);
+
+/// allot's scopes on a systemd host, behind the [`CpuController`] trait.
+#[derive(Debug)]
+pub struct SystemdTree {
+    names: Names,
+    mount: PathBuf,
+    holder: Holder,
+    version: u32,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    sd: Systemd,
+    /// Scope → its cgroup as /proc/PID/cgroup names it.
+    scopes: BTreeMap<Key, String>,
+    /// Slice unit → its cgroup.
+    slices: BTreeMap<String, String>,
+    limiter: Limiter,
+    holders_checked: Option<Instant>,
+}
+
+fn unsupported(what: &str, rel: &str) -> Error {
+    Error::Sys {
+        call: format!("{what} {rel:?}"),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "not on a systemd host: there allot sets caps and idle only on its own directories, and funding on currencies",
+        ),
+    }
+}
+
+fn bad_rel(rel: &str, why: String) -> Error {
+    Error::Sys { call: format!("address {rel:?}"), source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why) }
+}
+
+impl SystemdTree {
+    /// Connects to systemd and finds this root's scopes. `root` is allot's root name
+    /// (`--cgroup-root`); scopes are `<root>:<currency>.scope`.
+    pub fn new(root: &str, holder: Holder) -> Result<Self> {
+        super::check_name(root)?;
+        let mut sd = Systemd::connect()?;
+        let version = sd.version_major()?;
+        if version < crate::systemd::MIN_VERSION {
+            return Err(Error::NoCpuController(format!(
+                "systemd {version} is older than {}, the first with CPUWeight=idle; upgrade systemd, or run allot without systemd",
+                crate::systemd::MIN_VERSION
+            )));
+        }
+        let state = State { sd, scopes: BTreeMap::new(), slices: BTreeMap::new(), limiter: Limiter::new(WEIGHT_INTERVAL), holders_checked: None };
+        let t = Self { names: Names::new(root), mount: PathBuf::from("/sys/fs/cgroup"), holder, version, state: Mutex::new(state) };
+        t.refresh(&mut t.lock())?;
+        Ok(t)
+    }
+
+    /// systemd's major version.
+    pub fn systemd_version(&self) -> u32 {
+        self.version
+    }
+
+    /// The unit names this tree uses.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads which scopes exist (ListUnitsByPatterns) and their cgroups. A failed scope
+    /// of ours is reset so its name can be used again.
+    fn refresh(&self, st: &mut State) -> Result<()> {
+        let units = st.sd.list_units(&[], &[&self.names.pattern()])?;
+        let mut scopes = BTreeMap::new();
+        for u in units {
+            let Some(key) = self.names.key_of(&u.name) else { continue };
+            match u.active.as_str() {
+                "active" | "activating" | "reloading" => {
+                    let cg = st.sd.unit_cgroup(&u.name)?;
+                    if !cg.is_empty() {
+                        scopes.insert(key, cg);
+                    }
+                }
+                "failed" => {
+                    let _ = st.sd.reset_failed(&u.name);
+                }
+                _ => {}
+            }
+        }
+        st.scopes = scopes;
+        Ok(())
+    }
+
+    fn abs(&self, cg: &str) -> PathBuf {
+        self.mount.join(cg.trim_start_matches('/'))
+    }
+
+    /// The directory of a scope, looked up through systemd when not known yet.
+    fn scope_dir(&self, st: &mut State, key: &Key) -> Option<PathBuf> {
+        if let Some(cg) = st.scopes.get(key) {
+            return Some(self.abs(cg));
+        }
+        let unit = self.names.scope(key);
+        let cg = st.sd.unit_cgroup(&unit).ok().filter(|c| !c.is_empty())?;
+        st.scopes.insert(key.clone(), cg.clone());
+        Some(self.abs(&cg))
+    }
+
+    /// The directory of a slice (its cgroup, from systemd).
+    fn slice_dir(&self, st: &mut State, slice: &str) -> Result<PathBuf> {
+        if let Some(cg) = st.slices.get(slice) {
+            return Ok(self.abs(cg));
+        }
+        let cg = st.sd.unit_cgroup(slice)?;
+        if cg.is_empty() {
+            return Err(Error::Sys {
+                call: format!("find the cgroup of {slice}"),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "the slice is not active (it has no cgroup now)"),
+            });
+        }
+        st.slices.insert(slice.to_string(), cg.clone());
+        Ok(self.abs(&cg))
+    }
+
+    fn place(rel: &str) -> Result<Place> {
+        names::parse(rel).map_err(|why| bad_rel(rel, why))
+    }
+
+    /// Starts the scope of `key` (with its holder) unless it runs; heals a holderless one.
+    fn ensure_scope(&self, st: &mut State, key: &Key) -> Result<PathBuf> {
+        if let Some(dir) = self.scope_dir(st, key).filter(|d| d.is_dir()) {
+            self.ensure_holder(st, key, &dir)?;
+            return Ok(dir);
+        }
+        st.scopes.remove(key);
+        let unit = self.names.scope(key);
+        let slice = self.names.slice(key);
+        if *key == Key::Background {
+            // Transient, so it goes when allot's tree is taken down; idle from the start.
+            let desc = format!("allot ({}): background jobs, run only on CPU nobody else wants", self.names.root());
+            match st.sd.start_slice(&slice, vec![prop("Description", crate::dbus::Value::str(desc)), CpuWeight::Idle.prop()]) {
+                Err(Error::Bus { name, .. }) if name == "org.freedesktop.systemd1.UnitExists" => {}
+                r => r?,
+            }
+        }
+        let pid = holder::spawn(&self.holder)?;
+        let desc = format!("allot ({}): jobs of {} {}", self.names.root(), if *key == Key::Background { "the" } else { "currency" }, key.rel());
+        let extra = vec![prop("Description", crate::dbus::Value::str(desc)), prop("TasksMax", crate::dbus::Value::U64(u64::MAX))];
+        let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra.clone());
+        if let Err(Error::Bus { name, .. }) = &r {
+            if name == "org.freedesktop.systemd1.UnitExists" {
+                if st.sd.active_state(&unit).is_ok_and(|a| a == "active") {
+                    // Running already (a start whose reply was lost, then retried): adopt it.
+                    r = Ok(());
+                } else {
+                    // Loaded but not running (failed, or stopping): clear it and start afresh.
+                    let _ = st.sd.reset_failed(&unit);
+                    r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra);
+                }
+            }
+        }
+        let cg = r.and_then(|()| st.sd.unit_cgroup(&unit));
+        let cg = match cg {
+            Ok(cg) => cg,
+            Err(e) => {
+                // SAFETY: ending the holder this call started (it never got a scope).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                return Err(e);
+            }
+        };
+        let dir = self.abs(&cg);
+        st.scopes.insert(key.clone(), cg.clone());
+        mkdir(&dir.join(HOLDER))?;
+        if crate::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
+            // The holder leaves the scope's top, which may then enable cpu for its
+            // children (cgroup v2: no processes in a cgroup that distributes a controller).
+            write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
+            self.check_holder_alive(&unit, pid)?;
+        } else {
+            // SAFETY: ending the spare holder this call started; the scope has its own.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        enable_cpu(&dir)?;
+        self.ensure_holder(st, key, &dir)?;
+        Ok(dir)
+    }
+
+    fn check_holder_alive(&self, unit: &str, pid: i32) -> Result<()> {
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: kill(pid, 0) only checks.
+        if unsafe { libc::kill(pid, 0) } == 0 {
+            return Ok(());
+        }
+        let hint = match self.holder {
+            Holder::SelfExec => "; does the program's main() call allot_linux::systemd::holder::hold_if_asked() first?",
+            Holder::Command(_) => "",
+        };
+        Err(Error::Sys { call: format!("keep {unit} alive"), source: std::io::Error::other(format!("its holder (pid {pid}) exited at once{hint}")) })
+    }
+
+    /// A scope whose holder died (killed by hand) gets a new one through systemd.
+    fn ensure_holder(&self, st: &mut State, key: &Key, dir: &Path) -> Result<()> {
+        let procs = dir.join(HOLDER).join("cgroup.procs");
+        if procs.exists() && !read(&procs)?.trim().is_empty() {
+            return Ok(());
+        }
+        let unit = self.names.scope(key);
+        mkdir(&dir.join(HOLDER))?;
+        let pid = holder::spawn(&self.holder)?;
+        if let Err(e) = st.sd.attach(&unit, &format!("/{HOLDER}"), &[pid as u32]) {
+            // SAFETY: ending the holder this call started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err(e);
+        }
+        self.check_holder_alive(&unit, pid)
+    }
+
+    /// Sends a slice's CPUWeight now, noting the result in the limiter.
+    fn send_weight(&self, st: &mut State, rel: &str, slice: &str, w: CpuWeight, units: u32) -> Result<()> {
+        match st.sd.set_properties(slice, true, vec![w.prop()]) {
+            Ok(()) => {
+                st.limiter.sent(rel, units, Instant::now());
+                Ok(())
+            }
+            Err(e) => {
+                st.limiter.failed(rel);
+                Err(e)
+            }
+        }
+    }
+
+    /// The session a process is in, as logind reports it.
+    pub fn session(&self, pid: i32) -> Result<Option<Session>> {
+        self.lock().sd.session_of(pid as u32)
+    }
+}
+
+fn enable_cpu(dir: &Path) -> Result<()> {
+    let ctl = dir.join("cgroup.subtree_control");
+    if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
+        return Ok(());
+    }
+    write(ctl, "+cpu")
+}
+
+impl CpuController for SystemdTree {
+    fn version(&self) -> Version {
+        Version::V2
+    }
+    /// The cgroup mount: on systemd, allot has no root directory of its own.
+    fn root(&self) -> &Path {
+        &self.mount
+    }
+    fn mount(&self) -> &Path {
+        &self.mount
+    }
+    fn systemd(&self) -> bool {
+        true
+    }
+    fn dir(&self, rel: &str) -> PathBuf {
+        let mut st = self.lock();
+        match Self::place(rel) {
+            Ok(Place::Root) | Err(_) => self.mount.clone(),
+            Ok(Place::Scope(k)) => self.scope_dir(&mut st, &k).unwrap_or_else(|| PathBuf::from("/nonexistent").join(self.names.scope(&k))),
+            Ok(Place::Inside(k, sub)) => {
+                self.scope_dir(&mut st, &k).unwrap_or_else(|| PathBuf::from("/nonexistent").join(self.names.scope(&k))).join(sub)
+            }
+        }
+    }
+    fn exists(&self, rel: &str) -> bool {
+        match Self::place(rel) {
+            Ok(Place::Root) => true,
+            Ok(Place::Scope(k)) => self.lock().scopes.get(&k).is_some_and(|cg| self.abs(cg).is_dir()),
+            Ok(Place::Inside(..)) => self.dir(rel).is_dir(),
+            Err(_) => false,
+        }
+    }
+    fn create(&self, rel: &str) -> Result<()> {
+        let (key, sub) = match Self::place(rel)? {
+            Place::Root => return Ok(()),
+            Place::Scope(k) => (k, String::new()),
+            Place::Inside(k, s) => (k, s),
+        };
+        let mut st = self.lock();
+        let mut p = self.ensure_scope(&mut st, &key)?;
+        let parts: Vec<&str> = sub.split('/').filter(|x| !x.is_empty()).collect();
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                enable_cpu(&p)?;
+            }
+            p.push(part);
+            mkdir(&p)?;
+        }
+        Ok(())
+    }
+    fn remove(&self, rel: &str) -> Result<()> {
+        match Self::place(rel)? {
+            Place::Root => Ok(()),
+            Place::Inside(..) => rmdir(&self.dir(rel)),
+            Place::Scope(key) => {
+                let mut st = self.lock();
+                let Some(dir) = self.scope_dir(&mut st, &key).filter(|d| d.is_dir()) else { return Ok(()) };
+                let left: Vec<String> = std::fs::read_dir(&dir)
+                    .map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| n != HOLDER)
+                    .collect();
+                if !left.is_empty() {
+                    return Err(Error::Io {
+                        op: "stop the scope of",
+                        path: dir,
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::DirectoryNotEmpty,
+                            format!("it still holds {}; remove those first", left.join(", ")),
+                        ),
+                    });
+                }
+                let unit = self.names.scope(&key);
+                st.sd.stop_unit(&unit)?;
+                st.scopes.remove(&key);
+                st.limiter.forget(key.rel());
+                let slice = self.names.slice(&key);
+                st.slices.remove(&slice);
+                if key == Key::Background {
+                    st.sd.stop_unit(&slice)?;
+                } else {
+                    // The currency is gone: so is its funding (the slice's weight).
+                    st.sd.set_properties(&slice, true, vec![CpuWeight::Unset.prop()])?;
+                }
+                Ok(())
+            }
+        }
+    }
+    fn children(&self, rel: &str) -> Result<Vec<String>> {
+        if Self::place(rel)? == Place::Root {
+            let mut st = self.lock();
+            self.refresh(&mut st)?;
+            return Ok(st.scopes.keys().filter_map(|k| if let Key::Currency(c) = k { Some(c.clone()) } else { None }).collect());
+        }
+        let dir = self.dir(rel);
+        let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
+        let mut v: Vec<String> = rd
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+    fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
+        let units = units.clamp(1, 10000);
+        match Self::place(rel)? {
+            Place::Root => Err(unsupported("set the weight of", rel)),
+            Place::Inside(..) => write(self.dir(rel).join("cpu.weight"), &units.to_string()),
+            Place::Scope(key) => {
+                let mut st = self.lock();
+                match st.limiter.offer(rel, units, Instant::now()) {
+                    Offer::Same | Offer::Held => Ok(()),
+                    Offer::Send => self.send_weight(&mut st, rel, &self.names.slice(&key), CpuWeight::Weight(units), units),
+                }
+            }
+        }
+    }
+    fn weight(&self, rel: &str) -> Result<u32> {
+        let file = match Self::place(rel)? {
+            Place::Root => return Err(unsupported("read the weight of", rel)),
+            Place::Inside(..) => self.dir(rel).join("cpu.weight"),
+            Place::Scope(key) => {
+                let mut st = self.lock();
+                if let Some(w) = st.limiter.pending(rel) {
+                    return Ok(w);
+                }
+                self.slice_dir(&mut st, &self.names.slice(&key))?.join("cpu.weight")
+            }
+        };
+        Ok(read_u64(file)?.clamp(1, 10000) as u32)
+    }
+    fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
+        if !matches!(Self::place(rel)?, Place::Inside(..)) {
+            return Err(unsupported("set cpu.max of", rel));
+        }
+        let v = max.map_or("max".to_string(), |m| format!("{} {}", m.quota_us, m.period_us));
+        write(self.dir(rel).join("cpu.max"), &v)
+    }
+    fn max(&self, rel: &str) -> Result<Option<Max>> {
+        let p = self.dir(rel).join("cpu.max");
+        let s = read(&p)?;
+        let mut it = s.split_whitespace();
+        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
+        if q == "max" {
+            return Ok(None);
+        }
+        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
+        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+    }
+    fn has_idle(&self) -> bool {
+        if self.version < 252 {
+            return false;
+        }
+        let mut st = self.lock();
+        let bg = self.names.slice(&Key::Background);
+        match self.slice_dir(&mut st, &bg) {
+            Ok(d) => d.join("cpu.idle").exists(),
+            // No background slice yet: does the kernel have cpu.idle at all?
+            Err(_) => std::fs::read_dir(&self.mount).into_iter().flatten().flatten().any(|e| e.path().join("cpu.idle").exists()),
+        }
+    }
+    fn set_idle(&self, rel: &str, idle: bool) -> Result<()> {
+        match Self::place(rel)? {
+            Place::Scope(Key::Background) => {
+                let w = if idle { CpuWeight::Idle } else { CpuWeight::Unset };
+                self.lock().sd.set_properties(&self.names.slice(&Key::Background), true, vec![w.prop()])
+            }
+            Place::Inside(..) => write(self.dir(rel).join("cpu.idle"), if idle { "1" } else { "0" }),
+            _ => Err(unsupported("set cpu.idle of", rel)),
+        }
+    }
+    fn idle(&self, rel: &str) -> Result<bool> {
+        let p = match Self::place(rel)? {
+            Place::Scope(Key::Background) => {
+                let mut st = self.lock();
+                self.slice_dir(&mut st, &self.names.slice(&Key::Background))?.join("cpu.idle")
+            }
+            _ => self.dir(rel).join("cpu.idle"),
+        };
+        if !p.exists() {
+            return Ok(false);
+        }
+        Ok(read_u64(p)? == 1)
+    }
+    fn procs(&self, rel: &str) -> Result<Vec<i32>> {
+        Ok(read(self.dir(rel).join("cgroup.procs"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+    fn threads(&self, rel: &str) -> Result<Vec<i32>> {
+        Ok(read(self.dir(rel).join("cgroup.threads"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+    fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
+        let Place::Inside(key, sub) = Self::place(rel)? else {
+            return Err(bad_rel(rel, "processes go into a job's directory, not a scope's top".into()));
+        };
+        if self.rel_of(pid)?.is_some() {
+            // Within allot's own delegations: the kernel's interface, as systemd allows.
+            return write(self.dir(rel).join("cgroup.procs"), &pid.to_string());
+        }
+        let unit = self.names.scope(&key);
+        self.lock().sd.attach(&unit, &format!("/{sub}"), &[pid as u32])
+    }
+    fn release_pid(&self, pid: i32) -> Result<()> {
+        Err(unsupported(&format!("move process {pid} to the root cgroup:"), "/"))
+    }
+    fn usage_ns(&self, rel: &str) -> Result<u64> {
+        if Self::place(rel)? == Place::Root {
+            let dirs: Vec<PathBuf> = self.lock().scopes.iter().filter(|(k, _)| **k != Key::Background).map(|(_, cg)| self.abs(cg)).collect();
+            return Ok(dirs.iter().filter_map(|d| stat_usage(d).ok()).sum());
+        }
+        stat_usage(&self.dir(rel))
+    }
+    fn rel_of(&self, pid: i32) -> Result<Option<String>> {
+        let path = self.path_of(pid)?;
+        let st = self.lock();
+        Ok(names::rel_of(&path, st.scopes.iter()))
+    }
+    fn path_of(&self, pid: i32) -> Result<String> {
+        crate::procfs::cgroup_of(pid, None)
+    }
+    fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
+        let inside = names::rel_of(path, self.lock().scopes.iter());
+        match inside {
+            Some(rel) => write(self.dir(&rel).join("cgroup.procs"), &pid.to_string()),
+            None => {
+                let mut st = self.lock();
+                let unit = st.sd.unit_by_cgroup(path)?;
+                let top = st.sd.unit_cgroup(&unit)?;
+                let sub = path.strip_prefix(top.as_str()).unwrap_or("");
+                st.sd.attach(&unit, sub, &[pid as u32])
+            }
+        }
+    }
+    fn rt_runtime(&self, _rel: &str) -> Result<Option<i64>> {
+        Ok(None)
+    }
+    fn set_rt_runtime(&self, rel: &str, _us: i64) -> Result<()> {
+        Err(unsupported("set cpu.rt_runtime_us of", rel))
+    }
+    fn session_of(&self, pid: i32) -> Result<Option<Session>> {
+        self.session(pid)
+    }
+    fn upkeep(&self) -> Vec<(String, Error)> {
+        let mut errs = vec![];
+        let mut st = self.lock();
+        let now = Instant::now();
+        for (rel, units) in st.limiter.due(now) {
+            let key = match names::parse(&rel) {
+                Ok(Place::Scope(k)) => k,
+                _ => continue,
+            };
+            let slice = self.names.slice(&key);
+            if let Err(e) = self.send_weight(&mut st, &rel, &slice, CpuWeight::Weight(units), units) {
+                errs.push((rel, e));
+            }
+        }
+        if st.holders_checked.is_none_or(|t| now.duration_since(t) >= HOLDER_CHECK) {
+            st.holders_checked = Some(now);
+            let scopes: Vec<(Key, PathBuf)> = st.scopes.iter().map(|(k, cg)| (k.clone(), self.abs(cg))).collect();
+            for (key, dir) in scopes {
+                if !dir.is_dir() {
+                    // The scope ended (its holder was killed and its jobs finished).
+                    st.scopes.remove(&key);
+                    continue;
+                }
+                if let Err(e) = self.ensure_holder(&mut st, &key, &dir) {
+                    errs.push((key.rel().to_string(), e));
+                }
+            }
+        }
+        errs
+    }
+}
+
+fn stat_usage(dir: &Path) -> Result<u64> {
+    let p = dir.join("cpu.stat");
+    let s = read(&p)?;
+    s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or(Error::Parse {
+        path: p,
+        what: "usage_usec in cpu.stat",
+        text: s.chars().take(80).collect(),
+    })
+}

@@ -1,0 +1,135 @@
+//! `allot explain`: why a job is boosted, held, capped, niced or background right now,
+//! since when, and the numbers that decided it — the plan's own inputs and thresholds
+//! (allot_model::plan), so the explanation cannot drift from what was applied.
+
+use super::core::Daemon;
+use super::registry::JobId;
+use super::trust::Peer;
+use crate::proto::{ExplainView, Reason, Response};
+use allot_model::nice::base_ticket_threshold;
+
+impl Daemon {
+    /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
+    pub fn explain(&self, peer: &Peer, target: &str) -> Result<Response, String> {
+        let id = self.find_job(peer, target)?;
+        let j = &self.desired.jobs[&id];
+        let t = self.obs.jobs.get(&id);
+        let p = self.planned.jobs.get(&id).ok_or_else(|| format!("job {target} has not been planned yet; ask again in a moment"))?;
+        let pol = &self.cfg.policy;
+        let usage = t.and_then(|t| t.usage);
+        let (window, last) = usage.map_or((0.0, 0.0), |u| (u.window, u.last));
+        let ent = p.entitlement;
+        let threshold = pol.boost_below * ent;
+        let since = self.since.get(&id).copied().unwrap_or_default();
+        let ago = |i: usize| since[i].map(|t| t.elapsed().as_secs_f64());
+        let win = pol.boost_window_ms;
+        let mut reasons = vec![];
+        let boost = if j.background {
+            "background jobs are never boosted: they take only idle CPU".to_string()
+        } else if !pol.boost {
+            "the boost is off (policy.boost = false)".to_string()
+        } else if j.focus {
+            "focused by its user (seed 002's foreground hint): boosted whatever it uses".to_string()
+        } else if usage.is_none() {
+            "new: not measured yet, so it has used nothing of what it deserves (seed 001 §3.3, f = 0: the maximum boost)".to_string()
+        } else if window <= 0.005 && last <= 0.005 {
+            format!("asleep: it used {window:.3} CPU over the last {win} ms (seed 001 §3.3: a job that used nothing gets the maximum boost)")
+        } else if p.boosted {
+            format!(
+                "interactive: it used {window:.3} CPU over the last {win} ms, below {:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below 0.75 × {ent:.3})",
+                pol.boost_below
+            )
+        } else if last >= 0.75 * ent {
+            format!("CPU-bound: it used {last:.3} CPU in the last tick, at least 0.75 × its entitlement {ent:.3}: the boost would buy it CPU, not latency")
+        } else {
+            format!(
+                "busy: it used {window:.3} CPU over the last {win} ms, not below {:.2} × its entitlement {ent:.3} = {threshold:.3}",
+                pol.boost_below
+            )
+        };
+        let mechanism = if p.boosted {
+            format!(
+                "; weight {} (its tickets' weight × {}){}",
+                p.weight,
+                pol.boost_weight,
+                p.slice_ns.map(|ns| format!(" and a {} µs EEVDF slice for its threads", ns / 1000)).unwrap_or_default()
+            )
+        } else {
+            String::new()
+        };
+        reasons.push(Reason { state: "boost".into(), on: p.boosted, since_s: ago(0), because: boost + &mechanism });
+        if let Some(c) = j.cap.filter(|c| !c.hard) {
+            let idle = t.map_or(0.0, |t| t.idle_cpus);
+            let because = if p.held {
+                format!(
+                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than 0.1 CPU sits idle on its CPUs (now {idle:.2}) — seed 004",
+                    c.cpus
+                )
+            } else {
+                format!("soft cap {c}: not held — it is under its cap, or no other job waits, or its CPUs have idle time ({idle:.2} CPU now)")
+            };
+            reasons.push(Reason { state: "held".into(), on: p.held, since_s: ago(1), because });
+        }
+        if let Some(c) = j.cap.filter(|c| c.hard) {
+            reasons.push(Reason {
+                state: "cap".into(),
+                on: true,
+                since_s: None,
+                because: format!("hard cap {c}: cpu.max {} µs per 100 ms, always", (c.cpus * 100_000.0).round()),
+            });
+        }
+        let nice = t.map_or(0, |t| t.nice);
+        if p.niced || nice != 0 {
+            let because = if p.niced {
+                format!(
+                    "its processes' lowest nice is {nice}: under nice emulation it holds {} {:.1} base tickets of its currency's funding {} (seed 001 §3.4), so its weight is {}",
+                    if nice > 0 { "at most" } else { "at least" },
+                    base_ticket_threshold(nice),
+                    self.funding_of(&j.currency),
+                    p.weight
+                )
+            } else {
+                format!("nice {nice}, but it is not competing now (or nice emulation is off), so its weight is its tickets")
+            };
+            reasons.push(Reason { state: "nice".into(), on: p.niced, since_s: ago(2), because });
+        }
+        if j.background {
+            reasons.push(Reason {
+                state: "background".into(),
+                on: true,
+                since_s: None,
+                because: "it is in allot's background tree (cpu.idle = 1): it runs only on CPU nothing else wants".into(),
+            });
+        }
+        Ok(Response::Explain(ExplainView {
+            job: self.show_id(j),
+            currency: self.currency_name(&j.currency),
+            entitlement: ent,
+            window,
+            last,
+            threshold,
+            weight: p.weight,
+            quota: p.quota,
+            reasons,
+        }))
+    }
+
+    /// A job named by a job id as `show` prints it, or by a pid the caller may see.
+    fn find_job(&self, peer: &Peer, target: &str) -> Result<JobId, String> {
+        if let Some(j) = self.desired.jobs.values().find(|j| self.show_id(j) == target) {
+            return Ok(j.id);
+        }
+        let pid: i32 =
+            target.trim().parse().map_err(|_| format!("{target:?} is neither a job (as `allot show` names it: 7, alice/default) nor a pid"))?;
+        let p = self.open_for_request(pid)?;
+        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let visible = peer.is_root() || self.cfg.privacy.show_other_users || info.creds.uid[0] == peer.uid;
+        if !visible {
+            return Err(format!("process {pid} is not yours; explain it by its job id (allot show lists them)"));
+        }
+        match self.place_of(pid)? {
+            super::trust::Place::Job(id) => Ok(id),
+            _ => Err(format!("process {pid} is not in an allot job")),
+        }
+    }
+}

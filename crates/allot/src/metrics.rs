@@ -1,0 +1,309 @@
+//! allot's state as Prometheus metrics: the text exposition format (version 0.0.4, what
+//! node_exporter's textfile collector reads) or OpenMetrics 1.0. [`render`] is pure — a
+//! function from the daemon's `status` and `show` replies and the kernel readings to the
+//! text — so a metrics endpoint in the daemon can serve the same families later.
+//!
+//! Names follow Prometheus's conventions: an `allot_` prefix, the unit last (`_cpus`,
+//! `_seconds`), `_total` on counters, labels `job_id`, `user` and `currency`. The job's
+//! label is `job_id`, not `job`: Prometheus sets `job` (and `instance`) on every series
+//! from its scrape config, and renames a scraped `job` to `exported_job`, so a label
+//! named `job` would not survive node_exporter's textfile collector. Label values are
+//! escaped as the formats require (`\\`, `\"`, `\n`).
+
+use crate::proto::{JobView, ShowView, StatusView};
+use crate::readings::Readings;
+use std::fmt::Write;
+
+/// Which exposition format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4 (`text/plain; version=0.0.4`).
+    Prometheus,
+    /// OpenMetrics 1.0 (`application/openmetrics-text; version=1.0.0`): counters are
+    /// declared without `_total`, the info metric as `info`, and the text ends in `# EOF`.
+    OpenMetrics,
+}
+
+impl Format {
+    /// The HTTP content type of the format.
+    #[allow(dead_code)] // for the daemon's endpoint
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Gauge,
+    Counter,
+    Info,
+}
+
+/// One metric family and its samples: label pairs and a value.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
+        Family { name, kind, help, samples: vec![] }
+    }
+    fn add(&mut self, labels: Vec<(&'static str, String)>, v: f64) {
+        self.samples.push((labels, v));
+    }
+}
+
+fn flag(b: bool) -> f64 {
+    if b {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+fn job_labels(j: &JobView) -> Vec<(&'static str, String)> {
+    vec![("job_id", j.id.clone()), ("user", j.user.clone()), ("currency", j.currency.clone())]
+}
+
+/// The metric families, in the order they are written. Every family with no sample is
+/// left out (e.g. pressure on cgroup v1).
+fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Family> {
+    use Kind::*;
+    let mut out = vec![];
+    let mut f = Family::new("allot_daemon_info", Info, "The allot daemon's version, protocol, cgroup version and process tracking.");
+    f.add(
+        vec![
+            ("version", status.version.clone()),
+            ("protocol", status.protocol.to_string()),
+            ("cgroup_version", status.cgroup_version.clone()),
+            ("tracking", status.tracking.clone()),
+        ],
+        1.0,
+    );
+    out.push(f);
+    let daemon = |name, kind, help, v: f64| {
+        let mut f = Family::new(name, kind, help);
+        f.add(vec![], v);
+        f
+    };
+    let c = &status.counters;
+    out.push(daemon("allot_daemon_uptime_seconds", Gauge, "Time since the allot daemon started.", status.uptime_s as f64));
+    out.push(daemon("allot_daemon_requests_total", Counter, "Requests the daemon served.", c.requests as f64));
+    out.push(daemon("allot_daemon_requests_limited_total", Counter, "Requests or connections refused by a per-user limit.", c.limited as f64));
+    out.push(daemon("allot_daemon_placed_processes_total", Counter, "Processes the daemon placed in a job automatically.", c.placed as f64));
+    out.push(daemon(
+        "allot_daemon_reconciled_values_total",
+        Counter,
+        "Kernel values changed from outside allot that the daemon re-asserted.",
+        c.reconciled as f64,
+    ));
+    out.push(daemon("allot_daemon_kernel_write_errors_total", Counter, "Kernel writes by the daemon that failed.", c.write_errors as f64));
+    let mut f =
+        Family::new("allot_daemon_kernel_feature", Gauge, "1 if the kernel has the feature (cpu_idle, custom_slices, psi, delay_accounting).");
+    for (k, v) in &status.features {
+        f.add(vec![("feature", k.clone())], flag(*v));
+    }
+    out.push(f);
+    out.push(daemon(
+        "allot_daemon_degraded_features",
+        Gauge,
+        "Features the daemon runs without (allot status says why).",
+        status.degraded.len() as f64,
+    ));
+    out.push(daemon("allot_machine_cpus", Gauge, "CPUs of the machine.", show.ncpu as f64));
+    out.push(daemon("allot_outside_usage_cpus", Gauge, "CPUs used lately by processes outside allot's tree.", show.outside));
+
+    let cur = |name, help, v: &dyn Fn(&crate::proto::CurrencyView) -> f64| {
+        let mut f = Family::new(name, Gauge, help);
+        for c in &show.currencies {
+            f.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], v(c));
+        }
+        f
+    };
+    out.push(cur("allot_currency_funding", "The currency's funding: its base tickets (1..10000).", &|c| c.funding as f64));
+    out.push(cur("allot_currency_weight", "The weight written to the kernel for the currency now (nice emulation may lower it).", &|c| {
+        c.weight as f64
+    }));
+    out.push(cur("allot_currency_jobs", "Jobs in the currency.", &|c| c.jobs as f64));
+    out.push(cur("allot_currency_active_jobs", "Jobs of the currency using CPU now.", &|c| c.active as f64));
+    out.push(cur("allot_currency_usage_cpus", "The currency's summed usage rate, CPUs.", &|c| c.usage));
+
+    let job = |name, kind, help, v: &dyn Fn(&JobView) -> Option<f64>| {
+        let mut f = Family::new(name, kind, help);
+        for j in &show.jobs {
+            if let Some(x) = v(j) {
+                f.add(job_labels(j), x);
+            }
+        }
+        f
+    };
+    let k = |j: &JobView| kernel.jobs.get(&j.id).copied().unwrap_or_default();
+    out.push(job("allot_job_tickets", Gauge, "The job's tickets: its claim inside its currency (1..10000).", &|j| Some(j.tickets as f64)));
+    out.push(job("allot_job_weight", Gauge, "The weight written to the kernel for the job now (boost and soft caps move it).", &|j| {
+        Some(j.weight as f64)
+    }));
+    out.push(job(
+        "allot_job_entitlement_cpus",
+        Gauge,
+        "CPUs the job gets now among the active claimants; for an idle job, what it would get if it woke.",
+        &|j| Some(j.entitlement),
+    ));
+    out.push(job("allot_job_active", Gauge, "1 if the job competes for CPU now.", &|j| Some(flag(j.active))));
+    out.push(job("allot_job_usage_cpus", Gauge, "The job's usage rate: smoothed CPU use, CPUs.", &|j| Some(j.usage)));
+    out.push(job("allot_job_window_usage_cpus", Gauge, "The job's CPU use over the boost window, CPUs.", &|j| Some(j.recent)));
+    let mut f = Family::new("allot_job_cap_cpus", Gauge, "The job's cap in CPUs (kind hard: always; soft: while others want the CPU).");
+    for j in show.jobs.iter().filter(|j| !j.background) {
+        if let Some(cap) = j.cap.as_deref().and_then(|c| c.parse::<allot_model::Cap>().ok()) {
+            let mut l = job_labels(j);
+            l.push(("kind", if cap.hard { "hard" } else { "soft" }.into()));
+            f.add(l, cap.cpus);
+        }
+    }
+    out.push(f);
+    out.push(job("allot_job_quota_cpus", Gauge, "The cpu.max quota in force now, CPUs (a hard cap, or a soft cap held).", &|j| j.quota));
+    out.push(job("allot_job_background", Gauge, "1 if the job is in the background class (runs on idle CPU only).", &|j| Some(flag(j.background))));
+    out.push(job("allot_job_boosted", Gauge, "1 if the job's boost is applied now.", &|j| Some(flag(j.boost))));
+    out.push(job("allot_job_held", Gauge, "1 if the job's soft cap is held now.", &|j| Some(flag(j.held))));
+    out.push(job("allot_job_focused", Gauge, "1 if the job is focused by its user.", &|j| Some(flag(j.focus))));
+    out.push(job("allot_job_niced", Gauge, "1 if nice emulation has changed the job's weight now.", &|j| Some(flag(j.niced))));
+    out.push(job("allot_job_nice", Gauge, "The lowest nice value among the job's processes.", &|j| Some(j.nice as f64)));
+    out.push(job("allot_job_runnable_threads", Gauge, "The job's threads that ran or waited lately.", &|j| Some(j.runnable as f64)));
+    out.push(job("allot_job_processes", Gauge, "Processes in the job (jobs whose processes are hidden from the caller have none).", &|j| {
+        j.pids.as_ref().map(|p| p.len() as f64)
+    }));
+    out.push(job("allot_job_cpu_periods_total", Counter, "Bandwidth periods elapsed while the job had a quota (cpu.stat nr_periods).", &|j| {
+        k(j).throttling.map(|t| t.periods as f64)
+    }));
+    out.push(job("allot_job_throttled_periods_total", Counter, "Periods in which the job used its whole quota (cpu.stat nr_throttled).", &|j| {
+        k(j).throttling.map(|t| t.throttled_periods as f64)
+    }));
+    out.push(job(
+        "allot_job_throttled_seconds_total",
+        Counter,
+        "Time the job's threads were stopped by its quota (cpu.stat throttled_usec, v1 throttled_time).",
+        &|j| k(j).throttling.map(|t| t.throttled_ns as f64 / 1e9),
+    ));
+    out.push(job(
+        "allot_job_pressure_cpu_waiting_seconds_total",
+        Counter,
+        "Time in which some of the job's threads waited for a CPU (cgroup v2 cpu.pressure some).",
+        &|j| k(j).pressure.map(|p| p.some_s),
+    ));
+    out.push(job(
+        "allot_job_pressure_cpu_stalled_seconds_total",
+        Counter,
+        "Time in which all of the job's non-idle threads waited for a CPU (cgroup v2 cpu.pressure full).",
+        &|j| k(j).pressure.and_then(|p| p.full_s),
+    ));
+    out.push(job(
+        "allot_job_run_queue_wait_ratio",
+        Gauge,
+        "Share of the job's runnable time spent waiting for a CPU over the sampling window (its visible threads' schedstat).",
+        &|j| k(j).wait.map(|w| w.ratio),
+    ));
+    out.push(job(
+        "allot_job_run_queue_waiting_threads",
+        Gauge,
+        "The job's threads waiting for a CPU, on average over the sampling window (its visible threads' schedstat).",
+        &|j| k(j).wait.map(|w| w.threads),
+    ));
+    out.retain(|f| !f.samples.is_empty());
+    out
+}
+
+/// A label value escaped for both formats: backslash, double quote and line feed.
+pub fn escape_label(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// A sample value: integers without a fraction, non-finite values by the formats' names.
+fn value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The exposition text of allot's state: the daemon's `status` and `show` replies and
+/// the kernel readings the caller made (throttling, pressure, wait). Pure: no I/O.
+pub fn render(status: &StatusView, show: &ShowView, kernel: &Readings, format: Format) -> String {
+    let mut out = String::new();
+    for f in families(status, show, kernel) {
+        let (family, sample) = match (format, f.kind) {
+            (Format::OpenMetrics, Kind::Counter) => (f.name.strip_suffix("_total").unwrap_or(f.name), f.name),
+            (Format::OpenMetrics, Kind::Info) => (f.name.strip_suffix("_info").unwrap_or(f.name), f.name),
+            _ => (f.name, f.name),
+        };
+        let kind = match (format, f.kind) {
+            (_, Kind::Gauge) | (Format::Prometheus, Kind::Info) => "gauge",
+            (_, Kind::Counter) => "counter",
+            (Format::OpenMetrics, Kind::Info) => "info",
+        };
+        // HELP escapes backslash and line feed (and, in OpenMetrics, the double quote);
+        // allot's help texts have none, but the rule is kept so a new text cannot break it.
+        let help = match format {
+            Format::Prometheus => f.help.replace('\\', "\\\\").replace('\n', "\\n"),
+            Format::OpenMetrics => escape_label(f.help),
+        };
+        let _ = writeln!(out, "# HELP {family} {help}");
+        let _ = writeln!(out, "# TYPE {family} {kind}");
+        for (labels, v) in &f.samples {
+            out.push_str(sample);
+            if !labels.is_empty() {
+                out.push('{');
+                for (i, (k, lv)) in labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{k}=\"{}\"", escape_label(lv));
+                }
+                out.push('}');
+            }
+            let _ = writeln!(out, " {}", value(*v));
+        }
+    }
+    if format == Format::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
+    out
+}
+
+/// Every metric name [`render`] can write (for checks of dashboards and docs).
+#[cfg(test)]
+pub fn names() -> Vec<&'static str> {
+    let (status, mut show) = (tests::status(), tests::show());
+    show.jobs[0].cap = Some("0.5!".into());
+    show.jobs[0].quota = Some(0.5);
+    let mut r = Readings::default();
+    r.jobs.insert(
+        "1".into(),
+        crate::readings::JobKernel {
+            throttling: Some(Default::default()),
+            pressure: Some(crate::readings::Pressure { full_s: Some(0.0), ..Default::default() }),
+            wait: Some(Default::default()),
+        },
+    );
+    families(&status, &show, &r).iter().map(|f| f.name).collect()
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+pub(crate) mod tests;

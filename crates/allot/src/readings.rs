@@ -1,0 +1,190 @@
+//! What the CLI reads from the kernel itself, beside what the daemon reports, for `allot
+//! top` and `allot metrics`: a job's throttling (`cpu.stat`) and, on cgroup v2, its CPU
+//! pressure (`cpu.pressure`) from its cgroup directory (world-readable files), and its
+//! run-queue wait from `/proc/PID/task/TID/schedstat` of the processes the daemon shows
+//! this caller (seed 003: the kernel's own accounting of time spent runnable but not
+//! running). Jobs whose processes the daemon hides from this caller get no wait: the CLI
+//! never looks past what `show` reveals.
+//!
+//! Wait is a rate, so it needs two samples: [`Sampler::sample`] remembers every thread's
+//! counters and reports the change since its previous call.
+
+use crate::proto::{ShowView, StatusView};
+use allot_linux::cgroup::stat::{self, Throttling};
+use allot_linux::cgroup::CpuController;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::Instant;
+
+/// CPU pressure of a job's cgroup (cgroup v2 `cpu.pressure`, PSI).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Pressure {
+    /// Share of the last 10 s in which some of its threads waited for a CPU, percent.
+    pub some_avg10: f64,
+    /// Total time in which some of its threads waited for a CPU, seconds.
+    pub some_s: f64,
+    /// Total time in which all of its non-idle threads waited at once, seconds.
+    pub full_s: Option<f64>,
+}
+
+/// Run-queue wait of a job's visible threads over the last sampling window.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Wait {
+    /// Waiting time over runnable time (waiting + running), 0..1: seed 002's runtime
+    /// ratio turned around (1 − cpu / (cpu + ready)). 0 when nothing ran or waited.
+    pub ratio: f64,
+    /// Threads waiting on average over the window (waiting seconds per second).
+    pub threads: f64,
+}
+
+/// The kernel's readings of one job; None where this caller cannot read them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JobKernel {
+    /// Its cgroup's throttling counters.
+    pub throttling: Option<Throttling>,
+    /// Its cgroup's CPU pressure (cgroup v2 only).
+    pub pressure: Option<Pressure>,
+    /// Its visible threads' run-queue wait (from the second sample on).
+    pub wait: Option<Wait>,
+}
+
+/// Kernel readings of every job, by job id, and what could not be read at all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Readings {
+    /// By job id as `show` prints it.
+    pub jobs: BTreeMap<String, JobKernel>,
+    /// Why a whole kind of reading is missing, in words (e.g. "no per-cgroup PSI on
+    /// cgroup v1").
+    pub notes: Vec<String>,
+    /// The window the wait was measured over, seconds (None on the first sample).
+    pub window_s: Option<f64>,
+}
+
+/// Reads the kernel for the jobs of successive `show` replies.
+#[derive(Debug)]
+pub struct Sampler {
+    cg: Option<Box<dyn CpuController>>,
+    v2: bool,
+    note: Option<String>,
+    /// Every thread's (run ns, wait ns) at the previous sample.
+    last: HashMap<i32, (u64, u64)>,
+    at: Option<Instant>,
+}
+
+impl Sampler {
+    /// Finds allot's cgroup tree as the daemon reports it. Where this process sees
+    /// another cpu hierarchy (another mount namespace), throttling and pressure are not
+    /// read and a note says why.
+    pub fn new(status: &StatusView) -> Sampler {
+        let root = Path::new(&status.cgroup_root);
+        let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let (cg, note) = match allot_linux::cgroup::detect(name) {
+            Ok(cg) if cg.root() == root => (Some(cg), None),
+            Ok(cg) => (
+                None,
+                Some(format!(
+                    "throttling and pressure not shown: the daemon's cgroup root is {} but this process sees it at {}",
+                    status.cgroup_root,
+                    cg.root().display()
+                )),
+            ),
+            Err(e) => (None, Some(format!("throttling and pressure not shown: {e}"))),
+        };
+        Sampler { cg, v2: status.cgroup_version == "v2", note, last: HashMap::new(), at: None }
+    }
+
+    /// Reads every job of `show` now; wait is the change since the previous call.
+    pub fn sample(&mut self, show: &ShowView) -> Readings {
+        let now = Instant::now();
+        let window = self.at.map(|t| now.duration_since(t).as_secs_f64()).filter(|w| *w > 0.0);
+        let mut threads = HashMap::new();
+        let mut out = Readings { window_s: window, ..Readings::default() };
+        out.notes.extend(self.note.clone());
+        if !self.v2 {
+            out.notes.push("no pressure (PSI) per cgroup on cgroup v1".into());
+        }
+        if show.jobs.iter().any(|j| j.pids.is_none()) {
+            out.notes.push("no wait for jobs whose processes are hidden from you".into());
+        }
+        for j in &show.jobs {
+            let mut k = JobKernel::default();
+            if let Some(cg) = &self.cg {
+                let dir = cg.dir(&j.cgroup);
+                k.throttling = stat::throttling(&dir).ok();
+                if self.v2 {
+                    k.pressure = stat::pressure(&dir).ok().flatten().map(|p| Pressure {
+                        some_avg10: p.some.avg10,
+                        some_s: p.some.total_us as f64 / 1e6,
+                        full_s: p.full.map(|f| f.total_us as f64 / 1e6),
+                    });
+                }
+            }
+            if let Some(pids) = &j.pids {
+                let (mut run, mut wait, mut known) = (0u64, 0u64, false);
+                for &pid in pids {
+                    for tid in allot_linux::procfs::tids(pid).unwrap_or_default() {
+                        let Ok(s) = allot_linux::procfs::task_schedstat(pid, tid) else { continue };
+                        threads.insert(tid, (s.run_ns, s.wait_ns));
+                        // A thread seen before adds what it did since; a new one (or a
+                        // recycled id whose counters went back) starts counting now.
+                        if let Some(&(r0, w0)) = self.last.get(&tid) {
+                            if s.run_ns >= r0 && s.wait_ns >= w0 {
+                                run += s.run_ns - r0;
+                                wait += s.wait_ns - w0;
+                                known = true;
+                            }
+                        }
+                    }
+                }
+                if let (Some(w), true) = (window, known) {
+                    k.wait = Some(wait_of(run, wait, w));
+                }
+            }
+            out.jobs.insert(j.id.clone(), k);
+        }
+        self.last = threads;
+        self.at = Some(now);
+        out
+    }
+}
+
+/// Wait over a window from the run and wait time (ns) added in it.
+fn wait_of(run_ns: u64, wait_ns: u64, window_s: f64) -> Wait {
+    let busy = run_ns + wait_ns;
+    Wait { ratio: if busy == 0 { 0.0 } else { wait_ns as f64 / busy as f64 }, threads: wait_ns as f64 / 1e9 / window_s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_is_a_share_of_runnable_time_and_a_thread_count() {
+        // One thread that ran 1/3 and waited 2/3 of a second (three hogs on one CPU).
+        let w = wait_of(333_000_000, 667_000_000, 1.0);
+        assert!((w.ratio - 0.667).abs() < 1e-9 && (w.threads - 0.667).abs() < 1e-9, "{w:?}");
+        // Two threads waiting all of a half-second window.
+        let w = wait_of(0, 1_000_000_000, 0.5);
+        assert_eq!((w.ratio, w.threads), (1.0, 2.0));
+        assert_eq!(wait_of(0, 0, 1.0), Wait { ratio: 0.0, threads: 0.0 });
+    }
+
+    #[test]
+    fn this_process_is_sampled_twice_and_its_wait_appears_the_second_time() {
+        let me = std::process::id() as i32;
+        let show = ShowView { ncpu: 1, outside: 0.0, jobs: vec![crate::metrics::tests::job("1", Some(vec![me]))], currencies: vec![], hidden: false };
+        let status = crate::metrics::tests::status();
+        let mut s = Sampler::new(&status);
+        let first = s.sample(&show);
+        assert_eq!(first.jobs["1"].wait, None, "one sample has no rate");
+        assert_eq!(first.window_s, None);
+        let t0 = Instant::now();
+        while t0.elapsed().as_millis() < 20 {
+            std::hint::black_box(0u64.wrapping_add(1));
+        }
+        let second = s.sample(&show);
+        let w = second.jobs["1"].wait.expect("the second sample has a rate");
+        assert!((0.0..=1.0).contains(&w.ratio), "{w:?}");
+        assert!(second.window_s.unwrap() > 0.0);
+    }
+}

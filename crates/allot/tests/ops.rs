@@ -1,0 +1,223 @@
+//! The operator's side: the audit trail, `explain`, rules, the metrics endpoint, SIGHUP
+//! reloads, real-time tasks in jobs.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::Duration;
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_str(&ok(o)).unwrap()
+}
+
+fn pin(pid: u32, cpu: usize) {
+    allot_linux::sched::set_affinity(pid as i32, &[cpu]).unwrap();
+    for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
+        let _ = allot_linux::sched::set_affinity(t, &[cpu]);
+    }
+}
+
+#[test]
+fn every_change_is_audited_and_explained() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start(exe(), "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n").unwrap();
+    let mut kids = Kids::default();
+    let e = exe().display().to_string();
+    let mine = spawn_as(&d, &mut kids, A, &["sleep", "300"]);
+    wait_for("placement", || job_with_pid(&show(&d), mine));
+    ok(&d.cli(&["set", &mine.to_string(), "-t", "50", "--cap", "0.4!"], Some(A)).unwrap());
+    refused(&d.cli(&["set", &mine.to_string(), "-t", "5000"], Some(B)).unwrap(), &["belongs to"]);
+    ok(&d.cli(&["fund", "2901", "200"], None).unwrap());
+    let soft = d.run_job(&["--cap", "0.3"], &[&e, "workload", "cpu"], None).unwrap();
+    let rival = d.run_job(&[], &[&e, "workload", "cpu"], None).unwrap();
+    for p in [soft, rival] {
+        d.wait_exec(p).unwrap();
+        pin(p, 1);
+    }
+    // Root sees every record, with who asked and the settings before and after.
+    let log = json(&d.cli(&["--json", "log"], None).unwrap());
+    let recs = log["records"].as_array().unwrap();
+    let set = recs.iter().find(|r| r["request"].as_str().unwrap().starts_with("set") && r["uid"] == A).expect("A's set is recorded");
+    let c = &set["changes"][0];
+    assert!(c["before"].as_str().unwrap().is_empty() || c["before"] == "-" || c["before"].as_str().unwrap().contains("tickets 100"), "{set}");
+    assert!(c["after"].as_str().unwrap().contains("tickets 50, cap 0.4!"), "{set}");
+    let refusal = recs.iter().find(|r| r["uid"] == B).expect("B's refusal is recorded");
+    assert!(refusal["refused"].as_str().unwrap().contains("belongs to"));
+    let fund = recs.iter().find(|r| r["request"] == "fund 2901 200").unwrap();
+    assert_eq!(fund["changes"][0]["after"], "funding 200");
+    assert_eq!(fund["uid"], 0);
+    assert!(recs.iter().filter(|r| r["request"].as_str().unwrap().starts_with("run")).count() >= 2);
+    // A sees her own requests and the changes to her jobs, not root's other work.
+    let hers = json(&d.cli(&["--json", "log"], Some(A)).unwrap());
+    let hers = hers["records"].as_array().unwrap();
+    assert!(hers.iter().any(|r| r["uid"] == A) && hers.iter().any(|r| r["request"] == "fund 2901 200"));
+    assert!(!hers.iter().any(|r| r["request"].as_str().unwrap().starts_with("run")), "root's runs are not A's business");
+    // --job filters.
+    let job = job_with_pid(&show(&d), mine).unwrap()["id"].as_str().unwrap().to_string();
+    let by_job = json(&d.cli(&["--json", "log", "--job", &job], None).unwrap());
+    assert!(by_job["records"].as_array().unwrap().iter().all(|r| r["jobs"].as_array().unwrap().iter().any(|j| j == &job)));
+
+    // explain: a boosted (sleeping) job, a capped one, a held soft cap.
+    let boosted = json(&d.cli(&["--json", "explain", &job], Some(A)).unwrap());
+    let reason = |v: &serde_json::Value, s: &str| v["reasons"].as_array().unwrap().iter().find(|r| r["state"] == s).cloned().unwrap();
+    let b = reason(&boosted, "boost");
+    assert_eq!(b["on"], true);
+    assert!(b["because"].as_str().unwrap().contains("asleep"), "{b}");
+    assert!(reason(&boosted, "cap")["because"].as_str().unwrap().contains("hard cap 0.4!"), "{boosted}");
+    let held = wait_for("the soft cap held", || {
+        let v = json(&d.cli(&["--json", "explain", &soft.to_string()], None).unwrap());
+        (reason(&v, "held")["on"] == true).then_some(v)
+    });
+    let h = reason(&held, "held");
+    assert!(h["because"].as_str().unwrap().contains("soft cap 0.3") && h["because"].as_str().unwrap().contains("waited"), "{h}");
+    assert!(held["window"].as_f64().unwrap() > 0.0, "{held}");
+    let cpu_bound = reason(&held, "boost");
+    assert_eq!(cpu_bound["on"], false);
+    // Another user's process by pid is not B's to explain (its job id is).
+    refused(&d.cli(&["explain", &mine.to_string()], Some(B)).unwrap(), &["not yours"]);
+    ok(&d.cli(&["explain", &job], Some(B)).unwrap());
+    d.stop().unwrap();
+}
+
+const RULES: &str = r#"scan_ms = 200
+[users]
+only = ["2901", "2902"]
+[currencies.ci]
+users = ["2901"]
+
+[[rules]]
+name = "by-comm"
+comm = "sleep"
+tickets = 42
+
+[[rules]]
+name = "by-exe"
+exe = "*/yes"
+cap = "0.2!"
+
+[[rules]]
+name = "by-cmdline"
+cmdline = "re:^tail -f /dev/null"
+background = true
+
+[[rules]]
+name = "by-group"
+group = "2977"
+comm = "cat"
+tickets = 77
+
+[[rules]]
+name = "by-user"
+user = "2902"
+currency = "ci"
+"#;
+
+#[test]
+fn rules_place_processes_by_every_kind_of_match() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(exe(), RULES).unwrap();
+    let mut kids = Kids::default();
+    let sleeper = spawn_as(&d, &mut kids, A, &["sleep", "300"]);
+    let yes = spawn_as(&d, &mut kids, A, &["yes"]);
+    let tail = spawn_as(&d, &mut kids, A, &["tail", "-f", "/dev/null"]);
+    let cat = kids.add(
+        d.shelter
+            .command("setpriv", None)
+            .args(["--reuid=2901", "--regid=2901", "--groups=2977", "cat"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let other = spawn_as(&d, &mut kids, B, &["tail", "-f", "/etc/passwd"]);
+    let plain = spawn_as(&d, &mut kids, A, &["tail", "-f", "/etc/hostname"]);
+    let v = wait_for("rules applied", || {
+        let v = show(&d);
+        [sleeper, yes, tail, cat, other, plain].iter().all(|&p| job_with_pid(&v, p).is_some()).then_some(v)
+    });
+    let j = |p| job_with_pid(&v, p).unwrap();
+    assert_eq!(j(sleeper)["tickets"], 42);
+    assert_eq!(j(yes)["cap"], "0.2!");
+    assert_eq!(j(tail)["background"], true);
+    assert_eq!(j(cat)["tickets"], 77);
+    assert_eq!(j(other)["currency"], "ci", "by-user puts B's processes in ci");
+    assert!(j(plain)["id"].as_str().unwrap().ends_with("/default"), "no rule: the default job");
+    // rules test agrees.
+    let t = json(&d.cli(&["--json", "rules", "test", &yes.to_string()], None).unwrap());
+    assert!(t["matched"].as_str().unwrap().starts_with("by-exe"), "{t}");
+    let t = json(&d.cli(&["--json", "rules", "test", &plain.to_string()], Some(A)).unwrap());
+    assert!(t["matched"].is_null(), "{t}");
+    assert!(t["checked"].as_array().unwrap().iter().all(|c| c["matches"] == false));
+    drop(kids);
+    // A bad rule is refused with file:line, and the daemon does not start.
+    let mut bad = PrivateDaemon::start(exe(), "[users]\nonly = [\"2901\"]\n").unwrap();
+    let path = bad.dir.join("allot.toml");
+    std::fs::write(&path, "[users]\nonly = [\"2901\"]\n\n[[rules]]\ncomm = \"x\"\ntickets = 0\n").unwrap();
+    bad.terminate().unwrap();
+    let err = bad.launch(true).unwrap_err().to_string();
+    assert!(err.contains("allot.toml:4: rule 1: tickets must be a whole number 1..10000"), "{err}");
+    std::fs::write(&path, "[users]\nonly = [\"2901\"]\n").unwrap();
+    bad.launch(true).unwrap();
+    bad.stop().unwrap();
+}
+
+#[test]
+fn metrics_are_served_on_loopback_and_sighup_reloads() {
+    require_root();
+    let _s = serial();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let cfg = format!("[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let j = d.run_job(&["-t", "321"], &["sleep", "300"], None).unwrap();
+    d.wait_exec(j).unwrap();
+    let get = |path: &str| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes()).unwrap();
+        let mut r = String::new();
+        s.read_to_string(&mut r).unwrap();
+        r
+    };
+    let r = get("/metrics");
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let id = job_with_pid(&show(&d), j).unwrap()["id"].as_str().unwrap().to_string();
+    assert!(r.lines().any(|l| l.starts_with("allot_job_tickets{") && l.contains(&format!("job_id=\"{id}\"")) && l.ends_with(" 321")), "{r}");
+    assert!(get("/other").starts_with("HTTP/1.1 404"));
+    // SIGHUP: a good config is taken, a bad one is refused and the old one kept.
+    let path = d.dir.join("allot.toml");
+    std::fs::write(&path, format!("default_funding = 150\n{cfg}")).unwrap();
+    let pid = d.daemon_pid().unwrap() as i32;
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_for("the reload", || (json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"] == 150).then_some(()));
+    std::fs::write(&path, "default_funding = 0\n").unwrap();
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"], 150, "the old config stays");
+    assert!(d.log().contains("keeping the config in force"), "{}", d.log());
+    assert!(d.daemon_pid().is_some_and(|p| unsafe { libc::kill(p as i32, 0) } == 0), "the daemon lives");
+    let log = json(&d.cli(&["--json", "log"], None).unwrap());
+    assert!(log["records"].as_array().unwrap().iter().any(|r| r["request"].as_str().unwrap().starts_with("reload") && r["refused"].is_string()));
+    d.stop().unwrap();
+}
+
+#[test]
+fn real_time_tasks_work_in_jobs() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(exe(), "").unwrap();
+    let o = d.cli(&["run", "--", "chrt", "-f", "10", "true"], None).unwrap();
+    assert!(o.status.success(), "chrt -f 10 in a job: {}", String::from_utf8_lossy(&o.stderr));
+    let st = json(&d.cli(&["--json", "status"], None).unwrap());
+    eprintln!("{}", st["rt"]);
+    if std::path::Path::new("/sys/fs/cgroup/cpu/cpu.rt_runtime_us").exists() {
+        assert!(st["rt"].as_str().unwrap().contains("real-time group scheduling"), "{st}");
+    }
+    // A real-time process moves into a job too (the kernel refuses it where runtime is 0).
+    let mut rt = Command::new("chrt").args(["-f", "5", "sleep", "300"]).spawn().unwrap();
+    let o = d.cli(&["set", &rt.id().to_string(), "-t", "200"], None).unwrap();
+    rt.kill().unwrap();
+    rt.wait().unwrap();
+    assert!(o.status.success(), "a SCHED_FIFO process given a job: {}", String::from_utf8_lossy(&o.stderr));
+}
