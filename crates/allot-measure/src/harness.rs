@@ -23,35 +23,19 @@ pub const TEST_UIDS: [u32; 4] = [2901, 2902, 2903, 2904];
 pub struct Shelter {
     name: String,
     cg: Box<dyn allot_linux::cgroup::CpuController>,
-    /// Where its processes start, below its top ("" for the top itself).
-    leaf: String,
 }
 
 impl Shelter {
     /// Creates `<mount>/allot-shelter-PID-N` in the cpu hierarchy.
     pub fn new() -> anyhow::Result<Self> {
-        Self::nested(&[])
-    }
-
-    /// A shelter whose processes start `levels` below its top (`["c", "j"]`: as deep as
-    /// an allot job, root/currency/job), to compare like with like.
-    pub fn nested(levels: &[&str]) -> anyhow::Result<Self> {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("allot-shelter-{}-{n}", std::process::id());
         let cg = allot_linux::cgroup::detect(&name)?;
-        let mut me = Self { name, cg, leaf: String::new() };
-        me.cg.create("").map_err(|e| anyhow::anyhow!("create the shelter cgroup: {e}"))?;
-        for l in levels {
-            let rel = if me.leaf.is_empty() { l.to_string() } else { format!("{}/{l}", me.leaf) };
-            // Dropped on failure: what was made so far is removed.
-            me.cg.create(&rel).map_err(|e| anyhow::anyhow!("create the shelter cgroup {rel}: {e}"))?;
-            me.leaf = rel;
-        }
-        Ok(me)
+        cg.create("").map_err(|e| anyhow::anyhow!("create the shelter cgroup: {e}"))?;
+        Ok(Self { name, cg })
     }
 
-    /// Its top's path as /proc/PID/cgroup names it (where its processes are, unless it
-    /// was made [`nested`](Self::nested)).
+    /// Its path as /proc/PID/cgroup names it.
     pub fn path(&self) -> String {
         format!("/{}", self.name)
     }
@@ -62,7 +46,7 @@ impl Shelter {
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>, uid: Option<u32>) -> Command {
         let files: Vec<std::ffi::CString> = self
             .cg
-            .procs_files(&self.leaf)
+            .procs_files("")
             .iter()
             .map(|p| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("cgroup paths have no NUL"))
             .collect();
@@ -92,21 +76,12 @@ impl Shelter {
 
 impl Drop for Shelter {
     fn drop(&mut self) {
-        // The deepest level first.
-        let mut levels: Vec<&str> = self.leaf.match_indices('/').map(|(i, _)| &self.leaf[..i]).collect();
-        if !self.leaf.is_empty() {
-            levels.push(&self.leaf);
-        }
-        levels.reverse();
-        levels.push("");
-        for rel in levels {
-            for _ in 0..50 {
-                if self.cg.remove(rel).is_ok() || !self.cg.exists(rel) {
-                    break;
-                }
-                // Processes killed a moment ago may still be exiting.
-                std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..50 {
+            if self.cg.remove("").is_ok() || !self.cg.exists("") {
+                return;
             }
+            // Processes killed a moment ago may still be exiting.
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
