@@ -4,6 +4,8 @@
 //! JSON line: `{"kind":..,"work":N,"cpu_s":..,"wall_s":..}` where `work` counts units
 //! of fixed work done (the seeds' "operations": seed 001 Fig 3, seed 000's work rate).
 
+mod fork;
+
 use clap::{Args, ValueEnum};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,6 +31,10 @@ pub enum Kind {
     /// 100 ms), then CPU-bound again (`--phases`, default 15,20,15 s); reports each
     /// phase's work and its mean dispatch latency from the kernel's accounting.
     Bimodal,
+    /// A fork storm: forks as fast as it can (or at `--rate`), each child exiting at once
+    /// except every `--keep-every`-th, which lives as long as this process (`--hold`
+    /// keeps it after the storm, until SIGTERM); `work` counts forks.
+    Fork,
     /// No work: prints the CPU count the way language runtimes read it (Rust's
     /// `available_parallelism`: affinity and the cgroup quota), and the machine's.
     Ncpu,
@@ -64,6 +70,16 @@ pub struct WorkloadArgs {
     /// bimodal: sleep between bursts in the interactive phase (a bare number is ms).
     #[arg(long, default_value = "100ms", allow_negative_numbers = true)]
     pub sleep_ms: String,
+    /// fork: forks per second to aim at (0: as fast as possible).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// fork: every Nth child lives as long as this process (0: none does).
+    #[arg(long, default_value_t = 0)]
+    pub keep_every: u64,
+    /// fork: after the storm, print the report and stay (keeping the kept children)
+    /// until SIGTERM.
+    #[arg(long)]
+    pub hold: bool,
     /// Also write the JSON report line to this file (for runs whose stdout is not ours).
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
@@ -92,6 +108,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
         Kind::Mem => run_mem(&args, &tm, start),
         Kind::Work => run_work(&args, start),
         Kind::Bimodal => run_bimodal(&args, &tm, start),
+        Kind::Fork => fork::run(&args, tm.duration, start),
         Kind::Ncpu => serde_json::json!({
             "kind": "ncpu",
             "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -105,6 +122,11 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
     println!("{text}");
     if let Some(path) = &args.output {
         crate::report::write_file(path, &(text + "\n"))?;
+    }
+    if args.kind == Kind::Fork && args.hold {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        fork::hold();
     }
     Ok(0)
 }
@@ -136,6 +158,9 @@ fn validate(args: &WorkloadArgs) -> anyhow::Result<Timing> {
     };
     if args.kind == Kind::Work && args.units == 0 {
         anyhow::bail!("--units must be at least 1, got 0");
+    }
+    if args.kind == Kind::Fork && args.duration.is_none() {
+        anyhow::bail!("fork needs --duration (a storm that never ends is not a benchmark)");
     }
     if args.mib == Some(0) {
         anyhow::bail!("--mib must be at least 1, got 0");
@@ -394,6 +419,14 @@ mod tests {
         assert!(e(&["cpu", "--duration", "-1"]).contains("cannot be negative"));
         assert!(e(&["bimodal", "--phases", "1,2"]).contains("--phases must be three durations"));
         assert!(e(&["bimodal", "--sleep-ms", "5 parsecs"]).contains("unknown unit \"parsecs\""));
+    }
+
+    #[test]
+    fn a_fork_storm_must_end() {
+        let e = validate(&args(&["fork", "--keep-every", "100"])).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("fork needs --duration"), "{e}");
+        let a = args(&["fork", "--duration", "2s", "--rate", "5000", "--keep-every", "100", "--hold"]);
+        assert!(validate(&a).is_ok() && a.rate == 5000 && a.keep_every == 100 && a.hold);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod daemon_bench;
 mod metrics;
 mod metrics_cmd;
 mod output;
+mod overhead_bench;
 mod policy_bench;
 mod proto;
 mod readings;
@@ -199,10 +200,13 @@ enum RulesCmd {
 enum BenchCmd {
     #[command(flatten)]
     Seeds(allot_measure::bench::Which),
-    /// What the daemon costs at rest: CPU and memory with 1000 sleeping processes.
+    /// The daemon at scale: its cost at rest with 100..10,000 processes of 1..100 users,
+    /// placement latency of new logins, a fork storm.
     Daemon(daemon_bench::DaemonBenchArgs),
     /// The dynamic policy: latency boost, agility, soft cap, nice, fork, gaming.
     Policy(policy_bench::PolicyBenchArgs),
+    /// A real workload's throughput inside an allot job against the same outside allot.
+    Overhead(overhead_bench::OverheadBenchArgs),
 }
 
 /// Checks tickets or funding here too, so a bad value is named even when the daemon is
@@ -299,6 +303,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
+        Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Flood(a) => allot_measure::flood::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),

@@ -1,0 +1,134 @@
+//! One row of the scale curve: a fresh private daemon, N sleeping processes of U users
+//! started as logins, the daemon at rest over a window, then the placement latency of
+//! new logins.
+
+use super::logins::{dies_with_us, Latencies, LoginTimer};
+use super::meter::{self, Places, Window};
+use allot_measure::harness::{Kids, PrivateDaemon};
+use anyhow::{bail, Context};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The uids the benchmark runs processes as: 2800.., without accounts (the kernel runs a
+/// process as any uid; nothing is added to /etc/passwd).
+pub fn uids(users: usize) -> Vec<u32> {
+    (0..users as u32).map(|i| 2800 + i).collect()
+}
+
+/// A private daemon that places exactly these users.
+pub fn daemon(exe: &Path, uids: &[u32]) -> anyhow::Result<PrivateDaemon> {
+    let only = uids.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
+    PrivateDaemon::start(exe, &format!("[users]\nonly = [{only}]\n"))
+}
+
+/// Sleeping processes started as logins, and how their placement went.
+pub struct Population {
+    /// The processes (killed on drop).
+    pub kids: Kids,
+    /// (uid, pid) of one process per user.
+    pub firsts: Vec<(u32, u32)>,
+    /// Seconds to start them all.
+    pub start_s: f64,
+    /// Seconds from the last start until all were in jobs.
+    pub placed_after_s: f64,
+}
+
+/// Starts `n` `sleep` processes round-robin over `uids`, each as a login, and waits (up
+/// to `limit`) until the daemon has put every one into a job.
+pub fn populate(d: &PrivateDaemon, places: &Places, uids: &[u32], n: usize, limit: Duration) -> anyhow::Result<Population> {
+    let mut kids = Kids::default();
+    let t0 = Instant::now();
+    let mut pending = Vec::with_capacity(n);
+    let mut firsts = vec![];
+    for i in 0..n {
+        let uid = uids[i % uids.len()];
+        let c = dies_with_us(d.user_command(uid, &["sleep", "3600"])).spawn().context("start a sleeping process")?;
+        let pid = kids.add(c);
+        if i < uids.len() {
+            firsts.push((uid, pid));
+        }
+        pending.push(pid);
+    }
+    let start_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    while !pending.is_empty() {
+        pending.retain(|&p| places.job_of(p).is_none());
+        if pending.is_empty() {
+            break;
+        }
+        if t1.elapsed() > limit {
+            bail!("{} of {n} processes were not in a job {:.0} s after the last one started", pending.len(), limit.as_secs_f64());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Population { kids, firsts, start_s, placed_after_s: t1.elapsed().as_secs_f64() })
+}
+
+/// The daemon is quiet under this CPU, % of one CPU.
+pub const QUIET: f64 = 5.0;
+
+/// One row's numbers.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// Sleeping processes.
+    pub processes: usize,
+    /// Users they belong to.
+    pub users: usize,
+    /// Seconds to start them (as logins, one after another).
+    pub start_s: f64,
+    /// Seconds from the last start until all were in jobs.
+    pub placed_after_s: f64,
+    /// Seconds from then until the daemon was quiet (under 5% of one CPU for 2 s in a row),
+    /// when the at-rest window began.
+    pub quiet_after_s: f64,
+    /// It went quiet (false: the window began at the wait's limit anyway).
+    pub quiet: bool,
+    /// The daemon at rest.
+    pub rest: Window,
+    /// Placement latency of new logins (None: no processes, so no job to watch).
+    pub latency: Option<Latencies>,
+    /// How the daemon finds new processes (`allot status`).
+    pub tracking: String,
+    /// The machine's 1-minute load average as the window began and as it ended (others
+    /// share this machine).
+    pub load: [f64; 2],
+}
+
+/// How the daemon says it finds new processes.
+pub fn tracking(d: &PrivateDaemon) -> String {
+    match crate::client::call(&d.socket, &crate::proto::Request::Status {}) {
+        Ok(crate::proto::Response::Status(s)) => s.tracking,
+        Ok(_) => "?".into(),
+        Err(e) => format!("? ({e})"),
+    }
+}
+
+/// The 1-minute load average now.
+pub fn load() -> f64 {
+    allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)
+}
+
+/// Measures one row.
+pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins: usize, settle: [Duration; 2]) -> anyhow::Result<Row> {
+    let uids = uids(users);
+    let mut d = daemon(exe, &uids)?;
+    let pid = d.daemon_pid().context("the private daemon is not running")?;
+    let places = Places::new(&d.root_name)?;
+    let mut pop = populate(&d, &places, &uids, processes, Duration::from_secs(120))?;
+    let (quiet_after_s, quiet) = meter::quiet(pid, settle[0], settle[1], QUIET)?;
+    let load0 = load();
+    let rest = meter::window(pid, window)?;
+    let load = [load0, load()];
+    let latency = if processes > 0 && logins > 0 {
+        let mut t = LoginTimer::new(&d, &places, &pop.firsts)?;
+        Some(t.time(logins, None, Duration::from_secs(2))?)
+    } else {
+        None
+    };
+    let tracking = tracking(&d);
+    // The processes go first: the daemon removes its tree on stop, and a cgroup with
+    // processes in it cannot be removed.
+    pop.kids.kill_all();
+    d.stop()?;
+    Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, quiet_after_s, quiet, rest, latency, tracking, load })
+}
