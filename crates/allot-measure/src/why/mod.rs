@@ -1,20 +1,40 @@
 //! `allot why PID`: seed 003's diagnosis in one command. Samples the kernel's per-thread
 //! accounting (/proc/PID/task/*/schedstat and sched) for a few seconds, puts it next to
-//! the machine's context (runnable tasks vs CPUs, PSI cpu), and gives a verdict:
-//! starved by scheduling, CPU-bound at its fair share, or mostly sleeping or blocked.
+//! the machine's context (runnable tasks and idle CPU, PSI cpu), and gives a verdict:
+//! starved by scheduling, held by a CPU quota, CPU-bound at its fair share, or mostly
+//! sleeping or blocked. Where allot's daemon manages the process, the verdict names what
+//! allot holds it by — its job's own cap, the background class, nice emulation or its
+//! currency's funding — and every suggestion is a command the one asking may run
+//! (docs/trust.md); what only someone else may do is said apart, naming who.
+//!
+//! - `sample`: the kernel, read over the window;
+//! - `verdict`: the kernel's verdict and the machine's context in words, pure;
+//! - `allot`: what the daemon knows (filled in by the `allot` binary: this crate does not
+//!   speak its protocol) and what allot holds the process by, pure;
+//! - `advice`: who may do what, and the suggestions, pure;
+//! - `render`: the text.
 
+mod advice;
+mod allot;
 mod render;
 mod sample;
+#[cfg(test)]
+mod tests;
+mod verdict;
 
+pub use advice::{advise, may_fund, may_set};
+pub use allot::{held_by, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival, AT_CAP, AT_ENTITLEMENT, SATURATED, THROTTLED_SHARE};
 pub use render::render;
 pub use sample::{diagnose, diagnose_every};
+pub use verdict::{kernel_verdict, machine_words};
 
 use clap::Args;
 use std::time::Duration;
 
-/// `allot why PID`: is this process being starved by the scheduler? Samples its threads'
-/// run-queue wait for a few seconds and gives a verdict with the evidence and the allot
-/// command that would help.
+/// `allot why PID`: is this process being starved by the scheduler, or held by allot?
+/// Samples its threads' run-queue wait for a few seconds, reads its allot job from the
+/// daemon, and gives a verdict with the evidence and the commands you may run that would
+/// help.
 #[derive(Debug, Clone, Args)]
 pub struct WhyArgs {
     /// The process to diagnose.
@@ -28,7 +48,8 @@ pub struct WhyArgs {
     pub json: bool,
 }
 
-/// The three verdicts.
+/// The verdicts: four from the kernel's accounting alone, four that name what allot holds
+/// the process by (only for a process in an allot job that wants more CPU than it gets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -36,10 +57,23 @@ pub enum Verdict {
     /// waits longer than it runs whenever it wakes, or a CPU-bound one held well below an
     /// equal share.
     Starved,
+    /// It wants the CPU and its cgroup's CPU quota (`cpu.max`) stops it: the kernel's
+    /// `cpu.stat` counted the group throttled for a good part of the window.
+    Throttled,
     /// It is CPU-bound and gets (at least about) an equal share: fairness, not starvation.
     CpuBoundFairShare,
     /// It is mostly sleeping or blocked; scheduling is not what delays it.
     Sleeping,
+    /// Its allot job's own cap holds it: a hard cap, or a soft cap held while others want
+    /// the CPU.
+    Capped,
+    /// Its allot job is in the background class: it runs only on CPU nothing else wants.
+    Background,
+    /// Nice emulation: its nice lowers its job's base tickets (seed 001 §3.4).
+    Niced,
+    /// Its job gets its entitlement and its currency its share: the currency's funding,
+    /// against the other active currencies', is what limits it.
+    Funding,
 }
 
 impl Verdict {
@@ -47,8 +81,13 @@ impl Verdict {
     pub fn words(&self) -> &'static str {
         match self {
             Verdict::Starved => "starved by scheduling",
+            Verdict::Throttled => "held by its cgroup's CPU quota",
             Verdict::CpuBoundFairShare => "CPU-bound at its fair share",
             Verdict::Sleeping => "mostly sleeping or blocked",
+            Verdict::Capped => "held by its job's cap",
+            Verdict::Background => "in the background class",
+            Verdict::Niced => "held down by its nice",
+            Verdict::Funding => "limited by its currency's funding",
         }
     }
 }
@@ -62,6 +101,12 @@ pub struct Competitor {
     pub comm: String,
     /// CPUs it used on average.
     pub cpus: f64,
+    /// Its real, effective, saved and filesystem uid (None: it exited).
+    pub uids: Option<[u32; 4]>,
+    /// Its cgroup in the cpu hierarchy.
+    pub cgroup: Option<String>,
+    /// Its allot job, where the daemon was asked and has it in one.
+    pub job: Option<JobRef>,
 }
 
 /// The machine during the window.
@@ -70,8 +115,11 @@ pub struct MachineContext {
     /// Online CPUs.
     pub ncpu: usize,
     /// Runnable tasks (running or waiting for a CPU), machine-wide, averaged over the
-    /// window, not counting the sampler itself.
+    /// window, not counting the sampler itself. Tasks a CPU quota has stopped are not
+    /// counted: the kernel takes them off the run queue.
     pub runnable_avg: f64,
+    /// CPUs idle on average over the window (/proc/stat idle and iowait time).
+    pub idle_cpus: Option<f64>,
     /// Share of the window in which some task waited for a CPU (PSI cpu "some"), %.
     pub psi_some_pct: Option<f64>,
     /// PSI cpu some avg10 at the end, %.
@@ -93,6 +141,17 @@ pub struct Diagnosis {
     pub policy: String,
     /// Its cpu cgroup (e.g. an allot job).
     pub cgroup: Option<String>,
+    /// Its real, effective, saved and filesystem uid: whose it is (docs/trust.md: a user
+    /// may change only processes whose uids are all theirs).
+    pub uids: Option<[u32; 4]>,
+    /// Nice of the thread diagnosed (None under a real-time policy).
+    pub nice: Option<i32>,
+    /// The lowest nice its owner may give it without privilege: 20 − its RLIMIT_NICE
+    /// (setpriority(2)); None where /proc/PID/limits could not be read.
+    pub nice_floor: Option<i32>,
+    /// Who asks (effective uid, as the daemon's SO_PEERCRED sees it): the suggestions are
+    /// the ones this uid may run.
+    pub asker: u32,
     /// Seconds sampled.
     pub window_s: f64,
     /// CPU time used in the window, s (schedstat field 1, all threads).
@@ -107,6 +166,11 @@ pub struct Diagnosis {
     pub runtime_ratio: Option<f64>,
     /// Fraction of the window the busiest thread was runnable (running or waiting).
     pub busiest_runnable: f64,
+    /// Threads runnable at least [`CPU_BOUND_RUNNABLE`] of the window (at least 1).
+    pub busy_threads: usize,
+    /// Time its cgroup's CPU quota kept it stopped during the window, s (`cpu.stat`
+    /// throttled time, summed over CPUs); None where its cgroup keeps no such counter.
+    pub throttled_s: Option<f64>,
     /// Waits per second: times put on a CPU (schedstat field 3), each after a wait.
     pub waits_per_s: f64,
     /// Mean wait per dispatch, ms (run_delay / timeslices).
@@ -125,12 +189,22 @@ pub struct Diagnosis {
     pub equal_share: f64,
     /// The machine.
     pub machine: MachineContext,
-    /// The verdict.
+    /// What the kernel's accounting alone says.
+    pub kernel_verdict: Verdict,
+    /// Why, in one sentence.
+    pub kernel_reason: String,
+    /// What allot's daemon says about the process.
+    pub allot: Managed,
+    /// The verdict: the kernel's, or what allot holds the process by.
     pub verdict: Verdict,
     /// Why, in one sentence.
     pub reason: String,
-    /// What allot command would help.
+    /// Commands that would help and that the one asking may run (`#` says why), and notes
+    /// in parentheses.
     pub help: Vec<String>,
+    /// What would help that only someone else may do, naming who (root, the job's owner,
+    /// a named currency's owners).
+    pub ask: Vec<String>,
 }
 
 // Verdict thresholds. Each is a judgement about what a person would call "starved"; the
@@ -151,30 +225,34 @@ pub const STARVED_WAIT_MS_PER_S: f64 = 50.0;
 pub const BELOW_SHARE: f64 = 0.5;
 /// Runnable less than this fraction of the window (all threads together): sleeping.
 pub const SLEEPING_DEMAND: f64 = 0.05;
+/// At least this many CPUs idle on average: the machine had CPU to spare, so a process
+/// that waited was held by a limit (a quota, its affinity, SCHED_IDLE), not crowded out.
+pub const SPARE_CPUS: f64 = 0.5;
 
-/// `allot why`.
-pub fn run(args: WhyArgs) -> anyhow::Result<i32> {
+/// Asks the daemon about the process and its competitors, then gives the verdict and the
+/// suggestions again with what it says.
+pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn Daemon) {
+    d.allot = daemon.job_of(d.pid);
+    if !matches!(d.allot, Managed::NoDaemon { .. }) {
+        for c in &mut d.machine.top {
+            c.job = daemon.job_ref(c.pid);
+        }
+    }
+    advise(d);
+}
+
+/// `allot why`: `daemon` answers what allot's daemon knows about a process (the `allot`
+/// binary asks it over the socket; `|_| Managed::NotAsked` asks nobody).
+pub fn run(args: WhyArgs, daemon: &mut dyn Daemon) -> anyhow::Result<i32> {
     let window = crate::args::positive_duration("--duration", &args.duration, allot_model::duration::Unit::S, Duration::from_secs(3600))?;
     let pid =
         i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;
-    let d = diagnose(pid, window)?;
+    let mut d = diagnose(pid, window)?;
+    ask_daemon(&mut d, daemon);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&d)?);
     } else {
         print!("{}", render(&d));
     }
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn duration_takes_units() {
-        let e = |d: &str| run(WhyArgs { pid: 1, duration: d.into(), json: false }).unwrap_err().to_string();
-        assert_eq!(e("0"), "--duration must be more than 0, got \"0\"");
-        assert_eq!(e("2h"), "--duration must be a duration like 5ms, 500us or 0.2s (a bare number is seconds), got \"2h\": unknown unit \"h\"; units are ns, us (or µs), ms, s, min");
-        assert_eq!(e("61min"), "--duration must be at most 3600s, got \"61min\"");
-    }
 }

@@ -75,6 +75,14 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     };
     let cgroup = allot_linux::procfs::cgroup_of(pid, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(pid, None)).ok();
     let me = std::process::id() as i32;
+    let uids = allot_linux::machine::creds(pid).ok().map(|c| c.uid);
+    let nice =
+        attr.filter(|a| a.sched_policy != allot_linux::sched::SCHED_FIFO && a.sched_policy != allot_linux::sched::SCHED_RR).map(|a| a.sched_nice);
+    let nice_floor = allot_linux::read(format!("/proc/{pid}/limits")).ok().and_then(|s| parse_nice_floor(&s));
+    // The quota's bite: the throttled time of its own cgroup (whoever made it) over the window.
+    let cpu_dir = allot_linux::cgroup::cpu_dir_of(pid).ok();
+    let throttled0 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
+    let idle0 = allot_linux::machine::cpu_times().ok();
 
     let psi0 = allot_linux::procfs::psi_cpu();
     let ticks0 = cpu_ticks_all();
@@ -148,6 +156,8 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let t = start.elapsed().as_secs_f64();
     let psi1 = allot_linux::procfs::psi_cpu();
     let ticks1 = cpu_ticks_all();
+    let throttled1 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
+    let idle1 = allot_linux::machine::cpu_times().ok();
     if !alive(pid) || only_tid.is_some_and(|o| !allot_linux::procfs::tids(pid).unwrap_or_default().contains(&o)) {
         return Err(gone(tid_of, t));
     }
@@ -182,14 +192,25 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         .filter_map(|(p, (t1, comm))| {
             let t0 = ticks0.get(p).map(|x| x.0).unwrap_or(0);
             let cpus = (t1.saturating_sub(t0)) as f64 / hz / t;
-            (cpus >= 0.05).then(|| Competitor { pid: *p, comm: comm.clone(), cpus })
+            (cpus >= 0.05).then(|| Competitor { pid: *p, comm: comm.clone(), cpus, uids: None, cgroup: None, job: None })
         })
         .collect();
     top.sort_by(|a, b| b.cpus.total_cmp(&a.cpus));
     top.truncate(3);
+    for c in &mut top {
+        c.uids = allot_linux::machine::creds(c.pid).ok().map(|c| c.uid);
+        c.cgroup = allot_linux::procfs::cgroup_of(c.pid, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(c.pid, None)).ok();
+    }
     let machine = MachineContext {
         ncpu,
         runnable_avg,
+        idle_cpus: match (idle0, idle1) {
+            (Some(a), Some(b)) => {
+                let ticks: u64 = b.idle.iter().zip(a.idle.iter().chain(std::iter::repeat(&0))).map(|(b, a)| b.saturating_sub(*a)).sum();
+                Some((ticks as f64 / hz / t).min(ncpu as f64))
+            }
+            _ => None,
+        },
         psi_some_pct: match (psi0, psi1) {
             (Some(a), Some(b)) => Some(((b.some.total_us - a.some.total_us) as f64 / 1e6 / t * 100.0).min(100.0)),
             _ => None,
@@ -200,7 +221,6 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let equal_share = (ncpu as f64 / runnable_avg.max(1.0)).min(1.0);
     let ratio = (run + wait > 0).then(|| run as f64 / (run + wait) as f64);
     let wait_ms_per_s = wait_s * 1e3 / t;
-    let demand = (cpu_s + wait_s) / t;
     let cpu_rate = cpu_s / t;
     // Threads that are CPU-bound (runnable ≥ 90%) share the machine with everything else.
     let busy_threads = acc
@@ -211,66 +231,17 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         .count()
         .max(1);
 
-    let (verdict, reason) = if demand < SLEEPING_DEMAND {
-        (
-            Verdict::Sleeping,
-            format!(
-                "it was runnable only {:.1}% of the time: it sleeps or blocks, and waited {:.1} ms per second for a CPU",
-                demand * 100.0,
-                wait_ms_per_s
-            ),
-        )
-    } else if busiest >= CPU_BOUND_RUNNABLE {
-        let per_thread = cpu_rate / busy_threads as f64;
-        if per_thread < BELOW_SHARE * equal_share {
-            (Verdict::Starved, format!("it is CPU-bound but gets {:.2} CPUs per busy thread, under half of an equal share ({:.2}): its weight, policy or cgroup holds it down", per_thread, equal_share))
-        } else {
-            (Verdict::CpuBoundFairShare, format!("it wants the CPU all the time and gets {:.2} CPUs per busy thread, against an equal share of {:.2} ({} CPUs, {:.1} runnable tasks)", per_thread, equal_share, ncpu, runnable_avg))
-        }
-    } else if wait_ms_per_s >= STARVED_WAIT_MS_PER_S && ratio.unwrap_or(1.0) < STARVED_RATIO {
-        (
-            Verdict::Starved,
-            format!(
-                "each time it wakes it waits for a CPU longer than it runs (runtime ratio {:.2}, {:.0} ms waiting per second, {:.2} ms per wait)",
-                ratio.unwrap_or(0.0),
-                wait_ms_per_s,
-                if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 }
-            ),
-        )
-    } else if cpu_rate >= 0.5 {
-        (Verdict::CpuBoundFairShare, format!("it uses {:.2} CPUs and rarely waits (runtime ratio {:.2})", cpu_rate, ratio.unwrap_or(1.0)))
-    } else {
-        (
-            Verdict::Sleeping,
-            format!(
-                "it is runnable {:.0}% of the time and waits only {:.1} ms per second for a CPU: what delays it is not the scheduler",
-                demand * 100.0,
-                wait_ms_per_s
-            ),
-        )
-    };
-    let hogs: Vec<String> = machine.top.iter().map(|c| c.pid.to_string()).collect();
-    let help = match verdict {
-        Verdict::Starved => {
-            let mut h = vec![format!("allot set {pid} -t 1000        # a larger claim inside its currency (tickets)")];
-            if !hogs.is_empty() {
-                h.push(format!("allot set {} --background   # let the CPU-bound competitors run on idle CPU only", hogs.join(" ")));
-            }
-            h.push("allot run --background -- CMD   # start batch work in the background from now on".into());
-            h
-        }
-        Verdict::CpuBoundFairShare => vec![
-            format!("allot set {pid} -t 300          # to give it more than an equal share (tickets)"),
-            format!("allot set {pid} --background    # or, if it is batch work, to let others go first"),
-        ],
-        Verdict::Sleeping => vec!["(no scheduling change will help: look at what it blocks on — I/O, locks, timers)".into()],
-    };
-    Ok(Diagnosis {
+    let mut d = Diagnosis {
         pid,
         cmdline,
         threads: acc.len(),
         policy,
         cgroup,
+        uids,
+        nice,
+        nice_floor,
+        // SAFETY: geteuid has no preconditions.
+        asker: unsafe { libc::geteuid() },
         window_s: t,
         cpu_s,
         wait_s,
@@ -278,6 +249,11 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         wait_ms_per_s,
         runtime_ratio: ratio,
         busiest_runnable: busiest,
+        busy_threads,
+        throttled_s: match (throttled0, throttled1) {
+            (Some(a), Some(b)) => Some(b.throttled_ns.saturating_sub(a.throttled_ns) as f64 / 1e9),
+            _ => None,
+        },
         waits_per_s: slices as f64 / t,
         mean_wait_ms: if slices > 0 { wait as f64 / 1e6 / slices as f64 } else { 0.0 },
         involuntary_per_s: inv as f64 / t,
@@ -287,8 +263,45 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         longest_wait_estimate_ms: longest as f64 / 1e6,
         equal_share,
         machine,
-        verdict,
-        reason,
-        help,
-    })
+        kernel_verdict: Verdict::Sleeping,
+        kernel_reason: String::new(),
+        allot: Managed::NotAsked,
+        verdict: Verdict::Sleeping,
+        reason: String::new(),
+        help: vec![],
+        ask: vec![],
+    };
+    advise(&mut d);
+    Ok(d)
+}
+
+/// The lowest nice a process may be given without privilege, from /proc/PID/limits'
+/// "Max nice priority" soft limit: 20 − limit (setpriority(2)); unlimited is −20.
+pub fn parse_nice_floor(limits: &str) -> Option<i32> {
+    let l = limits.lines().find(|l| l.starts_with("Max nice priority"))?;
+    let soft = l.trim_start_matches("Max nice priority").split_whitespace().next()?;
+    if soft == "unlimited" {
+        return Some(-20);
+    }
+    let n: i64 = soft.parse().ok()?;
+    Some((20 - n.clamp(0, 40)) as i32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_floor_is_20_minus_the_soft_limit() {
+        let t = |soft: &str| {
+            format!("Limit                     Soft Limit           Hard Limit           Units\nMax nice priority         {soft:<20} 0\nMax realtime priority     0                    0\n")
+        };
+        assert_eq!(parse_nice_floor(&t("0")), Some(20));
+        assert_eq!(parse_nice_floor(&t("20")), Some(0));
+        assert_eq!(parse_nice_floor(&t("40")), Some(-20));
+        assert_eq!(parse_nice_floor(&t("unlimited")), Some(-20));
+        assert_eq!(parse_nice_floor("Max cpu time unlimited\n"), None);
+        let me = parse_nice_floor(&std::fs::read_to_string("/proc/self/limits").unwrap());
+        assert!(me.is_some_and(|f| (-20..=20).contains(&f)), "{me:?}");
+    }
 }
