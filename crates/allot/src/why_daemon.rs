@@ -100,8 +100,11 @@ impl Daemon for DaemonView<'_> {
                 None => return Managed::NoJob,
             },
         };
+        // This process is in a job too when the daemon places its asker's processes: it
+        // is not a rival, nor a sibling to take tickets from.
+        let me = self.by_cgroup(std::process::id() as i32).map(|j| j.id);
         match self.seen() {
-            Ok(s) => Managed::Job(Box::new(facts(&s.show, &job, explain.as_ref()))),
+            Ok(s) => Managed::Job(Box::new(facts(&s.show, &job, explain.as_ref(), me.as_deref()))),
             Err(why) => Managed::NoDaemon { why },
         }
     }
@@ -119,8 +122,10 @@ fn tree_of(status: &StatusView) -> Option<Box<dyn CpuController>> {
 }
 
 /// A job's facts from `show` (its currency's active jobs and the other active currencies
-/// too) and `explain`.
-pub fn facts(show: &ShowView, j: &JobView, e: Option<&ExplainView>) -> JobFacts {
+/// too) and `explain`. `me`: the job `why` itself runs in, which is neither a sibling nor
+/// makes its currency a rival.
+pub fn facts(show: &ShowView, j: &JobView, e: Option<&ExplainView>, me: Option<&str>) -> JobFacts {
+    let active = |x: &&JobView| x.active && Some(x.id.as_str()) != me;
     let active_in_currency: Vec<&JobView> = show.jobs.iter().filter(|x| x.currency == j.currency && x.active).collect();
     let currency = show.currencies.iter().find(|c| c.name == j.currency);
     let mut currency_entitlement: f64 = active_in_currency.iter().map(|x| x.entitlement).sum();
@@ -146,11 +151,11 @@ pub fn facts(show: &ShowView, j: &JobView, e: Option<&ExplainView>) -> JobFacts 
         quota: j.quota,
         currency_entitlement,
         currency_usage: currency.map_or(j.usage, |c| c.usage),
-        siblings_active: active_in_currency.iter().filter(|x| x.id != j.id).count(),
+        siblings_active: active_in_currency.iter().filter(|x| x.id != j.id && active(x)).count(),
         rivals: show
             .currencies
             .iter()
-            .filter(|c| c.name != j.currency && c.active > 0)
+            .filter(|c| c.name != j.currency && show.jobs.iter().filter(active).any(|x| x.currency == c.name))
             .map(|c| Rival { currency: c.name.clone(), funding: c.funding, usage: c.usage })
             .collect(),
         ncpu: show.ncpu,
@@ -173,7 +178,8 @@ mod tests {
         let mut capped = job("2", None);
         (capped.cap, capped.quota, capped.entitlement, capped.usage, capped.recent) = (Some("0.3!".into()), Some(0.3), 0.25, 0.3, 0.2);
         let idle = JobView { active: false, ..job("3", None) };
-        s.jobs.extend([capped.clone(), idle]);
+        let bobs = JobView { uid: 1001, user: "bob".into(), currency: "bob".into(), ..job("6", None) };
+        s.jobs.extend([capped.clone(), idle, bobs]);
         s.currencies[0].usage = 0.8;
         s.currencies.push(CurrencyView { name: "bob".into(), kind: "user".into(), funding: 200, weight: 200, jobs: 1, active: 1, usage: 1.0 });
         s.currencies.push(CurrencyView { name: "ci".into(), kind: "named".into(), funding: 300, weight: 300, jobs: 0, active: 0, usage: 0.0 });
@@ -188,7 +194,7 @@ mod tests {
             quota: Some(0.3),
             reasons: vec![Reason { state: "cap".into(), on: true, since_s: None, because: "hard cap 0.3!".into() }],
         };
-        let f = facts(&s, &capped, Some(&e));
+        let f = facts(&s, &capped, Some(&e), None);
         assert_eq!((f.job.as_str(), f.owner, f.owner_name.as_str(), f.currency.as_str(), f.named_currency), ("2", 1000, "alice", "alice", false));
         assert_eq!(f.cap, Some("0.3!".parse().unwrap()));
         assert_eq!((f.quota, f.recent, f.usage), (Some(0.3), 0.31, 0.3));
@@ -197,10 +203,13 @@ mod tests {
         assert_eq!(f.rivals, [Rival { currency: "bob".into(), funding: 200, usage: 1.0 }]);
         assert_eq!(f.explain, [ReasonFact { state: "cap".into(), on: true, because: "hard cap 0.3!".into() }]);
         // Background is its own flag, not a cap of 0.
-        let bg = facts(&s, &JobView { background: true, cap: Some("0".into()), ..job("4", None) }, None);
+        let bg = facts(&s, &JobView { background: true, cap: Some("0".into()), ..job("4", None) }, None, None);
         assert!(bg.background && bg.cap.is_none() && bg.explain.is_empty());
-        let named = facts(&s, &JobView { currency: "ci".into(), ..job("5", None) }, None);
+        let named = facts(&s, &JobView { currency: "ci".into(), ..job("5", None) }, None, None);
         assert!(named.named_currency && named.rivals.len() == 2);
+        // why's own job is neither a sibling (job 1 in alice) nor a rival (job 6, bob's only).
+        assert_eq!(facts(&s, &capped, None, Some("1")).siblings_active, 0);
+        assert_eq!(facts(&s, &capped, None, Some("6")).rivals, []);
     }
 
     #[test]
