@@ -133,9 +133,10 @@ impl<F: FnMut(i32) -> Managed> Daemon for F {
     }
 }
 
-// When allot holds a process. Each is a judgement; the daemon's smoothed usage lags a
-// change by seconds, so the job's use is the largest of its smoothed, recent and this
-// window's measured use.
+// When allot holds a process. Each is a judgement. The job's use is what it uses now: the
+// larger of the daemon's recent usage (its last second or so) and this window's measured
+// use of the process; the smoothed usage rate lags a change by seconds (a job that was at
+// its cap a while ago and is now crowded out would still look capped).
 /// The job used at least this share of its cap: it is at the cap (the kernel's quota
 /// period and the sampling leave it a little under).
 pub const AT_CAP: f64 = 0.85;
@@ -158,7 +159,7 @@ pub fn held_by(d: &Diagnosis) -> Option<(Verdict, String)> {
     }
     let wants = d.wait_ms_per_s >= STARVED_WAIT_MS_PER_S;
     let throttled = d.throttled_s.map_or(0.0, |t| (t / d.window_s.max(1e-9)).min(1.0));
-    let used = j.usage.max(j.recent).max(d.cpu_rate);
+    let used = j.recent.max(d.cpu_rate);
     let got = format!("it got {:.2} CPUs and waited {:.0} ms per second", d.cpu_rate, d.wait_ms_per_s);
     if j.background && wants {
         return Some((
@@ -203,10 +204,12 @@ pub fn held_by(d: &Diagnosis) -> Option<(Verdict, String)> {
     if at_entitlement && !j.rivals.is_empty() && currency_used >= SATURATED * j.currency_entitlement {
         let total: u32 = j.funding + j.rivals.iter().map(|r| r.funding).sum::<u32>();
         let others: Vec<String> = j.rivals.iter().map(|r| format!("{} {}", r.currency, r.funding)).collect();
+        let outside =
+            if j.outside >= 0.5 { format!(" (processes outside allot's jobs take {:.2} of the {} CPUs)", j.outside, j.ncpu) } else { String::new() };
         return Some((
             Verdict::Funding,
             format!(
-                "currency {}'s funding is what limits it: {} holds {} of the {total} base tickets of the active currencies (others: {}), so its jobs are entitled to {:.2} CPUs and use {currency_used:.2}, and job {} uses {used:.2} of its {:.2}; {got}",
+                "currency {}'s funding is what limits it: {} holds {} of the {total} base tickets of the active currencies (others: {}), so its jobs are entitled to {:.2} CPUs{outside} and use {currency_used:.2}, and job {} uses {used:.2} against its entitlement of {:.2}; {got}",
                 j.currency,
                 j.currency,
                 j.funding,

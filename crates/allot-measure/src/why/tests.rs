@@ -128,6 +128,11 @@ fn a_cap_that_does_not_bind_is_not_the_verdict() {
     let d = diagnosis("hog", "c", "/allot/2901/3");
     let loose = JobFacts { cap: Some("1.5!".parse().unwrap()), ..capped_job() };
     assert_ne!(with(d.clone(), loose, OWNER).verdict, Verdict::Capped);
+    // At its cap a while ago (the smoothed usage lags), crowded out now: not the cap.
+    let mut crowded = d.clone();
+    (crowded.cpu_rate, crowded.cpu_s, crowded.throttled_s) = (0.15, 0.45, Some(0.06));
+    let was = JobFacts { usage: 0.29, recent: 0.16, ..capped_job() };
+    assert_ne!(with(crowded, was, OWNER).verdict, Verdict::Capped);
     // A soft cap that is not held now does not hold it either; held, it does.
     let soft = JobFacts { cap: Some("0.3".parse().unwrap()), quota: None, ..capped_job() };
     assert_ne!(with(d.clone(), soft.clone(), OWNER).verdict, Verdict::Capped);
@@ -204,6 +209,8 @@ fn funding_limits_a_job_at_its_entitlement_in_a_saturated_currency_and_root_is_n
     assert!(user.help.is_empty(), "alone in its currency, tickets cannot help: {:?}", user.help);
     assert_eq!(user.ask, ["only root may raise currency 2901's funding: sudo allot fund 2901 200"]);
     assert!(machine_words(&user).ends_with("— busy: every CPU was claimed"), "{}", machine_words(&user));
+    let crowded = with(two_threads(), JobFacts { outside: 1.2, ..funded_job() }, OWNER);
+    assert!(crowded.reason.contains("entitled to 1.00 CPUs (processes outside allot's jobs take 1.20 of the 2 CPUs)"), "{}", crowded.reason);
 
     let root = with(two_threads(), funded_job(), 0);
     assert_eq!(root.help, ["allot fund 2901 200    # raise currency 2901's funding: a larger share of the machine"]);
