@@ -21,7 +21,7 @@ enum Cmd {
 fn main() {
     let r = match Cli::parse().cmd {
         Cmd::Probe(a) => allot_measure::probe::run(a),
-        Cmd::Why(a) => allot_measure::why::run(a),
+        Cmd::Why(a) => allot_measure::why::run(a, &mut |_| allot_measure::why::Managed::NotAsked),
         Cmd::Bench(a) => allot_measure::bench::run(a),
         Cmd::Workload(a) => allot_measure::workload::run(a),
     };

@@ -16,6 +16,7 @@ mod proto;
 mod readings;
 mod selftest;
 mod top;
+mod why_daemon;
 
 use clap::{Parser, Subcommand};
 use proto::Request;
@@ -299,7 +300,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Top(a) => top::run(a, &sock, json),
         Command::Metrics(a) => metrics_cmd::run(a, &sock, json),
         Command::Probe(a) => allot_measure::probe::run(a),
-        Command::Why(a) => allot_measure::why::run(a),
+        Command::Why(a) => allot_measure::why::run(a, &mut why_daemon::DaemonView::new(&sock)),
         Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),

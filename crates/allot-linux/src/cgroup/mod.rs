@@ -183,6 +183,15 @@ pub fn detect(name: &str) -> Result<Box<dyn CpuController>> {
     Ok(Box::new(Tree { fg, bg }))
 }
 
+/// The directory of a process's own cgroup in the cpu hierarchy (where its `cpu.stat`
+/// is), whoever made it: `allot why` reads any process's throttling from there. Only the
+/// controller's mount is looked up; no allot tree is needed.
+pub fn cpu_dir_of(pid: i32) -> Result<PathBuf> {
+    // Any valid root name serves: only the mount and the process's path are used.
+    let c = detect_one("allot")?;
+    Ok(c.mount().join(c.path_of(pid)?.trim_start_matches('/')))
+}
+
 /// The subtree path that [`Tree`] sends to the background sibling.
 pub const BACKGROUND: &str = "background";
 
@@ -411,6 +420,13 @@ mod tests {
         assert_eq!(strip_root("/allot", "allot").as_deref(), Some(""));
         assert_eq!(strip_root("/allot2/x", "allot"), None);
         assert_eq!(strip_root("/", "allot"), None);
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_cgroup_directory() {
+        let d = cpu_dir_of(std::process::id() as i32).unwrap();
+        assert!(d.is_dir(), "{}", d.display());
+        assert!(cpu_dir_of(-1).is_err());
     }
 
     #[test]

@@ -1,0 +1,101 @@
+//! `allot why` knows allot: a process held by its own job's hard cap is said to be held by
+//! the cap, with the numbers, and only the job's owner (and root) is told to lift it;
+//! another user is suggested no `allot set` at all. A process in no job, and a daemon that
+//! is not running, get the kernel's verdict and the words "not managing". Root; fails,
+//! never skips.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
+
+fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Value {
+    let o = d.cli(&["why", "--json", "-d", "2", &pid.to_string()], uid).unwrap();
+    serde_json::from_str(&ok(&o)).unwrap()
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
+    let e = exe().display().to_string();
+    let hog = d.run_job(&["--cap", "0.3!"], &[&e, "workload", "cpu", "--duration", "120"], Some(A)).unwrap();
+    d.wait_exec(hog).unwrap();
+    let job = wait_for("the capped job", || job_with_pid(&show(&d), hog));
+    assert_eq!(job["cap"], "0.3!", "{job}");
+    // Let its usage reach the cap (the daemon smooths it); the machine is shared, so a
+    // busy moment may keep the hog under its cap for a while: ask again, up to 30 s.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let t0 = std::time::Instant::now();
+    let owner = loop {
+        let v = why(&d, hog, Some(A));
+        if v["verdict"] == "capped" || t0.elapsed().as_secs() > 30 {
+            break v;
+        }
+    };
+    let id = job["id"].as_str().unwrap();
+    assert_eq!(owner["verdict"], "capped", "the owner's why: {owner:#}");
+    assert_eq!(owner["allot"]["state"], "job");
+    assert_eq!(owner["allot"]["job"], id);
+    assert_eq!(owner["allot"]["cap"], serde_json::json!({ "cpus": 0.3, "hard": true }));
+    let reason = owner["reason"].as_str().unwrap();
+    assert!(reason.contains("hard cap") && reason.contains("cap 0.3!") && reason.contains("the job used 0."), "{reason}");
+    let help = strings(&owner["help"]);
+    assert!(help.iter().any(|h| h.starts_with(&format!("allot set {hog} --cap none"))), "{help:?}");
+    assert!(help.iter().all(|h| !h.contains(" -t ")), "more tickets cannot lift a cap: {help:?}");
+    assert_eq!(owner["asker"], A);
+    assert_eq!(owner["machine"]["ncpu"].as_u64().unwrap() as usize, allot_linux::ncpu());
+
+    // Another user: the same verdict, no `allot set`, and who may change it.
+    let other = why(&d, hog, Some(B));
+    assert_eq!(other["verdict"], "capped", "another user's why: {other:#}");
+    assert_eq!(other["allot"]["job"], id);
+    let help = strings(&other["help"]);
+    assert!(help.iter().all(|h| !h.contains("allot set")), "{help:?}");
+    let ask = strings(&other["ask"]);
+    assert!(ask.iter().any(|a| a.contains(&format!("only uid {A} or root may"))), "{ask:?}");
+
+    // Root may lift it.
+    let root = why(&d, hog, None);
+    assert!(strings(&root["help"]).iter().any(|h| h.starts_with(&format!("allot set {hog} --cap none"))), "{root:#}");
+
+    // The text says the same, with the job's numbers and allot explain's reason.
+    let text = ok(&d.cli(&["why", "-d", "1", &hog.to_string()], Some(B)).unwrap());
+    assert!(text.contains("verdict: HELD BY ITS JOB'S CAP"), "{text}");
+    assert!(text.contains(&format!("allot: job {id} of 2901")) && text.contains("cap 0.3!"), "{text}");
+    assert!(text.contains("allot explain: cap: hard cap 0.3!"), "{text}");
+    assert!(!text.contains("  allot set"), "{text}");
+    eprintln!("{text}");
+    d.stop().unwrap();
+}
+
+#[test]
+fn why_says_allot_is_not_managing_a_process_in_no_job_or_without_a_daemon() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
+    let mut kids = Kids::default();
+    // Root's process in the test's own cgroup: no daemon places it.
+    let loose = kids.add(std::process::Command::new("sleep").arg("300").spawn().unwrap());
+    let v = why(&d, loose, None);
+    assert_eq!(v["allot"]["state"], "no_job", "{v:#}");
+    assert_eq!(v["verdict"], "sleeping");
+    let text = ok(&d.cli(&["why", "-d", "0.3", &loose.to_string()], None).unwrap());
+    assert!(text.contains("allot: not managing this process: it is in no allot job"), "{text}");
+    // No daemon at the socket: the kernel's verdict, and why allot is not managing it.
+    let gone = d.dir.join("gone.sock");
+    let o = std::process::Command::new(exe()).arg("--socket").arg(&gone).args(["why", "--json", "-d", "0.3", &loose.to_string()]).output().unwrap();
+    let v: Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert_eq!(v["allot"]["state"], "no_daemon", "{v:#}");
+    assert!(v["allot"]["why"].as_str().unwrap().contains("cannot reach the allot daemon"), "{v:#}");
+    assert_eq!(v["verdict"], v["kernel_verdict"]);
+    kids.kill_all();
+    d.stop().unwrap();
+}
