@@ -81,6 +81,7 @@ impl Daemon {
                 let currency = CurrencyId::from_dir(&cdir);
                 let crel = super::registry::currency_rel(class, &currency);
                 self.watch.watch(self.tree.cg.as_ref(), &crel);
+                self.tree.applied.insert(crel.clone(), Default::default());
                 for leaf in self.tree.cg.children(&crel).unwrap_or_default() {
                     let rel = format!("{crel}/{leaf}");
                     let Some((id, owner)) = parse_leaf(&currency, &leaf) else {

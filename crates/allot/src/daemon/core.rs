@@ -190,8 +190,22 @@ impl Daemon {
         }
         self.repair(gone);
         self.reap(now);
-        self.split_niced();
-        self.replan();
+        // At rest (nothing ran, no usage left in any window) the plan cannot have changed.
+        if self.obs.busy {
+            self.split_niced();
+            self.replan();
+        }
+    }
+
+    /// How long until the next tick: `tick_ms` while anything runs, slower at rest (the
+    /// first tick after something starts finds it, then ticks are fast again).
+    pub fn tick_interval(&self) -> Duration {
+        let t = Duration::from_millis(self.cfg.tick_ms);
+        if self.obs.busy {
+            t
+        } else {
+            t.max(Duration::from_millis(500))
+        }
     }
 
     fn params(&self) -> Params {
@@ -246,12 +260,13 @@ impl Daemon {
         let out = plan::plan(&self.params(), &self.machine(), &cur_in, &jobs_in);
         // Currencies: foreground weight from the plan, background always its funding.
         for (i, c) in cur_ids.iter().enumerate() {
+            // Only the directories allot made or adopted (no stat per currency per tick).
             let fg = super::registry::currency_rel(Class::Foreground, c);
-            if self.tree.cg.exists(&fg) {
+            if self.tree.applied.contains_key(&fg) {
                 self.tree.weight(&fg, out.currencies[i].weight);
             }
             let bg = super::registry::currency_rel(Class::Background, c);
-            if self.tree.cg.exists(&bg) {
+            if self.tree.applied.contains_key(&bg) {
                 self.tree.weight(&bg, cur_in[i].funding);
             }
         }
@@ -288,7 +303,13 @@ impl Daemon {
     /// Gives a boosted job's fair threads the boost slice (remembering theirs), or gives
     /// them back their own.
     fn apply_slices(&mut self, id: JobId, slice: Option<u64>) {
-        let threads = self.obs.jobs.get(&id).map(|t| t.threads.clone()).unwrap_or_default();
+        // Nothing to do unless the decision or the thread list changed since last time.
+        let gen = self.obs.jobs.get(&id).map_or(0, |t| t.threads_gen);
+        if self.tree.slices_done.get(&id) == Some(&(slice, gen)) {
+            return;
+        }
+        self.tree.slices_done.insert(id, (slice, gen));
+        let threads: std::collections::HashSet<i32> = self.obs.jobs.get(&id).map(|t| t.threads.iter().copied().collect()).unwrap_or_default();
         match slice {
             Some(ns) => {
                 let have = self.tree.slices.entry(id).or_default();
@@ -324,11 +345,12 @@ impl Daemon {
             let Some(spec) = self.desired.jobs.get(&id).cloned() else { continue };
             let procs = self.obs.jobs.get(&id).map(|t| t.procs.clone()).unwrap_or_default();
             let mut back = vec![];
-            for (pid, start) in procs {
+            for pid in procs {
                 let Ok(p) = self.host.open(pid) else { continue };
                 let here = self.tree.cg.path_of(pid).unwrap_or_default();
-                log::debug!("{id}: its process {pid} (start {start}, now {}) is in {here}", p.start);
-                if p.start == start && self.placement.is_source(&here) {
+                // Still its owner's, and left where a request may take it from.
+                let owner = self.host.info(&p).is_some_and(|i| i.creds.all(spec.owner));
+                if owner && self.placement.is_source(&here) {
                     back.push(p);
                 }
             }
@@ -392,6 +414,7 @@ impl Daemon {
         self.obs.jobs.remove(&id);
         self.planned.jobs.remove(&id);
         self.tree.slices.remove(&id);
+        self.tree.slices_done.remove(&id);
     }
 
     /// Creates a job's directory (and its currency's) with the job's settings written.
@@ -425,16 +448,17 @@ impl Daemon {
             if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= 0.005) {
                 continue;
             }
-            for &(pid, start) in &t.procs {
-                if self.host.nice(pid).is_some_and(|n| n != 0) {
-                    todo.push((pid, start, j.clone()));
-                }
+            if t.nice == 0 {
+                continue;
+            }
+            for pid in t.niced().take(16) {
+                todo.push((pid, j.clone()));
             }
         }
-        for (pid, start, parent) in todo.into_iter().take(16) {
+        for (pid, parent) in todo.into_iter().take(16) {
             // pidfd first, then identity, then alive just before the move.
             let Ok(p) = self.host.open(pid) else { continue };
-            if p.start != start || self.host.info(&p).is_none_or(|i| !i.creds.all(parent.owner) || i.nice == 0) {
+            if self.host.info(&p).is_none_or(|i| !i.creds.all(parent.owner) || i.nice == 0) {
                 continue;
             }
             let mut spec = JobSpec::new(self.desired.take_id(), parent.currency.clone(), parent.owner);

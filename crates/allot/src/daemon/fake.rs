@@ -247,6 +247,9 @@ impl Host for FakeHost {
     fn exe(&self, pid: i32) -> Option<String> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| format!("/usr/bin/{}", p.cmdline.split_whitespace().next().unwrap_or("")))
     }
+    fn children(&self, _pid: i32) -> Vec<i32> {
+        vec![]
+    }
     fn groups(&self, pid: i32) -> Vec<u32> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| vec![p.uids[0]]).unwrap_or_default()
     }

@@ -72,6 +72,8 @@ pub trait Host {
     fn exe(&self, pid: i32) -> Option<String>;
     /// The groups it runs with (real, effective, supplementary).
     fn groups(&self, pid: i32) -> Vec<u32>;
+    /// Its children (of every thread), from /proc/PID/task/TID/children.
+    fn children(&self, pid: i32) -> Vec<i32>;
     /// Every process id (a /proc scan).
     fn pids(&self) -> Vec<i32>;
     /// One stat(2) of /proc/PID: its owner (the effective uid, or root while it is not
@@ -142,6 +144,13 @@ impl Host for Linux {
     }
     fn groups(&self, pid: i32) -> Vec<u32> {
         allot_linux::machine::groups(pid).unwrap_or_default()
+    }
+    fn children(&self, pid: i32) -> Vec<i32> {
+        let Ok(tids) = allot_linux::procfs::tids(pid) else { return vec![] };
+        tids.iter()
+            .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children")).ok())
+            .flat_map(|s| s.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<i32>>())
+            .collect()
     }
     fn pids(&self) -> Vec<i32> {
         allot_linux::procfs::pids().unwrap_or_default()

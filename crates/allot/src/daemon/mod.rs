@@ -203,7 +203,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         let now = Instant::now();
         if now >= next_tick {
             d.tick();
-            next_tick = now + Duration::from_millis(d.cfg.tick_ms);
+            next_tick = now + d.tick_interval();
         }
         if now >= next_scan {
             d.scan();

@@ -29,9 +29,14 @@ pub struct Tracker {
     pub usage: Option<Usage>,
     /// Thread ids in it.
     pub threads: Vec<i32>,
-    /// Its processes (pid, start time), for re-placing them if its directory is removed.
-    pub procs: Vec<(i32, u64)>,
+    /// Its processes, for re-placing them if its directory is removed.
+    pub procs: Vec<i32>,
+    /// Bumped whenever `threads` changes (the boost slice is re-applied only then).
+    pub threads_gen: u64,
     samples: HashMap<i32, (u64, u64)>,
+    nice_of: HashMap<i32, i32>,
+    cursor: usize,
+    reads: u64,
     /// Threads that ran or waited during the last observation in which it ran.
     pub runnable: u32,
     /// The lowest nice of its processes.
@@ -59,7 +64,11 @@ impl Tracker {
             usage: None,
             threads: vec![],
             procs: vec![],
+            threads_gen: 0,
             samples: HashMap::new(),
+            nice_of: HashMap::new(),
+            cursor: 0,
+            reads: 0,
             runnable: 0,
             nice: 0,
             cpus: vec![],
@@ -99,6 +108,9 @@ pub struct Observer {
     counters: HashMap<String, u64>,
     /// Machine-wide.
     pub machine: Machine,
+    /// Something ran, moved or still shows in a usage window at the last observation:
+    /// the plan may change, so plan and tick fast. False at rest.
+    pub busy: bool,
 }
 
 /// One tick's inputs.
@@ -125,10 +137,14 @@ impl Observer {
 
     /// Observes every job; returns the jobs whose directory is gone.
     pub fn observe<'j>(&mut self, c: &Ctx, jobs: impl Iterator<Item = &'j JobSpec> + Clone) -> Vec<JobId> {
-        self.observe_machine(c);
         let mut gone = vec![];
         // Which currencies (per class) ran: only their jobs are read.
         let roots_moved = [self.moved(c.cg, "").is_some(), self.moved(c.cg, super::registry::BACKGROUND).is_some()];
+        // The machine (idle per CPU, load outside allot) matters only while allot plans.
+        if roots_moved[0] || roots_moved[1] || self.busy {
+            self.observe_machine(c);
+        }
+        let mut busy = false;
         // Per currency and class: does any of its jobs need reading anyway (new, or a
         // process was moved in or out)?
         let mut groups: HashMap<(bool, CurrencyId), bool> = HashMap::new();
@@ -156,8 +172,10 @@ impl Observer {
                     t.last = Some((ns, c.now));
                     t.waiting = false;
                 }
+                busy |= t.usage.is_some_and(|u| u.window > 0.0);
                 continue;
             }
+            busy = true;
             let Ok(ns) = c.cg.usage_ns(&rel) else {
                 gone.push(j.id);
                 continue;
@@ -176,12 +194,15 @@ impl Observer {
             t.idle_cpus =
                 if t.cpus.is_empty() { self.machine.idle.iter().sum() } else { t.cpus.iter().filter_map(|&k| self.machine.idle.get(k)).sum() };
         }
+        self.busy = busy || !gone.is_empty();
         gone
     }
 
     fn observe_machine(&mut self, c: &Ctx) {
         let Some(now) = c.host.cpu_times() else { return };
-        let allot = c.cg.usage_ns("").unwrap_or(0) + c.cg.usage_ns(super::registry::BACKGROUND).unwrap_or(0);
+        // The roots' counters were just read (moved()).
+        let root = |r: &str| self.counters.get(r).copied().unwrap_or(0);
+        let allot = root("") + root(super::registry::BACKGROUND);
         if let Some((prev, prev_allot, at)) = &self.machine.last_cpu {
             let dt = c.now.duration_since(*at).as_secs_f64().max(1e-3);
             let hz = allot_linux::procfs::clk_tck() as f64;
@@ -197,23 +218,67 @@ impl Observer {
     }
 }
 
-/// Re-reads a job's threads, processes, nice, affinity and waits.
+/// Threads whose scheduling counters are read per job per observation (a rotating sample
+/// beyond that: a job of ten thousand threads costs what one of 64 does).
+const SAMPLE: usize = 64;
+/// New processes whose nice is read per observation (the rest on the following ones).
+const NEW_NICE: usize = 256;
+
+/// Re-reads a job's threads, processes, nice, affinity and waits, with bounded work: two
+/// list reads, the nice of new processes (and a few known ones, in rotation, for renice),
+/// and the counters of at most `SAMPLE` threads.
 fn read_members(c: &Ctx, rel: &str, t: &mut Tracker, dt: f64) {
-    t.threads = c.cg.threads(rel).unwrap_or_default();
+    let threads = c.cg.threads(rel).unwrap_or_default();
+    if threads != t.threads {
+        t.threads_gen += 1;
+        t.threads = threads;
+    }
     t.empty = t.threads.is_empty();
     let procs = c.cg.procs(rel).unwrap_or_default();
-    t.procs = procs.iter().filter_map(|&p| c.host.start_of(p).map(|s| (p, s))).collect();
-    t.nice = procs.iter().filter_map(|&p| c.host.nice(p)).min().unwrap_or(0);
+    if t.nice_of.len() > procs.len() {
+        let live: HashSet<i32> = procs.iter().copied().collect();
+        t.nice_of.retain(|p, _| live.contains(p));
+    }
+    let mut budget = NEW_NICE;
+    for &p in &procs {
+        if budget == 0 {
+            break;
+        }
+        if let std::collections::hash_map::Entry::Vacant(e) = t.nice_of.entry(p) {
+            if let Some(n) = c.host.nice(p) {
+                e.insert(n);
+            }
+            budget -= 1;
+        }
+    }
+    // A known process may have been reniced: look at a few, every eighth read.
+    if t.reads % 8 == 0 {
+        for k in 0..procs.len().min(16) {
+            let p = procs[(t.cursor + k) % procs.len()];
+            if let Some(n) = c.host.nice(p) {
+                t.nice_of.insert(p, n);
+            }
+        }
+    }
+    t.reads = t.reads.wrapping_add(1);
+    t.procs = procs;
+    t.nice = t.nice_of.values().copied().min().unwrap_or(0);
     if let Some(&first) = t.threads.first() {
         t.cpus = c.host.affinity(first);
     }
-    let mut runnable = 0;
-    let mut waited = 0u64;
-    let mut next = HashMap::with_capacity(t.threads.len());
-    for &tid in &t.threads {
+    // How many threads to sample: what the plan needs is whether the job can use a CPU or
+    // more, so a job using little samples few (its last usage, in CPUs, sets the count).
+    let n = t.threads.len();
+    let busy = t.usage.map_or(1.0, |u| u.last);
+    let k = n.min((4.0 + 32.0 * busy).ceil() as usize).min(SAMPLE);
+    let start = if n > SAMPLE { t.cursor % n } else { 0 };
+    t.cursor = t.cursor.wrapping_add(k.max(1));
+    let (mut runnable, mut waited) = (0u32, 0u64);
+    for i in 0..k {
+        let tid = t.threads[(start + i) % n];
         let Some(s) = c.host.thread(tid) else { continue };
-        match t.samples.get(&tid) {
-            Some(&(run, wait)) => {
+        match t.samples.insert(tid, (s.run_ns, s.wait_ns)) {
+            Some((run, wait)) => {
                 if s.run_ns > run || s.wait_ns > wait {
                     runnable += 1;
                 }
@@ -221,10 +286,20 @@ fn read_members(c: &Ctx, rel: &str, t: &mut Tracker, dt: f64) {
             }
             None => runnable += 1,
         }
-        next.insert(tid, (s.run_ns, s.wait_ns));
     }
-    t.samples = next;
-    t.runnable = runnable;
+    if t.samples.len() > 2 * n + SAMPLE {
+        let live: HashSet<i32> = t.threads.iter().copied().collect();
+        t.samples.retain(|tid, _| live.contains(tid));
+    }
+    let scale = if k == 0 { 0.0 } else { n as f64 / k as f64 };
+    t.runnable = (runnable as f64 * scale).ceil() as u32;
     // Waited more than 5% of the interval: it wants CPU it is not getting.
-    t.waiting = dt > 0.0 && waited as f64 > 0.05 * dt * 1e9;
+    t.waiting = dt > 0.0 && waited as f64 * scale > 0.05 * dt * 1e9;
+}
+
+impl Tracker {
+    /// Its processes whose nice is not 0, as last read.
+    pub fn niced(&self) -> impl Iterator<Item = i32> + '_ {
+        self.nice_of.iter().filter(|(_, &n)| n != 0).map(|(&p, _)| p)
+    }
 }

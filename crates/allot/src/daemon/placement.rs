@@ -265,6 +265,18 @@ impl Daemon {
                 if let Some(t) = self.obs.jobs.get_mut(&dest) {
                     t.dirty = true;
                 }
+                // Children it forked before it was placed are still where it was (they had
+                // no uid change of their own to report): place them too.
+                if let Place::Source(from) = &place {
+                    for child in self.host.children(pid).into_iter().take(4096) {
+                        if self.tree.cg.path_of(child).is_ok_and(|p| p == *from) {
+                            let seen = self.consider(child, false);
+                            if let Some((_, ino)) = self.host.quick(child) {
+                                self.placement.seen.insert(child, (ino, seen));
+                            }
+                        }
+                    }
+                }
                 Seen::Owner(uid)
             }
             Err(_) => Seen::Owner(u32::MAX),

@@ -151,8 +151,7 @@ impl Daemon {
             // Its threads and processes now: the plan applied below reaches them (the boost
             // slice), and a directory removed before the next tick can still be repaired.
             let threads = self.tree.cg.threads(&s.rel()).unwrap_or_default();
-            let procs: Vec<(i32, u64)> =
-                self.tree.cg.procs(&s.rel()).unwrap_or_default().into_iter().filter_map(|p| self.host.start_of(p).map(|st| (p, st))).collect();
+            let procs = self.tree.cg.procs(&s.rel()).unwrap_or_default();
             let t = self.obs.jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(self.cfg.half_life_ms));
             t.threads = threads;
             t.procs = procs;

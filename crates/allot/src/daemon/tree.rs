@@ -39,6 +39,8 @@ pub struct Tree {
     pub applied: HashMap<String, Written>,
     /// Per boosted job, per thread: the slice it had before, to restore.
     pub slices: HashMap<JobId, HashMap<i32, u64>>,
+    /// Per job: the slice decision and thread-list generation last applied.
+    pub slices_done: HashMap<JobId, (Option<u64>, u64)>,
     failed: HashMap<String, Instant>,
     /// Writes that failed since start.
     pub write_errors: u64,
@@ -62,7 +64,7 @@ struct Rt {
 impl Tree {
     /// A tree over a controller.
     pub fn new(cg: Box<dyn CpuController>) -> Self {
-        Self { cg, applied: HashMap::new(), slices: HashMap::new(), failed: HashMap::new(), write_errors: 0, rt: None }
+        Self { cg, applied: HashMap::new(), slices: HashMap::new(), slices_done: HashMap::new(), failed: HashMap::new(), write_errors: 0, rt: None }
     }
 
     fn report(&mut self, what: &str, rel: &str, value: &str, e: &allot_linux::Error) {
@@ -127,6 +129,7 @@ impl Tree {
     /// Forgets what was written to `rel`, so the next apply writes it again.
     pub fn forget(&mut self, rel: &str) {
         self.applied.insert(rel.to_string(), Written::default());
+        self.slices_done.clear();
     }
 
     /// Moves a process into `rel`, proving it is the process held: alive before the write
