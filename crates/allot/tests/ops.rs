@@ -61,8 +61,12 @@ fn every_change_is_audited_and_explained() {
     assert!(by_job["records"].as_array().unwrap().iter().all(|r| r["jobs"].as_array().unwrap().iter().any(|j| j == &job)));
 
     // explain: a boosted (sleeping) job, a capped one, a held soft cap.
-    let boosted = json(&d.cli(&["--json", "explain", &job], Some(A)).unwrap());
     let reason = |v: &serde_json::Value, s: &str| v["reasons"].as_array().unwrap().iter().find(|r| r["state"] == s).cloned().unwrap();
+    // Until its first measurement a new job is boosted as "new"; then as "asleep".
+    let boosted = wait_for("the job measured", || {
+        let v = json(&d.cli(&["--json", "explain", &job], Some(A)).unwrap());
+        (!reason(&v, "boost")["because"].as_str().unwrap().starts_with("new")).then_some(v)
+    });
     let b = reason(&boosted, "boost");
     assert_eq!(b["on"], true);
     assert!(b["because"].as_str().unwrap().contains("asleep"), "{b}");

@@ -448,9 +448,6 @@ impl Daemon {
             if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= 0.005) {
                 continue;
             }
-            if t.nice == 0 {
-                continue;
-            }
             for pid in t.niced().take(16) {
                 todo.push((pid, j.clone()));
             }
