@@ -138,9 +138,19 @@ fn rules_place_processes_by_every_kind_of_match() {
     );
     let other = spawn_as(&d, &mut kids, B, &["tail", "-f", "/etc/passwd"]);
     let plain = spawn_as(&d, &mut kids, A, &["tail", "-f", "/etc/hostname"]);
+    // A process is placed at its uid change (still `setpriv`) and placed again by its rule
+    // at exec: wait for the whole outcome, which a missed exec event would never reach.
     let v = wait_for("rules applied", || {
         let v = show(&d);
-        [sleeper, yes, tail, cat, other, plain].iter().all(|&p| job_with_pid(&v, p).is_some()).then_some(v)
+        let placed = [sleeper, yes, tail, cat, other, plain].iter().all(|&p| job_with_pid(&v, p).is_some());
+        let j = |p| job_with_pid(&v, p).unwrap();
+        let ruled = placed
+            && j(sleeper)["tickets"] == 42
+            && j(yes)["cap"] == "0.2!"
+            && j(tail)["background"] == true
+            && j(cat)["tickets"] == 77
+            && j(other)["currency"] == "ci";
+        ruled.then_some(v)
     });
     let j = |p| job_with_pid(&v, p).unwrap();
     assert_eq!(j(sleeper)["tickets"], 42);
