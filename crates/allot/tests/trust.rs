@@ -62,6 +62,9 @@ fn cell(d: &PrivateDaemon, what: &str, caller: Caller, args: &[&str], want: bool
                 .unwrap()
                 .iter()
                 .filter(|j| !j["id"].as_str().unwrap_or("").ends_with("/default"))
+                // An empty job (its process moved on by an earlier cell) may be reaped at
+                // any moment; a refused request moving a process is caught above.
+                .filter(|j| j["pids"].as_array().is_some_and(|p| !p.is_empty()))
                 .map(|j| format!("{} {} {} {} {}", j["id"], j["tickets"], j["cap"], j["background"], j["focus"]))
                 .collect();
             k.sort();
