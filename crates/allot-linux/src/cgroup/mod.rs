@@ -160,6 +160,12 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn upkeep(&self) -> Vec<(String, Error)> {
         Vec::new()
     }
+    /// Lets a directory that still holds processes go, for good (allot being removed):
+    /// on systemd its scope's holder is ended, so the scope ends with its last process.
+    /// Nothing to do for allot's own tree (its processes are moved out instead).
+    fn release(&self, _rel: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The controller for this host: [`SystemdTree`] on a systemd host (cgroup v2 with

@@ -270,6 +270,16 @@ impl Daemon {
                 self.tree.weight(&bg, cur_in[i].funding);
             }
         }
+        // On a systemd host a user's currency is their slice, which exists whether or not
+        // allot has jobs in it: funding is written to it anyway (systemd keeps it for a user
+        // not logged in yet).
+        if self.tree.cg.systemd() {
+            let funded: Vec<(CurrencyId, u32)> =
+                self.desired.funding.iter().filter(|(c, _)| !cur_ids.contains(c)).map(|(c, f)| (c.clone(), *f)).collect();
+            for (c, f) in funded {
+                self.tree.weight(&super::registry::currency_rel(Class::Foreground, &c), f);
+            }
+        }
         for (k, id) in ids.iter().enumerate() {
             let rel = self.desired.jobs[id].rel();
             let p = &out.jobs[k];
@@ -385,8 +395,10 @@ impl Daemon {
         if empty.is_empty() {
             return;
         }
+        let mut emptied = vec![];
         for id in empty {
-            let rel = self.desired.jobs[&id].rel();
+            let spec = &self.desired.jobs[&id];
+            let (rel, class, currency) = (spec.rel(), spec.class(), spec.currency.clone());
             match self.tree.cg.procs(&rel) {
                 Ok(p) if !p.is_empty() => {
                     // Something arrived since the observation: keep it, read again next tick.
@@ -403,9 +415,36 @@ impl Daemon {
             }
             self.watch.unwatch(&rel);
             self.forget(id);
+            emptied.push((class, currency));
+        }
+        emptied.dedup();
+        for (class, c) in emptied {
+            self.remove_currency_if_unused(class, &c);
         }
         self.tree.rt_assign();
         let _ = self.save();
+    }
+
+    /// A currency's directory goes with its last job, so nothing allot made outlives its use
+    /// (on a systemd host, the scope and the user's slice it started). It is made again, with
+    /// its funding, for the next job. Kept on a systemd host while the currency is funded:
+    /// there the funding is the slice's weight, which also weighs the user's logins.
+    fn remove_currency_if_unused(&mut self, class: Class, c: &CurrencyId) {
+        if self.desired.jobs.values().any(|j| j.class() == class && j.currency == *c) {
+            return;
+        }
+        if self.tree.cg.systemd() && class == Class::Foreground && self.desired.funding.contains_key(c) {
+            return;
+        }
+        let rel = super::registry::currency_rel(class, c);
+        if !self.tree.cg.exists(&rel) {
+            return;
+        }
+        self.watch.unwatch(&rel);
+        if let Err(e) = self.tree.remove(&rel) {
+            log::debug!("kept the currency directory {rel}: {e}");
+            self.watch.watch(self.tree.cg.as_ref(), &rel);
+        }
     }
 
     /// Drops a job from every kind of state (its directory is already gone).

@@ -17,12 +17,13 @@
 //!   restarted daemon finds every scope, job and holder where it left them.
 
 pub mod names;
+mod scopes;
 
 use super::{mkdir, rmdir, CpuController, Max, Version};
-use crate::systemd::holder::{self, Holder};
-use crate::systemd::{prop, CpuWeight, Session, Systemd};
+use crate::systemd::holder::Holder;
+use crate::systemd::{CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
-use names::{Key, Limiter, Names, Offer, Place, HOLDER};
+use names::{Key, Limiter, Names, Offer, Place};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -160,95 +161,6 @@ impl SystemdTree {
         names::parse(rel).map_err(|why| bad_rel(rel, why))
     }
 
-    /// Starts the scope of `key` (with its holder) unless it runs; heals a holderless one.
-    fn ensure_scope(&self, st: &mut State, key: &Key) -> Result<PathBuf> {
-        if let Some(dir) = self.scope_dir(st, key).filter(|d| d.is_dir()) {
-            self.ensure_holder(st, key, &dir)?;
-            return Ok(dir);
-        }
-        st.scopes.remove(key);
-        let unit = self.names.scope(key);
-        let slice = self.names.slice(key);
-        if *key == Key::Background {
-            // Transient, so it goes when allot's tree is taken down; idle from the start.
-            let desc = format!("allot ({}): background jobs, run only on CPU nobody else wants", self.names.root());
-            match st.sd.start_slice(&slice, vec![prop("Description", crate::dbus::Value::str(desc)), CpuWeight::Idle.prop()]) {
-                Err(Error::Bus { name, .. }) if name == "org.freedesktop.systemd1.UnitExists" => {}
-                r => r?,
-            }
-        }
-        let pid = holder::spawn(&self.holder)?;
-        let desc = format!("allot ({}): jobs of {} {}", self.names.root(), if *key == Key::Background { "the" } else { "currency" }, key.rel());
-        let extra = vec![prop("Description", crate::dbus::Value::str(desc)), prop("TasksMax", crate::dbus::Value::U64(u64::MAX))];
-        let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra.clone());
-        if let Err(Error::Bus { name, .. }) = &r {
-            if name == "org.freedesktop.systemd1.UnitExists" {
-                if st.sd.active_state(&unit).is_ok_and(|a| a == "active") {
-                    // Running already (a start whose reply was lost, then retried): adopt it.
-                    r = Ok(());
-                } else {
-                    // Loaded but not running (failed, or stopping): clear it and start afresh.
-                    let _ = st.sd.reset_failed(&unit);
-                    r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra);
-                }
-            }
-        }
-        let cg = r.and_then(|()| st.sd.unit_cgroup(&unit));
-        let cg = match cg {
-            Ok(cg) => cg,
-            Err(e) => {
-                // SAFETY: ending the holder this call started (it never got a scope).
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                return Err(e);
-            }
-        };
-        let dir = self.abs(&cg);
-        st.scopes.insert(key.clone(), cg.clone());
-        mkdir(&dir.join(HOLDER))?;
-        if crate::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
-            // The holder leaves the scope's top, which may then enable cpu for its
-            // children (cgroup v2: no processes in a cgroup that distributes a controller).
-            write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
-            self.check_holder_alive(&unit, pid)?;
-        } else {
-            // SAFETY: ending the spare holder this call started; the scope has its own.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        enable_cpu(&dir)?;
-        self.ensure_holder(st, key, &dir)?;
-        Ok(dir)
-    }
-
-    fn check_holder_alive(&self, unit: &str, pid: i32) -> Result<()> {
-        std::thread::sleep(Duration::from_millis(20));
-        // SAFETY: kill(pid, 0) only checks.
-        if unsafe { libc::kill(pid, 0) } == 0 {
-            return Ok(());
-        }
-        let hint = match self.holder {
-            Holder::SelfExec => "; does the program's main() call allot_linux::systemd::holder::hold_if_asked() first?",
-            Holder::Command(_) => "",
-        };
-        Err(Error::Sys { call: format!("keep {unit} alive"), source: std::io::Error::other(format!("its holder (pid {pid}) exited at once{hint}")) })
-    }
-
-    /// A scope whose holder died (killed by hand) gets a new one through systemd.
-    fn ensure_holder(&self, st: &mut State, key: &Key, dir: &Path) -> Result<()> {
-        let procs = dir.join(HOLDER).join("cgroup.procs");
-        if procs.exists() && !read(&procs)?.trim().is_empty() {
-            return Ok(());
-        }
-        let unit = self.names.scope(key);
-        mkdir(&dir.join(HOLDER))?;
-        let pid = holder::spawn(&self.holder)?;
-        if let Err(e) = st.sd.attach(&unit, &format!("/{HOLDER}"), &[pid as u32]) {
-            // SAFETY: ending the holder this call started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            return Err(e);
-        }
-        self.check_holder_alive(&unit, pid)
-    }
-
     /// Sends a slice's CPUWeight now, noting the result in the limiter.
     fn send_weight(&self, st: &mut State, rel: &str, slice: &str, w: CpuWeight, units: u32) -> Result<()> {
         match st.sd.set_properties(slice, true, vec![w.prop()]) {
@@ -331,40 +243,13 @@ impl CpuController for SystemdTree {
         match Self::place(rel)? {
             Place::Root => Ok(()),
             Place::Inside(..) => rmdir(&self.dir(rel)),
-            Place::Scope(key) => {
-                let mut st = self.lock();
-                let Some(dir) = self.scope_dir(&mut st, &key).filter(|d| d.is_dir()) else { return Ok(()) };
-                let left: Vec<String> = std::fs::read_dir(&dir)
-                    .map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?
-                    .flatten()
-                    .filter(|e| e.path().is_dir())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .filter(|n| n != HOLDER)
-                    .collect();
-                if !left.is_empty() {
-                    return Err(Error::Io {
-                        op: "stop the scope of",
-                        path: dir,
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::DirectoryNotEmpty,
-                            format!("it still holds {}; remove those first", left.join(", ")),
-                        ),
-                    });
-                }
-                let unit = self.names.scope(&key);
-                st.sd.stop_unit(&unit)?;
-                st.scopes.remove(&key);
-                st.limiter.forget(key.rel());
-                let slice = self.names.slice(&key);
-                st.slices.remove(&slice);
-                if key == Key::Background {
-                    st.sd.stop_unit(&slice)?;
-                } else {
-                    // The currency is gone: so is its funding (the slice's weight).
-                    st.sd.set_properties(&slice, true, vec![CpuWeight::Unset.prop()])?;
-                }
-                Ok(())
-            }
+            Place::Scope(key) => self.stop_scope(&key),
+        }
+    }
+    fn release(&self, rel: &str) -> Result<()> {
+        match Self::place(rel)? {
+            Place::Scope(key) => self.release_scope(&key),
+            _ => Ok(()),
         }
     }
     fn children(&self, rel: &str) -> Result<Vec<String>> {
