@@ -362,6 +362,28 @@ mod tests {
         assert!(e.contains("defualt_funding") && e.contains("line 2"), "{e}");
     }
 
+    /// The packaged example (/usr/share/doc/allot/examples/allot.toml): as shipped, all
+    /// commented out, it is the defaults; with every setting uncommented it loads.
+    #[test]
+    fn packaged_example_is_the_defaults_and_every_setting_in_it_loads() {
+        let text = include_str!("../../../packaging/allot.toml");
+        let c: Config = toml::from_str(text).unwrap();
+        assert_eq!(format!("{c:?}"), format!("{:?}", Config::default()));
+        let setting = regex_lite::Regex::new(r"^# ([a-z_]+ = |\[)").unwrap();
+        let on: String = text.lines().map(|l| if setting.is_match(l) { l[2..].to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
+        let path = std::env::temp_dir().join(format!("allot-example-{}.toml", std::process::id()));
+        std::fs::write(&path, &on).unwrap();
+        let c = Config::load(&path, true);
+        let _ = std::fs::remove_file(&path);
+        let c = c.unwrap_or_else(|e| panic!("{e:#}\n{on}"));
+        assert_eq!(c.compiled_rules.len(), 1);
+        assert_eq!(c.currencies["ci"].funding, Some(300));
+        assert_eq!(c.metrics.listen.as_deref(), Some("127.0.0.1:9743"));
+        for (name, line) in [("half_life_ms", "half_life_ms = 5000"), ("tick_ms", "tick_ms = 100"), ("boost_window_ms", "boost_window_ms = 500")] {
+            assert!(on.contains(line), "the example states the default {name}");
+        }
+    }
+
     #[test]
     fn reads_named_currencies() {
         let c: Config = toml::from_str("[currencies.ci]\nfunding = 300\nusers = [\"alice\"]\nowners = [\"carol\"]\n").unwrap();

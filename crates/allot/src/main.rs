@@ -7,6 +7,7 @@ mod client;
 mod config;
 mod daemon;
 mod daemon_bench;
+mod docgen;
 mod metrics;
 mod metrics_cmd;
 mod output;
@@ -54,6 +55,10 @@ enum Command {
         /// For tests and benchmarks: keep no state and remove the cgroup tree on stop.
         #[arg(long, hide = true)]
         ephemeral: bool,
+        /// Let go of everything allot made, for good, and exit (the package runs this when
+        /// allot is removed; the daemon must be stopped). No running process is stopped.
+        #[arg(long, conflicts_with = "ephemeral")]
+        release: bool,
     },
     /// Run a command as a new job (seed 001's run_tickets): it and all its descendants.
     Run {
@@ -186,6 +191,11 @@ enum Command {
     Flood(allot_measure::flood::FloodArgs),
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
+    /// Print a shell completion script (e.g. `allot completions bash > /etc/bash_completion.d/allot`).
+    Completions(docgen::CompletionsArgs),
+    /// Write the man pages (the Debian package builds them so).
+    #[command(hide = true)]
+    Manpages(docgen::ManpagesArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -251,13 +261,14 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
     let json = cli.json;
     let sock = cli.socket.clone();
     match cli.command {
-        Command::Daemon { config, state_dir, cgroup_root, ephemeral } => daemon::run(daemon::Options {
+        Command::Daemon { config, state_dir, cgroup_root, ephemeral, release } => daemon::run(daemon::Options {
             config_required: config.is_some(),
             config: config.unwrap_or_else(|| "/etc/allot/allot.toml".into()),
             socket: sock,
             state_dir,
             cgroup_root,
             ephemeral,
+            release,
         }),
         Command::Run { tickets, currency, cap, background, strict, force, command } => {
             let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
@@ -309,5 +320,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Flood(a) => allot_measure::flood::run(a),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
+        Command::Completions(a) => docgen::completions::<Cli>(a),
+        Command::Manpages(a) => docgen::manpages::<Cli>(a),
     }
 }

@@ -217,3 +217,48 @@ fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
     assert_eq!(v["available_parallelism"], v["online"], "a new (boosted) job's runtime sees every CPU: {v}");
     d.stop().unwrap();
 }
+
+/// `allot daemon --release` (the package's prerm): refused while a daemon serves; then it
+/// takes allot's own tree down, and every process runs on, moved back where placement
+/// found it.
+#[test]
+fn release_lets_go_of_everything_and_keeps_every_process_running() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start_persistent(exe(), CONFIG).unwrap();
+    let mut kids = Kids::default();
+    let job = d.run_job(&["-t", "300", "--cap", "0.5!"], &["sleep", "300"], Some(A)).unwrap();
+    d.wait_exec(job).unwrap();
+    let placed = spawn_as(&d, &mut kids, B, &["sleep", "301"]);
+    wait_for("placement", || {
+        let v = show(&d);
+        (job_with_pid(&v, job).is_some() && job_with_pid(&v, placed).is_some()).then_some(())
+    });
+    let release = |d: &PrivateDaemon| {
+        let mut c = Command::new(exe());
+        c.args(["daemon", "--release", "--cgroup-root", &d.root_name])
+            .arg("--socket")
+            .arg(&d.socket)
+            .arg("--state-dir")
+            .arg(&d.dir)
+            .arg("--config")
+            .arg(d.dir.join("allot.toml"));
+        c.output().unwrap()
+    };
+    let o = release(&d);
+    assert!(!o.status.success(), "refused while the daemon serves");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("stop it first"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(job_with_pid(&show(&d), job).is_some(), "a refused release changes nothing");
+    d.terminate().unwrap();
+    let tree = d.controller().unwrap().root().to_path_buf();
+    assert!(tree.is_dir(), "a stopped daemon keeps its tree (restart keeps jobs)");
+    let o = release(&d);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!tree.exists(), "the tree {} is gone", tree.display());
+    for pid in [job, placed] {
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "process {pid} still runs");
+        assert_eq!(cgroup_of(pid), d.shelter.path(), "process {pid} is back where placement found it");
+    }
+    drop(kids);
+    d.stop().unwrap();
+}

@@ -179,14 +179,31 @@ impl Daemon {
         }
     }
 
-    /// Clean stop: every dynamic adjustment is taken back. An ephemeral tree (tests,
-    /// benchmarks) is taken down, its remaining processes moved out first.
-    pub fn shutdown(&mut self, ephemeral: bool) {
-        self.undo_dynamic();
-        if !ephemeral {
-            return;
+    /// `allot daemon --release`, run when allot is removed: lets go of everything allot
+    /// made, for good. Its own tree (cgroup v1, v2 without systemd) is taken down, every
+    /// process moved back to where placement finds them. On a systemd host no process is
+    /// moved: empty jobs and scopes are removed (and the slices they started), and a scope
+    /// whose job still runs loses its holder, so systemd stops it with its last process.
+    pub fn release(&mut self) {
+        if !self.tree.cg.systemd() {
+            return self.shutdown(true);
         }
-        let home = self.placement.home();
+        self.undo_dynamic();
+        for rel in self.tree_rels() {
+            self.watch.unwatch(&rel);
+            let empty = self.tree.cg.procs(&rel).is_ok_and(|p| p.is_empty());
+            if !(empty && self.tree.remove(&rel).is_ok()) {
+                if let Err(e) = self.tree.cg.release(&rel) {
+                    log::warn!("could not let {rel} go: {e}");
+                }
+            }
+        }
+        self.desired.jobs.clear();
+        let _ = self.save();
+    }
+
+    /// Every directory of allot's tree, children before parents, the root last.
+    fn tree_rels(&self) -> Vec<String> {
         let mut rels: Vec<String> = vec![];
         for class in [Class::Foreground, Class::Background] {
             let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
@@ -203,7 +220,18 @@ impl Daemon {
         }
         rels.push(BACKGROUND.into());
         rels.push(String::new());
-        for rel in rels {
+        rels
+    }
+
+    /// Clean stop: every dynamic adjustment is taken back. An ephemeral tree (tests,
+    /// benchmarks) is taken down, its remaining processes moved out first.
+    pub fn shutdown(&mut self, ephemeral: bool) {
+        self.undo_dynamic();
+        if !ephemeral {
+            return;
+        }
+        let home = self.placement.home();
+        for rel in self.tree_rels() {
             for _ in 0..20 {
                 let procs = self.tree.cg.procs(&rel).unwrap_or_default();
                 if procs.is_empty() {

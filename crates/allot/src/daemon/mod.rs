@@ -55,6 +55,8 @@ pub struct Options {
     pub cgroup_root: String,
     /// Tests and benchmarks: keep no state, take the tree down on stop.
     pub ephemeral: bool,
+    /// Let go of allot's tree for good and exit (`--release`, package removal).
+    pub release: bool,
 }
 
 /// Everything the loop reacts to.
@@ -163,6 +165,14 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut d = core::Daemon::start(cg, Box::new(host::Linux), cfg, state_path, true)?;
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
         d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
+    }
+    if opts.release {
+        if UnixStream::connect(&opts.socket).is_ok() {
+            bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
+        }
+        d.release();
+        log::info!("released allot's tree: nothing of allot's is left but the scopes of jobs still running, which end with them");
+        return Ok(0);
     }
     if let Some(ino) = d.watch.reader() {
         let tx = tx.clone();

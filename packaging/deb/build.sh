@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds allot's Debian package with dpkg-deb (no debhelper needed):
+#   bash packaging/deb/build.sh [--binary PATH] [--out DIR]
+# prints the path of the .deb it made (default target/debian/allot_VERSION-1_ARCH.deb).
+#
+# The package holds the binary, the systemd unit (enabled and started on install, as
+# debhelper's dh_installsystemd does it), man pages and bash/zsh/fish completions made by
+# the binary itself from its CLI definition, the annotated example config, and the
+# license. No config file is installed: allot runs on its defaults. Removing the package
+# stops the daemon and lets go of everything it made (`allot daemon --release`: no running
+# process is stopped or moved); purging also removes its state (/var/lib/allot).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BIN=""; OUT=target/debian
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --binary) BIN=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "packaging/deb/build.sh: unknown argument $1 (allowed: --binary PATH, --out DIR)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$BIN" ]; then
+  cargo build --release --locked -p allot >&2
+  BIN=target/release/allot
+fi
+[ -x "$BIN" ] || { echo "packaging/deb/build.sh: $BIN is not an executable" >&2; exit 1; }
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
+ARCH=$(dpkg --print-architecture)
+STAGE=$OUT/stage
+rm -rf "$STAGE"
+mkdir -p "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/usr/share/man/man1" \
+  "$STAGE/usr/share/bash-completion/completions" "$STAGE/usr/share/zsh/vendor-completions" \
+  "$STAGE/usr/share/fish/vendor_completions.d" "$STAGE/usr/share/doc/allot/examples"
+
+# Debian ships stripped binaries; the debug info stays in the build tree.
+strip --strip-debug -o "$STAGE/usr/bin/allot" "$BIN"
+chmod 0755 "$STAGE/usr/bin/allot"
+install -m 0644 packaging/systemd/allot.service "$STAGE/lib/systemd/system/allot.service"
+"$STAGE/usr/bin/allot" manpages "$STAGE/usr/share/man/man1" 2>/dev/null
+gzip -9n "$STAGE"/usr/share/man/man1/*.1
+"$STAGE/usr/bin/allot" completions bash > "$STAGE/usr/share/bash-completion/completions/allot"
+"$STAGE/usr/bin/allot" completions zsh > "$STAGE/usr/share/zsh/vendor-completions/_allot"
+"$STAGE/usr/bin/allot" completions fish > "$STAGE/usr/share/fish/vendor_completions.d/allot.fish"
+install -m 0644 packaging/allot.toml "$STAGE/usr/share/doc/allot/examples/allot.toml"
+install -m 0644 packaging/deb/copyright "$STAGE/usr/share/doc/allot/copyright"
+printf 'allot (%s-1) unstable; urgency=medium\n\n  * Built from the allot source tree.\n\n -- allot developers <allot@localhost>  %s\n' \
+  "$VERSION" "$(date -R -d @"${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}")" \
+  | gzip -9n > "$STAGE/usr/share/doc/allot/changelog.Debian.gz"
+find "$STAGE/usr" -type f -exec chmod 0644 {} + && chmod 0755 "$STAGE/usr/bin/allot"
+
+# The newest glibc symbol version the binary needs is its libc6 dependency.
+GLIBC=$(objdump -T "$STAGE/usr/bin/allot" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
+SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
+cat > "$STAGE/DEBIAN/control" <<EOF
+Package: allot
+Version: $VERSION-1
+Architecture: $ARCH
+Maintainer: allot developers <allot@localhost>
+Installed-Size: $SIZE
+Depends: libc6 (>= $GLIBC), libgcc-s1
+Recommends: systemd
+Section: admin
+Priority: optional
+Description: proportional-share CPU for shared Linux machines
+ allot gives each job tickets and each user a currency, so one user's fifty
+ processes cannot crowd out another user's one. It adds soft and hard caps, a
+ background class that only uses idle CPU, and a latency boost for jobs that use
+ less than their share, all enforced through the kernel's cgroups (systemd's
+ delegation on systemd hosts) by a root daemon that users drive with the allot CLI.
+EOF
+for s in postinst prerm postrm; do install -m 0755 "packaging/deb/$s" "$STAGE/DEBIAN/$s"; done
+mkdir -p "$OUT"
+DEB=$OUT/allot_${VERSION}-1_${ARCH}.deb
+dpkg-deb --root-owner-group -Zxz --build "$STAGE" "$DEB" >/dev/null
+echo "$DEB"
