@@ -1,15 +1,17 @@
 #!/bin/bash
-# allot installed as a service on a systemd host (issue: part 7), run inside the systemd VM:
-#   tests/vm/systemd/run.sh --allot target/release/allot \
-#     --file target/release/allot:/usr/bin/allot \
-#     --file packaging/systemd/allot.service:/etc/systemd/system/ \
+# allot installed from its Debian package on a systemd host (issues: parts 7 and 8), run
+# inside the systemd VM (bash packaging/deb/build.sh makes the package first):
+#   tests/vm/systemd/run.sh --file target/debian/allot_0.1.0-1_amd64.deb:/root/allot.deb \
 #     --script tests/vm/systemd/allot.sh
-# Asserts: the service starts (Type=notify); enforcement as the selftest measures it
-# (ratio, insulation, hard cap, background) in systemd mode; boosted latency below the
-# latency without allot; funding is the user slice's CPUWeight; `allot run` in a login
-# session leaves the session whole; a delegated service of a uid >= 1000 (a stand-in
-# container) is never touched; daemon-reload and a restart keep every job, setting and
-# process; the root's subtree_control and every cgroup outside allot's units are
+# Asserts: `dpkg -i` installs the binary, unit, man pages and completions and starts the
+# service (Type=notify); enforcement as the selftest measures it (ratio, insulation, hard
+# cap, background) in systemd mode; boosted latency below the latency without allot;
+# funding is the user slice's CPUWeight; `allot run` in a login session leaves the session
+# whole; a delegated service of a uid >= 1000 (a stand-in container) is never touched;
+# daemon-reload and a restart keep every job, setting and process; `dpkg --remove` stops
+# the daemon and lets go without stopping a running job, whose scope ends with it;
+# `dpkg --purge` leaves no file, unit, process or cgroup of allot's: the root's
+# subtree_control and every cgroup (allot's excepted only while it runs) are
 # byte-identical before and after.
 set -euo pipefail
 . "$ALLOT_VM_LIB"
@@ -20,13 +22,20 @@ A=/usr/bin/allot
 pa=$(login_session allot-ta sleep 3000)
 pb=$(login_session allot-tb sleep 3000)
 sa=$(session_of "$pa")
-EXCL=('*allot*' 'user.slice/user-*.slice/session-*.scope' 'user.slice/user-*.slice/user@*.service' 'system.slice/allot-vm-test.service' 'system.slice/allot.service' 'system.slice/fake-container.service')
+# Units that come and go with the test itself; allot's own are not excluded: after the
+# purge nothing of allot's may be left.
+EXCL=('user.slice/user-*.slice/session-*.scope' 'user.slice/user-*.slice/user@*.service' 'system.slice/allot-vm-test.service' 'system.slice/fake-container.service')
 cgroup_snapshot "${EXCL[@]}" > /tmp/before
 cp /sys/fs/cgroup/cgroup.subtree_control /tmp/root-before
 
-systemctl daemon-reload
-systemctl enable --now allot
+check "dpkg -i installs the package" dpkg -i /root/allot.deb
+check "the service is enabled" systemctl is-enabled --quiet allot
 check "allot.service is active (READY=1 came)" systemctl is-active --quiet allot
+# This image excludes /usr/share/man and /usr/share/doc from dpkg (path-exclude), as
+# minimal images do: what the package carries is read from the package itself.
+check "the package carries man pages and the example config" sh -c 'dpkg-deb -c /root/allot.deb | grep -q "man1/allot-run.1.gz" && dpkg-deb -c /root/allot.deb | grep -q "examples/allot.toml"'
+check "the man page names the command" sh -c 'dpkg-deb --fsys-tarfile /root/allot.deb | tar -xO ./usr/share/man/man1/allot-run.1.gz | zcat | grep -q "allot run"'
+check "completions and the copyright are installed" sh -c 'test -s /usr/share/bash-completion/completions/allot && test -s /usr/share/zsh/vendor-completions/_allot && test -s /usr/share/doc/allot/copyright'
 check "status: systemd owns the tree" sh -c "$A status | grep -q \"systemd's\""
 $A status >&2
 
@@ -40,9 +49,14 @@ check "user-2001.slice CPUWeight=300" wait_for -t 10 sh -c 'systemctl show user-
 
 # allot run inside a login session: the job leaves the session scope through systemd; the
 # session keeps its leader.
-job=$(login_session allot-ta "$A" run -t 300 -- sleep 3000)
+shell=$(login_session allot-ta sh -c "$A run -t 300 -- sleep 3000 & echo \$! > /tmp/job.pid; wait")
+ss=$(session_of "$shell")
+wait_for test -s /tmp/job.pid
+job=$(cat /tmp/job.pid)
+wait_for sh -c "grep -q 'allot:user-2001.scope' /proc/$job/cgroup"
 check "the job is in allot's scope in allot-ta's slice" sh -c "cgroup_of() { grep -m1 '^0::' /proc/\$1/cgroup; }; cgroup_of $job | grep -q 'user-2001.slice/allot:user-2001.scope/j'"
-check "the login session is still there, with its own process" sh -c "loginctl session-status $sa | grep -q 'sleep 3000'"
+check "the login session is still there, with its own processes" sh -c "loginctl session-status $ss | grep -q 'sh -c'"
+check "the first session is untouched" sh -c "loginctl session-status $sa | grep -q 'sleep 3000'"
 check "allot-ta's job has 300 tickets" sh -c "$A --json show | grep -q '\"tickets\": 300'"
 
 # A stand-in container: a delegated service running as a uid >= 1000.
@@ -63,14 +77,21 @@ wait_for -t 60 systemctl is-active --quiet allot
 check "after restart: same jobs, settings, processes" test "$(key)" = "$k1"
 check "after restart: funding kept" sh -c 'systemctl show user-2001.slice -p CPUWeight | grep -qx CPUWeight=300'
 
-# Leave it as found: funding back, the stand-in container and the job gone, allot stopped.
+# Leave it as found: funding back, the stand-in container gone, then the package removed
+# while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100
 systemctl stop fake-container
-kill "$job" || true
-systemctl stop allot
+check "dpkg --remove stops allot and lets go" dpkg --remove allot
+check "the daemon is stopped" sh -c '! systemctl is-active --quiet allot'
+check "the running job was not stopped" kill -0 "$job"
+check "no holder is left" sh -c '! pgrep -x allot-holder'
+kill "$job" "$shell" || true
+check "the job's scope ended with it" wait_for -t 20 sh -c '! systemctl list-units --all --plain --no-legend "allot:*" "allot_*" | grep -q .'
+check "dpkg --purge removes the state" dpkg --purge allot
+check "no file of allot's is left" sh -c 'test ! -e /var/lib/allot && test ! -e /usr/bin/allot && test ! -e /lib/systemd/system/allot.service && test ! -e /etc/systemd/system/multi-user.target.wants/allot.service'
 sleep 1
 cgroup_snapshot "${EXCL[@]}" > /tmp/after
-check "every cgroup outside allot's units is byte-identical" diff -u /tmp/before /tmp/after
+check "every cgroup is byte-identical (nothing of allot's left)" diff -u /tmp/before /tmp/after
 check "the root's subtree_control is byte-identical" cmp /tmp/root-before /sys/fs/cgroup/cgroup.subtree_control
 kill "$pa" "$pb" || true
 checks_done
