@@ -42,6 +42,8 @@ pub struct Config {
     pub rules: Vec<toml::Spanned<RuleConfig>>,
     /// The metrics endpoint.
     pub metrics: MetricsConfig,
+    /// allot's tree against load outside it (hosts without systemd).
+    pub outside: Outside,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
     pub compiled_rules: Vec<crate::daemon::rules::Rule>,
@@ -53,6 +55,23 @@ pub struct Config {
 pub struct MetricsConfig {
     /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
     pub listen: Option<String>,
+}
+
+/// allot's whole tree against processes outside it (root's, daemons'), on hosts where
+/// allot keeps its own tree. On a systemd host that split is systemd's (`user.slice`
+/// against `system.slice`, both weight 100 by default) and this is not used.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Outside {
+    /// The weight of allot's tree (cgroup v2 units, 1..10000; v1 cpu.shares is ×10.24).
+    /// 100, the kernel's default, weighs the whole tree as one nice-0 process outside it.
+    pub weight: u32,
+}
+
+impl Default for Outside {
+    fn default() -> Self {
+        Self { weight: 100 }
+    }
 }
 
 /// Who decides funding.
@@ -175,7 +194,8 @@ pub struct Policy {
     /// slices alone and boost by weight only).
     pub boost_slice_us: u64,
     /// A boosted job's weight is its tickets times this (at most 10000), so it is
-    /// eligible whenever it wakes; a quota at its entitlement keeps it from gaining CPU.
+    /// eligible whenever it wakes; the boost is withdrawn at the first tick in which the
+    /// job used its entitlement, so it buys latency, never CPU (allot_model::plan).
     pub boost_weight: f64,
     /// Emulate nice across currencies (seed 001 §3.4).
     pub nice_emulation: bool,
@@ -219,6 +239,7 @@ impl Default for Config {
             groups: BTreeMap::new(),
             rules: vec![],
             metrics: MetricsConfig::default(),
+            outside: Outside::default(),
             compiled_rules: vec![],
         }
     }
@@ -277,6 +298,9 @@ impl Config {
 
     fn check(&self) -> Result<(), String> {
         allot_model::Funding::new(self.default_funding as i64).map_err(|e| format!("default_funding: {e}"))?;
+        if !(1..=10_000).contains(&self.outside.weight) {
+            return Err(format!("outside.weight must be 1..10000, got {}", self.outside.weight));
+        }
         if !(50..=60_000).contains(&self.tick_ms) {
             return Err(format!("tick_ms must be 50..60000, got {}", self.tick_ms));
         }

@@ -23,6 +23,7 @@ pub(crate) fn status() -> StatusView {
         placement: "uid >= 1000".into(),
         rt: "none".into(),
         outside: 0.25,
+        outside_weight: Some(100),
         counters: Counters { placed: 7, reconciled: 1, write_errors: 0, requests: 120, limited: 2 },
     }
 }

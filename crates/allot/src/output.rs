@@ -164,7 +164,11 @@ pub fn status(d: &StatusView) -> String {
     } else {
         let _ = writeln!(out, "cgroup            {} at {}", d.cgroup_version, for_terminal(&d.cgroup_root));
     }
-    let _ = writeln!(out, "cpus              {} (load outside allot: {:.2})", d.ncpu, d.outside);
+    let against = match d.outside_weight {
+        Some(w) => format!("allot's tree weighs {w} against it, [outside] weight"),
+        None => "user.slice against system.slice is systemd's".into(),
+    };
+    let _ = writeln!(out, "cpus              {} (load outside allot: {:.2}; {against})", d.ncpu, d.outside);
     let _ = writeln!(out, "jobs              {}", d.jobs);
     let _ = writeln!(out, "placement         {}", for_terminal(&d.placement));
     let _ = writeln!(out, "tracking          {}", d.tracking);

@@ -32,6 +32,8 @@ pub enum Scenario {
     Gaming,
     /// The latency scenario under each boost mechanism: none, slice, weight, both.
     Boostmodes,
+    /// Probe in a job against 2 × ncpu hogs outside allot (root's), by `[outside] weight`.
+    Outside,
 }
 
 /// `allot bench policy`.
@@ -90,6 +92,7 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Fork => fork(&exe, args.quick),
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
+            Scenario::Outside => outside(&exe, args.quick),
         }
         .unwrap_or_else(|e| Outcome {
             scenario: s,
@@ -268,6 +271,74 @@ fn latency(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
         ),
         table: Some(table),
         values: serde_json::json!({"p99_idle_us": pi, "p99_plain_us": pp, "p99_allot_us": pa, "hogs_cpus_plain": plain_hogs, "hogs_cpus_allot": allot_hogs, "idle": idle, "plain": plain, "allot": boosted}),
+    })
+}
+
+/// Load outside allot (issue: part 7): the probe in an ordinary job against 2 × ncpu
+/// hogs that are no job (root's processes, as a login node's daemons and admins' work
+/// are), under each `[outside] weight`, and the same probe with no allot at all.
+fn outside(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
+    let secs = if quick { 4.0 } else { 10.0 };
+    let n = allot_linux::ncpu();
+    let e = exe_s(exe);
+    let parg = probe_args(exe, secs);
+    let mut kids = Kids::default();
+    for _ in 0..2 * n {
+        kids.0.push(Command::new(&e).args(["workload", "cpu"]).stdout(Stdio::null()).spawn()?);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let hogs_cpu = |kids: &Kids| kids.0.iter().map(|k| cpu_s_of(k.id())).sum::<f64>();
+    let measure = |weight: Option<u32>| -> anyhow::Result<(serde_json::Value, f64)> {
+        let c0 = hogs_cpu(&kids);
+        let t0 = Instant::now();
+        let o = match weight {
+            None => Command::new(&parg[0]).args(&parg[1..]).output()?,
+            Some(w) => {
+                let d = PrivateDaemon::start(exe, &format!("{CONFIG}[outside]\nweight = {w}\n"))?;
+                let mut a = vec!["run".to_string(), "--".into()];
+                a.extend(parg.iter().cloned());
+                let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+                d.cli(&a, None)?
+            }
+        };
+        let hogs = (hogs_cpu(&kids) - c0) / t0.elapsed().as_secs_f64();
+        if !o.status.success() {
+            bail!("probe failed: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        Ok((serde_json::from_slice(&o.stdout)?, hogs))
+    };
+    let runs = [("no allot", None), ("allot, [outside] weight = 100 (default)", Some(100)), ("allot, [outside] weight = 1000", Some(1000))];
+    let mut rows = vec![];
+    let mut table = format!(
+        "{:<42} {:>9} {:>9} {:>9} {:>11}\n",
+        format!("probe against {} hogs outside allot", 2 * n),
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "hogs CPUs"
+    );
+    for (name, w) in runs {
+        let (r, hogs) = measure(w)?;
+        let l = &r["lateness_us"];
+        let f = |k: &str| l[k].as_f64().unwrap_or(0.0);
+        table.push_str(&format!("{:<42} {:>9.0} {:>9.0} {:>9.0} {:>11.3}\n", name, f("p50"), f("p99"), f("max"), hogs));
+        rows.push(serde_json::json!({"run": name, "weight": w, "p50_us": f("p50"), "p99_us": f("p99"), "max_us": f("max"), "hogs_cpus": hogs}));
+    }
+    drop(kids);
+    let p99 = |i: usize| rows[i]["p99_us"].as_f64().unwrap_or(f64::MAX);
+    // allot must never make a job's latency worse than no allot, whatever the weight.
+    let passed = p99(1) <= p99(0) * 1.2 + 100.0 && p99(2) <= p99(0) * 1.2 + 100.0;
+    Ok(Outcome {
+        scenario: Scenario::Outside,
+        passed,
+        summary: format!(
+            "p99 without allot {:.0} µs; in a job with the tree at weight 100 {:.0} µs, at 1000 {:.0} µs (want each <= 1.2x + 100 µs of no allot)",
+            p99(0),
+            p99(1),
+            p99(2)
+        ),
+        table: Some(table.trim_end().into()),
+        values: serde_json::json!({"runs": rows}),
     })
 }
 

@@ -499,6 +499,10 @@ pub struct StatusView {
     pub rt: String,
     /// CPUs used lately by processes outside allot's tree.
     pub outside: f64,
+    /// The weight of allot's tree against them (`[outside] weight`); None on a systemd
+    /// host, where that split is systemd's.
+    #[serde(default)]
+    pub outside_weight: Option<u32>,
     /// Counters since start.
     pub counters: Counters,
 }

@@ -12,13 +12,6 @@ fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_str(&ok(o)).unwrap()
 }
 
-fn pin(pid: u32, cpu: usize) {
-    allot_linux::sched::set_affinity(pid as i32, &[cpu]).unwrap();
-    for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
-        let _ = allot_linux::sched::set_affinity(t, &[cpu]);
-    }
-}
-
 #[test]
 fn every_change_is_audited_and_explained() {
     require_root();
@@ -37,6 +30,9 @@ fn every_change_is_audited_and_explained() {
         d.wait_exec(p).unwrap();
         pin(p, 1);
     }
+    // The file holds every user's requests: root's only.
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(d.dir.join("audit.log")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "audit.log is root's only");
     // Root sees every record, with who asked and the settings before and after.
     let log = json(&d.cli(&["--json", "log"], None).unwrap());
     let recs = log["records"].as_array().unwrap();
@@ -234,4 +230,42 @@ fn real_time_tasks_work_in_jobs() {
     rt.kill().unwrap();
     rt.wait().unwrap();
     assert!(o.status.success(), "a SCHED_FIFO process given a job: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `[outside] weight`: allot's whole tree against a process outside it, on one CPU (the
+/// jobs' share follows the weight, 300:100 then 100:100 after a SIGHUP reload).
+#[test]
+fn the_tree_weighs_what_the_config_says_against_load_outside() {
+    require_root();
+    let _s = serial();
+    let cfg = "[outside]\nweight = 300\n";
+    let mut d = PrivateDaemon::start(exe(), cfg).unwrap();
+    assert_eq!(d.controller().unwrap().weight("").unwrap(), 300);
+    let e = exe().display().to_string();
+    let inside = d.run_job(&[], &[&e, "workload", "cpu"], None).unwrap();
+    d.wait_exec(inside).unwrap();
+    let mut outside = Command::new(exe()).args(["workload", "cpu"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    pin(inside, 1);
+    pin(outside.id(), 1);
+    let share = |what: &str| {
+        std::thread::sleep(Duration::from_millis(1500));
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| rate(inside, 3.0));
+            let b = s.spawn(|| rate(outside.id(), 3.0));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let f = a / (a + b);
+        eprintln!("{what}: the job {a:.3} CPU, outside {b:.3} CPU: share {f:.3}");
+        f
+    };
+    let heavy = share("weight 300");
+    std::fs::write(d.dir.join("allot.toml"), format!("{}\n[placement]\nfrom = [\"{}\"]\n", "[outside]\nweight = 100\n", d.shelter.path())).unwrap();
+    unsafe { libc::kill(d.daemon_pid().unwrap() as i32, libc::SIGHUP) };
+    wait_for("the reload", || (d.controller().unwrap().weight("").unwrap() == 100).then_some(()));
+    let even = share("weight 100");
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    d.stop().unwrap();
+    assert!((heavy - 0.75).abs() < 0.07, "weight 300 against one nice-0 process: 0.75 of the CPU, got {heavy:.3}");
+    assert!((even - 0.5).abs() < 0.07, "weight 100: half, got {even:.3}");
 }

@@ -23,13 +23,6 @@ fn settings(v: &serde_json::Value) -> Vec<String> {
     k
 }
 
-fn pin(pid: u32, cpu: usize) {
-    allot_linux::sched::set_affinity(pid as i32, &[cpu]).unwrap();
-    for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
-        let _ = allot_linux::sched::set_affinity(t, &[cpu]);
-    }
-}
-
 #[test]
 fn a_crash_never_turns_an_adjustment_into_a_setting() {
     require_root();
@@ -104,15 +97,6 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
     }
     assert!(job_with_pid(&lost, run300).is_some() && job_with_pid(&lost, soft).is_some(), "jobs are adopted, not lost");
     d.stop().unwrap();
-}
-
-/// CPU seconds a process used over `secs`.
-fn rate(pid: u32, secs: f64) -> f64 {
-    let cpu = |p: u32| allot_linux::procfs::stat(p as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64).unwrap_or(0.0);
-    let a = cpu(pid);
-    let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    (cpu(pid) - a) / t0.elapsed().as_secs_f64()
 }
 
 #[test]

@@ -58,6 +58,7 @@ impl Daemon {
             cfg,
         };
         d.rt_note = d.tree.rt_setup();
+        d.weigh_tree();
         d.adopt(legacy);
         // On a systemd host "" is no directory of allot's (the mount): its scopes are watched.
         let roots: &[&str] = if d.tree.cg.systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
@@ -171,11 +172,20 @@ impl Daemon {
                 self.placement.events = events;
                 self.limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.cfg = cfg;
+                self.weigh_tree();
                 self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
                 self.replan();
             }
             Err(e) => log::error!("{e:#}; keeping the config in force"),
+        }
+    }
+
+    /// allot's tree against load outside it (`[outside] weight`), where the tree is
+    /// allot's own; on a systemd host that split is systemd's.
+    pub fn weigh_tree(&mut self) {
+        if !self.tree.cg.systemd() {
+            self.tree.weight("", self.cfg.outside.weight);
         }
     }
 

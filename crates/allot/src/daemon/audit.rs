@@ -10,6 +10,7 @@
 use super::registry::{CurrencyId, Desired, JobSpec};
 use crate::proto::{AuditChange, AuditRecord, Request};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// The file is rotated past this size.
@@ -156,7 +157,14 @@ impl Audit {
             let _ = std::fs::rename(p, p.with_extension("log.1"));
         }
         let line = serde_json::to_string(&r).unwrap_or_default() + "\n";
-        let w = std::fs::OpenOptions::new().create(true).append(true).open(p).and_then(|mut f| f.write_all(line.as_bytes()));
+        // Root's only: it holds every user's requests (`allot log` shows a user their own).
+        let w = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(p)
+            .and_then(|f| f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)).map(|()| f))
+            .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = w {
             log::error!("could not append to the audit file {}: {e}", p.display());
         }

@@ -168,6 +168,7 @@ impl Daemon {
             placement: self.placement.describe(&self.cfg),
             rt: self.rt_note.clone(),
             outside: self.obs.machine.outside,
+            outside_weight: (!self.tree.cg.systemd()).then_some(self.cfg.outside.weight),
             counters: crate::proto::Counters { write_errors: self.tree.write_errors, ..self.counters.clone() },
         }
     }
