@@ -1,8 +1,8 @@
 //! inotify(7) on cgroup directories: the kernel reports every write(2) to a cgroup file
 //! (`fsnotify_modify` runs for cgroupfs as for any file system), so the daemon learns of a
-//! value changed from outside without re-reading every file (measured in docs/kernel.md).
-//! A write made through another mount of the same hierarchy with its own superblock (a
-//! container's cgroup namespace) is not seen; the daemon's slow verification covers that.
+//! value changed from outside without re-reading every file. A write made through another
+//! mount of the same hierarchy with its own superblock (a container's cgroup namespace) is
+//! not seen: the daemon writes such a value again only when its plan next changes it.
 
 use crate::{Error, Result};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

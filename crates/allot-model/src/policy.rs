@@ -19,7 +19,7 @@ impl Default for BoostRule {
 
 /// Seed 001 §3.3 (windowed ticket boost): a process that used a fraction f < 1 of the
 /// CPU it deserved over the window is deemed interactive and boosted; one asleep is
-/// given the maximum boost. allot's window is short (1 s by default, not 10 × 1 s) so a
+/// given the maximum boost. allot's window is short (500 ms by default, not 10 × 1 s) so a
 /// job is boosted within about a second of turning interactive and loses it as fast
 /// when it turns CPU-bound (the paper needed about 7 s, Table 1); the threshold sits at
 /// half the entitlement so a CPU-bound job, which gets about its entitlement, is not
