@@ -299,6 +299,12 @@ impl HumanUids {
         (self.min..=self.max).contains(&uid) && !self.excluded.iter().any(|(a, b, _)| (*a..=*b).contains(&uid))
     }
 
+    /// Why `uid` is never a user's even inside the range (a subordinate uid of someone's
+    /// /etc/subuid range, systemd's dynamic users, nobody), if it is one of those.
+    pub fn excluded_why(&self, uid: u32) -> Option<&str> {
+        self.excluded.iter().find(|(a, b, _)| (*a..=*b).contains(&uid)).map(|(_, _, why)| why.as_str())
+    }
+
     /// One line for `allot status`: the range and every exclusion that cuts into it.
     pub fn describe(&self) -> String {
         let cuts: Vec<String> = self

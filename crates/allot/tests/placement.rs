@@ -57,6 +57,10 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
     let placement = st["placement"].as_str().unwrap();
     assert!(placement.contains("5000") || placement.contains("subordinate"), "status names the exclusions: {placement}");
+    // A subordinate uid may look but changes nothing: each would be a currency of its own.
+    ok(&d.cli(&["show"], Some(5005)).unwrap());
+    refused(&d.cli(&["run", "--", "true"], Some(5005)).unwrap(), &["uid 5005 is not a login user's", "subordinate uids of someone"]);
+    refused(&d.cli(&["set", &sub.to_string(), "-t", "5"], Some(5005)).unwrap(), &["not a login user's"]);
     // An explicit request on the foreign process is refused, unless root forces it.
     refused(&d.cli(&["set", &foreign.to_string(), "-t", "5"], Some(A)).unwrap(), &["another manager owns"]);
     refused(&d.cli(&["set", &foreign.to_string(), "-t", "5"], None).unwrap(), &["--force"]);

@@ -497,6 +497,11 @@ impl Daemon {
             if self.host.info(&p).is_none_or(|i| !i.creds.all(parent.owner) || i.nice == 0) {
                 continue;
             }
+            // A split is a job like any other: a user at the job limit keeps a niced
+            // process in the default job (its nice then acts inside its currency only).
+            if self.check_job_limit(parent.owner).is_err() {
+                continue;
+            }
             let mut spec = JobSpec::new(self.desired.take_id(), parent.currency.clone(), parent.owner);
             spec.tickets = parent.tickets;
             if self.make_job_dir(&spec).is_err() {

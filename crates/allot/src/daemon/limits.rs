@@ -4,6 +4,21 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+/// The one budget every uid that is no login user's shares (subordinate uids of
+/// /etc/subuid, systemd's dynamic users): a user holding 65536 subordinate uids gets one
+/// budget for all of them, not 65536.
+pub const SHARED: u32 = u32::MAX;
+
+/// The budget a uid draws on: its own, or [`SHARED`] when `excluded` says it is no login
+/// user's.
+pub fn bucket(uid: u32, excluded: bool) -> u32 {
+    if excluded && uid != 0 {
+        SHARED
+    } else {
+        uid
+    }
+}
+
 /// Request budgets.
 #[derive(Debug)]
 pub struct Limits {
@@ -30,8 +45,13 @@ impl Limits {
         *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.rate).min(self.burst);
         *at = now;
         if *tokens < 1.0 {
+            let who = if uid == SHARED {
+                "uids that are no login user's (subordinate uids, dynamic users), together".to_string()
+            } else {
+                format!("uid {uid}")
+            };
             return Err(format!(
-                "too many requests from uid {uid}: the limit is {} per second with bursts of {} (limits.requests_per_second and limits.request_burst in the daemon's config); try again in a moment",
+                "too many requests from {who}: the limit is {} per second with bursts of {} (limits.requests_per_second and limits.request_burst in the daemon's config); try again in a moment",
                 self.rate, self.burst
             ));
         }
@@ -44,6 +64,20 @@ impl Limits {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn uids_that_are_no_login_users_share_one_budget() {
+        assert_eq!(bucket(1000, false), 1000);
+        assert_eq!(bucket(100_001, true), SHARED);
+        assert_eq!(bucket(0, true), 0, "root is root");
+        let mut l = Limits::new(10.0, 2.0);
+        let t0 = Instant::now();
+        l.take(bucket(100_001, true), t0).unwrap();
+        l.take(bucket(100_002, true), t0).unwrap();
+        let e = l.take(bucket(100_003, true), t0).unwrap_err();
+        assert!(e.contains("no login user's") && e.contains("together"), "{e}");
+        assert!(l.take(1000, t0).is_ok(), "a login user is not affected");
+    }
 
     #[test]
     fn a_burst_then_the_rate_and_root_never() {

@@ -189,7 +189,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     {
         let (tx, refused) = (tx.clone(), refused.clone());
         let l = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
-        std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, l, refused))?;
+        let humans = d.placement.humans();
+        std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, l, refused, humans))?;
     }
     // Events first, then the scan, so no process starts unseen between them.
     match process_events(tx.clone()) {

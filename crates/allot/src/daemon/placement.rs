@@ -62,6 +62,10 @@ impl Humans {
         let only = cfg.users.only.as_ref().map(|l| l.iter().filter_map(|u| allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok())).collect());
         Self { uids, only }
     }
+    /// Why `uid` is no login user's at all (a subordinate uid, a dynamic user), if so.
+    pub fn excluded_why(&self, uid: u32) -> Option<&str> {
+        self.uids.excluded_why(uid)
+    }
     /// Is `uid` a human user allot places?
     pub fn contains(&self, uid: u32) -> bool {
         self.uids.contains(uid) && self.only.as_ref().is_none_or(|o| o.contains(&uid))
@@ -88,6 +92,14 @@ impl Placement {
     /// Where a process leaves allot to when its new user is not a human user.
     pub fn home(&self) -> String {
         self.sources.first().cloned().unwrap_or_else(|| "/".into())
+    }
+    /// Why `uid` is no login user's at all (a subordinate uid, a dynamic user), if so.
+    pub fn excluded_why(&self, uid: u32) -> Option<&str> {
+        self.humans.excluded_why(uid)
+    }
+    /// A copy of who counts as a login user, for the connection limits.
+    pub fn humans(&self) -> Humans {
+        self.humans.clone()
     }
     /// How new processes are found, for `status`.
     pub fn tracking(&self) -> String {

@@ -29,7 +29,8 @@ impl Daemon {
     /// Serves one request from `peer`. Every refusal changes nothing.
     pub fn handle(&mut self, req: Request, peer: &Peer) -> R<Response> {
         self.counters.requests += 1;
-        if let Err(e) = self.limits.take(peer.uid, Instant::now()) {
+        let excluded = self.placement.excluded_why(peer.uid).map(String::from);
+        if let Err(e) = self.limits.take(super::limits::bucket(peer.uid, excluded.is_some()), Instant::now()) {
             self.counters.limited += 1;
             return Err(e);
         }
@@ -38,7 +39,12 @@ impl Daemon {
         }
         let before = self.desired.clone();
         let request = super::audit::describe(&req);
-        let r = self.dispatch(req, peer);
+        // A uid that is no login user's (a subordinate uid: a rootless container's process)
+        // changes nothing: each would otherwise be a currency and a job budget of its own.
+        let r = match excluded.filter(|_| peer.uid != 0) {
+            Some(why) => Err(format!("uid {} is not a login user's ({why}): allot makes changes only for login users and root", peer.uid)),
+            None => self.dispatch(req, peer),
+        };
         let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
         let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
         // A user's own currency's funding is their business too.
@@ -96,7 +102,7 @@ impl Daemon {
         Ok((Some(c), false))
     }
 
-    fn check_job_limit(&self, uid: u32) -> R<()> {
+    pub(super) fn check_job_limit(&self, uid: u32) -> R<()> {
         let n = self.desired.jobs.values().filter(|j| j.owner == uid && matches!(j.id, JobId::Numbered(_))).count();
         if uid != 0 && n >= self.cfg.limits.jobs_per_user {
             return Err(format!(

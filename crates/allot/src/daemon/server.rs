@@ -62,26 +62,38 @@ impl Drop for Slot {
 }
 
 /// Accepts connections forever, sending requests to the loop.
-pub fn serve(listener: UnixListener, tx: Sender<Event>, limits: ConnLimits, refused: Arc<std::sync::atomic::AtomicU64>) {
+/// Uids that are no login user's (`humans` says which) share one connection budget.
+pub fn serve(
+    listener: UnixListener,
+    tx: Sender<Event>,
+    limits: ConnLimits,
+    refused: Arc<std::sync::atomic::AtomicU64>,
+    humans: super::placement::Humans,
+) {
     let open = Arc::new(Mutex::new(Open::default()));
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let Ok(cred) = peer::peer_cred(conn.as_fd()) else { continue };
+        let key = super::limits::bucket(cred.uid, humans.excluded_why(cred.uid).is_some());
         let admitted = {
             let mut o = open.lock().unwrap_or_else(|e| e.into_inner());
-            let mine = o.per_uid.get(&cred.uid).copied().unwrap_or(0);
+            let mine = o.per_uid.get(&key).copied().unwrap_or(0);
             if cred.uid == 0 {
                 Ok(())
             } else if mine >= limits.per_user {
+                let who = if key == super::limits::SHARED {
+                    "uids that are no login user's (subordinate uids, dynamic users) already have".to_string()
+                } else {
+                    format!("uid {} already has", cred.uid)
+                };
                 Err(format!(
-                    "uid {} already has {mine} connections open to the daemon, the limit per user (limits.connections_per_user); close some and try again",
-                    cred.uid
+                    "{who} {mine} connections open to the daemon, the limit per user (limits.connections_per_user); close some and try again"
                 ))
             } else if o.total >= limits.total {
                 Err(format!("the daemon has {} connections open from users, its limit (limits.connections); try again in a moment", o.total))
             } else {
                 o.total += 1;
-                *o.per_uid.entry(cred.uid).or_insert(0) += 1;
+                *o.per_uid.entry(key).or_insert(0) += 1;
                 Ok(())
             }
         };
@@ -91,7 +103,7 @@ pub fn serve(listener: UnixListener, tx: Sender<Event>, limits: ConnLimits, refu
             let _ = (&conn).write(&Reply::err(why).encode());
             continue;
         }
-        let slot = Slot { open: open.clone(), uid: cred.uid };
+        let slot = Slot { open: open.clone(), uid: if cred.uid == 0 { 0 } else { key } };
         let tx = tx.clone();
         let spawned = std::thread::Builder::new().name("allot-conn".into()).stack_size(256 * 1024).spawn(move || {
             let _slot = slot;
@@ -110,7 +122,7 @@ fn reply(conn: &UnixStream, deadline: Instant, r: &Reply) {
 }
 
 /// The calling process, proven: SO_PEERPIDFD (the process that connected), or the pidfd
-/// it sent with SCM_CREDENTIALS, checked to name the same process (allot-linux's peer.rs).
+/// it sent with SCM_RIGHTS beside SCM_CREDENTIALS naming the same process (allot-linux's peer.rs).
 fn caller(conn: &UnixStream, cred: &peer::Cred, received: &mut peer::Received) -> Result<Option<super::host::Proc>, String> {
     // Tests exercise the fallback (kernels before 6.5) on kernels that have SO_PEERPIDFD.
     let peerpidfd = if std::env::var_os("ALLOT_TEST_NO_PEERPIDFD").is_some() { Ok(None) } else { peer::peer_pidfd(conn.as_fd()) };

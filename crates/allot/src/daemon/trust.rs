@@ -17,8 +17,8 @@ pub struct Peer {
     pub groups: Vec<u32>,
     /// The pid that connected (for messages only; never acted on by number).
     pub pid: i32,
-    /// The calling process itself, proven (SO_PEERPIDFD, or a pidfd it sent with
-    /// SCM_CREDENTIALS that names the same process). Only `run` acts on it.
+    /// The calling process itself, proven (SO_PEERPIDFD, or a pidfd it sent with SCM_RIGHTS
+    /// beside SCM_CREDENTIALS naming the same process). Only `run` acts on it.
     pub caller: Option<Proc>,
 }
 
