@@ -41,7 +41,7 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Self { boost: true, boost_below: 0.5, boost_weight: 100.0, boost_slice_ns: Some(100_000), nice_emulation: true }
+        Self { boost: true, boost_below: 0.5, boost_weight: 100.0, boost_slice_ns: None, nice_emulation: true }
     }
 }
 

@@ -78,7 +78,11 @@ fn the_boost_follows_the_job() {
     let pl = plan(&p, &m(1), &cur, &[hog(0, 100, 0.05), hog(1, 100, 0.95)]);
     assert!(pl.jobs[0].boosted && !pl.jobs[1].boosted);
     assert_eq!(pl.jobs[0].weight, 10_000);
-    assert_eq!(pl.jobs[0].slice_ns, Some(100_000));
+    assert_eq!(pl.jobs[0].slice_ns, None, "by default the boost is weight only (docs/policy.md)");
+    let with_slice = Params { boost_slice_ns: Some(100_000), ..Params::default() };
+    let pl2 = plan(&with_slice, &m(1), &cur, &[hog(0, 100, 0.05), hog(1, 100, 0.95)]);
+    assert_eq!(pl2.jobs[0].slice_ns, Some(100_000));
+    assert_eq!(pl2.jobs[1].slice_ns, None, "only a boosted job gets the slice");
     assert_eq!(pl.jobs[0].quota, None, "the boost never writes a quota");
     // Asleep or new: boosted (f = 0).
     let pl = plan(&p, &m(1), &cur, &[idle(0, 100), JobIn { usage: None, ..hog(1, 100, 0.0) }]);

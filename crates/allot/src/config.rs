@@ -203,7 +203,7 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { boost: true, boost_window_ms: 500, boost_below: 0.5, boost_slice_us: 100, boost_weight: 100.0, nice_emulation: true }
+        Self { boost: true, boost_window_ms: 500, boost_below: 0.5, boost_slice_us: 0, boost_weight: 100.0, nice_emulation: true }
     }
 }
 

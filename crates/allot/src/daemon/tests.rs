@@ -260,5 +260,16 @@ fn a_new_job_is_planned_at_once_and_the_boost_never_writes_a_quota() {
     let x = w.lock().unwrap();
     assert_eq!(x.dirs[&dir].weight, 5000, "boosted from the start: it has used nothing (seed 001 §3.3, f = 0)");
     assert_eq!(x.dirs[&dir].max, None, "no quota: programs see every CPU");
-    assert_eq!(x.slices.get(&100), Some(&100_000), "the boost slice");
+    assert_eq!(x.slices.get(&100), None, "weight only by default: no slice is set");
+}
+
+#[test]
+fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    d.cfg.policy.boost_slice_us = 100;
+    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let Response::Job(_) = r else { panic!() };
+    assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
 }
