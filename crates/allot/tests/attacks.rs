@@ -114,17 +114,22 @@ fn attacker(socket: &std::path::Path, how: Send) -> (i32, i32, i32, i32) {
     (p, i32::from_ne_bytes(g), go[1], out[0])
 }
 
-/// Starts a victim process of user B whose pid is exactly `pid` (ns_last_pid, retried).
-fn victim_with_pid(d: &PrivateDaemon, kids: &mut Kids, pid: i32) -> u32 {
+/// Starts a victim process of user B whose pid is exactly `pid` (ns_last_pid, retried);
+/// None when another process took that pid first (the caller attacks again).
+fn victim_with_pid(d: &PrivateDaemon, kids: &mut Kids, pid: i32) -> Option<u32> {
     for _ in 0..200 {
         std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
         let v = spawn_as(d, kids, B, &["sleep", "300"]);
         if v as i32 == pid {
-            return v;
+            return Some(v);
         }
         kids.kill_all();
+        // SAFETY: kill(pid, 0) only checks.
+        if unsafe { libc::kill(pid, 0) } == 0 {
+            return None;
+        }
     }
-    panic!("could not get pid {pid} for the victim in 200 tries (the machine forks too much)");
+    None
 }
 
 fn reuse(no_peerpidfd: bool, how: Send) {
@@ -136,11 +141,25 @@ fn reuse(no_peerpidfd: bool, how: Send) {
         d.launch(true).unwrap();
     }
     let mut kids = Kids::default();
-    let (p, g, go, out) = attacker(&d.socket, how);
-    // Reap P: its pid is free now, and the connection lives on in G.
-    // SAFETY: P is our child.
-    unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) };
-    let victim = victim_with_pid(&d, &mut kids, p);
+    let (g, go, out, victim) = (0..5)
+        .find_map(|_| {
+            let (p, g, go, out) = attacker(&d.socket, how);
+            // Reap P: its pid is free now, and the connection lives on in G.
+            // SAFETY: P is our child.
+            unsafe { libc::waitpid(p, std::ptr::null_mut(), 0) };
+            match victim_with_pid(&d, &mut kids, p) {
+                Some(v) => Some((g, go, out, v)),
+                // SAFETY: our own descriptors and our own child G.
+                None => unsafe {
+                    libc::close(go);
+                    libc::close(out);
+                    libc::kill(g, libc::SIGKILL);
+                    libc::waitpid(g, std::ptr::null_mut(), 0);
+                    None
+                },
+            }
+        })
+        .expect("could not start a victim at the exited connector's pid in 5 attacks (the machine forks too much)");
     let placed = wait_for("the victim's placement", || job_with_pid(&show(&d), victim));
     let before = cgroup_of(victim);
     // SAFETY: writes the victim's pid to G, then reads G's copy of the daemon's reply.

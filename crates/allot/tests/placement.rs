@@ -22,8 +22,11 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     let _s = serial();
     // The daemon sees a subordinate uid range of its own (a rootless container's uids).
     let t = tmpdir("subuid");
-    std::fs::write(t.join("subuid"), "someone:5000:100\n").unwrap();
-    let cfg = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\", \"5005\"]\n[placement]\nfrom = [\"/\"]\n";
+    std::fs::write(t.join("subuid"), "someone:66000:100\n").unwrap();
+    // The login is a uid above login.defs' UID_MAX (60000), which this daemon's config takes
+    // in: a system daemon running beside the test (defaults) never races it for the
+    // process, both placing from the root cgroup.
+    let cfg = "scan_ms = 200\n[users]\nmax_uid = 70000\nonly = [\"2901\", \"60902\", \"66005\"]\n[placement]\nfrom = [\"/\"]\n";
     let mut d = PrivateDaemon::start(exe(), cfg).unwrap();
     d.binds.push((t.join("subuid"), "/etc/subuid".into()));
     d.terminate().unwrap();
@@ -39,11 +42,11 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
             .unwrap()
     };
     // A plain login process in the root cgroup: placed.
-    let login = kids.add(as_uid(B, "301"));
+    let login = kids.add(as_uid(60902, "301"));
     // A human user's process that another manager put in its own cgroup: never moved.
     let foreign = kids.add(foreign_cg.command("sleep", Some(A)).arg("302").stdin(Stdio::null()).spawn().unwrap());
     // A subordinate uid in the root cgroup: never placed, whatever the config lists.
-    let sub = kids.add(as_uid(5005, "303"));
+    let sub = kids.add(as_uid(66005, "303"));
     // Another allot's job: never taken.
     let mut other = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n").unwrap();
     let theirs = other.run_job(&[], &["sleep", "304"], None).unwrap();
@@ -56,11 +59,11 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     assert_eq!(cgroup_of(theirs), theirs_cg, "another allot's job is never taken");
     let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
     let placement = st["placement"].as_str().unwrap();
-    assert!(placement.contains("5000") || placement.contains("subordinate"), "status names the exclusions: {placement}");
+    assert!(placement.contains("66000") || placement.contains("subordinate"), "status names the exclusions: {placement}");
     // A subordinate uid may look but changes nothing: each would be a currency of its own.
-    ok(&d.cli(&["show"], Some(5005)).unwrap());
-    refused(&d.cli(&["run", "--", "true"], Some(5005)).unwrap(), &["uid 5005 is not a login user's", "subordinate uids of someone"]);
-    refused(&d.cli(&["set", &sub.to_string(), "-t", "5"], Some(5005)).unwrap(), &["not a login user's"]);
+    ok(&d.cli(&["show"], Some(66005)).unwrap());
+    refused(&d.cli(&["run", "--", "true"], Some(66005)).unwrap(), &["uid 66005 is not a login user's", "subordinate uids of someone"]);
+    refused(&d.cli(&["set", &sub.to_string(), "-t", "5"], Some(66005)).unwrap(), &["not a login user's"]);
     // An explicit request on the foreign process is refused, unless root forces it.
     refused(&d.cli(&["set", &foreign.to_string(), "-t", "5"], Some(A)).unwrap(), &["another manager owns"]);
     refused(&d.cli(&["set", &foreign.to_string(), "-t", "5"], None).unwrap(), &["--force"]);

@@ -171,7 +171,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
-        log::info!("released allot's tree: nothing of allot's is left but the scopes of jobs still running, which end with them");
+        if d.tree.cg.systemd() {
+            log::info!("released: nothing of allot's is left but the scopes of jobs still running, which end with them");
+        } else {
+            log::info!("released: allot's tree is gone, its processes run on where placement found them");
+        }
         return Ok(0);
     }
     if let Some(ino) = d.watch.reader() {
