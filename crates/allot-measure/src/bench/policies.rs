@@ -83,7 +83,7 @@ pub enum Looper {
 pub struct PoliciesArgs {
     /// How long one cell (one measurement of the foreground) runs, 0.5s..1h: 3.5s,
     /// 1500ms (a bare number is seconds). The default full run (2 worker counts × 2 looper
-    /// kinds × (8 policies × 3 loads + 4 baselines)) takes about 8 minutes on 2 CPUs.
+    /// kinds × (8 policies × (3 loads + 1 baseline) + 2 baselines)) takes about 9 minutes on 2 CPUs.
     #[arg(long, default_value = "3.5s", allow_negative_numbers = true)]
     pub cell: String,
     /// Background load levels 1..K (× ncpu loopers); seed 000 went to 7.
@@ -127,7 +127,10 @@ pub fn svg(json: &serde_json::Value) -> String {
             let label = r["label"].as_str().unwrap_or("");
             let points =
                 r["relative_pct"].as_array().into_iter().flatten().enumerate().map(|(k, y)| (k as f64, y.as_f64().unwrap_or(f64::NAN))).collect();
-            let s = Series::line(label.replace("nice 0 vs ", ""), points);
+            let bounds = |k: &str| r[k].as_array().into_iter().flatten().map(|y| y.as_f64().unwrap_or(f64::NAN)).collect::<Vec<_>>();
+            let (lo, hi) = (bounds("relative_lo_pct"), bounds("relative_hi_pct"));
+            let bars = lo.iter().zip(&hi).enumerate().skip(1).map(|(k, (l, h))| (k as f64, *l, *h)).collect();
+            let s = Series::line(label.replace("nice 0 vs ", ""), points).error_bars(bars);
             p = p.series(if label.starts_with("allot") { s.dashed() } else { s });
         }
         chart = chart.panel(p);
@@ -207,7 +210,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
     if allot.daemon.is_none() {
         p.policies.retain(|x| !x.is_allot());
     }
-    let n_base = if p.policies.iter().any(|x| x.is_allot()) { 4 } else { 2 };
+    let n_base = p.policies.len() + if p.policies.iter().any(|x| x.is_allot()) { 2 } else { 1 };
     let cells = p.workers.len() * p.loopers.len() * (n_base + p.policies.len() * p.max_k);
     let mut prog = Progress::new(cells, "bench policies");
     let t_start = Instant::now();
@@ -228,39 +231,58 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
                 prog.step();
                 r
             };
-            // Baseline twice (start and end of the table) and averaged: drift on a shared
-            // machine shows as the difference between the two.
-            // The allot rows' baseline is the foreground as a job, alone (it competes with
-            // the rest of the machine from inside allot's tree).
+            // Interleaved baselines: the foreground alone right before each policy's row
+            // (as a job for allot's rows, which compete from inside allot's tree), and
+            // once more of each kind at the end. A row is relative to the baselines that
+            // bracket it (before it, and the next of the same kind), so drift on a shared
+            // machine is measured where it happens; the two give each point its spread.
             let with_allot = p.policies.iter().any(|x| x.is_allot());
-            let b0 = cell(None, 0, false, &mut prog)?;
-            let j0 = if with_allot { cell(None, 0, true, &mut prog)? } else { 0.0 };
-            let mut rows = vec![];
+            let mut measured = vec![];
             for &pol in &p.policies {
+                let before = cell(None, 0, pol.is_allot(), &mut prog)?;
                 let mut vals = vec![];
                 for k in 1..=p.max_k {
                     vals.push(cell(Some(pol), k, false, &mut prog)?);
                 }
-                rows.push((pol, vals));
+                measured.push((pol, before, vals));
             }
-            let b1 = cell(None, 0, false, &mut prog)?;
-            let j1 = if with_allot { cell(None, 0, true, &mut prog)? } else { 0.0 };
-            let (base, jbase) = ((b0 + b1) / 2.0, (j0 + j1) / 2.0);
-            if base <= 0.0 || (with_allot && jbase <= 0.0) {
-                bail!("the foreground did no work without background: cannot compute relative work");
+            let end_plain = cell(None, 0, false, &mut prog)?;
+            let end_job = if with_allot { cell(None, 0, true, &mut prog)? } else { 0.0 };
+            let mut rows = vec![];
+            let mut baselines = vec![];
+            for (i, (pol, before, vals)) in measured.iter().enumerate() {
+                let after = measured[i + 1..]
+                    .iter()
+                    .find(|(q, _, _)| q.is_allot() == pol.is_allot())
+                    .map(|(_, b, _)| *b)
+                    .unwrap_or(if pol.is_allot() { end_job } else { end_plain });
+                if *before <= 0.0 || after <= 0.0 {
+                    bail!("the foreground did no work without background: cannot compute relative work");
+                }
+                let base = (before + after) / 2.0;
+                baselines.push(*before);
+                let rel = |b: f64| std::iter::once(100.0).chain(vals.iter().map(|x| x / b * 100.0)).collect::<Vec<_>>();
+                let (a, b) = (rel(*before), rel(after));
+                rows.push(serde_json::json!({
+                    "policy": pol, "label": pol.label(),
+                    "baseline_work": [before, after],
+                    "relative_pct": rel(base),
+                    "relative_lo_pct": a.iter().zip(&b).map(|(x, y)| x.min(*y)).collect::<Vec<_>>(),
+                    "relative_hi_pct": a.iter().zip(&b).map(|(x, y)| x.max(*y)).collect::<Vec<_>>(),
+                    "work": vals,
+                }));
             }
+            baselines.push(end_plain);
+            if with_allot {
+                baselines.push(end_job);
+            }
+            let (lo, hi) = baselines.iter().fold((f64::MAX, f64::MIN), |(l, h), &b| (l.min(b), h.max(b)));
+            let mean = baselines.iter().sum::<f64>() / baselines.len() as f64;
             tables.push(serde_json::json!({
-                "workers": w, "looper": lk, "baseline_work": [b0, b1],
-                "baseline_drift_pct": (b1 - b0) / base * 100.0,
-                "job_baseline_work": if with_allot { serde_json::json!([j0, j1]) } else { serde_json::Value::Null },
-                "rows": rows.iter().map(|(pol, v)| {
-                    let b = if pol.is_allot() { jbase } else { base };
-                    serde_json::json!({
-                        "policy": pol, "label": pol.label(),
-                        "relative_pct": std::iter::once(100.0).chain(v.iter().map(|x| x / b * 100.0)).collect::<Vec<_>>(),
-                        "work": v,
-                    })
-                }).collect::<Vec<_>>(),
+                "workers": w, "looper": lk,
+                "baselines": baselines,
+                "baseline_spread_pct": (hi - lo) / mean * 100.0,
+                "rows": rows,
             }));
         }
     }
@@ -282,11 +304,11 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
             .collect();
         text += &format!("\nTable {}: {}\n", i + 1, hdr[0]);
         text += &table(&hdr, &rows);
-        text += &format!("(baseline drift between start and end of this table: {:+.1}%)\n", t["baseline_drift_pct"].as_f64().unwrap_or(0.0));
-        if let Some(j) = t["job_baseline_work"].as_array() {
-            let (j0, j1) = (j[0].as_f64().unwrap_or(0.0), j[1].as_f64().unwrap_or(0.0));
-            text += &format!("(allot rows are relative to the foreground as a job, alone; drift {:+.1}%)\n", (j1 - j0) / ((j0 + j1) / 2.0) * 100.0);
-        }
+        text += &format!(
+            "(each row relative to the foreground alone measured right before it and after it (as a job for allot's rows); the {} baselines of this table spread {:.1}% of their mean)\n",
+            t["baselines"].as_array().map_or(0, |b| b.len()),
+            t["baseline_spread_pct"].as_f64().unwrap_or(0.0)
+        );
     }
     if let Some(s) = &allot.skipped {
         text += &format!("\nallot variants skipped: {s}\n");
