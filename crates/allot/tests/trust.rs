@@ -255,4 +255,11 @@ fn show_respects_proc_privacy_and_escapes_what_processes_say() {
     assert!(!root.contains('\x1b') && !root.contains('\x07'), "control characters escaped");
     assert!(root.contains("\\e]0;pwned\\a"), "{root}");
     assert!(root.lines().filter(|l| l.contains("init")).all(|l| l.contains("\\n")), "a newline in a command cannot start a row: {root}");
+    // sh's own child (the sleep) would outlive a kill of sh and keep the shelter busy:
+    // it is ended by pid first, then `kids` ends sh.
+    let children = std::fs::read_to_string(format!("/proc/{theirs}/task/{theirs}/children")).unwrap_or_default();
+    for c in children.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+        // SAFETY: kill(2) of a process this test started (sh's child).
+        unsafe { libc::kill(c, libc::SIGKILL) };
+    }
 }

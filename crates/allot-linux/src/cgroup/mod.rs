@@ -381,6 +381,15 @@ fn parse_mountinfo(s: &str) -> Vec<Mount> {
         .collect()
 }
 
+/// Enables the cpu controller for a cgroup v2 directory's children (once).
+fn enable_cpu(dir: &Path) -> Result<()> {
+    let ctl = dir.join("cgroup.subtree_control");
+    if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
+        return Ok(());
+    }
+    write(ctl, "+cpu")
+}
+
 fn mkdir(p: &Path) -> Result<()> {
     match std::fs::create_dir(p) {
         Ok(()) => Ok(()),

@@ -1,6 +1,6 @@
 //! cgroup v2: `cpu.weight`, `cpu.max`, `cpu.stat`, one unified hierarchy.
 
-use super::{mkdir, rmdir, strip_root, CpuController, Max, Version};
+use super::{enable_cpu, mkdir, rmdir, strip_root, CpuController, Max, Version};
 use crate::{read, read_u64, write, Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -17,13 +17,6 @@ impl V2 {
     pub fn new(mount: PathBuf, name: &str) -> Self {
         Self { name: name.into(), root: mount.join(name), mount }
     }
-    fn enable_cpu(dir: &Path) -> Result<()> {
-        let ctl = dir.join("cgroup.subtree_control");
-        if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
-            return Ok(());
-        }
-        write(ctl, "+cpu")
-    }
 }
 
 impl CpuController for V2 {
@@ -36,11 +29,11 @@ impl CpuController for V2 {
     fn create(&self, rel: &str) -> Result<()> {
         // Every ancestor of a directory that takes processes must delegate cpu to its
         // children; the leaf itself must not (no internal processes in v2).
-        Self::enable_cpu(&self.mount)?;
+        enable_cpu(&self.mount)?;
         mkdir(&self.root)?;
         let mut p = self.root.clone();
         for part in rel.split('/').filter(|x| !x.is_empty()) {
-            Self::enable_cpu(&p)?;
+            enable_cpu(&p)?;
             p.push(part);
             mkdir(&p)?;
         }

@@ -19,7 +19,7 @@
 pub mod names;
 mod scopes;
 
-use super::{mkdir, rmdir, CpuController, Max, Version};
+use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
 use crate::systemd::holder::Holder;
 use crate::systemd::{CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
@@ -179,14 +179,6 @@ impl SystemdTree {
     pub fn session(&self, pid: i32) -> Result<Option<Session>> {
         self.lock().sd.session_of(pid as u32)
     }
-}
-
-fn enable_cpu(dir: &Path) -> Result<()> {
-    let ctl = dir.join("cgroup.subtree_control");
-    if read(&ctl)?.split_whitespace().any(|c| c == "cpu") {
-        return Ok(());
-    }
-    write(ctl, "+cpu")
 }
 
 impl CpuController for SystemdTree {

@@ -3,7 +3,8 @@
 //! allot is removed.
 
 use super::names::{Key, HOLDER};
-use super::{enable_cpu, State, SystemdTree};
+use super::{State, SystemdTree};
+use crate::cgroup::enable_cpu;
 use crate::cgroup::mkdir;
 use crate::systemd::holder::{self, Holder};
 use crate::systemd::{prop, CpuWeight};
