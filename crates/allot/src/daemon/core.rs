@@ -173,7 +173,11 @@ impl Daemon {
 
     /// One tick: observe → reap and repair → plan → apply.
     pub fn tick(&mut self) {
-        let now = Instant::now();
+        self.tick_at(Instant::now());
+    }
+
+    /// [`Self::tick`] at a given time (tests drive time themselves).
+    pub fn tick_at(&mut self, now: Instant) {
         let ctx = Ctx {
             cg: self.tree.cg.as_ref(),
             host: self.host.as_ref(),

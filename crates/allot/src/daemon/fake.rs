@@ -40,6 +40,8 @@ pub struct World {
     pub procs: BTreeMap<i32, FakeProc>,
     pub slices: BTreeMap<i32, u64>,
     pub next_start: u64,
+    /// Reads of each directory's thread list (the kernel builds and sorts it per read).
+    pub lists: BTreeMap<String, u32>,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -155,6 +157,7 @@ impl CpuController for FakeCg {
     }
     fn threads(&self, rel: &str) -> allot_linux::Result<Vec<i32>> {
         let a = abs(rel);
+        *self.w.lock().unwrap().lists.entry(a.clone()).or_default() += 1;
         Ok(self.w.lock().unwrap().procs.values().filter(|p| p.path == a).flat_map(|p| p.threads.clone()).collect())
     }
     fn move_pid(&self, rel: &str, pid: i32) -> allot_linux::Result<()> {

@@ -273,3 +273,44 @@ fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
     let Response::Job(_) = r else { panic!() };
     assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
 }
+
+#[test]
+fn a_large_busy_job_is_listed_as_often_as_its_size_allows_and_a_small_one_every_tick() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "a build of 4000 threads");
+        x.procs.get_mut(&100).unwrap().threads = (100..4100).collect();
+        x.spawn(9000, 3001, "/", "an editor");
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    let (big, small) = (path_of(&w, 100), path_of(&w, 9000));
+    assert!(big.ends_with("user-3000/default") && small.ends_with("user-3001/default"), "{big} {small}");
+    // Both run through every tick of 2 s (100 ms apart): both counters move each time.
+    let t0 = std::time::Instant::now();
+    let lists = |w: &Shared, p: &str| w.lock().unwrap().lists.get(p).copied().unwrap_or(0);
+    let before = (lists(&w, &big), lists(&w, &small));
+    for k in 0..20u32 {
+        {
+            let mut x = w.lock().unwrap();
+            for p in [&big, &small] {
+                x.dirs.get_mut(p.as_str()).unwrap().usage_ns += 50_000_000;
+            }
+        }
+        d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+    }
+    let big_lists = lists(&w, &big) - before.0;
+    let small_lists = lists(&w, &small) - before.1;
+    // 4000 threads: one list a second at most (250 µs per thread): at 0 and at 1 s.
+    assert_eq!(big_lists, 2, "the large job was listed {big_lists} times in 20 ticks");
+    assert_eq!(small_lists, 20, "a job of one thread is listed at every tick its counter moved");
+    // A process moved in makes it due again only once its gap has passed: still listed.
+    w.lock().unwrap().spawn(101, 3000, "/", "one more");
+    d.on_process(101, false);
+    assert_eq!(path_of(&w, 101), big, "placed at once, whatever the job's size");
+    d.tick_at(t0 + std::time::Duration::from_millis(1950));
+    assert_eq!(lists(&w, &big) - before.0, big_lists, "not listed again before its gap");
+    d.tick_at(t0 + std::time::Duration::from_millis(2050));
+    assert_eq!(lists(&w, &big) - before.0, big_lists + 1, "listed once its gap has passed, though its counter stood still");
+}
