@@ -6,6 +6,7 @@ pub mod args;
 pub mod bench;
 pub mod flood;
 pub mod harness;
+pub mod launcher;
 pub mod policy;
 pub mod probe;
 pub mod report;

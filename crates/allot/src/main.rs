@@ -189,6 +189,9 @@ enum Command {
     /// A hostile client that floods the daemon (for tests).
     #[command(hide = true)]
     Flood(allot_measure::flood::FloodArgs),
+    /// Starts logins for the benchmarks, one fork each, from where it sits.
+    #[command(hide = true)]
+    Launcher,
     /// Check enforcement on this kernel with a private daemon (root).
     Selftest(selftest::SelftestArgs),
     /// Print a shell completion script (e.g. `allot completions bash > /etc/bash_completion.d/allot`).
@@ -318,6 +321,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Flood(a) => allot_measure::flood::run(a),
+        Command::Launcher => allot_measure::launcher::serve(),
         Command::Sim(a) => allot_sim::cli::run(a),
         Command::Selftest(a) => selftest::run(a, json),
         Command::Completions(a) => docgen::completions::<Cli>(a),

@@ -248,9 +248,21 @@ fn ms(v: f64) -> String {
 
 /// The report as a person reads it.
 fn render(r: &Report) -> String {
-    let mut t =
-        Table::new(["PROCESSES", "USERS", "PLACED IN s", "QUIET AFTER s", "CPU %", "PEAK 1s %", "RSS MB", "LOGINS", "P50 ms", "P99 ms", "MAX ms"])
-            .rule(Rule::Full);
+    let mut t = Table::new([
+        "PROCESSES",
+        "USERS",
+        "PLACED IN s",
+        "QUIET AFTER s",
+        "CPU %",
+        "PEAK 1s %",
+        "RSS MB",
+        "LOGINS",
+        "P50 ms",
+        "P99 ms",
+        "MAX ms",
+        "START P99 ms",
+    ])
+    .rule(Rule::Full);
     for x in &r.rows {
         let lat = x.latency.as_ref();
         let cell = |f: &dyn Fn(&logins::Latencies) -> String| lat.map_or("-".to_string(), f);
@@ -266,6 +278,7 @@ fn render(r: &Report) -> String {
             cell(&|l| ms(l.p50_ms)),
             cell(&|l| ms(l.p99_ms)),
             cell(&|l| ms(l.max_ms)),
+            cell(&|l| ms(l.start_p99_ms)),
         ]);
     }
     let tracking = r.rows.first().map_or("", |x| x.tracking.as_str());
@@ -280,7 +293,8 @@ fn render(r: &Report) -> String {
     s += "\nCPU %: the daemon's CPU over the window, % of one CPU (its process CPU clock, ns resolution); PEAK 1s %: its busiest second.\n";
     s += "PLACED IN s: from the last of the sleeping processes starting until every one was in a job (they start as a burst of logins).\n";
     s += "QUIET AFTER s: from then until the daemon used under 5% of one CPU for 2 s in a row; the window began then.\n";
-    s += "P50/P99/MAX: from just before a login's fork to the daemon's write of its pid into its job (inotify), one login at a time.\n";
+    s += "P50/P99/MAX: from a login's setuid (its start as the user's process: the kernel reports it) to the daemon's write of its pid into its job (inotify), one login at a time.\n";
+    s += "START P99: from the login's fork (by a root process, as sshd forks) to its setuid: the machine's time, before the daemon can know of the login.\n";
     if let Some(st) = &r.storm {
         let mut t = Table::new(["FORK STORM", "RESULT"]).all_left().rule(Rule::Full);
         t.row(["forks (one user)", &format!("{} in {:.1} s: {:.0}/s", st.forks, st.storm_s, st.forks_per_s)]);

@@ -2,9 +2,10 @@
 //! started as logins, the daemon at rest over a window, then the placement latency of
 //! new logins.
 
-use super::logins::{dies_with_us, Latencies, LoginTimer};
+use super::logins::{launcher, Latencies, LoginTimer};
 use super::meter::{self, Places, Window};
-use allot_measure::harness::{Kids, PrivateDaemon};
+use allot_measure::harness::PrivateDaemon;
+use allot_measure::launcher::Launcher;
 use anyhow::{bail, Context};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -23,8 +24,8 @@ pub fn daemon(exe: &Path, uids: &[u32]) -> anyhow::Result<PrivateDaemon> {
 
 /// Sleeping processes started as logins, and how their placement went.
 pub struct Population {
-    /// The processes (killed on drop).
-    pub kids: Kids,
+    /// What started them (and kills them: `kill_all`, or on drop).
+    pub launcher: Launcher,
     /// (uid, pid) of one process per user.
     pub firsts: Vec<(u32, u32)>,
     /// Seconds to start them all.
@@ -35,15 +36,14 @@ pub struct Population {
 
 /// Starts `n` `sleep` processes round-robin over `uids`, each as a login, and waits (up
 /// to `limit`) until the daemon has put every one into a job.
-pub fn populate(d: &PrivateDaemon, places: &Places, uids: &[u32], n: usize, limit: Duration) -> anyhow::Result<Population> {
-    let mut kids = Kids::default();
+pub fn populate(d: &PrivateDaemon, exe: &Path, places: &Places, uids: &[u32], n: usize, limit: Duration) -> anyhow::Result<Population> {
+    let mut launcher = launcher(d, exe)?;
     let t0 = Instant::now();
     let mut pending = Vec::with_capacity(n);
     let mut firsts = vec![];
     for i in 0..n {
         let uid = uids[i % uids.len()];
-        let c = dies_with_us(d.user_command(uid, &["sleep", "3600"])).spawn().context("start a sleeping process")?;
-        let pid = kids.add(c);
+        let pid = launcher.launch(uid, &["sleep", "3600"]).context("start a sleeping process")?.pid;
         if i < uids.len() {
             firsts.push((uid, pid));
         }
@@ -61,7 +61,7 @@ pub fn populate(d: &PrivateDaemon, places: &Places, uids: &[u32], n: usize, limi
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(Population { kids, firsts, start_s, placed_after_s: t1.elapsed().as_secs_f64() })
+    Ok(Population { launcher, firsts, start_s, placed_after_s: t1.elapsed().as_secs_f64() })
 }
 
 /// The daemon is quiet under this CPU, % of one CPU.
@@ -114,13 +114,13 @@ pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins:
     let mut d = daemon(exe, &uids)?;
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
-    let mut pop = populate(&d, &places, &uids, processes, Duration::from_secs(120))?;
+    let mut pop = populate(&d, exe, &places, &uids, processes, Duration::from_secs(120))?;
     let (quiet_after_s, quiet) = meter::quiet(pid, settle[0], settle[1], QUIET)?;
     let load0 = load();
     let rest = meter::window(pid, window)?;
     let load = [load0, load()];
     let latency = if processes > 0 && logins > 0 {
-        let mut t = LoginTimer::new(&d, &places, &pop.firsts)?;
+        let mut t = LoginTimer::new(&d, exe, &places, &pop.firsts)?;
         Some(t.time(logins, None, Duration::from_secs(2))?)
     } else {
         None
@@ -128,7 +128,7 @@ pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins:
     let tracking = tracking(&d);
     // The processes go first: the daemon removes its tree on stop, and a cgroup with
     // processes in it cannot be removed.
-    pop.kids.kill_all();
+    pop.launcher.kill_all()?;
     d.stop()?;
     Ok(Row { processes, users, start_s: pop.start_s, placed_after_s: pop.placed_after_s, quiet_after_s, quiet, rest, latency, tracking, load })
 }

@@ -78,11 +78,11 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     let mut d = daemon(exe, &uids)?;
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
-    let mut pop = populate(&d, &places, &uids, plan.processes.max(plan.users), Duration::from_secs(60))?;
+    let mut pop = populate(&d, exe, &places, &uids, plan.processes.max(plan.users), Duration::from_secs(60))?;
     meter::quiet(pid, plan.settle, plan.settle + Duration::from_secs(60), super::scale::QUIET)?;
     let before = meter::window(pid, plan.rest)?;
 
-    let mut timer = LoginTimer::new(&d, &places, &pop.firsts)?;
+    let mut timer = LoginTimer::new(&d, exe, &places, &pop.firsts)?;
     let secs = format!("{}ms", plan.length.as_millis());
     let keep = plan.keep_every.to_string();
     let mut c = dies_with_us(d.shelter.command(exe, Some(uid)));
@@ -122,7 +122,7 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
         at == d.shelter.path() || at.starts_with(&format!("/{}/", d.root_name)) || at.starts_with(&format!("/{}-background/", d.root_name))
     };
     let mut check: Vec<(u32, u32)> = meter::pids_of_uid(uid).into_iter().filter(|&p| mine(p)).map(|p| (p, uid)).collect();
-    check.extend(timer.kids.0.iter().zip(&timer.kid_uids).filter(|(_, &u)| u != uid).map(|(c, &u)| (c.id(), u)));
+    check.extend(timer.started.iter().copied().filter(|&(_, u)| u != uid));
     let survivors = check.len();
     let misplaced_now = |c: &[(u32, u32)]| -> Vec<(u32, u32)> {
         c.iter().copied().filter(|&(p, u)| !places.in_currency(p, u) && std::path::Path::new(&format!("/proc/{p}")).exists()).collect()
@@ -160,7 +160,7 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
         std::thread::sleep(Duration::from_millis(20));
     }
     drop(timer);
-    pop.kids.kill_all();
+    pop.launcher.kill_all()?;
     d.stop()?;
     Ok(Storm {
         uid,
