@@ -210,6 +210,11 @@ fn judge(rows: &[scale::Row], storm: Option<&storm::Storm>, l: &Limits, quick: b
         if s.cpu_percent >= l.storm_cpu_percent {
             m.push(format!("storm: daemon CPU {:.2}% of one CPU during the storm (limit < {}%)", s.cpu_percent, l.storm_cpu_percent));
         }
+        // Back at rest: the survivors and their holder sleep, so the daemon must cost what
+        // it costs at rest (a leak of work shows here).
+        if s.after.cpu_percent >= l.cpu_percent {
+            m.push(format!("storm: daemon CPU at rest after the storm {:.3}% of one CPU (limit < {}%)", s.after.cpu_percent, l.cpu_percent));
+        }
         if s.rss_ratio > l.storm_rss_ratio {
             m.push(format!(
                 "storm: daemon RSS {:.1} MB after, {:.1} MB before (limit: within {:.0}%)",
