@@ -184,6 +184,7 @@ impl Daemon {
             window_s: self.cfg.policy.boost_window_ms as f64 / 1000.0,
             half_life_ms: self.cfg.half_life_ms,
             now,
+            ncpu: self.ncpu,
         };
         let gone = self.obs.observe(&ctx, self.desired.jobs.values());
         // The backend's upkeep (systemd: held-back funding writes, holders): what it could

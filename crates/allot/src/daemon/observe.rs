@@ -11,10 +11,10 @@
 //! A job that runs costs what its size costs only now and then: the kernel builds and
 //! sorts a job's whole member list for every read of `tasks` or `cgroup.procs` (about
 //! 1 µs per thread here, 12 ms for 10,000), so a job's lists are read again no sooner than
-//! [`LIST_GAP_PER_THREAD`] per thread after the last read. Up to 400 threads that is
-//! every tick; a job of 10,000 threads is re-listed every 2.5 s, and what a busy job of any
-//! size costs stays under about 1% of one CPU. Between lists, its known threads are
-//! sampled every tick as before.
+//! [`LIST_GAP_PER_THREAD`] per thread after the last read. Up to 100 threads that is
+//! every tick; a job of 10,000 threads is re-listed every 10 s, and listing a busy job of
+//! any size costs about 0.2% of one CPU. Between lists, its known threads are sampled
+//! every tick as before.
 
 use super::host::Host;
 use super::registry::{currency_rel, Class, CurrencyId, JobId, JobSpec};
@@ -136,6 +136,8 @@ pub struct Ctx<'a> {
     pub half_life_ms: u64,
     /// Now.
     pub now: Instant,
+    /// CPUs on the machine.
+    pub ncpu: usize,
 }
 
 impl Observer {
@@ -244,9 +246,11 @@ const SAMPLE: usize = 64;
 const NEW_NICE: usize = 256;
 
 /// The least time between two reads of a job's member lists, per thread it had (see the
-/// module's comment): 250 µs, so listing (about 1 µs per thread, measured) takes under
-/// 1% of one CPU however large the job.
-pub const LIST_GAP_PER_THREAD: std::time::Duration = std::time::Duration::from_micros(250);
+/// module's comment): 1 ms, so listing (about 1 µs per thread per list, measured, and the
+/// nice of new processes) takes about 0.2% of one CPU however large the job. At 250 µs,
+/// hackbench's 400 processes in a job were listed every tick and the daemon used 1.5–1.7%
+/// of one CPU beside it (`allot bench overhead`).
+pub const LIST_GAP_PER_THREAD: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn list_gap(threads: usize) -> std::time::Duration {
     LIST_GAP_PER_THREAD * u32::try_from(threads).unwrap_or(u32::MAX)
@@ -299,10 +303,12 @@ fn read_lists(c: &Ctx, rel: &str, t: &mut Tracker) {
 /// run, does it wait for CPU.
 fn sample(c: &Ctx, t: &mut Tracker, dt: f64) {
     // How many threads to sample: what the plan needs is whether the job can use a CPU or
-    // more, so a job using little samples few (its last usage, in CPUs, sets the count).
+    // more (up to the machine's CPUs: plan.rs caps it there), so a job using little
+    // samples few (its last usage, in CPUs, sets the count), and none samples more than
+    // eight per CPU.
     let n = t.threads.len();
     let busy = t.usage.map_or(1.0, |u| u.last);
-    let k = n.min((4.0 + 32.0 * busy).ceil() as usize).min(SAMPLE);
+    let k = n.min((4.0 + 32.0 * busy).ceil() as usize).min(SAMPLE).min(8 * c.ncpu.max(1));
     let start = if n > SAMPLE { t.cursor % n } else { 0 };
     t.cursor = t.cursor.wrapping_add(k.max(1));
     let (mut runnable, mut waited) = (0u32, 0u64);
