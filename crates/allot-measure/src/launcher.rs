@@ -20,6 +20,7 @@
 //! exits. Every child dies with the launcher (PR_SET_PDEATHSIG) and the launcher with
 //! its parent, if the benchmark sets that up (it does).
 
+use crate::harness::Kids;
 use anyhow::{bail, Context};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -35,6 +36,20 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A process that dies with its parent's thread that started it, whatever happens to
+/// the parent (SIGKILL included): PR_SET_PDEATHSIG, set after any setuid of an earlier
+/// `pre_exec` (which clears it) and kept across exec.
+pub fn dies_with_us(mut c: Command) -> Command {
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            Ok(())
+        });
+    }
+    c
+}
+
 /// The `Instant` that was CLOCK_MONOTONIC `ns`.
 pub fn instant_of(ns: u64) -> Instant {
     let (now, now_ns) = (Instant::now(), monotonic_ns());
@@ -47,7 +62,7 @@ pub fn instant_of(ns: u64) -> Instant {
 
 /// The launcher's side: serves requests on stdin until it ends (`allot launcher`, hidden).
 pub fn serve() -> anyhow::Result<i32> {
-    let mut kids: Vec<Child> = vec![];
+    let mut kids = Kids::default();
     // Each child writes the moment of its setuid here (8 bytes: one write, atomic).
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills the two descriptors it is given.
@@ -61,7 +76,7 @@ pub fn serve() -> anyhow::Result<i32> {
         let mut words = line.split_whitespace();
         match words.next() {
             Some("KILL") => {
-                kill(&mut kids);
+                kids.kill_all();
                 writeln!(out, "OK")?;
             }
             Some(uid) => {
@@ -70,7 +85,7 @@ pub fn serve() -> anyhow::Result<i32> {
                 let Some((program, rest)) = args.split_first() else { bail!("launcher: no command after uid {uid}") };
                 let mut c = Command::new(program);
                 c.args(rest).stdin(Stdio::null()).stdout(Stdio::null());
-                // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, prctl).
+                // SAFETY: only async-signal-safe calls (setgroups, setgid, setuid, clock_gettime, write).
                 unsafe {
                     c.pre_exec(move || {
                         if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(uid) != 0 || libc::setuid(uid) != 0 {
@@ -78,11 +93,10 @@ pub fn serve() -> anyhow::Result<i32> {
                         }
                         let at = monotonic_ns().to_ne_bytes();
                         libc::write(wfd, at.as_ptr().cast(), at.len());
-                        // After the setuid, which clears it.
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
                         Ok(())
                     });
                 }
+                let mut c = dies_with_us(c);
                 let t0 = monotonic_ns();
                 let spawned = c.spawn();
                 // The child wrote before its exec, and spawn returns after the exec.
@@ -94,24 +108,14 @@ pub fn serve() -> anyhow::Result<i32> {
                     bail!("launcher: {args:?} as uid {uid} did not report its setuid");
                 }
                 writeln!(out, "{} {t0} {}", child.id(), u64::from_ne_bytes(at))?;
-                kids.push(child);
+                kids.add(child);
             }
             None => {}
         }
         out.flush()?;
     }
-    kill(&mut kids);
+    kids.kill_all();
     Ok(0)
-}
-
-fn kill(kids: &mut Vec<Child>) {
-    for c in kids.iter() {
-        // SAFETY: our own unreaped child: its pid cannot have been reused.
-        unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
-    }
-    for mut c in kids.drain(..) {
-        let _ = c.wait();
-    }
 }
 
 /// A process the launcher started.

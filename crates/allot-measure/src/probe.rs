@@ -193,12 +193,7 @@ pub struct ProbeReport {
     pub cycle_wait_us: Vec<f64>,
 }
 
-fn mono_ns() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use crate::launcher::monotonic_ns as mono_ns;
 
 fn sleep_until_ns(t: u64) {
     let ts = libc::timespec { tv_sec: (t / 1_000_000_000) as libc::time_t, tv_nsec: (t % 1_000_000_000) as libc::c_long };

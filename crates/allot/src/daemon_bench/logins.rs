@@ -25,26 +25,12 @@ use allot_measure::harness::PrivateDaemon;
 use allot_measure::launcher::Launcher;
 use anyhow::Context;
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A process that dies with the benchmark's main thread, whatever happens to the
-/// benchmark (SIGKILL included): PR_SET_PDEATHSIG, set after the shelter's setuid (which
-/// clears it) and kept across exec.
-pub fn dies_with_us(mut c: Command) -> Command {
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        c.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            Ok(())
-        });
-    }
-    c
-}
+pub use allot_measure::launcher::dies_with_us;
 
 /// Writes to `cgroup.procs` in watched job directories: (watch, when seen).
 struct Watch {
