@@ -309,7 +309,8 @@ fn sample(c: &Ctx, t: &mut Tracker, dt: f64) {
     let n = t.threads.len();
     let busy = t.usage.map_or(1.0, |u| u.last);
     let k = n.min((4.0 + 32.0 * busy).ceil() as usize).min(SAMPLE).min(8 * c.ncpu.max(1));
-    let start = if n > SAMPLE { t.cursor % n } else { 0 };
+    // Fewer than all: rotate, so every thread is looked at in turn.
+    let start = if n > k { t.cursor % n } else { 0 };
     t.cursor = t.cursor.wrapping_add(k.max(1));
     let (mut runnable, mut waited) = (0u32, 0u64);
     for i in 0..k {
