@@ -12,6 +12,7 @@ pub mod peer;
 pub mod pidfd;
 pub mod procevents;
 pub mod procfs;
+pub mod reread;
 pub mod sched;
 pub mod systemd;
 pub mod users;
@@ -115,9 +116,16 @@ impl Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Reads a whole file to a string, naming the path on failure.
+///
+/// Kernel files report no size, so std's `read_to_string` (a statx for a size hint, then
+/// a 32-byte probe read) costs two system calls more than this: open, read into a page,
+/// read again for the end, close. The daemon reads a few hundred small files a second
+/// while jobs run (`allot bench overhead`), so the difference shows.
 pub fn read(path: impl AsRef<Path>) -> Result<String> {
     let path = path.as_ref();
-    std::fs::read_to_string(path).map_err(|source| Error::Io { op: "read", path: path.into(), source })
+    let io = |source| Error::Io { op: "read", path: path.into(), source };
+    let f = std::fs::File::open(path).map_err(io)?;
+    reread::read_from(&f, false).map_err(io)
 }
 
 /// Writes a string to a kernel file in one write(2), naming the path on failure.

@@ -97,6 +97,11 @@ pub fn cpu_times() -> Result<CpuTimes> {
     Ok(parse_cpu_times(&read("/proc/stat")?))
 }
 
+/// [`cpu_times`] through a kept-open /proc/stat (a reader that reads it every tick).
+pub fn cpu_times_from(r: &crate::reread::Rereader) -> Result<CpuTimes> {
+    Ok(parse_cpu_times(&r.read(std::path::Path::new("/proc/stat"))?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +124,9 @@ mod tests {
         assert_eq!(t.idle, vec![51, 51]);
         assert_eq!(t.busy, 10 + 1 + 5 + 3 + 4);
         assert!(!cpu_times().unwrap().idle.is_empty());
+        let r = crate::reread::Rereader::new(1);
+        let (a, b) = (cpu_times_from(&r).unwrap(), cpu_times_from(&r).unwrap());
+        assert_eq!(a.idle.len(), b.idle.len());
+        assert!(b.busy >= a.busy && b.idle.iter().zip(&a.idle).all(|(b, a)| b >= a));
     }
 }

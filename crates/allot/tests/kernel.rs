@@ -341,3 +341,42 @@ fn a_multi_pid_set_changes_all_or_nothing() {
     let v = show(&d);
     assert!([p1, p2].iter().all(|&p| job_with_pid(&v, p).unwrap()["tickets"] == 7));
 }
+
+/// The daemon keeps its counters open (allot-linux's `Rereader`): a job directory removed
+/// and made again under the same name must read as the new, empty one, never the old.
+#[test]
+fn a_kept_open_counter_reads_a_remade_cgroup_afresh() {
+    struct Remove(Box<dyn allot_linux::cgroup::CpuController>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for rel in ["x", ""] {
+                for _ in 0..50 {
+                    if self.0.remove(rel).is_ok() || !self.0.exists(rel) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+    let cg = Remove(allot_linux::cgroup::detect(&format!("allot-test-reread-{}", std::process::id())).unwrap());
+    cg.0.create("").unwrap();
+    cg.0.create("x").unwrap();
+    let mut kids = allot_measure::harness::Kids::default();
+    let pid = kids.add(Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap()) as i32;
+    cg.0.move_pid("x", pid).unwrap();
+    let t0 = Instant::now();
+    while cg.0.usage_ns("x").unwrap() < 20_000_000 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "a spinning process used under 20 ms in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(kids);
+    let t0 = Instant::now();
+    while cg.0.remove("x").is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "x still busy 5 s after its process was killed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(cg.0.usage_ns("x").is_err(), "a removed directory's counter reads as gone");
+    cg.0.create("x").unwrap();
+    assert!(cg.0.usage_ns("x").unwrap() < 1_000_000, "the re-made directory reads afresh");
+}

@@ -10,6 +10,15 @@ use crate::procfs::{parse_psi, Psi};
 use crate::{read, Error, Result};
 use std::path::Path;
 
+/// cgroup v2 `cpu.stat`'s `usage_usec`, in ns: the CPU time the cgroup's threads used.
+pub fn parse_usage(path: &Path, s: &str) -> Result<u64> {
+    s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or_else(|| Error::Parse {
+        path: path.into(),
+        what: "usage_usec in cpu.stat",
+        text: s.chars().take(80).collect(),
+    })
+}
+
 /// `cpu.stat`'s bandwidth counters, since the cgroup was made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Throttling {

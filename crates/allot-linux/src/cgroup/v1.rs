@@ -12,13 +12,15 @@ pub struct V1 {
     cpu: PathBuf,
     /// cpuacct root when mounted apart from cpu.
     acct: Option<PathBuf>,
+    /// `cpuacct.usage` files, kept open: the daemon reads the busy ones every tick.
+    counters: crate::reread::Rereader,
 }
 
 impl V1 {
     /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
     pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
         let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
-        Self { name: name.into(), cpu: cpu_mount.join(name), acct }
+        Self { name: name.into(), cpu: cpu_mount.join(name), acct, counters: Default::default() }
     }
     fn acct_dir(&self, rel: &str) -> PathBuf {
         self.acct.as_ref().unwrap_or(&self.cpu).join(rel)
@@ -99,7 +101,9 @@ impl CpuController for V1 {
         Ok(())
     }
     fn usage_ns(&self, rel: &str) -> Result<u64> {
-        read_u64(self.acct_dir(rel).join("cpuacct.usage"))
+        let p = self.acct_dir(rel).join("cpuacct.usage");
+        let s = self.counters.read(&p)?;
+        s.trim().parse().map_err(|_| crate::Error::Parse { path: p, what: "an integer", text: s.chars().take(80).collect() })
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
         Ok(strip_root(&self.path_of(pid)?, &self.name))

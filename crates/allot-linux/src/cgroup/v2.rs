@@ -10,12 +10,14 @@ pub struct V2 {
     name: String,
     mount: PathBuf,
     root: PathBuf,
+    /// `cpu.stat` files, kept open: the daemon reads the busy ones every tick.
+    counters: crate::reread::Rereader,
 }
 
 impl V2 {
     /// A backend rooted at `mount/name`.
     pub fn new(mount: PathBuf, name: &str) -> Self {
-        Self { name: name.into(), root: mount.join(name), mount }
+        Self { name: name.into(), root: mount.join(name), mount, counters: Default::default() }
     }
 }
 
@@ -74,12 +76,7 @@ impl CpuController for V2 {
     }
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         let p = self.root.join(rel).join("cpu.stat");
-        let s = read(&p)?;
-        s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or(Error::Parse {
-            path: p,
-            what: "usage_usec in cpu.stat",
-            text: s.chars().take(80).collect(),
-        })
+        super::stat::parse_usage(&p, &self.counters.read(&p)?)
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
         Ok(strip_root(&self.path_of(pid)?, &self.name))

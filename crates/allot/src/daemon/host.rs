@@ -99,7 +99,10 @@ pub trait Host {
 
 /// The real host.
 #[derive(Debug, Default)]
-pub struct Linux;
+pub struct Linux {
+    /// /proc/stat, kept open: read every tick while jobs run.
+    proc_stat: allot_linux::reread::Rereader,
+}
 
 impl Host for Linux {
     fn open(&self, pid: i32) -> Result<Proc, OpenError> {
@@ -167,7 +170,7 @@ impl Host for Linux {
         Some(ThreadSample { run_ns: s.run_ns, wait_ns: s.wait_ns })
     }
     fn nice(&self, pid: i32) -> Option<i32> {
-        allot_linux::procfs::stat(pid).ok().map(|s| s.nice)
+        allot_linux::sched::nice(pid).ok()
     }
     fn affinity(&self, tid: i32) -> Vec<usize> {
         allot_linux::sched::get_affinity(tid).unwrap_or_default()
@@ -180,7 +183,7 @@ impl Host for Linux {
         allot_linux::sched::set_slice(tid, ns).map_err(|e| e.to_string())
     }
     fn cpu_times(&self) -> Option<CpuTimes> {
-        allot_linux::machine::cpu_times().ok()
+        allot_linux::machine::cpu_times_from(&self.proc_stat).ok()
     }
     fn me(&self) -> i32 {
         std::process::id() as i32

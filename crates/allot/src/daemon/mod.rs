@@ -162,7 +162,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         std::fs::create_dir_all(&opts.state_dir).with_context(|| format!("create state directory {}", opts.state_dir.display()))?;
         Some(opts.state_dir.join("state.json"))
     };
-    let mut d = core::Daemon::start(cg, Box::new(host::Linux), cfg, state_path, true)?;
+    let mut d = core::Daemon::start(cg, Box::<host::Linux>::default(), cfg, state_path, true)?;
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
         d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
     }

@@ -145,7 +145,7 @@ fn caller(conn: &UnixStream, cred: &peer::Cred, received: &mut peer::Received) -
         Err(e) if e.is_gone() => return Err(format!("the process that connected (pid {}) has exited", cred.pid)),
         Err(e) => return Err(e.to_string()),
     };
-    Linux.hold(fd).map(Some).map_err(|_| format!("the process that connected (pid {}) has exited", cred.pid))
+    Linux::default().hold(fd).map(Some).map_err(|_| format!("the process that connected (pid {}) has exited", cred.pid))
 }
 
 fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>) {

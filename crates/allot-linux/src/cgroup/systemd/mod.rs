@@ -42,6 +42,8 @@ pub struct SystemdTree {
     holder: Holder,
     version: u32,
     state: Mutex<State>,
+    /// `cpu.stat` files, kept open: the daemon reads the busy ones every tick.
+    counters: crate::reread::Rereader,
 }
 
 #[derive(Debug)]
@@ -70,6 +72,12 @@ fn bad_rel(rel: &str, why: String) -> Error {
 }
 
 impl SystemdTree {
+    /// A directory's `usage_usec`, ns.
+    fn stat_usage(&self, dir: &Path) -> Result<u64> {
+        let p = dir.join("cpu.stat");
+        crate::cgroup::stat::parse_usage(&p, &self.counters.read(&p)?)
+    }
+
     /// Connects to systemd and finds this root's scopes. `root` is allot's root name
     /// (`--cgroup-root`); scopes are `<root>:<currency>.scope`.
     pub fn new(root: &str, holder: Holder) -> Result<Self> {
@@ -83,7 +91,14 @@ impl SystemdTree {
             )));
         }
         let state = State { sd, scopes: BTreeMap::new(), slices: BTreeMap::new(), limiter: Limiter::new(WEIGHT_INTERVAL), holders_checked: None };
-        let t = Self { names: Names::new(root), mount: PathBuf::from("/sys/fs/cgroup"), holder, version, state: Mutex::new(state) };
+        let t = Self {
+            names: Names::new(root),
+            mount: PathBuf::from("/sys/fs/cgroup"),
+            holder,
+            version,
+            state: Mutex::new(state),
+            counters: Default::default(),
+        };
         t.refresh(&mut t.lock())?;
         Ok(t)
     }
@@ -365,9 +380,9 @@ impl CpuController for SystemdTree {
     fn usage_ns(&self, rel: &str) -> Result<u64> {
         if Self::place(rel)? == Place::Root {
             let dirs: Vec<PathBuf> = self.lock().scopes.iter().filter(|(k, _)| **k != Key::Background).map(|(_, cg)| self.abs(cg)).collect();
-            return Ok(dirs.iter().filter_map(|d| stat_usage(d).ok()).sum());
+            return Ok(dirs.iter().filter_map(|d| self.stat_usage(d).ok()).sum());
         }
-        stat_usage(&self.dir(rel))
+        self.stat_usage(&self.dir(rel))
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
         let path = self.path_of(pid)?;
@@ -429,14 +444,4 @@ impl CpuController for SystemdTree {
         }
         errs
     }
-}
-
-fn stat_usage(dir: &Path) -> Result<u64> {
-    let p = dir.join("cpu.stat");
-    let s = read(&p)?;
-    s.lines().find_map(|l| l.strip_prefix("usage_usec ").and_then(|v| v.trim().parse::<u64>().ok())).map(|us| us * 1000).ok_or(Error::Parse {
-        path: p,
-        what: "usage_usec in cpu.stat",
-        text: s.chars().take(80).collect(),
-    })
 }
