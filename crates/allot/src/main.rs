@@ -12,6 +12,7 @@ mod metrics;
 mod metrics_cmd;
 mod output;
 mod overhead_bench;
+mod overhead_workload;
 mod policy_bench;
 mod proto;
 mod readings;

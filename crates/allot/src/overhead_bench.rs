@@ -1,18 +1,20 @@
 //! `allot bench overhead`: what running inside an allot job costs a real workload.
 //!
-//! hackbench (Debian's rt-tests: groups of processes passing messages over sockets, the
-//! scheduler's own stress test) runs as the same account-less user, alternately outside
+//! The workload (a parallel build by default, or hackbench: see `overhead_workload`) runs
+//! as the same account-less user, alternately outside
 //! allot — in a cgroup of its own that no allot daemon places from — and inside a job via
 //! `allot run` under a private daemon. Each round runs both sides (and, as a control, the
 //! same in a cgroup as deep as a job, root/currency/job, that no daemon touches), in an
 //! order that changes from round to round, so a drift in the machine's load falls on every
-//! side. Each round gives a ratio (inside time / outside time, over 1 = slower inside); the
+//! side. Each round gives a ratio (inside time / outside time, over 1 = slower inside; each
+//! time is the workload's own clock, so `allot run`'s start is not counted); the
 //! report is their median with its spread. The control splits the ratio in two: the
 //! kernel's cost of the deeper hierarchy (nested / outside) and what the daemon's work
 //! costs the job (inside / nested). This machine is shared: only ratios within one run
 //! are compared.
 
 use crate::daemon_bench::dies_with_us;
+use crate::overhead_workload::{Build, Kind, Workload};
 use allot_measure::harness::{PrivateDaemon, Shelter};
 use anyhow::{bail, Context};
 use clap::Args;
@@ -26,8 +28,16 @@ pub struct OverheadBenchArgs {
     /// [default: 10; --quick: 6].
     #[arg(long)]
     pub pairs: Option<usize>,
-    /// hackbench's arguments [default: "-g 10 -l 500", about 3 s a run here; --quick:
-    /// "-g 5 -l 200"].
+    /// What runs: a parallel build (make -j NCPU of generated C files with gcc, about 4 s
+    /// a run here) or hackbench (rt-tests; 400 processes passing messages, the scheduler's
+    /// stress test).
+    #[arg(long, value_enum, default_value_t = Kind::Build)]
+    pub workload: Kind,
+    /// The build's C files [default: 24; --quick: 8].
+    #[arg(long)]
+    pub files: Option<usize>,
+    /// hackbench's arguments (implies --workload hackbench) [default: "-g 10 -l 500",
+    /// about 3 s a run here; --quick: "-g 5 -l 200"].
     #[arg(long, allow_hyphen_values = true)]
     pub hackbench: Option<String>,
     /// Skip the control (a cgroup as deep as a job that no daemon touches) [--quick, and
@@ -41,7 +51,8 @@ pub struct OverheadBenchArgs {
     /// Also write the JSON report to this file.
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
-    /// Exit non-zero if the median slowdown is over 1% (--quick: 50%, the direction only).
+    /// Exit non-zero if the median slowdown is over 1% (--quick: 10% for the build, 50%
+    /// for hackbench: the direction only).
     #[arg(long)]
     pub check: bool,
     /// Fewer, shorter runs (CI).
@@ -171,6 +182,9 @@ struct Summary {
     max: f64,
     q1: f64,
     q3: f64,
+    /// A 95% confidence interval for the median (at least 95% coverage, from order
+    /// statistics: no assumption about the ratios' distribution); None under 6 rounds.
+    ci95: Option<(f64, f64)>,
 }
 
 /// Quartiles by linear interpolation between closest ranks (the spread of a few pairs).
@@ -183,6 +197,25 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo as f64)
 }
 
+/// The ranks (0-based, into the sorted sample) of the distribution-free confidence
+/// interval for a median: the widest k with P(Binomial(n, 1/2) < k) ≤ 2.5% gives
+/// [x_(k), x_(n-1-k)], which holds the median with probability ≥ 95%.
+fn median_ci_ranks(n: usize) -> Option<(usize, usize)> {
+    // P(B ≤ j) for B ~ Binomial(n, 1/2), summed term by term.
+    let mut term = 0.5f64.powi(n as i32);
+    let mut below = 0.0;
+    let mut k = None;
+    for j in 0..n {
+        below += term;
+        if below > 0.025 {
+            break;
+        }
+        k = Some(j);
+        term *= (n - j) as f64 / (j + 1) as f64;
+    }
+    k.map(|k| (k, n - 1 - k))
+}
+
 fn summarize(ratios: &[f64]) -> Summary {
     let mut s = ratios.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
@@ -193,55 +226,45 @@ fn summarize(ratios: &[f64]) -> Summary {
         max: s.last().copied().unwrap_or(f64::NAN),
         q1: quantile(&s, 0.25),
         q3: quantile(&s, 0.75),
+        ci95: median_ci_ranks(s.len()).map(|(lo, hi)| (s[lo], s[hi])),
     }
-}
-
-/// hackbench's own time for its message passing ("Time: 2.765"), s.
-fn hackbench_time(out: &std::process::Output) -> anyhow::Result<f64> {
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        bail!("hackbench failed ({}): {}{}", out.status, text, String::from_utf8_lossy(&out.stderr));
-    }
-    text.lines()
-        .find_map(|l| l.strip_prefix("Time:"))
-        .and_then(|t| t.trim().parse().ok())
-        .with_context(|| format!("no \"Time:\" line in hackbench's output: {text:?}"))
 }
 
 struct Bench<'a> {
     d: &'a PrivateDaemon,
     outside: &'a Shelter,
     nested: Option<&'a Nested>,
-    hb: &'a [String],
+    w: &'a Workload,
     daemon_pid: u32,
 }
 
 impl Bench<'_> {
-    /// One run; (hackbench's time, the daemon's CPU meanwhile in % of one CPU).
+    /// One run; (the workload's time, the daemon's CPU meanwhile in % of one CPU).
     fn run(&self, side: Side) -> anyhow::Result<(f64, f64)> {
+        let argv = self.w.argv();
         let c: Command = match (side, self.nested) {
             (Side::Outside, _) => {
-                let mut c = self.outside.command("hackbench", Some(UID));
-                c.args(self.hb);
+                let mut c = self.outside.command(&argv[0], Some(UID));
+                c.args(&argv[1..]);
                 c
             }
             (Side::Nested, Some(n)) => {
-                let mut c = n.command("hackbench", UID);
-                c.args(self.hb);
+                let mut c = n.command(&argv[0], UID);
+                c.args(&argv[1..]);
                 c
             }
             (Side::Nested, None) => bail!("no control cgroup"),
             (Side::Inside, _) => {
                 let mut c = self.d.allot_as(Some(UID));
-                c.args(["run", "--strict", "--", "hackbench"]).args(self.hb);
+                c.args(["run", "--strict", "--"]).args(&argv);
                 c
             }
         };
         let c0 = crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)?;
         let t0 = Instant::now();
-        let out = dies_with_us(c).stdin(Stdio::null()).output().with_context(|| format!("run hackbench ({side:?})"))?;
+        let out = dies_with_us(c).stdin(Stdio::null()).output().with_context(|| format!("run {} ({side:?})", self.w.describe()))?;
         let cpu = (crate::daemon_bench::daemon_cpu_ns(self.daemon_pid)? - c0) as f64 / 1e9 / t0.elapsed().as_secs_f64() * 100.0;
-        Ok((hackbench_time(&out).with_context(|| format!("{side:?}"))?, cpu))
+        Ok((self.w.time(&out).with_context(|| format!("{side:?}"))?, cpu))
     }
 
     /// One round in the given order.
@@ -277,18 +300,33 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if !(1..=1000).contains(&pairs) {
         bail!("--pairs must be 1..1000, got {pairs}");
     }
-    let hb: Vec<String> =
-        args.hackbench.as_deref().unwrap_or(if args.quick { "-g 5 -l 200" } else { "-g 10 -l 500" }).split_whitespace().map(String::from).collect();
-    if Command::new("hackbench").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        bail!("hackbench is not installed; it is in Debian's rt-tests package: apt-get install rt-tests");
-    }
-    // --quick (CI, a shared machine, runs of under a second): only that allot does not
-    // slow the workload grossly; single pairs here ranged 0.64–1.60.
-    // --quick (CI, a shared machine, runs of under a second): only that allot does not
-    // slow the workload grossly. Single pairs here ranged 0.64–1.60, and the full run's
-    // median was 1.12–1.17 with the daemon's 100 ms tick (docs/results/scale.md), so a
-    // tighter quick limit would fail on noise around a known miss the full check reports.
-    let limit = if args.quick { 1.5 } else { 1.01 };
+    let kind = if args.hackbench.is_some() { Kind::Hackbench } else { args.workload };
+    let w = match kind {
+        Kind::Hackbench => Workload::Hackbench(
+            args.hackbench
+                .as_deref()
+                .unwrap_or(if args.quick { "-g 5 -l 200" } else { "-g 10 -l 500" })
+                .split_whitespace()
+                .map(String::from)
+                .collect(),
+        ),
+        Kind::Build => {
+            let files = args.files.unwrap_or(if args.quick { 8 } else { 24 });
+            if !(1..=10_000).contains(&files) {
+                bail!("--files must be 1..10000, got {files}");
+            }
+            Workload::Build(Build::new(files, allot_linux::ncpu(), UID)?)
+        }
+    };
+    w.check_installed()?;
+    // --quick (CI, a shared machine, runs of a second or two): only that allot does not
+    // slow the workload grossly. Single hackbench pairs here ranged 0.64–1.60, so its
+    // limit is wide; a build's single run varies by about 1%.
+    let limit = match (args.quick, kind) {
+        (false, _) => 1.01,
+        (true, Kind::Build) => 1.1,
+        (true, Kind::Hackbench) => 1.5,
+    };
     let control = !(args.no_control || args.quick || allot_linux::systemd::is_systemd_host());
     let exe = std::env::current_exe()?;
     let load0 = allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
@@ -298,13 +336,8 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     // shelter, and a system daemon never takes a process from a cgroup another manager made.
     let outside = Shelter::new()?;
     let nested = if control { Some(Nested::new()?) } else { None };
-    let b = Bench {
-        d: &d,
-        outside: &outside,
-        nested: nested.as_ref(),
-        hb: &hb,
-        daemon_pid: d.daemon_pid().context("the private daemon is not running")?,
-    };
+    let b =
+        Bench { d: &d, outside: &outside, nested: nested.as_ref(), w: &w, daemon_pid: d.daemon_pid().context("the private daemon is not running")? };
     // Warm-up (page cache, the binary, the job's cgroup made once): not counted.
     b.round(order(0, control))?;
     let mut rows = vec![];
@@ -332,7 +365,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
         "bench": "overhead",
         "machine": allot_measure::bench::common::machine(),
         "load_average_start_end": load,
-        "workload": format!("hackbench {}", hb.join(" ")),
+        "workload": w.describe(),
         "daemon_config": args.daemon_config,
         "uid": UID,
         "rounds": rows,
@@ -349,16 +382,17 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if json {
         println!("{pretty}");
     } else {
-        print!("{}", render(&hb, &rows, &ratio, split.as_ref(), limit));
+        print!("{}", render(&w.describe(), &rows, &ratio, split.as_ref(), limit));
     }
     Ok(if args.check && !passed { 1 } else { 0 })
 }
 
 fn spread(s: &Summary) -> String {
-    format!("median {:.3}, IQR {:.3}–{:.3}, range {:.3}–{:.3}", s.median, s.q1, s.q3, s.min, s.max)
+    let ci = s.ci95.map_or(String::new(), |(lo, hi)| format!(" (95% CI {lo:.3}–{hi:.3})"));
+    format!("median {:.3}{ci}, IQR {:.3}–{:.3}, range {:.3}–{:.3}", s.median, s.q1, s.q3, s.min, s.max)
 }
 
-fn render(hb: &[String], rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
+fn render(what: &str, rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
     use allot_report::{Align, Rule, Table};
     let mut t = Table::new(["ROUND", "ORDER", "OUTSIDE s", "NESTED s", "INSIDE s", "INSIDE/OUTSIDE", "DAEMON CPU % OUT/IN"])
         .align(1, Align::Left)
@@ -384,8 +418,7 @@ fn render(hb: &[String], rows: &[Round], ratio: &Summary, split: Option<&(Summar
         ]);
     }
     let mut out = format!(
-        "hackbench {} as uid {UID}: outside allot (a cgroup of its own), nested (as deep as a job, no daemon), inside a job (allot run)\n\n{}",
-        hb.join(" "),
+        "{what} as uid {UID}: outside allot (a cgroup of its own), nested (as deep as a job, no daemon), inside a job (allot run)\n\n{}",
         t.render()
     );
     out += &format!(
@@ -411,6 +444,20 @@ mod tests {
         assert!((s.median - 1.05).abs() < 1e-12 && s.min == 0.9 && s.max == 1.2);
         assert!((s.q1 - 0.975).abs() < 1e-12 && (s.q3 - 1.125).abs() < 1e-12);
         assert_eq!(summarize(&[0.99]).median, 0.99);
+        assert_eq!(summarize(&[0.99]).ci95, None);
+    }
+
+    #[test]
+    fn median_confidence_interval_from_order_statistics() {
+        // n = 10: P(B ≤ 1) = 11/1024 ≤ 2.5% < P(B ≤ 2) = 56/1024, so the 2nd and 9th values.
+        assert_eq!(median_ci_ranks(10), Some((1, 8)));
+        // n = 6: P(B = 0) = 1/64: the extremes; n = 5: 1/32 > 2.5%, none.
+        assert_eq!(median_ci_ranks(6), Some((0, 5)));
+        assert_eq!(median_ci_ranks(5), None);
+        // n = 40: the 14th and 27th (P(B ≤ 13) = 1.9%, P(B ≤ 14) = 4.0%).
+        assert_eq!(median_ci_ranks(40), Some((13, 26)));
+        let s = summarize(&(1..=10).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(s.ci95, Some((2.0, 9.0)));
     }
 
     #[test]
@@ -421,18 +468,5 @@ mod tests {
             }
         }
         assert_eq!(order(1, false), [Side::Inside, Side::Outside]);
-    }
-
-    #[test]
-    fn reads_hackbench_time() {
-        use std::os::unix::process::ExitStatusExt;
-        let o = std::process::Output {
-            status: std::process::ExitStatus::from_raw(0),
-            stdout: b"Running in process mode\nTime: 2.765\n".to_vec(),
-            stderr: vec![],
-        };
-        assert_eq!(hackbench_time(&o).unwrap(), 2.765);
-        let o = std::process::Output { stdout: b"nothing\n".to_vec(), ..o };
-        assert!(hackbench_time(&o).unwrap_err().to_string().contains("Time:"));
     }
 }
