@@ -85,7 +85,7 @@ mod filter;
 mod listener;
 mod wire;
 
-pub use listener::Listener;
+pub use listener::{Listener, Refilter};
 
 /// Something that happened to a process. Pids are thread-group ids, as /proc shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -264,6 +264,36 @@ fn only_the_wanted_kinds_are_reported() {
     }
 }
 
+/// A listener's kinds changed from another handle while it stays open: execs are
+/// reported only once asked for, and no longer once dropped.
+fn refilter_changes_the_kinds_of_an_open_listener() {
+    for (opts, how) in both_filters(Kinds::UID) {
+        let mut l = Listener::open_with(opts).unwrap();
+        let r = l.refilter().unwrap();
+        let run = |l: &mut Listener| {
+            let mut child = Command::new("/bin/true").uid(UID).gid(UID).spawn().unwrap();
+            let pid = child.id() as i32;
+            assert!(child.wait().unwrap().success());
+            // The uid change comes first; the exec, if reported, right after it.
+            let mut all = collect(l, |all| all.iter().any(|e| matches!(e, ProcEvent::Uid { pid: p, .. } if *p == pid)));
+            l.recv_timeout(&mut all, Duration::from_millis(300)).unwrap();
+            no_lost(&all, how);
+            about(&all, pid)
+        };
+        let uid = |pid: i32| ProcEvent::Uid { pid, ruid: UID, euid: UID };
+        let got = run(&mut l);
+        assert_eq!(got.len(), 1, "{how}: UID only: {got:?}");
+        r.set(Kinds::UID | Kinds::EXEC).unwrap();
+        assert_eq!(l.kinds(), Kinds::UID | Kinds::EXEC);
+        let got = run(&mut l);
+        let pid = got[0].pid().unwrap();
+        assert_eq!(got, [uid(pid), ProcEvent::Exec { pid }], "{how}: after refilter(UID | EXEC)");
+        r.set(Kinds::UID).unwrap();
+        let got = run(&mut l);
+        assert_eq!(got.len(), 1, "{how}: back to UID only: {got:?}");
+    }
+}
+
 /// Several listeners at once (a private daemon beside the real one): each sees every
 /// event, and closing one does not silence the others.
 fn listeners_coexist_and_closing_one_keeps_the_others() {
@@ -381,6 +411,7 @@ fn main() {
         ("threads_are_not_reported", threads_are_not_reported),
         ("exec_from_a_thread_reports_exit_then_exec", exec_from_a_thread_reports_exit_then_exec),
         ("only_the_wanted_kinds_are_reported", only_the_wanted_kinds_are_reported),
+        ("refilter_changes_the_kinds_of_an_open_listener", refilter_changes_the_kinds_of_an_open_listener),
         ("listeners_coexist_and_closing_one_keeps_the_others", listeners_coexist_and_closing_one_keeps_the_others),
         ("overflow_is_reported_as_lost_then_events_resume", overflow_is_reported_as_lost_then_events_resume),
         ("unprivileged_open_follows_the_kernel_version", unprivileged_open_follows_the_kernel_version),

@@ -174,6 +174,35 @@ fn rules_place_processes_by_every_kind_of_match() {
     bad.stop().unwrap();
 }
 
+/// The daemon hears of execs only while its config has rules (a build host's execs would
+/// wake it a thousand times a second for nothing): a reload that adds the first rule
+/// subscribes to them, and the rule applies at the next exec of a process already placed.
+#[test]
+fn a_rule_added_by_a_reload_applies_at_the_next_exec() {
+    require_root();
+    let _s = serial();
+    let cfg = "scan_ms = 200\n[users]\nonly = [\"2901\"]\n";
+    let mut d = PrivateDaemon::start(exe(), cfg).unwrap();
+    let mut kids = Kids::default();
+    // Placed as `sh` (no rule then), it execs `sleep` two seconds later.
+    let pid = spawn_as(&d, &mut kids, A, &["sh", "-c", "sleep 2; exec sleep 300"]);
+    wait_for("placed as sh", || job_with_pid(&show(&d), pid).filter(|j| j["id"].as_str().is_some_and(|i| i.ends_with("/default"))));
+    std::fs::write(d.dir.join("allot.toml"), format!("{cfg}\n[[rules]]\nname = \"by-comm\"\ncomm = \"sleep\"\ntickets = 42\n")).unwrap();
+    unsafe { libc::kill(d.daemon_pid().unwrap() as i32, libc::SIGHUP) };
+    wait_for("the reload", || {
+        let log = json(&d.cli(&["--json", "log"], None).unwrap());
+        log["records"]
+            .as_array()?
+            .iter()
+            .any(|r| r["request"].as_str().is_some_and(|s| s.starts_with("reload")) && r["refused"].is_null())
+            .then_some(())
+    });
+    let j = wait_for("the rule applied at exec", || job_with_pid(&show(&d), pid).filter(|j| j["tickets"] == 42));
+    assert!(!j["id"].as_str().unwrap().ends_with("/default"), "{j}");
+    drop(kids);
+    d.stop().unwrap();
+}
+
 #[test]
 fn metrics_are_served_on_loopback_and_sighup_reloads() {
     require_root();

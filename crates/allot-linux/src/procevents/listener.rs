@@ -5,6 +5,8 @@ use super::{filter, Kinds, Options, ProcEvent, Stats};
 use crate::{Error, Result};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Datagrams read per recvmmsg, and the bytes kept for each (a proc event is 76).
@@ -22,7 +24,10 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 /// poll loop via [`AsRawFd`] and `recv_timeout(.., Duration::ZERO)`).
 pub struct Listener {
     fd: OwnedFd,
-    kinds: Kinds,
+    /// The kinds reported, shared with [`Refilter`]s (a `Kinds`' bits).
+    kinds: Arc<AtomicU8>,
+    /// The kernel filters (Options::socket_filter): a refilter attaches a new program.
+    socket_filter: bool,
     /// The kernel acknowledged PROC_CN_MCAST_LISTEN: drop must send IGNORE, once.
     subscribed: bool,
     /// A Lost seen while subscribing, reported by the first recv.
@@ -115,21 +120,7 @@ impl Listener {
         }
 
         if opts.socket_filter {
-            let mut prog = filter::program(opts.kinds);
-            let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
-            // SAFETY: fprog points at `prog`, alive for the call; the kernel copies it.
-            let r = unsafe {
-                libc::setsockopt(
-                    raw,
-                    libc::SOL_SOCKET,
-                    libc::SO_ATTACH_FILTER,
-                    (&fprog as *const libc::sock_fprog).cast(),
-                    std::mem::size_of::<libc::sock_fprog>() as u32,
-                )
-            };
-            if r < 0 {
-                return Err(sys(format!("setsockopt(proc connector socket, SO_ATTACH_FILTER, {} instructions)", prog.len())));
-            }
+            attach_filter(raw, opts.kinds)?;
         }
 
         let addr = nl_addr(wire::CN_IDX_PROC);
@@ -153,7 +144,8 @@ impl Listener {
 
         let mut l = Listener {
             fd,
-            kinds: opts.kinds,
+            kinds: Arc::new(AtomicU8::new(opts.kinds.0)),
+            socket_filter: opts.socket_filter,
             subscribed: false,
             lost_while_opening: false,
             buf: vec![0u8; SLOTS * SLOT_BYTES].into_boxed_slice(),
@@ -321,7 +313,7 @@ impl Listener {
             self.lost_while_opening = false;
             out.push(ProcEvent::Lost);
         }
-        let kinds = self.kinds;
+        let kinds = self.kinds();
         let mut stats = self.stats;
         let mut got = |g: Got| match g {
             Got::Overflow | Got::Message(Message::Overrun) => {
@@ -378,7 +370,14 @@ impl Listener {
 
     /// The kinds this listener reports.
     pub fn kinds(&self) -> Kinds {
-        self.kinds
+        Kinds(self.kinds.load(Ordering::Relaxed))
+    }
+
+    /// A handle that changes the kinds this listener reports, from any thread, while
+    /// another blocks in `recv` (it holds a duplicate of the socket).
+    pub fn refilter(&self) -> Result<Refilter> {
+        let fd = self.fd.try_clone().map_err(|source| Error::Sys { call: "fcntl(proc connector socket, F_DUPFD_CLOEXEC)".into(), source })?;
+        Ok(Refilter { fd, kinds: self.kinds.clone(), socket_filter: self.socket_filter })
     }
 
     /// The receive buffer the kernel granted, bytes (SO_RCVBUF as read back): the
@@ -398,11 +397,58 @@ impl std::fmt::Debug for Listener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener")
             .field("fd", &self.fd)
-            .field("kinds", &self.kinds)
+            .field("kinds", &self.kinds())
             .field("subscribed", &self.subscribed)
             .field("recv_buffer", &self.recv_buffer)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
+    }
+}
+
+/// Attaches the socket filter for `kinds` to the socket (replacing any before it).
+fn attach_filter(raw: RawFd, kinds: Kinds) -> Result<()> {
+    let mut prog = filter::program(kinds);
+    let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_mut_ptr() };
+    // SAFETY: fprog points at `prog`, alive for the call; the kernel copies it.
+    let r = unsafe {
+        libc::setsockopt(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as u32,
+        )
+    };
+    if r < 0 {
+        return Err(sys(format!("setsockopt(proc connector socket, SO_ATTACH_FILTER, {} instructions)", prog.len())));
+    }
+    Ok(())
+}
+
+/// Changes what a [`Listener`] reports (see [`Listener::refilter`]). The daemon
+/// subscribes to exec events only while its config has rules: a build host's thousand
+/// execs a second then never reach user space.
+#[derive(Debug)]
+pub struct Refilter {
+    fd: OwnedFd,
+    kinds: Arc<AtomicU8>,
+    socket_filter: bool,
+}
+
+impl Refilter {
+    /// From now on the listener reports `kinds`. While the kernel's filter changes, user
+    /// space accepts both the old kinds and the new, so no event the new filter lets
+    /// through is dropped.
+    pub fn set(&self, kinds: Kinds) -> Result<()> {
+        let old = self.kinds.fetch_or(kinds.0, Ordering::SeqCst);
+        if self.socket_filter {
+            if let Err(e) = attach_filter(self.fd.as_raw_fd(), kinds) {
+                self.kinds.store(old, Ordering::SeqCst);
+                return Err(e);
+            }
+        }
+        self.kinds.store(kinds.0, Ordering::SeqCst);
+        Ok(())
     }
 }
 

@@ -80,18 +80,29 @@ pub enum Event {
     Snapshot(http::Snapshot),
 }
 
-/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron; execs)
-/// starts the thread that forwards them in batches. The batching pause bounds the cost of
-/// an event storm to about 200 wakeups a second; the filter in the kernel (a socket BPF
-/// program) keeps forks and exits, the bulk of a fork storm, out of user space entirely.
-fn process_events(tx: Sender<Event>) -> Option<String> {
-    use allot_linux::procevents::{Kinds, Listener};
-    // Exec events serve the config's rules (a process that execs may now match one); with
-    // no rules they are dropped at once (placement.rs).
-    let mut l = match Listener::open(Kinds::UID | Kinds::EXEC) {
-        Ok(l) => l,
-        Err(e) => return Some(e.to_string()),
-    };
+/// The process events the daemon wants: uid changes always; execs only while the config
+/// has rules (a process that execs may now match one). A build host execs a thousand
+/// times a second, and each batch of events wakes the loop: without rules the kernel's
+/// filter keeps them all out (`allot bench overhead`).
+fn event_kinds(cfg: &Config) -> allot_linux::procevents::Kinds {
+    use allot_linux::procevents::Kinds;
+    if cfg.compiled_rules.is_empty() {
+        Kinds::UID
+    } else {
+        Kinds::UID | Kinds::EXEC
+    }
+}
+
+/// Subscribes to the kernel's process events (uid changes: logins, su, sudo, cron; execs
+/// while there are rules) and starts the thread that forwards them in batches. The
+/// batching pause bounds the cost of an event storm to about 200 wakeups a second; the
+/// filter in the kernel (a socket BPF program) keeps forks and exits, the bulk of a fork
+/// storm, out of user space entirely. Returns the handle that changes the kinds (on a
+/// reload), or why there are no events.
+fn process_events(tx: Sender<Event>, kinds: allot_linux::procevents::Kinds) -> Result<allot_linux::procevents::Refilter, String> {
+    use allot_linux::procevents::Listener;
+    let mut l = Listener::open(kinds).map_err(|e| e.to_string())?;
+    let refilter = l.refilter().map_err(|e| e.to_string())?;
     let spawned = std::thread::Builder::new().name("allot-procevents".into()).spawn(move || loop {
         let mut evs = vec![];
         match l.recv(&mut evs) {
@@ -108,7 +119,7 @@ fn process_events(tx: Sender<Event>) -> Option<String> {
             }
         }
     });
-    spawned.err().map(|e| e.to_string())
+    spawned.map(|_| refilter).map_err(|e| e.to_string())
 }
 
 /// Blocks the signals the loop handles in this thread (and so in every thread started
@@ -197,10 +208,16 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, l, refused, humans))?;
     }
     // Events first, then the scan, so no process starts unseen between them.
-    match process_events(tx.clone()) {
-        None => d.placement.events = true,
-        Some(e) => log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms),
-    }
+    let refilter = match process_events(tx.clone(), event_kinds(&d.cfg)) {
+        Ok(r) => {
+            d.placement.events = true;
+            Some(r)
+        }
+        Err(e) => {
+            log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms);
+            None
+        }
+    };
     if let Some(listen) = d.cfg.metrics.listen.clone() {
         if let Err(e) = http::start(&listen, tx.clone()) {
             log::error!("{e:#}; the daemon runs on without its metrics endpoint");
@@ -251,6 +268,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             Ok(Event::Signal(libc::SIGHUP)) => {
                 let _ = allot_linux::notify::reloading();
                 d.reload(&opts);
+                if let Some(r) = &refilter {
+                    if let Err(e) = r.set(event_kinds(&d.cfg)) {
+                        log::error!("process events: cannot change what is reported ({e}); execs are matched against the rules again after the next reload that succeeds");
+                    }
+                }
                 let _ = allot_linux::notify::ready("config reloaded");
             }
             Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
