@@ -158,6 +158,18 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_slice_gives_back_the_kernel_default() {
+        assert!(custom_slices_supported(), "this kernel ignores sched_runtime for fair tasks (before 6.12); CI's kernels honour it");
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let before = get(tid).unwrap().sched_runtime;
+        set_slice(tid, 300_000).unwrap();
+        assert_eq!(get(tid).unwrap().sched_runtime, 300_000);
+        set_slice(tid, 0).unwrap();
+        assert_eq!(get(tid).unwrap().sched_runtime, before, "0: the kernel's default slice again");
+    }
+
+    #[test]
     fn nice_agrees_with_proc_and_names_a_missing_pid() {
         // A child at nice 7 (-1 would need root): getpriority and /proc/PID/stat agree.
         let mut c = std::process::Command::new("nice").args(["-n", "7", "sleep", "5"]).spawn().unwrap();

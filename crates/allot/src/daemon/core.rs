@@ -316,7 +316,11 @@ impl Daemon {
     }
 
     /// Gives a boosted job's fair threads the boost slice (remembering theirs), or gives
-    /// them back their own.
+    /// them back their own. The kernel copies a custom slice at fork, so a thread born of
+    /// a boosted one starts with the boost slice, as does every thread of a job boosted
+    /// when a daemon before this one stopped: a boost slice allot did not write here is
+    /// taken for inherited and given back as the kernel's default (0), never kept as the
+    /// thread's own.
     fn apply_slices(&mut self, id: JobId, slice: Option<u64>) {
         // Nothing to do unless the decision or the thread list changed since last time.
         let gen = self.obs.jobs.get(&id).map_or(0, |t| t.threads_gen);
@@ -325,6 +329,7 @@ impl Daemon {
         }
         self.tree.slices_done.insert(id, (slice, gen));
         let threads: std::collections::HashSet<i32> = self.obs.jobs.get(&id).map(|t| t.threads.iter().copied().collect()).unwrap_or_default();
+        let boost = self.params().boost_slice_ns;
         match slice {
             Some(ns) => {
                 let have = self.tree.slices.entry(id).or_default();
@@ -335,16 +340,24 @@ impl Daemon {
                     }
                     if let Some(orig) = self.host.slice(t) {
                         if self.host.set_slice(t, ns).is_ok() {
-                            have.insert(t, orig);
+                            have.insert(t, if orig == ns { 0 } else { orig });
                         }
                     }
                 }
             }
             None => {
-                if let Some(have) = self.tree.slices.remove(&id) {
-                    for (t, orig) in have {
-                        if threads.contains(&t) {
-                            let _ = self.host.set_slice(t, orig);
+                let have = self.tree.slices.remove(&id).unwrap_or_default();
+                for (&t, &orig) in &have {
+                    if threads.contains(&t) {
+                        let _ = self.host.set_slice(t, orig);
+                    }
+                }
+                // Threads never seen boosted that carry the boost slice: born of a boosted
+                // thread since the last list, or boosted before a restart.
+                if let Some(ns) = boost {
+                    for &t in threads.iter().filter(|t| !have.contains_key(t)) {
+                        if self.host.slice(t) == Some(ns) {
+                            let _ = self.host.set_slice(t, 0);
                         }
                     }
                 }

@@ -274,6 +274,55 @@ fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
     assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
 }
 
+/// The kernel copies a custom slice at fork: a boosted job's children start with the boost
+/// slice. Given back when the boost ends, it must become the kernel's default, never stay
+/// as if it were their own (an adjustment turned into a setting).
+#[test]
+fn an_inherited_boost_slice_is_given_back_as_the_default() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    d.cfg.policy.boost_slice_us = 100;
+    let Response::Job(_) =
+        d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap()
+    else {
+        panic!()
+    };
+    let job = path_of(&w, 100);
+    let slice = |t: i32| w.lock().unwrap().slices.get(&t).copied();
+    assert_eq!(slice(100), Some(100_000), "boosted");
+    // A child, forked while boosted, listed while boosted.
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(101, 3000, &job, "child");
+        x.slices.insert(101, 100_000);
+    }
+    let t0 = std::time::Instant::now();
+    // Ticks 100 ms apart from `from` to `to`, the job using `cpus` meanwhile.
+    let run = |d: &mut Daemon, from: u32, to: u32, cpus: f64| {
+        for k in from..to {
+            w.lock().unwrap().dirs.get_mut(&job).unwrap().usage_ns += (cpus * 1e8) as u64;
+            d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+        }
+    };
+    run(&mut d, 0, 2, 0.01);
+    assert_eq!(slice(101), Some(100_000), "still boosted");
+    // It uses a whole CPU for 2 s: the boost ends.
+    run(&mut d, 2, 20, 1.0);
+    assert_eq!(slice(100), Some(3_000_000), "the parent's own slice, given back");
+    assert_eq!(slice(101), Some(0), "the child's inherited boost: the default, not 100 µs");
+    // A child of a thread boosted before this daemon (or forked after the last list) that
+    // allot never saw boosted: listed now, it is given the default too.
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(102, 3000, &job, "grandchild");
+        x.slices.insert(102, 100_000);
+    }
+    run(&mut d, 20, 22, 1.0);
+    assert_eq!(slice(102), Some(0));
+    assert_eq!(slice(100), Some(3_000_000), "a slice of its own is left alone");
+}
+
 #[test]
 fn a_large_busy_job_is_listed_as_often_as_its_size_allows_and_a_small_one_every_tick() {
     let w = world();
