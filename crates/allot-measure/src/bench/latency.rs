@@ -183,6 +183,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         text += &table(&hdr, &rows);
         // --check: the shape seed 003 teaches. Contention shows at p99; FIFO removes it.
         let p99 = |v: Variant| results.iter().find(|(m, vv, _)| *m == mode && *vv == v).and_then(|x| x.2["lateness_us"]["p99"].as_f64());
+        let wait = |v: Variant| results.iter().find(|(m, vv, _)| *m == mode && *vv == v).and_then(|x| x.2["kernel"]["worst_cycle_wait_us"].as_f64());
         if let (Some(h), Some(f), Some(b)) = (p99(Variant::Hogs), p99(Variant::Fifo), p99(Variant::Alone)) {
             // Seed 003's starvation is a busy-wait (always runnable) probe's; under EEVDF a
             // short sleeper is served early and may not see it (seed 003 "What changed with
@@ -192,12 +193,26 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             }
             if mode == Mode::Busy {
                 checks.push((format!("{mode:?}: SCHED_FIFO p99 below the hogs' p99 ({} vs {})", fmt_us(f), fmt_us(h)), f < h));
-            } else {
+            } else if let Some(fw) = wait(Variant::Fifo) {
                 // The hogs may barely touch a sleeper (above), so "below the hogs" would
                 // compare two noise-level numbers. Seed 003's claim is that FIFO brings the
-                // probe back to its baseline: hold it to that, within noise.
-                let bound = 2.0 * b + 100.0;
-                checks.push((format!("{mode:?}: SCHED_FIFO p99 back to baseline ({} <= 2 x {} + 100 µs)", fmt_us(f), fmt_us(b)), f <= bound));
+                // probe back to its baseline. A sleeper's lateness also holds the timer's
+                // and this VM's own delays, which no scheduling class removes (one CI run:
+                // FIFO p99 561 µs against 154 µs alone, while the kernel counted at most
+                // 12 µs of waiting for a CPU in any cycle), so what is held is the
+                // scheduler's part: the probe's worst wait for a CPU in a cycle, as the
+                // kernel accounts it, under 0.5 ms (12–14 µs here; CFS against the hogs:
+                // 3.7 ms). The baseline's own worst is no bound: alone, one quick run's
+                // probe once waited 3.2 ms behind the machine's other work.
+                checks.push((
+                    format!(
+                        "{mode:?}: SCHED_FIFO worst wait for a CPU in a cycle under 0.5 ms ({}; lateness p99 {}, alone {})",
+                        fmt_us(fw),
+                        fmt_us(f),
+                        fmt_us(b)
+                    ),
+                    fw < 500.0,
+                ));
             }
         }
         if let (Some(h), Some(bg), Mode::Busy) = (p99(Variant::Hogs), p99(Variant::AllotBackground), mode) {
