@@ -110,11 +110,13 @@ impl Build {
         }
         let make = format!("OBJS = {}\nall: $(OBJS)\n%.o: %.c\n\tgcc -O2 -pipe -c $< -o $@\nclean:\n\trm -f *.o\n", objs.join(" "));
         std::fs::write(me.dir.join("Makefile"), make).context("write the Makefile")?;
-        let chown = |p: &std::path::Path| std::os::unix::fs::chown(p, Some(uid), Some(uid)).with_context(|| format!("chown {}", p.display()));
-        chown(&me.dir)?;
+        // Files first, while the directory is still root's, and without following links:
+        // nothing in it can be swapped for a link before root has let go of it.
+        let chown = |p: &std::path::Path| std::os::unix::fs::lchown(p, Some(uid), Some(uid)).with_context(|| format!("chown {}", p.display()));
         for e in std::fs::read_dir(&me.dir)? {
             chown(&e?.path())?;
         }
+        chown(&me.dir)?;
         Ok(me)
     }
 }
