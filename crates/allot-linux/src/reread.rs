@@ -23,7 +23,11 @@ pub(crate) fn read_from(mut f: &File, at0: bool) -> std::io::Result<String> {
     let mut buf = [0u8; 4096];
     let mut off = 0u64;
     loop {
-        let n = if at0 { f.read_at(&mut buf, off)? } else { f.read(&mut buf)? };
+        let n = match if at0 { f.read_at(&mut buf, off) } else { f.read(&mut buf) } {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break;
         }

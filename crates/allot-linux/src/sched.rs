@@ -66,6 +66,9 @@ pub fn get(tid: i32) -> Result<SchedAttr> {
     Ok(a)
 }
 
+/// sched_attr flag: the task's children start with the default policy, nice and slice.
+pub const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
 /// Sets a task's attributes.
 pub fn set(tid: i32, attr: &SchedAttr) -> Result<()> {
     let mut a = *attr;
@@ -85,7 +88,8 @@ pub fn set(tid: i32, attr: &SchedAttr) -> Result<()> {
 pub fn set_slice(tid: i32, slice_ns: u64) -> Result<()> {
     let mut a = get(tid)?;
     a.sched_runtime = slice_ns;
-    a.sched_flags = 0;
+    // Keep the task's reset-on-fork (sched_getattr reports it); no other flag is wanted.
+    a.sched_flags &= SCHED_FLAG_RESET_ON_FORK;
     set(tid, &a)
 }
 

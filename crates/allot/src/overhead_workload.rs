@@ -100,7 +100,10 @@ impl Build {
     pub fn new(files: usize, jobs: usize, uid: u32) -> anyhow::Result<Self> {
         let dir = std::env::temp_dir().join(format!("allot-overhead-build-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        // 0700 whatever root's umask: no one else can put anything in it before the chown.
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)
+            .with_context(|| format!("mkdir {}", dir.display()))?;
         let me = Self { dir, files, jobs };
         let mut objs = vec![];
         for i in 0..files {

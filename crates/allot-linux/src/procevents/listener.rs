@@ -313,7 +313,8 @@ impl Listener {
             self.lost_while_opening = false;
             out.push(ProcEvent::Lost);
         }
-        let kinds = self.kinds();
+        // Loaded per event: a Refilter may widen the kinds while this batch is read.
+        let kinds = self.kinds.clone();
         let mut stats = self.stats;
         let mut got = |g: Got| match g {
             Got::Overflow | Got::Message(Message::Overrun) => {
@@ -323,7 +324,7 @@ impl Listener {
                     out.push(ProcEvent::Lost);
                 }
             }
-            Got::Message(Message::Event(e)) if kinds.contains(e.kind()) => {
+            Got::Message(Message::Event(e)) if Kinds(kinds.load(Ordering::SeqCst)).contains(e.kind()) => {
                 stats.events += 1;
                 out.push(e);
             }

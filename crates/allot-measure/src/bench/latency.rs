@@ -193,26 +193,22 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             }
             if mode == Mode::Busy {
                 checks.push((format!("{mode:?}: SCHED_FIFO p99 below the hogs' p99 ({} vs {})", fmt_us(f), fmt_us(h)), f < h));
-            } else if let Some(fw) = wait(Variant::Fifo) {
+            } else {
                 // The hogs may barely touch a sleeper (above), so "below the hogs" would
                 // compare two noise-level numbers. Seed 003's claim is that FIFO brings the
-                // probe back to its baseline. A sleeper's lateness also holds the timer's
-                // and this VM's own delays, which no scheduling class removes (one CI run:
-                // FIFO p99 561 µs against 154 µs alone, while the kernel counted at most
-                // 12 µs of waiting for a CPU in any cycle), so what is held is the
-                // scheduler's part: the probe's worst wait for a CPU in a cycle, as the
-                // kernel accounts it, under 0.5 ms (12–14 µs here; CFS against the hogs:
-                // 3.7 ms). The baseline's own worst is no bound: alone, one quick run's
-                // probe once waited 3.2 ms behind the machine's other work.
-                checks.push((
-                    format!(
-                        "{mode:?}: SCHED_FIFO worst wait for a CPU in a cycle under 0.5 ms ({}; lateness p99 {}, alone {})",
-                        fmt_us(fw),
-                        fmt_us(f),
-                        fmt_us(b)
-                    ),
-                    fw < 500.0,
-                ));
+                // probe back to its baseline: hold its p99 lateness to that, within noise.
+                // A sleeper's lateness also holds the timer's and this VM's delays, which no
+                // class removes, and --quick's p99 is the 4th worst of 400 wakeups: one CI
+                // run saw 561 µs against 154 µs alone while the kernel counted at most 12 µs
+                // of waiting for a CPU in any cycle. So --quick also accepts the scheduler's
+                // own account: the probe's worst wait for a CPU in a cycle under 0.5 ms
+                // (12–14 µs here; CFS against the hogs: 3.7 ms; once 701 µs, with the
+                // lateness p99 at 122 µs against 197 µs alone).
+                let bound = 2.0 * b + 100.0;
+                let fw = wait(Variant::Fifo).unwrap_or(f64::INFINITY);
+                let ok = f <= bound || (a.quick && fw < 500.0);
+                let how = if a.quick { format!("; or, --quick, its worst wait for a CPU {} < 0.5 ms", fmt_us(fw)) } else { String::new() };
+                checks.push((format!("{mode:?}: SCHED_FIFO p99 back to baseline ({} <= 2 x {} + 100 µs{how})", fmt_us(f), fmt_us(b)), ok));
             }
         }
         if let (Some(h), Some(bg), Mode::Busy) = (p99(Variant::Hogs), p99(Variant::AllotBackground), mode) {

@@ -267,6 +267,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             }
             Ok(Event::Signal(libc::SIGHUP)) => {
                 let _ = allot_linux::notify::reloading();
+                // Execs are heard while the config is read (the new one may have rules),
+                // then only if it has them.
+                if let Some(r) = &refilter {
+                    let _ = r.set(allot_linux::procevents::Kinds::UID | allot_linux::procevents::Kinds::EXEC);
+                }
                 d.reload(&opts);
                 if let Some(r) = &refilter {
                     if let Err(e) = r.set(event_kinds(&d.cfg)) {
