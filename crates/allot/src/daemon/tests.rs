@@ -291,6 +291,13 @@ fn an_inherited_boost_slice_is_given_back_as_the_default() {
     let job = path_of(&w, 100);
     let slice = |t: i32| w.lock().unwrap().slices.get(&t).copied();
     assert_eq!(slice(100), Some(100_000), "boosted");
+    // Another user's process outside allot that happens to run with the same slice: never
+    // in the job's list, never touched.
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(900, 4000, "/system.slice/other.service", "a stranger");
+        x.slices.insert(900, 100_000);
+    }
     // A child, forked while boosted, listed while boosted.
     {
         let mut x = w.lock().unwrap();
@@ -320,6 +327,7 @@ fn an_inherited_boost_slice_is_given_back_as_the_default() {
     }
     run(&mut d, 20, 22, 1.0);
     assert_eq!(slice(102), Some(0));
+    assert_eq!(slice(900), Some(100_000), "a process outside the job keeps its own slice");
     assert_eq!(slice(100), Some(3_000_000), "a slice of its own is left alone");
 }
 
