@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::Duration;
 
 /// Why the daemon could not be reached at all (as opposed to a refusal).
 #[derive(Debug)]
@@ -19,13 +20,36 @@ impl std::fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {}
 
+/// How long the CLI waits for the daemon's reply unless `ALLOT_TIMEOUT` says otherwise:
+/// longer than the daemon's own limit for taking a request (server.rs WAIT), so a busy
+/// daemon's "nothing was done" arrives before the client gives up.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The reply deadline: `ALLOT_TIMEOUT` (e.g. `5s`, `500ms`; a bare number is seconds) or
+/// [`TIMEOUT`].
+pub fn timeout() -> anyhow::Result<Duration> {
+    match std::env::var("ALLOT_TIMEOUT") {
+        Ok(v) => {
+            let d = allot_model::duration::parse("ALLOT_TIMEOUT", &v, Some(allot_model::duration::Unit::S))?;
+            if d.is_zero() {
+                bail!("ALLOT_TIMEOUT must be longer than 0, got {v:?}; give a duration like 30s or 500ms");
+            }
+            Ok(d)
+        }
+        Err(_) => Ok(TIMEOUT),
+    }
+}
+
 /// Sends one request and returns the reply, or the daemon's refusal as an error. `run`
 /// also sends this process's pidfd with its credentials, so a daemon on a kernel without
-/// SO_PEERPIDFD can prove which process asks.
+/// SO_PEERPIDFD can prove which process asks. Waits at most [`timeout`] for the reply.
 pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
+    let limit = timeout()?;
     let mut s = UnixStream::connect(socket).map_err(|e| {
         Unreachable(format!("cannot reach the allot daemon at {} ({e}); is it running? start it with: sudo allot daemon", socket.display()))
     })?;
+    s.set_read_timeout(Some(limit)).context("set the reply deadline")?;
+    s.set_write_timeout(Some(limit)).context("set the request deadline")?;
     let line = encode_request(req);
     if matches!(req, Request::Run { .. }) {
         let me = allot_linux::pidfd::PidFd::open(std::process::id() as i32).context("open this process's pidfd")?;
@@ -37,7 +61,16 @@ pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
         s.write_all(&line).context("send the request to the allot daemon")?;
     }
     let mut buf = String::new();
-    BufReader::new(&s).read_line(&mut buf).context("read the reply from the allot daemon")?;
+    if let Err(e) = BufReader::new(&s).read_line(&mut buf) {
+        if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+            bail!(
+                "the allot daemon at {} did not answer within {} (ALLOT_TIMEOUT); the request may still be carried out: check with allot show",
+                socket.display(),
+                allot_model::duration::format(limit)
+            );
+        }
+        return Err(e).context("read the reply from the allot daemon");
+    }
     if buf.is_empty() {
         bail!("the allot daemon closed the connection without a reply");
     }

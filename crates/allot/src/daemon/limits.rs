@@ -1,8 +1,16 @@
 //! Per-user request budgets: a token bucket per uid, so no user can keep the daemon busy
 //! for the others. Root is never limited. Memory is bounded: idle buckets are dropped.
+//!
+//! A request costs one token, or its time in the loop at [`COST_UNIT`] a token, whichever
+//! is more: the budget bounds the loop time a user can take, not only their request count
+//! (a `show` of 250 jobs costs more than a `status`).
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Loop time worth one token. At the default 50 requests a second, a user can hold the
+/// loop for at most about 100 ms of every second.
+pub const COST_UNIT: Duration = Duration::from_millis(2);
 
 /// The one budget every uid that is no login user's shares (subordinate uids of
 /// /etc/subuid, systemd's dynamic users): a user holding 65536 subordinate uids gets one
@@ -58,6 +66,19 @@ impl Limits {
         *tokens -= 1.0;
         Ok(())
     }
+
+    /// Charges what a request taken by [`Limits::take`] cost beyond its one token: `spent`
+    /// in the loop, at [`COST_UNIT`] a token. The debt is bounded by one burst, so a single
+    /// slow request locks its caller out for at most `burst / rate` seconds.
+    pub fn charge(&mut self, uid: u32, spent: Duration) {
+        if uid == 0 {
+            return;
+        }
+        let extra = spent.as_secs_f64() / COST_UNIT.as_secs_f64() - 1.0;
+        if let Some((tokens, _)) = self.buckets.get_mut(&uid).filter(|_| extra > 0.0) {
+            *tokens = (*tokens - extra).max(-self.burst);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +98,24 @@ mod tests {
         let e = l.take(bucket(100_003, true), t0).unwrap_err();
         assert!(e.contains("no login user's") && e.contains("together"), "{e}");
         assert!(l.take(1000, t0).is_ok(), "a login user is not affected");
+    }
+
+    #[test]
+    fn a_costly_request_costs_its_loop_time() {
+        let mut l = Limits::new(10.0, 5.0);
+        let t0 = Instant::now();
+        l.take(1000, t0).unwrap();
+        l.charge(1000, COST_UNIT * 3);
+        // 5 - 1 - 2 = 2 tokens left: two more requests, not four.
+        l.take(1000, t0).unwrap();
+        l.take(1000, t0).unwrap();
+        assert!(l.take(1000, t0).is_err());
+        l.take(1001, t0).unwrap();
+        l.charge(1001, Duration::from_secs(100));
+        assert!(l.take(1001, t0 + Duration::from_millis(500)).is_err(), "in debt");
+        l.take(1001, t0 + Duration::from_millis(700)).expect("the debt is at most one burst (5 tokens: 0.5 s at 10/s)");
+        l.charge(0, Duration::from_secs(100));
+        l.take(0, t0).unwrap();
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod logger;
 pub mod observe;
 pub mod placement;
+pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
@@ -31,7 +32,7 @@ pub mod trust;
 pub mod views;
 
 use crate::config::Config;
-use crate::proto::{Reply, Request};
+use crate::proto::Reply;
 use anyhow::{bail, Context};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
@@ -61,15 +62,8 @@ pub struct Options {
 
 /// Everything the loop reacts to.
 pub enum Event {
-    /// A request, with the caller and where to send the reply.
-    Request {
-        /// Who is asking.
-        peer: trust::Peer,
-        /// What.
-        req: Request,
-        /// The reply goes here.
-        reply: Sender<Reply>,
-    },
+    /// A request, with the caller and where to send the reply (queue.rs).
+    Request(queue::Pending),
     /// SIGTERM or SIGINT (stop), SIGHUP (reload the config).
     Signal(i32),
     /// Writes to allot's cgroup files (reconcile.rs).
@@ -231,6 +225,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
     let mut next_scan = Instant::now() + d.scan_interval();
+    let mut queue = queue::Queue::default();
     loop {
         let now = Instant::now();
         if now >= next_tick {
@@ -255,45 +250,53 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             ));
             next_status = now + Duration::from_secs(10);
         }
-        let wait = next_tick.min(next_scan).saturating_duration_since(Instant::now());
-        match rx.recv_timeout(wait) {
-            Ok(Event::Request { peer, req, reply }) => {
-                let r = match d.handle(req, &peer) {
-                    Ok(v) => Reply::ok(v),
-                    Err(e) => Reply::err(e),
-                };
-                d.counters.limited = d.counters.limited.max(refused.load(std::sync::atomic::Ordering::Relaxed));
-                let _ = reply.send(r);
-            }
-            Ok(Event::Signal(libc::SIGHUP)) => {
-                let _ = allot_linux::notify::reloading();
-                // Execs are heard while the config is read (the new one may have rules),
-                // then only if it has them.
-                if let Some(r) = &refilter {
-                    let _ = r.set(allot_linux::procevents::Kinds::UID | allot_linux::procevents::Kinds::EXEC);
+        // Everything that has arrived is taken in at once: process events, signals and
+        // cgroup changes are handled now, requests wait in their caller's queue and the
+        // loop serves one of them per turn, so events never wait behind requests and no
+        // caller's requests wait behind another's (queue.rs).
+        let wait = if queue.is_empty() { next_tick.min(next_scan).saturating_duration_since(Instant::now()) } else { Duration::ZERO };
+        let first = match rx.recv_timeout(wait) {
+            Ok(e) => Some(e),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut stop = false;
+        for ev in first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            match ev {
+                Event::Request(p) => {
+                    let key = limits::bucket(p.peer.uid, d.placement.excluded_why(p.peer.uid).is_some());
+                    queue.push(key, p);
                 }
-                d.reload(&opts);
-                if let Some(r) = &refilter {
-                    if let Err(e) = r.set(event_kinds(&d.cfg)) {
-                        log::error!("process events: cannot change what is reported ({e}); execs are matched against the rules again after the next reload that succeeds");
+                Event::Signal(libc::SIGHUP) => reload(&mut d, &opts, refilter.as_ref()),
+                Event::Signal(_) => stop = true,
+                Event::Cgroup(evs) => d.on_cgroup_events(evs),
+                Event::Snapshot(reply) => {
+                    let root = trust::Peer { uid: 0, gid: 0, groups: vec![], pid: 0, caller: None };
+                    if let Ok(show) = d.show(&root, None) {
+                        let _ = reply.send((d.status(), show));
                     }
                 }
-                let _ = allot_linux::notify::ready("config reloaded");
-            }
-            Ok(Event::Signal(_)) | Err(RecvTimeoutError::Disconnected) => break,
-            Ok(Event::Cgroup(evs)) => d.on_cgroup_events(evs),
-            Ok(Event::Snapshot(reply)) => {
-                let root = trust::Peer { uid: 0, gid: 0, groups: vec![], pid: 0, caller: None };
-                if let Ok(show) = d.show(&root, None) {
-                    let _ = reply.send((d.status(), show));
+                Event::Procs(evs) => {
+                    if d.on_process_events(evs) {
+                        next_scan = Instant::now();
+                    }
                 }
             }
-            Ok(Event::Procs(evs)) => {
-                if d.on_process_events(evs) {
-                    next_scan = Instant::now();
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if stop {
+            break;
+        }
+        if let Some(p) = queue.pop().filter(|p| p.claim.take()) {
+            let t0 = Instant::now();
+            let key = limits::bucket(p.peer.uid, d.placement.excluded_why(p.peer.uid).is_some());
+            let r = d.handle(p.req, &p.peer);
+            d.limits.charge(key, t0.elapsed());
+            let r = match r {
+                Ok(v) => Reply::ok(v),
+                Err(e) => Reply::err(e),
+            };
+            d.counters.limited = d.counters.limited.max(refused.load(std::sync::atomic::Ordering::Relaxed));
+            let _ = p.reply.send(r);
         }
     }
     let _ = allot_linux::notify::stopping();
@@ -301,6 +304,24 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let _ = std::fs::remove_file(&opts.socket);
     log::info!("stopped");
     Ok(0)
+}
+
+/// SIGHUP: reload the config. Execs are heard while it is read (the new one may have
+/// rules), then only if it has them.
+fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::procevents::Refilter>) {
+    let _ = allot_linux::notify::reloading();
+    if let Some(r) = refilter {
+        let _ = r.set(allot_linux::procevents::Kinds::UID | allot_linux::procevents::Kinds::EXEC);
+    }
+    d.reload(opts);
+    if let Some(r) = refilter {
+        if let Err(e) = r.set(event_kinds(&d.cfg)) {
+            log::error!(
+                "process events: cannot change what is reported ({e}); execs are matched against the rules again after the next reload that succeeds"
+            );
+        }
+    }
+    let _ = allot_linux::notify::ready("config reloaded");
 }
 
 fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {

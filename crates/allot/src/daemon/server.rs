@@ -18,12 +18,15 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A client has this long to send its whole request, and to take its whole reply.
 pub const DEADLINE: Duration = Duration::from_secs(5);
+
+/// How long a request may wait for the loop to take it before it is given up, undone.
+pub const WAIT: Duration = Duration::from_secs(10);
 
 /// Connection limits.
 #[derive(Debug, Clone, Copy)]
@@ -182,11 +185,23 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
     let groups = peer::peer_groups(conn.as_fd()).unwrap_or_default();
     let peer = Peer { uid: cred.uid, gid: cred.gid, groups, pid: cred.pid, caller };
     let (rtx, rrx) = channel();
-    if tx.send(Event::Request { peer, req, reply: rtx }).is_err() {
+    let claim = Arc::new(super::queue::Claim::default());
+    if tx.send(Event::Request(super::queue::Pending { peer, req, reply: rtx, claim: claim.clone() })).is_err() {
         return reply(conn, deadline, &Reply::err("the daemon is stopping; try again in a moment"));
     }
-    // The loop answers every request; the reply gets its own deadline.
-    if let Ok(r) = rrx.recv() {
-        reply(conn, Instant::now() + DEADLINE, &r);
-    }
+    // The loop takes requests in turn (queue.rs). One it has not taken within WAIT is
+    // given up here, and then never carried out: the reply says nothing was done.
+    let r = match rrx.recv_timeout(WAIT) {
+        Ok(r) => r,
+        Err(RecvTimeoutError::Timeout) if claim.abandon() => {
+            Reply::err(format!("the daemon did not take this request within {} s (it is busy); nothing was done; try again", WAIT.as_secs()))
+        }
+        // Taken just now: its answer comes.
+        Err(RecvTimeoutError::Timeout) => match rrx.recv() {
+            Ok(r) => r,
+            Err(_) => return,
+        },
+        Err(RecvTimeoutError::Disconnected) => Reply::err("the daemon is stopping; try again in a moment"),
+    };
+    reply(conn, Instant::now() + DEADLINE, &r);
 }
