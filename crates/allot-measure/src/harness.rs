@@ -132,6 +132,28 @@ impl Kids {
         pid
     }
 
+    /// Kills and reaps one of them now.
+    pub fn kill(&mut self, pid: u32) {
+        if let Some(i) = self.0.iter().position(|c| c.id() == pid) {
+            let mut c = self.0.swap_remove(i);
+            // SAFETY: our own unreaped child, so the pid cannot have been reused.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits for one of them to end and returns what it wrote to its piped stdout.
+    pub fn output(&mut self, pid: u32) -> String {
+        let Some(i) = self.0.iter().position(|c| c.id() == pid) else { return String::new() };
+        let mut c = self.0.swap_remove(i);
+        let mut s = String::new();
+        if let Some(o) = c.stdout.as_mut() {
+            let _ = std::io::Read::read_to_string(o, &mut s);
+        }
+        let _ = c.wait();
+        s
+    }
+
     /// Kills and reaps them all now.
     pub fn kill_all(&mut self) {
         for c in &mut self.0 {

@@ -1,45 +1,122 @@
 //! The optional metrics endpoint: `GET /metrics` over HTTP, off unless `[metrics] listen`
 //! is set (loopback by default in the docs; any other address is the admin's choice and
-//! is logged). One thread serves one request at a time, each within a deadline; the
-//! numbers come from the loop (a snapshot of `status` and `show` as root sees them) and
-//! are rendered by the same code as `allot metrics` (crate::metrics).
+//! is logged). Each reader gets a thread of its own and a deadline for its whole request;
+//! readers still sending are bounded by evicting the oldest, so a trickling reader holds
+//! no one else up; the
+//! numbers come from the loop (a snapshot of `status` and `show` as a user who owns no job
+//! sees them: no other user's processes, unless `privacy.show_other_users`) and are
+//! rendered by the same code as `allot metrics` (crate::metrics).
 
 use super::Event;
 use crate::metrics::{render, Format};
 use crate::proto::{ShowView, StatusView};
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A snapshot request to the loop.
 pub type Snapshot = Sender<(StatusView, ShowView)>;
 
-/// Binds and serves forever (errors are logged; the daemon runs on without metrics).
-pub fn start(listen: &str, tx: Sender<Event>) -> anyhow::Result<()> {
+/// Readers still sending their request head. One more evicts the oldest of them, so
+/// trickling readers can never fill the endpoint: a reader that sends its request at
+/// once (a Prometheus scrape) always gets in.
+const MAX_WAITING: usize = 64;
+
+/// Requests being answered at once; more get 503 at once.
+const MAX_SERVING: usize = 8;
+
+/// A reader has this long to send its whole request head, however it is split.
+const DEADLINE: Duration = Duration::from_secs(2);
+
+/// A snapshot of the loop is reused for this long: a burst of scrapes costs the loop one.
+const FRESH: Duration = Duration::from_millis(200);
+
+/// The serving endpoint; dropping it stops serving and frees the address (a reload that
+/// changes `metrics.listen`).
+pub struct Endpoint {
+    /// The address it serves, as the config gave it.
+    pub listen: String,
+    stop: Arc<AtomicBool>,
+    fd: std::os::fd::OwnedFd,
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accepting thread (accept fails on a listener shut down), which ends.
+        // SAFETY: shutdown on a descriptor this endpoint owns (a dup of the listener's).
+        unsafe { libc::shutdown(self.fd.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+}
+
+/// What the reader threads share.
+#[derive(Default)]
+struct Shared {
+    /// Readers still sending their head, oldest first (a clone of each stream, to evict).
+    waiting: Mutex<VecDeque<(u64, TcpStream)>>,
+    serving: AtomicUsize,
+    last: Mutex<Option<(Instant, StatusView, ShowView)>>,
+    sampler: Mutex<Option<crate::readings::Sampler>>,
+}
+
+/// Binds and serves until the endpoint is dropped (errors are logged; the daemon runs on
+/// without metrics).
+pub fn start(listen: &str, tx: Sender<Event>) -> anyhow::Result<Endpoint> {
     let l = TcpListener::bind(listen).map_err(|e| anyhow::anyhow!("metrics.listen {listen:?}: cannot listen: {e}"))?;
     let local = l.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false);
     if !local {
         log::warn!("metrics are served on {listen}, which is not a loopback address: anyone who can reach it sees every job's numbers");
     }
     log::info!("metrics at http://{listen}/metrics");
+    let stop = Arc::new(AtomicBool::new(false));
+    let fd = l.as_fd().try_clone_to_owned()?;
+    let stop2 = stop.clone();
+    let shared = Arc::new(Shared::default());
     std::thread::Builder::new().name("allot-metrics".into()).spawn(move || {
-        let mut sampler = None;
-        for conn in l.incoming().flatten() {
-            if serve(conn, &tx, &mut sampler).is_err() {
-                continue;
+        for (n, conn) in (0u64..).zip(l.incoming()) {
+            if stop2.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(conn) = conn else { continue };
+            let Ok(mine) = conn.try_clone() else { continue };
+            {
+                let mut w = shared.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                if w.len() >= MAX_WAITING {
+                    if let Some((_, oldest)) = w.pop_front() {
+                        let _ = oldest.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                w.push_back((n, mine));
+            }
+            let (tx, shared) = (tx.clone(), shared.clone());
+            let spawned = std::thread::Builder::new().name("allot-metrics-conn".into()).stack_size(256 * 1024).spawn(move || {
+                let _ = serve(conn, n, &tx, &shared);
+                shared.waiting.lock().unwrap_or_else(|e| e.into_inner()).retain(|(k, _)| *k != n);
+            });
+            if spawned.is_err() {
+                log::error!("cannot start a thread for a metrics reader");
             }
         }
     })?;
-    Ok(())
+    Ok(Endpoint { listen: listen.to_string(), stop, fd })
 }
 
-fn serve(mut c: TcpStream, tx: &Sender<Event>, sampler: &mut Option<crate::readings::Sampler>) -> std::io::Result<()> {
-    c.set_read_timeout(Some(Duration::from_secs(2)))?;
-    c.set_write_timeout(Some(Duration::from_secs(5)))?;
+/// Reads a request head within [`DEADLINE`] for the whole of it.
+fn read_head(c: &mut TcpStream) -> std::io::Result<String> {
+    let until = Instant::now() + DEADLINE;
     let mut buf = [0u8; 2048];
     let mut n = 0;
     while n < buf.len() {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        c.set_read_timeout(Some(left))?;
         let k = c.read(&mut buf[n..])?;
         if k == 0 {
             break;
@@ -49,7 +126,14 @@ fn serve(mut c: TcpStream, tx: &Sender<Event>, sampler: &mut Option<crate::readi
             break;
         }
     }
-    let head = String::from_utf8_lossy(&buf[..n]);
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+fn serve(mut c: TcpStream, n: u64, tx: &Sender<Event>, shared: &Shared) -> std::io::Result<()> {
+    c.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let head = read_head(&mut c)?;
+    // Its request is in: no longer evictable.
+    shared.waiting.lock().unwrap_or_else(|e| e.into_inner()).retain(|(k, _)| *k != n);
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -57,15 +141,38 @@ fn serve(mut c: TcpStream, tx: &Sender<Event>, sampler: &mut Option<crate::readi
         return c.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nallot serves GET /metrics only\n");
     }
     let openmetrics = head.lines().any(|l| l.to_ascii_lowercase().starts_with("accept:") && l.contains("application/openmetrics-text"));
-    let (rtx, rrx) = channel();
-    if tx.send(Event::Snapshot(rtx)).is_err() {
-        return Ok(());
+    if shared.serving.fetch_add(1, Ordering::SeqCst) >= MAX_SERVING {
+        shared.serving.fetch_sub(1, Ordering::SeqCst);
+        return c.write_all(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n\r\n");
     }
-    let Ok((status, show)) = rrx.recv_timeout(Duration::from_secs(5)) else {
+    let r = answer(&mut c, openmetrics, tx, shared);
+    shared.serving.fetch_sub(1, Ordering::SeqCst);
+    r
+}
+
+fn answer(c: &mut TcpStream, openmetrics: bool, tx: &Sender<Event>, shared: &Shared) -> std::io::Result<()> {
+    let snapshot = {
+        let mut last = shared.last.lock().unwrap_or_else(|e| e.into_inner());
+        match &*last {
+            Some((at, status, show)) if at.elapsed() < FRESH => Some((status.clone(), show.clone())),
+            _ => {
+                let (rtx, rrx) = channel();
+                if tx.send(Event::Snapshot(rtx)).is_err() {
+                    return Ok(());
+                }
+                let got = rrx.recv_timeout(Duration::from_secs(5)).ok();
+                *last = got.clone().map(|(st, sh)| (Instant::now(), st, sh));
+                got
+            }
+        }
+    };
+    let Some((status, show)) = snapshot else {
         return c.write_all(b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n");
     };
-    let s = sampler.get_or_insert_with(|| crate::readings::Sampler::new(&status));
-    let readings = s.sample(&show);
+    let readings = {
+        let mut s = shared.sampler.lock().unwrap_or_else(|e| e.into_inner());
+        s.get_or_insert_with(|| crate::readings::Sampler::new(&status)).sample(&show)
+    };
     let format = if openmetrics { Format::OpenMetrics } else { Format::Prometheus };
     let body = render(&status, &show, &readings, format);
     let head = format!("HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", format.content_type(), body.len());

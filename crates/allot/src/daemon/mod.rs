@@ -195,11 +195,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let listener = bind(&opts.socket)?;
     let _ = allot_linux::peer::set_passcred(std::os::fd::AsFd::as_fd(&listener), true);
     let refused = Arc::new(AtomicU64::new(0));
+    let admission = Arc::new(std::sync::Mutex::new(admission_of(&d)));
     {
-        let (tx, refused) = (tx.clone(), refused.clone());
-        let l = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
-        let humans = d.placement.humans();
-        std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, l, refused, humans))?;
+        let (tx, refused, admission) = (tx.clone(), refused.clone(), admission.clone());
+        std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, admission, refused))?;
     }
     // Events first, then the scan, so no process starts unseen between them.
     let refilter = match process_events(tx.clone(), event_kinds(&d.cfg)) {
@@ -212,11 +211,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             None
         }
     };
-    if let Some(listen) = d.cfg.metrics.listen.clone() {
-        if let Err(e) = http::start(&listen, tx.clone()) {
-            log::error!("{e:#}; the daemon runs on without its metrics endpoint");
-        }
-    }
+    let mut metrics = endpoint(&d, None, &tx);
     log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
     d.scan();
     let _ = allot_linux::notify::ready(&format!("{} jobs adopted", d.desired.jobs.len()));
@@ -267,12 +262,17 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                     let key = limits::bucket(p.peer.uid, d.placement.excluded_why(p.peer.uid).is_some());
                     queue.push(key, p);
                 }
-                Event::Signal(libc::SIGHUP) => reload(&mut d, &opts, refilter.as_ref()),
+                Event::Signal(libc::SIGHUP) => {
+                    reload(&mut d, &opts, refilter.as_ref());
+                    *admission.lock().unwrap_or_else(|e| e.into_inner()) = admission_of(&d);
+                    metrics = endpoint(&d, metrics.take(), &tx);
+                }
                 Event::Signal(_) => stop = true,
                 Event::Cgroup(evs) => d.on_cgroup_events(evs),
                 Event::Snapshot(reply) => {
-                    let root = trust::Peer { uid: 0, gid: 0, groups: vec![], pid: 0, caller: None };
-                    if let Ok(show) = d.show(&root, None) {
+                    // Whoever reaches the endpoint sees what a user who owns no job sees.
+                    let nobody = trust::Peer { uid: u32::MAX, gid: u32::MAX, groups: vec![], pid: 0, caller: None };
+                    if let Ok(show) = d.show(&nobody, None) {
                         let _ = reply.send((d.status(), show));
                     }
                 }
@@ -304,6 +304,26 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let _ = std::fs::remove_file(&opts.socket);
     log::info!("stopped");
     Ok(0)
+}
+
+/// Who the socket admits, as the config in force says.
+fn admission_of(d: &core::Daemon) -> server::Admission {
+    let limits = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
+    server::Admission { limits, humans: d.placement.humans() }
+}
+
+/// The metrics endpoint the config in force asks for: `old` kept if its address is the
+/// same, else dropped (freeing the address) and the new one started.
+fn endpoint(d: &core::Daemon, old: Option<http::Endpoint>, tx: &Sender<Event>) -> Option<http::Endpoint> {
+    let want = d.cfg.metrics.listen.clone();
+    if let Some(o) = old {
+        if Some(&o.listen) == want.as_ref() {
+            return Some(o);
+        }
+        log::info!("metrics are no longer served at {}", o.listen);
+    }
+    let listen = want?;
+    http::start(&listen, tx.clone()).map_err(|e| log::error!("{e:#}; the daemon runs on without its metrics endpoint")).ok()
 }
 
 /// SIGHUP: reload the config. Execs are heard while it is read (the new one may have

@@ -64,19 +64,23 @@ impl Drop for Slot {
     }
 }
 
+/// What admission follows: the connection limits and who is a login user. The loop
+/// replaces it when a reload changes the config.
+#[derive(Debug, Clone)]
+pub struct Admission {
+    /// Connection limits.
+    pub limits: ConnLimits,
+    /// Uids that are no login user's (`humans` says which) share one connection budget.
+    pub humans: super::placement::Humans,
+}
+
 /// Accepts connections forever, sending requests to the loop.
-/// Uids that are no login user's (`humans` says which) share one connection budget.
-pub fn serve(
-    listener: UnixListener,
-    tx: Sender<Event>,
-    limits: ConnLimits,
-    refused: Arc<std::sync::atomic::AtomicU64>,
-    humans: super::placement::Humans,
-) {
+pub fn serve(listener: UnixListener, tx: Sender<Event>, admission: Arc<Mutex<Admission>>, refused: Arc<std::sync::atomic::AtomicU64>) {
     let open = Arc::new(Mutex::new(Open::default()));
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let Ok(cred) = peer::peer_cred(conn.as_fd()) else { continue };
+        let Admission { limits, humans } = admission.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let key = super::limits::bucket(cred.uid, humans.excluded_why(cred.uid).is_some());
         let admitted = {
             let mut o = open.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,211 @@
+//! The cost of a user's requests, as a hostile user would raise it: one user's jobs carry
+//! huge command lines and sixteen connections loop `show` over them, while root asks for
+//! `status`, another user runs jobs and a third logs in. No one waits for the flood
+//! (docs/trust.md, "Cost").
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The attacker's jobs and the size of each one's command line (a single argument may be
+/// at most 128 KiB; 40 of them need a stack limit above 20 MiB).
+const JOBS: usize = 250;
+const ARGS: usize = 40;
+const ARG_LEN: usize = 128 * 1024 - 1;
+
+/// Raises the child's stack limit so its command line may be 5 MiB.
+fn big_stack(c: &mut std::process::Command) {
+    // SAFETY: setrlimit is async-signal-safe; the struct is built in the child.
+    unsafe {
+        c.pre_exec(|| {
+            let r = libc::rlimit { rlim_cur: 256 << 20, rlim_max: libc::RLIM_INFINITY };
+            if libc::setrlimit(libc::RLIMIT_STACK, &r) != 0 {
+                let r = libc::rlimit { rlim_cur: 256 << 20, rlim_max: 256 << 20 };
+                libc::setrlimit(libc::RLIMIT_STACK, &r);
+            }
+            Ok(())
+        });
+    }
+}
+
+fn p99(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v.get((v.len() * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or_default()
+}
+
+/// Root's `status`, raw: connect to reply.
+fn timed_status(socket: &std::path::Path) -> Duration {
+    let t0 = Instant::now();
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(b"{\"v\":2,\"op\":\"status\"}\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.contains("\"ok\":true"), "{r}");
+    t0.elapsed()
+}
+
+/// True once `pid` is in the daemon's tree (its cgroup path names the daemon's root).
+fn placed(pid: u32, root: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|s| s.contains(root))
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn huge_command_lines_and_looping_shows_slow_no_one_else() {
+    require_root();
+    let _s = serial();
+    let cfg = "[users]\nonly = [\"2901\", \"2902\", \"2903\"]\n";
+    let d = PrivateDaemon::start(exe(), cfg).unwrap();
+    let mut kids = Kids::default();
+    let e = exe().display().to_string();
+    let sock = d.socket.display().to_string();
+    let big = "a".repeat(ARG_LEN);
+    // B's 250 jobs, each a shell whose command line is 5 MiB, paced under B's request budget.
+    for i in 0..JOBS {
+        let mut argv: Vec<&str> = vec![&e, "--socket", &sock, "run", "--strict", "--", "sh", "-c", "sleep 600; :", "x"];
+        argv.extend(std::iter::repeat_n(big.as_str(), ARGS));
+        let mut c = d.user_command(B, &argv);
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        big_stack(&mut c);
+        kids.add(c.spawn().unwrap());
+        std::thread::sleep(Duration::from_millis(if i % 50 == 49 { 400 } else { 25 }));
+    }
+    let t0 = Instant::now();
+    let jobs = loop {
+        let v = show(&d);
+        let n =
+            v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B && j["command"].as_str().is_some_and(|c| c.starts_with("sh -c"))).count();
+        if n >= JOBS - 5 {
+            break n;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "B made {n} of {JOBS} jobs in 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("B's {jobs} jobs made; one `show` of them took {:?}", {
+        let t = Instant::now();
+        show(&d);
+        t.elapsed()
+    });
+    let cmd = show(&d)["jobs"].as_array().unwrap().iter().find(|j| j["uid"] == B).unwrap()["command"].as_str().unwrap().to_string();
+    assert!(cmd.chars().count() <= 512, "show cuts a command line: {} chars", cmd.chars().count());
+    // The flood: sixteen connections looping `show`, for 30 s.
+    let flood = kids.add(
+        d.user_command(B, &[&e, "flood", "--target", &sock, "--idle", "0", "--trickle", "0", "--hammer", "16", "--duration", "30s"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let (mut statuses, mut runs, mut logins) = (vec![], vec![], vec![]);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(26) {
+        statuses.push(timed_status(&d.socket));
+        let t = Instant::now();
+        let o = d.cli(&["run", "--strict", "--", "true"], Some(A)).unwrap();
+        runs.push(t.elapsed());
+        assert!(o.status.success(), "user A's allot run failed during the flood: {}", String::from_utf8_lossy(&o.stderr));
+        // A login of user C: the time from its uid change (it starts in the shelter and
+        // drops to C before exec) until it is in C's job.
+        let t = Instant::now();
+        let login = kids.add(d.user_command(C, &["sleep", "60"]).stdin(Stdio::null()).spawn().unwrap());
+        while !placed(login, &d.root_name) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        logins.push(t.elapsed());
+        kids.kill(login);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = kids.output(flood);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
+    let (s99, r99, l99) = (p99(&mut statuses), p99(&mut runs), p99(&mut logins));
+    eprintln!(
+        "B: {jobs} jobs with {} MiB command lines, flood {v}; p99 over {} rounds: root's status {s99:?} (worst {:?}), A's run {r99:?} (worst {:?}), C's login placed {l99:?} (worst {:?}); load average {}",
+        (ARGS * (ARG_LEN + 1)) >> 20,
+        statuses.len(),
+        statuses.last().unwrap(),
+        runs.last().unwrap(),
+        logins.last().unwrap(),
+        load()
+    );
+    assert!(v["requests"].as_u64().unwrap_or(0) > 100, "the flood ran: {v}");
+    assert!(s99 < Duration::from_millis(100), "root's status p99 {s99:?} (load average {})", load());
+    // `allot run` here is a whole process (exec, connect, request, exec `true`).
+    assert!(r99 < Duration::from_millis(100), "user A's allot run p99 {r99:?} (load average {})", load());
+    assert!(l99 < Duration::from_millis(50), "a login placed within p99 {l99:?} (load average {})", load());
+}
+
+/// A GET of the metrics endpoint: (time to the whole reply, the reply).
+fn get(port: u16) -> (Duration, String) {
+    let t0 = Instant::now();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut r = String::new();
+    let _ = s.read_to_string(&mut r);
+    (t0.elapsed(), r)
+}
+
+#[test]
+fn trickling_metrics_readers_hold_no_one_up_and_see_no_other_users_processes() {
+    require_root();
+    let _s = serial();
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let cfg = format!("[users]\nonly = [\"2901\"]\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let j = d.run_job(&["-t", "321"], &["sleep", "300"], Some(A)).unwrap();
+    d.wait_exec(j).unwrap();
+    // 200 readers that send one byte every half second and never finish, for 6 s.
+    let until = Instant::now() + Duration::from_secs(6);
+    let tricklers: Vec<_> = (0..200)
+        .map(|_| {
+            std::thread::spawn(move || {
+                while Instant::now() < until {
+                    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { continue };
+                    while Instant::now() < until && s.write_all(b"G").is_ok() {
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut times = vec![];
+    while Instant::now() + Duration::from_millis(300) < until {
+        let (t, r) = get(port);
+        assert!(r.starts_with("HTTP/1.1 200"), "a scrape during the trickle: {r:?}");
+        times.push(t);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for t in tricklers {
+        t.join().unwrap();
+    }
+    let worst = times.iter().max().copied().unwrap_or_default();
+    eprintln!("{} scrapes while 200 readers trickled: worst {worst:?} (load average {})", times.len(), load());
+    assert!(worst < Duration::from_millis(500), "a scrape took {worst:?} (load average {})", load());
+    // Whoever reaches the endpoint sees what a user who owns no job sees: no process counts.
+    let (_, r) = get(port);
+    assert!(r.lines().any(|l| l.starts_with("allot_job_tickets{") && l.ends_with(" 321")), "{r}");
+    assert!(!r.lines().any(|l| l.starts_with("allot_job_processes{")), "the endpoint shows no user's processes: {r}");
+    // SIGHUP moves the endpoint to the new address, and frees the old one.
+    let port2 = port + 1;
+    std::fs::write(
+        d.dir.join("allot.toml"),
+        cfg.replace(&port.to_string(), &port2.to_string()) + &format!("[placement]\nfrom = [\"{}\"]\n", d.shelter.path()),
+    )
+    .unwrap();
+    // SAFETY: the daemon this test started.
+    unsafe { libc::kill(d.daemon_pid().unwrap() as i32, libc::SIGHUP) };
+    wait_for("the endpoint at its new address", || std::net::TcpStream::connect(("127.0.0.1", port2)).ok());
+    assert!(get(port2).1.starts_with("HTTP/1.1 200"));
+    wait_for("the old address freed", || std::net::TcpStream::connect(("127.0.0.1", port)).is_err().then_some(()));
+    d.stop().unwrap();
+}
