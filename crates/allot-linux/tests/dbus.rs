@@ -2,7 +2,7 @@
 //! session configuration, on a socket in a temporary directory), so it runs on any
 //! machine with the dbus-daemon package, systemd or not. Fails, never skips, without it.
 
-use allot_linux::dbus::{message, Bus, Message, Value};
+use allot_linux::dbus::{message, Bus, Match, Message, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,8 +69,8 @@ fn calls_errors_and_signals_against_a_real_bus() {
 
     // A broadcast signal reaches `a` only through a match rule, also when it arrives
     // while `a` waits for a reply to another call.
-    let rule = "type='signal',interface='org.example.T',member='Done',arg0='job-2'";
-    bus_call(&mut a, "AddMatch", vec![Value::str(rule)]).unwrap();
+    let done = Match::new(&b.name, "/org/example", "org.example.T", "Done").arg(0, "job-2");
+    a.add_match(&done, T).unwrap().expect("AddMatch");
     let signal = |arg: &str| {
         let mut m = Message::call("", "/org/example", "org.example.T", "Done", vec![Value::str(arg), Value::U64(7)]);
         m.kind = message::SIGNAL;
@@ -90,6 +90,30 @@ fn calls_errors_and_signals_against_a_real_bus() {
 
     // The connection stays usable after a timed-out wait.
     assert!(bus_call(&mut a, "GetId", vec![]).is_ok());
+
+    // The same signal sent straight to `a` by another connection is not taken, nor one
+    // from `b` on another path; `b`'s own is.
+    let mut c = Bus::connect(&d.path, T).expect("a third connection");
+    let mut to_a = signal("job-2");
+    to_a.destination = Some(a.name.clone());
+    c.send(&to_a).unwrap();
+    let mut elsewhere = to_a.clone();
+    elsewhere.path = Some("/org/example/other".into());
+    b.send(&elsewhere).unwrap();
+    b.send(&to_a).unwrap();
+    bus_call(&mut c, "GetId", vec![]).unwrap();
+    bus_call(&mut b, "GetId", vec![]).unwrap();
+    let got = a.wait_signal(Instant::now() + T, |_| true).unwrap().expect("b's signal");
+    assert_eq!((got.sender.as_deref(), got.path.as_deref()), (Some(b.name.as_str()), Some("/org/example")));
+    let none = a.wait_signal(Instant::now() + Duration::from_millis(200), |_| true).unwrap();
+    assert!(none.is_none(), "only b's signal on /org/example is taken: {none:?}");
+
+    // After RemoveMatch, b's signals are no longer taken either.
+    a.remove_match(&done, T).unwrap().expect("RemoveMatch");
+    b.send(&to_a).unwrap();
+    bus_call(&mut b, "GetId", vec![]).unwrap();
+    let none = a.wait_signal(Instant::now() + Duration::from_millis(200), |_| true).unwrap();
+    assert!(none.is_none(), "{none:?}");
 }
 
 #[test]

@@ -39,9 +39,34 @@ pub struct Message {
     pub body: Vec<Value>,
 }
 
-/// Messages larger than this are refused (the specification allows 128 MiB; systemd's
-/// replies are kilobytes).
-pub const MAX_MESSAGE: usize = 64 << 20;
+/// The specification's largest message (2^27 bytes). The client reads bodies it does not
+/// want in bounded chunks without keeping them (see the `dbus` module), so this only
+/// frames the stream; what is decoded has much smaller limits.
+pub const MAX_MESSAGE: usize = 128 << 20;
+
+/// The fixed first 16 bytes of a message, and the lengths that frame the rest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fixed {
+    /// Big-endian.
+    pub big: bool,
+    /// METHOD_CALL, METHOD_RETURN, ERROR or SIGNAL.
+    pub kind: u8,
+    /// Length of the header fields array (not counting the padding after it).
+    pub fields_len: usize,
+    /// Length of the body.
+    pub body_len: usize,
+}
+
+impl Fixed {
+    /// Where the body starts: the header fields, padded to 8.
+    pub fn header_len(&self) -> usize {
+        (16 + self.fields_len).div_ceil(8) * 8
+    }
+    /// The whole message's length.
+    pub fn total(&self) -> usize {
+        self.header_len() + self.body_len
+    }
+}
 
 impl Message {
     /// A method call.
@@ -102,38 +127,46 @@ impl Message {
         w.buf
     }
 
-    /// The total length of a message from its first 16 bytes.
-    pub fn length(head: &[u8; 16]) -> Result<usize, String> {
+    /// Reads the fixed header: byte order, type, version and the two lengths.
+    pub fn fixed(head: &[u8; 16]) -> Result<Fixed, String> {
         let big = match head[0] {
             b'l' => false,
             b'B' => true,
-            x => return Err(format!("unknown byte order mark {x:#x}")),
+            x => return Err(format!("unknown byte order mark {x:#x} (allowed: 'l' or 'B')")),
         };
+        if head[3] != 1 {
+            return Err(format!("protocol version {} (only 1 is known)", head[3]));
+        }
         let mut r = Reader::new(head, big);
         r.pos = 4;
-        let body = r.u32()? as usize;
+        let body_len = r.u32()? as usize;
         r.pos = 12;
-        let fields = r.u32()? as usize;
-        let n = (16 + fields).div_ceil(8) * 8 + body;
-        if n > MAX_MESSAGE {
-            return Err(format!("message of {n} bytes is larger than {MAX_MESSAGE}"));
+        let fields_len = r.u32()? as usize;
+        let f = Fixed { big, kind: head[1], fields_len, body_len };
+        if f.total() > MAX_MESSAGE {
+            return Err(format!("message of {} bytes is larger than the {MAX_MESSAGE} the specification allows", f.total()));
         }
-        Ok(n)
+        Ok(f)
     }
 
-    /// Decodes one whole message.
-    pub fn decode(buf: &[u8]) -> Result<Self, String> {
-        if buf.len() < 16 {
-            return Err("message shorter than its fixed header".into());
+    /// The total length of a message from its first 16 bytes.
+    pub fn length(head: &[u8; 16]) -> Result<usize, String> {
+        Self::fixed(head).map(|f| f.total())
+    }
+
+    /// Decodes the header alone (the fixed part, the fields and the padding after them:
+    /// exactly [`Fixed::header_len`] bytes). Returns the message with an empty body and
+    /// the body's signature, so that whether the body is wanted can be decided before a
+    /// byte of it is read.
+    pub fn decode_header(buf: &[u8]) -> Result<(Self, String), String> {
+        let head: &[u8; 16] = buf.get(..16).and_then(|h| h.try_into().ok()).ok_or("message shorter than its fixed header")?;
+        let fixed = Self::fixed(head)?;
+        if buf.len() != fixed.header_len() {
+            return Err(format!("header is {} bytes, its fields say {}", buf.len(), fixed.header_len()));
         }
-        let big = buf[0] == b'B';
-        let mut r = Reader::new(buf, big);
+        let mut r = Reader::new(buf, fixed.big);
         let h = r.values("yyyyuua(yv)")?;
         let byte = |i: usize| if let Value::Byte(b) = h[i] { b } else { 0 };
-        if byte(3) != 1 {
-            return Err(format!("protocol version {} (only 1 is known)", byte(3)));
-        }
-        let body_len = h[4].as_u64().unwrap_or(0) as usize;
         let mut m = Message { kind: byte(1), flags: byte(2), serial: h[5].as_u64().unwrap_or(0) as u32, ..Default::default() };
         let mut sig = String::new();
         for f in h[6].items().unwrap_or(&[]) {
@@ -152,15 +185,31 @@ impl Message {
             }
         }
         r.pad(8)?;
-        if r.pos + body_len != buf.len() {
-            return Err(format!("body is {} bytes, the header says {body_len}", buf.len().saturating_sub(r.pos)));
+        if r.pos != buf.len() {
+            return Err(format!("header fields end at {}, the header says {}", r.pos, buf.len()));
         }
-        let start = r.pos;
-        let mut b = Reader::new(&buf[start..], big);
-        m.body = b.values(&sig)?;
-        if b.pos != body_len {
-            return Err(format!("body signature {sig:?} covers {} of its {body_len} bytes", b.pos));
+        Ok((m, sig))
+    }
+
+    /// Decodes a body of signature `sig` into `self.body`; every byte must be covered.
+    pub fn decode_body(&mut self, sig: &str, body: &[u8], big: bool) -> Result<(), String> {
+        let mut b = Reader::new(body, big);
+        self.body = b.values(sig)?;
+        if b.pos != body.len() {
+            return Err(format!("body signature {sig:?} covers {} of its {} bytes", b.pos, body.len()));
         }
+        Ok(())
+    }
+
+    /// Decodes one whole message.
+    pub fn decode(buf: &[u8]) -> Result<Self, String> {
+        let head: &[u8; 16] = buf.get(..16).and_then(|h| h.try_into().ok()).ok_or("message shorter than its fixed header")?;
+        let fixed = Self::fixed(head)?;
+        if buf.len() != fixed.total() {
+            return Err(format!("message is {} bytes, its header says {}", buf.len(), fixed.total()));
+        }
+        let (mut m, sig) = Self::decode_header(&buf[..fixed.header_len()])?;
+        m.decode_body(&sig, &buf[fixed.header_len()..], fixed.big)?;
         Ok(m)
     }
 }

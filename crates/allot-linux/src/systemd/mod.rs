@@ -9,7 +9,7 @@
 
 pub mod holder;
 
-use crate::dbus::{Bus, Reject, Value};
+use crate::dbus::{Bus, Match, Reject, Value};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 
@@ -139,15 +139,21 @@ impl Systemd {
         Ok(Self { bus: Some(Bus::system(timeout)?), timeout })
     }
 
-    /// Calls a method; a broken connection is made again and the call repeated once.
-    fn call(&mut self, dest: &str, path: &str, iface: &str, method: &'static str, unit: &str, body: Vec<Value>) -> Result<Vec<Value>> {
+    /// Runs `f` on the bus; a broken connection is made again and `f` repeated once. A
+    /// rejection becomes an error naming `method` and `unit`.
+    fn with_bus<T>(
+        &mut self,
+        method: &'static str,
+        unit: &str,
+        mut f: impl FnMut(&mut Bus, Duration) -> Result<std::result::Result<T, Reject>>,
+    ) -> Result<T> {
         let mut last = None;
         for _ in 0..2 {
             if self.bus.is_none() {
                 self.bus = Some(Bus::system(self.timeout)?);
             }
             let bus = self.bus.as_mut().expect("connected above");
-            match bus.call(dest, path, iface, method, body.clone(), self.timeout) {
+            match f(bus, self.timeout) {
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(Reject { name, message })) => {
                     let hint = hint(&name, unit);
@@ -160,6 +166,11 @@ impl Systemd {
             }
         }
         Err(last.expect("two failed attempts"))
+    }
+
+    /// Calls a method; a broken connection is made again and the call repeated once.
+    fn call(&mut self, dest: &str, path: &str, iface: &str, method: &'static str, unit: &str, body: Vec<Value>) -> Result<Vec<Value>> {
+        self.with_bus(method, unit, |bus, timeout| bus.call(dest, path, iface, method, body.clone(), timeout))
     }
 
     fn manager(&mut self, method: &'static str, unit: &str, body: Vec<Value>) -> Result<Vec<Value>> {
@@ -223,12 +234,14 @@ impl Systemd {
 
     /// Sends a call that returns a job, and waits for the job's JobRemoved signal.
     fn run_job(&mut self, method: &'static str, unit: &str, body: Vec<Value>) -> Result<()> {
-        // JobRemoved is broadcast; without a match rule the bus would not pass it on.
-        let rule = format!("type='signal',sender='{SYSTEMD}',path='{MANAGER_PATH}',interface='{MANAGER}',member='JobRemoved',arg2='{unit}'");
-        self.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch", unit, vec![Value::str(&rule)])?;
+        // JobRemoved is broadcast; without a match rule the bus would not pass it on. The
+        // Bus takes it only from the connection that owns systemd's name (anyone may
+        // send us a unicast "JobRemoved").
+        let jobs = Match::new(SYSTEMD, MANAGER_PATH, MANAGER, "JobRemoved").arg(2, unit);
+        self.with_bus("AddMatch", unit, |bus, timeout| bus.add_match(&jobs, timeout))?;
         let r = self.run_job_matched(method, unit, body);
-        let _ = self.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "RemoveMatch", unit, vec![Value::str(&rule)]);
         if let Some(b) = self.bus.as_mut() {
+            let _ = b.remove_match(&jobs, self.timeout);
             b.clear_signals();
         }
         r
@@ -239,8 +252,7 @@ impl Systemd {
         let job = v.first().and_then(|x| x.as_str()).map(String::from).ok_or_else(|| Self::bad_reply(method, unit, &v))?;
         let deadline = Instant::now() + self.timeout;
         let bus = self.bus.as_mut().expect("the call above connected");
-        let done =
-            bus.wait_signal(deadline, |m| m.member.as_deref() == Some("JobRemoved") && m.body.get(1).and_then(|x| x.as_str()) == Some(job.as_str()))?;
+        let done = bus.wait_signal(deadline, |m| matches!(m.body.get(1), Some(Value::Path(p)) if *p == job))?;
         let Some(m) = done else {
             return Err(Error::Bus {
                 method,
