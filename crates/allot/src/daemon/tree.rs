@@ -91,7 +91,11 @@ impl Tree {
     pub fn remove(&mut self, rel: &str) -> Result<(), String> {
         self.applied.remove(rel);
         if let Some(rt) = &mut self.rt {
+            // A removed cgroup's task group stays among its parent's children until the
+            // kernel frees it, its real-time runtime still counted against the parent's:
+            // giving it back first keeps the next division from failing with EINVAL.
             rt.written.remove(rel);
+            let _ = self.cg.set_rt_runtime(rel, 0);
         }
         self.cg.remove(rel).map_err(|e| e.to_string())
     }

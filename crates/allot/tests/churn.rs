@@ -1,0 +1,46 @@
+//! Job churn: jobs made and reaped by the hundred leave the tree consistent: every
+//! real-time budget write the kernel is given is one it accepts, and a job emptied by a
+//! request is reaped like one whose processes ended.
+
+mod common;
+
+use common::*;
+use std::process::Stdio;
+
+/// Real-time group scheduling (cgroup v1 with CONFIG_RT_GROUP_SCHED) is on this kernel.
+fn rt_groups() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/cpu/cpu.rt_runtime_us").exists()
+}
+
+#[test]
+fn short_jobs_by_the_hundred_leave_every_real_time_write_accepted() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(
+        exe(),
+        "[users]\nauto_place = false\n[limits]\nrequests_per_second = 1000\nrequest_burst = 1000\n[currencies.lab]\n[currencies.lab2]\n",
+    )
+    .unwrap();
+    let e = exe().display().to_string();
+    let sock = d.socket.display().to_string();
+    // 180 jobs in three currencies, each living 0–0.8 s: dying task groups pile up while
+    // jobs keep coming, and each arrival or departure divides the real-time budget again.
+    let script = format!(
+        "for i in $(seq 1 60); do for c in lab lab2 root; do {e} --socket {sock} run --strict --currency $c -- sleep 0.$((i % 9)) & done; sleep 0.1; done; wait"
+    );
+    let o = std::process::Command::new("bash").args(["-c", &script]).stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_for("every churned job reaped", || {
+        let v = show(&d);
+        v["jobs"].as_array().unwrap().is_empty().then_some(())
+    });
+    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
+    let log = d.log();
+    let refused = log.lines().filter(|l| l.contains("cpu.rt_runtime_us")).count();
+    eprintln!("180 jobs made and reaped; {refused} real-time budget writes refused; status rt: {}", st["rt"]);
+    if rt_groups() {
+        assert!(st["rt"].as_str().unwrap().contains("real-time group scheduling"), "{st}");
+    }
+    assert_eq!(refused, 0, "real-time budget writes the kernel refused:\n{log}");
+    assert_eq!(st["counters"]["write_errors"], 0, "{st}");
+}
