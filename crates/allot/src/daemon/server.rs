@@ -155,6 +155,24 @@ fn caller(conn: &UnixStream, cred: &peer::Cred, received: &mut peer::Received) -
     Linux::default().hold(fd).map(Some).map_err(|_| format!("the process that connected (pid {}) has exited", cred.pid))
 }
 
+/// Pids in a request are read in the daemon's pid namespace; a caller in another one
+/// (a container) means other processes by the same numbers, so a request that acts on
+/// processes by pid is refused there rather than carried out on whichever process has
+/// that number here.
+fn same_pid_namespace(req: &Request, caller: i32) -> Result<(), String> {
+    if !matches!(req, Request::Set { .. } | Request::Focus { .. } | Request::Move { .. }) {
+        return Ok(());
+    }
+    let ns = |who: &str| std::fs::read_link(format!("/proc/{who}/ns/pid")).ok();
+    match (ns(&caller.to_string()), ns("self")) {
+        (Some(theirs), Some(mine)) if theirs != mine => Err(format!(
+            "your process (pid {caller} here) runs in another pid namespace ({}), so the pids you give name other processes here; run allot from the host's pid namespace",
+            theirs.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>) {
     handle(&conn, cred, tx);
     // Never wait on what a client left queued (fds it sent are closed off this thread).
@@ -177,6 +195,9 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
         Ok(r) => r,
         Err(e) => return reply(conn, deadline, &Reply::err(e)),
     };
+    if let Err(e) = same_pid_namespace(&req, cred.pid) {
+        return reply(conn, deadline, &Reply::err(e));
+    }
     let caller = if matches!(req, Request::Run { .. }) {
         match caller(conn, &cred, &mut msg.received) {
             Ok(c) => c,
