@@ -161,20 +161,54 @@ unsafe fn holder(wr: i32, null: i32, prog: &CString, argv: &[*const libc::c_char
             libc::sigaction(s, &dfl, std::ptr::null_mut());
         }
     }
+    // Both descriptors we still need go above 2 first: with stdin, stdout or stderr
+    // closed in the daemon, either could have been 0..2 and been overwritten (or kept
+    // close-on-exec) by the dup2s below.
+    let (first_wr, wr, null) = (wr, libc::fcntl(wr, libc::F_DUPFD_CLOEXEC, 3), libc::fcntl(null, libc::F_DUPFD_CLOEXEC, 3));
+    if wr < 0 || null < 0 {
+        let v = *libc::__errno_location();
+        libc::write(first_wr, (&v as *const i32).cast(), 4);
+        libc::_exit(126);
+    }
     for fd in 0..3 {
         libc::dup2(null, fd);
     }
-    // Keep only the error pipe (as fd 3, close-on-exec), close everything else.
-    let keep = if wr == 3 { 3 } else { libc::dup3(wr, 3, libc::O_CLOEXEC) };
-    if keep != 3 || libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
-        for fd in 4..4096 {
+    close_above_2(wr);
+    libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+    let v = *libc::__errno_location();
+    libc::write(wr, (&v as *const i32).cast(), 4);
+    libc::_exit(127)
+}
+
+/// Every descriptor above 2 goes: those another thread opened without O_CLOEXEC while we
+/// forked included. `keep` (the close-on-exec error pipe) stays open until the exec, so
+/// a failed exec can still be reported; the exec closes it.
+///
+/// # Safety
+/// Called only in a freshly forked child; makes only async-signal-safe calls.
+unsafe fn close_above_2(keep: i32) {
+    // close_range(3, ~0, CLOSE_RANGE_CLOEXEC) (Linux 5.11): all of them close at the
+    // exec, in one call, whatever their number.
+    if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) == 0 {
+        return;
+    }
+    close_loop(keep);
+}
+
+/// The fallback for older kernels: close(2) on every number up to the descriptor limit
+/// (a descriptor cannot be numbered at or above it, unless the limit was lowered after
+/// it was opened), at most 2^20 (the kernel's default `nr_open`).
+///
+/// # Safety
+/// Called only in a freshly forked child; makes only async-signal-safe calls.
+unsafe fn close_loop(keep: i32) {
+    let mut lim: libc::rlimit = std::mem::zeroed();
+    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 { lim.rlim_cur.min(1 << 20) as i32 } else { 1 << 20 };
+    for fd in 3..max.max(keep + 1) {
+        if fd != keep {
             libc::close(fd);
         }
     }
-    libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-    let v = *libc::__errno_location();
-    libc::write(3, (&v as *const i32).cast(), 4);
-    libc::_exit(127)
 }
 
 #[cfg(test)]
@@ -209,5 +243,90 @@ mod tests {
         let e = spawn(&Holder::Command(vec!["/nonexistent/holder".into()])).unwrap_err();
         assert!(e.to_string().contains("execve(/nonexistent/holder)"), "{e}");
         assert_eq!(e.io_kind(), Some(std::io::ErrorKind::NotFound));
+    }
+
+    /// The holder's descriptors once its program runs (the dynamic loader's own come and
+    /// go while it starts: wait until only 3 are left, or `end`).
+    fn settled_fds(pid: i32, end: std::time::Instant) -> Vec<String> {
+        let fds = || -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| format!("{} -> {:?}", e.file_name().to_string_lossy(), std::fs::read_link(e.path()).ok()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        while fds().len() != 3 && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        fds()
+    }
+
+    #[test]
+    fn a_holder_inherits_no_descriptor_another_thread_opens_meanwhile() {
+        // Another thread keeps opening descriptors without O_CLOEXEC (as a library or a
+        // careless caller might) while holders start: none may reach a holder.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let opener = std::thread::spawn(move || {
+            let mut open = std::collections::VecDeque::new();
+            while !s.load(std::sync::atomic::Ordering::SeqCst) {
+                // SAFETY: open(2) of a constant path; the descriptor is ours to close.
+                let fd = unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) };
+                assert!(fd >= 0);
+                open.push_back(fd);
+                if open.len() > 16 {
+                    // SAFETY: a descriptor this thread opened.
+                    unsafe { libc::close(open.pop_front().unwrap()) };
+                }
+            }
+            for fd in open {
+                // SAFETY: as above.
+                unsafe { libc::close(fd) };
+            }
+        });
+        let pids: Vec<i32> = (0..40).map(|_| spawn(&Holder::Command(vec!["/bin/sleep".into(), "60".into()])).expect("spawn sleep")).collect();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        opener.join().unwrap();
+        let mut bad = vec![];
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        for &pid in &pids {
+            let fds = settled_fds(pid, end);
+            if fds.len() != 3 || fds.iter().any(|f| !f.contains("/dev/null")) {
+                bad.push(format!("holder {pid}: {fds:?}"));
+            }
+            // SAFETY: ending the process this test started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        assert!(bad.is_empty(), "holders kept descriptors besides stdin, stdout and stderr (/dev/null):\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn the_fallback_closes_every_descriptor_but_the_error_pipe() {
+        // In a forked child (only async-signal-safe calls there): descriptors without
+        // O_CLOEXEC, one of them far up, then the loop; only `keep` may be left above 2.
+        // SAFETY: fork; the child makes only async-signal-safe calls and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                let keep = libc::fcntl(libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC), libc::F_DUPFD_CLOEXEC, 3);
+                for _ in 0..20 {
+                    libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY);
+                }
+                libc::dup2(keep, 900);
+                close_loop(keep);
+                let open = |fd: i32| libc::fcntl(fd, libc::F_GETFD) >= 0;
+                let others = (3..1024).filter(|&fd| fd != keep && open(fd)).count();
+                libc::_exit(if open(keep) && others == 0 { 0 } else { 1 });
+            }
+        }
+        let mut st = 0;
+        // SAFETY: reaping the child this test forked.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut st, 0) }, pid);
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0, "a descriptor above 2 besides the error pipe survived the loop (status {st:#x})");
     }
 }
