@@ -51,10 +51,13 @@ for t in mmdebstrap apt-get dpkg-deb chroot; do
   command -v "$t" >/dev/null || die 92 "missing $t (apt-get install mmdebstrap)"
 done
 
+# shellcheck source=tests/vm/systemd/mounts.sh
+. "$(dirname "$0")/mounts.sh"
 TMP=$OUT.tmp
+unmount_under "$TMP" || die 94 "cannot unmount what an earlier build left mounted under $TMP"
 rm -rf --one-file-system "$TMP"
 mkdir -p "$TMP"
-cleanup() { rm -rf --one-file-system "$TMP"; }
+cleanup() { unmount_under "$TMP"; rm -rf --one-file-system "$TMP"; }
 trap cleanup EXIT
 LOG=$TMP/build.log
 rm -f "$OUT.failed.log"
@@ -171,6 +174,8 @@ rm -rf "$R"/var/cache/apt/archives/*.deb "$R"/var/lib/apt/lists/* "$TMP/k" "$TMP
 echo "$(( $(date +%s) - T0 ))" > "$TMP/build-time"
 say "rootfs: $(wc -l < "$TMP/packages.txt") packages, $(du -sm "$R" | cut -f1) MiB; built in $(cat "$TMP/build-time") s"
 
+# nothing mounted may go into the cache: it would be linked into every run's root tree
+unmount_under "$TMP" || die 94 "a mount is left under $TMP after the build: $(mounts_under "$TMP" | tr '\n' ' ')"
 trap - EXIT
 rm -rf --one-file-system "$OUT"
 mv "$TMP" "$OUT"

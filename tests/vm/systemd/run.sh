@@ -130,6 +130,14 @@ KEY=$(sha256sum < "$HERE/build-image.sh" | cut -c1-16)
 IMG="$BUILD/image-$KEY"
 exec 9>"$BUILD/.image.lock"
 flock 9
+# shellcheck source=tests/vm/systemd/mounts.sh
+. "$HERE/mounts.sh"
+if [ -d "$IMG" ] && [ -n "$(mounts_under "$IMG")" ]; then
+  # a cache holding a mount (the host's /proc, say) is not trusted: it is built again
+  say "the cached image $IMG holds mounts ($(mounts_under "$IMG" | tr '\n' ' ')): unmounting them and building it again"
+  unmount_under "$IMG" || die_harness 94 "cannot unmount what is mounted under $IMG: $(mounts_under "$IMG" | tr '\n' ' ')"
+  REBUILD=1
+fi
 if [ "$REBUILD" = 1 ] || [ ! -s "$IMG/vmlinuz" ] || [ ! -d "$IMG/rootfs" ]; then
   say "building the guest image $IMG (kernel + rootfs; about a minute)"
   set +e; bash "$HERE/build-image.sh" "$IMG"; brc=$?; set -e
