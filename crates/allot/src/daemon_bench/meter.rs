@@ -54,11 +54,23 @@ pub struct Window {
     pub rss_mb: f64,
     /// Peak RSS since the daemon started, MB.
     pub hwm_mb: f64,
+    /// Processes forked on the whole machine per second over the window: the daemon hears
+    /// of process events machine-wide, so another user's fork storm costs it CPU here.
+    #[serde(default)]
+    pub machine_forks_per_s: f64,
+}
+
+/// Processes forked on the whole machine since boot (/proc/stat's `processes`).
+pub fn machine_forks() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("processes ").and_then(|v| v.trim().parse().ok())))
+        .unwrap_or(0)
 }
 
 /// Measures the daemon `pid` for `len`, sampling its CPU clock once a second.
 pub fn window(pid: u32, len: Duration) -> anyhow::Result<Window> {
-    let (c0, k0, t0) = (cpu_ns(pid)?, ticks_ns(pid)?, Instant::now());
+    let (c0, k0, t0, f0) = (cpu_ns(pid)?, ticks_ns(pid)?, Instant::now(), machine_forks());
     let mut per_second = vec![];
     let (mut last_c, mut last_t) = (c0, t0);
     while t0.elapsed() < len {
@@ -80,6 +92,7 @@ pub fn window(pid: u32, len: Duration) -> anyhow::Result<Window> {
         per_second,
         rss_mb,
         hwm_mb,
+        machine_forks_per_s: machine_forks().saturating_sub(f0) as f64 / secs,
     })
 }
 
