@@ -15,6 +15,8 @@
 //! crate: docs/systemd.md.
 
 pub mod message;
+#[cfg(test)]
+mod props;
 pub mod signals;
 pub mod wire;
 
