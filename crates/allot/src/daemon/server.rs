@@ -173,6 +173,25 @@ fn same_pid_namespace(req: &Request, caller: i32) -> Result<(), String> {
     }
 }
 
+/// A user named in `show --user` or `log --user` is looked up here, in the connection's
+/// thread: an NSS lookup may wait seconds on a directory server (LDAP, SSSD), and the loop
+/// serves everyone. The loop gets the uid.
+fn resolve_user(req: Request) -> Result<Request, String> {
+    let uid_of = |u: Option<String>| -> Result<Option<String>, String> {
+        match u {
+            Some(u) if u.parse::<u32>().is_err() => allot_linux::procfs::user_uid(&u)
+                .map(|uid| Some(uid.to_string()))
+                .ok_or_else(|| format!("unknown user {u:?}: give a user name or uid")),
+            other => Ok(other),
+        }
+    };
+    Ok(match req {
+        Request::Show { user } => Request::Show { user: uid_of(user)? },
+        Request::Log { user, job, limit } => Request::Log { user: uid_of(user)?, job, limit },
+        other => other,
+    })
+}
+
 fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>) {
     handle(&conn, cred, tx);
     // Never wait on what a client left queued (fds it sent are closed off this thread).
@@ -198,6 +217,10 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
     if let Err(e) = same_pid_namespace(&req, cred.pid) {
         return reply(conn, deadline, &Reply::err(e));
     }
+    let req = match resolve_user(req) {
+        Ok(r) => r,
+        Err(e) => return reply(conn, deadline, &Reply::err(e)),
+    };
     let caller = if matches!(req, Request::Run { .. }) {
         match caller(conn, &cred, &mut msg.received) {
             Ok(c) => c,
@@ -229,4 +252,20 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
         Err(RecvTimeoutError::Disconnected) => Reply::err("the daemon is stopping; try again in a moment"),
     };
     reply(conn, Instant::now() + DEADLINE, &r);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_names_are_looked_up_before_the_loop_sees_them() {
+        let show = |u: &str| resolve_user(Request::Show { user: Some(u.into()) });
+        assert_eq!(show("root").unwrap(), Request::Show { user: Some("0".into()) }, "a name becomes its uid here");
+        assert_eq!(show("2901").unwrap(), Request::Show { user: Some("2901".into()) }, "a uid is passed on");
+        let e = show("no-such-user\n").unwrap_err();
+        assert!(e.starts_with("unknown user \"no-such-user\\n\""), "{e}");
+        let log = resolve_user(Request::Log { user: Some("root".into()), job: Some("3".into()), limit: Some(5) }).unwrap();
+        assert_eq!(log, Request::Log { user: Some("0".into()), job: Some("3".into()), limit: Some(5) });
+    }
 }
