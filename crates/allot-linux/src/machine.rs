@@ -33,7 +33,12 @@ pub fn parse_creds(path: &std::path::Path, s: &str) -> Result<Creds> {
 
 /// Reads a process's credentials.
 pub fn creds(pid: i32) -> Result<Creds> {
-    let path = PathBuf::from(format!("/proc/{pid}/status"));
+    creds_at(&PathBuf::from(format!("/proc/{pid}")))
+}
+
+/// The credentials of the thread whose /proc directory is `dir` (`procfs::task_dir`).
+pub fn creds_at(dir: &std::path::Path) -> Result<Creds> {
+    let path = dir.join("status");
     let s = read(&path)?;
     parse_creds(&path, &s)
 }
@@ -41,7 +46,12 @@ pub fn creds(pid: i32) -> Result<Creds> {
 /// Every group a process runs with: its real and effective gid and its supplementary
 /// groups (the `Gid:` and `Groups:` lines of /proc/PID/status), as `id` would show them.
 pub fn groups(pid: i32) -> Result<Vec<u32>> {
-    let path = PathBuf::from(format!("/proc/{pid}/status"));
+    groups_at(&PathBuf::from(format!("/proc/{pid}")))
+}
+
+/// [`groups`] of the thread whose /proc directory is `dir` (`procfs::task_dir`).
+pub fn groups_at(dir: &std::path::Path) -> Result<Vec<u32>> {
+    let path = dir.join("status");
     let s = read(&path)?;
     let c = parse_creds(&path, &s)?;
     let mut g: Vec<u32> = vec![c.gid[0], c.gid[1]];

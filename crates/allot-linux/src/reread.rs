@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Reads all of `f` from offset 0 (`at0`: with pread, the file's offset untouched) or from
-/// its current offset.
+/// its current offset, as text (bytes that are not UTF-8 become U+FFFD).
 pub(crate) fn read_from(mut f: &File, at0: bool) -> std::io::Result<String> {
     use std::io::Read;
     let mut out = Vec::new();
@@ -34,7 +34,12 @@ pub(crate) fn read_from(mut f: &File, at0: bool) -> std::io::Result<String> {
         out.extend_from_slice(&buf[..n]);
         off += n as u64;
     }
-    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    // Lossy, never an error: a process's name (stat, status) is whatever bytes its owner
+    // chose, and a process must not read as gone because its name is not UTF-8.
+    Ok(match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// Files kept open for reading again, at most `cap` of them (past that, all are closed
@@ -115,6 +120,8 @@ mod tests {
         let s1 = r.read(Path::new("/proc/self/schedstat")).unwrap();
         assert_eq!(s1.split_whitespace().count(), 3, "{s1}");
         assert_eq!(crate::read(&a).unwrap(), "22\n");
+        std::fs::write(&a, b"7 (\xff\xfe) S\n").unwrap();
+        assert_eq!(crate::read(&a).unwrap(), "7 (\u{fffd}\u{fffd}) S\n", "not UTF-8: read lossily, never an error");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
