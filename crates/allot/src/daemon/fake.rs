@@ -1,7 +1,7 @@
 //! A fake kernel for the daemon's unit tests: a cgroup tree and a process table in memory,
 //! shared by a fake `CpuController` and a fake `Host`, so the core runs without root.
 
-use super::host::{Host, OpenError, Proc, ProcInfo, ThreadSample};
+use super::host::{Facts, Host, OpenError, Proc, ProcInfo, ThreadSample};
 use allot_linux::cgroup::{CpuController, Max, Version};
 use allot_linux::machine::{CpuTimes, Creds};
 use allot_linux::pidfd::PidFd;
@@ -30,6 +30,10 @@ pub struct FakeProc {
     /// Its cgroup as /proc/PID/cgroup names it.
     pub path: String,
     pub threads: Vec<i32>,
+    /// Its parent.
+    pub ppid: i32,
+    /// Its leader has exited while its other threads run (`threads[1..]`).
+    pub leader_exited: bool,
 }
 
 /// The fake machine.
@@ -61,8 +65,18 @@ impl World {
                 cmdline: cmd.into(),
                 path: path.into(),
                 threads: vec![pid],
+                ppid: 1,
+                leader_exited: false,
             },
         );
+        pid
+    }
+
+    /// Adds a child of `parent`, in its parent's cgroup, as `uid`; returns its pid.
+    pub fn fork(&mut self, parent: i32, pid: i32, uid: u32) -> i32 {
+        let (path, cmd) = self.procs.get(&parent).map(|p| (p.path.clone(), p.cmdline.clone())).unwrap_or_default();
+        self.spawn(pid, uid, &path, &cmd);
+        self.procs.get_mut(&pid).unwrap().ppid = parent;
         pid
     }
 }
@@ -238,23 +252,23 @@ impl Host for FakeHost {
         Some(ProcInfo {
             creds: Creds { uid: x.uids, gid: x.uids },
             kernel_thread: x.kernel,
-            zombie: x.zombie,
+            zombie: x.zombie || x.leader_exited && x.threads.len() < 2,
             nice: x.nice,
-            ppid: 1,
-            comm: "fake".into(),
+            ppid: x.ppid,
+            comm: x.cmdline.split_whitespace().next().unwrap_or("").chars().take(15).collect(),
+            tid: if x.leader_exited { x.threads.get(1).copied().unwrap_or(p.pid) } else { p.pid },
         })
     }
     fn cmdline(&self, pid: i32) -> Option<String> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.cmdline.clone())
     }
-    fn exe(&self, pid: i32) -> Option<String> {
-        self.w.lock().unwrap().procs.get(&pid).map(|p| format!("/usr/bin/{}", p.cmdline.split_whitespace().next().unwrap_or("")))
+    fn children(&self, pid: i32) -> Vec<i32> {
+        self.w.lock().unwrap().procs.iter().filter(|(_, p)| p.ppid == pid).map(|(&k, _)| k).collect()
     }
-    fn children(&self, _pid: i32) -> Vec<i32> {
-        vec![]
-    }
-    fn groups(&self, pid: i32) -> Vec<u32> {
-        self.w.lock().unwrap().procs.get(&pid).map(|p| vec![p.uids[0]]).unwrap_or_default()
+    fn facts(&self, pid: i32, _tid: i32) -> Facts {
+        let w = self.w.lock().unwrap();
+        let Some(p) = w.procs.get(&pid) else { return Facts::default() };
+        Facts { groups: vec![p.uids[0]], exe: format!("/usr/bin/{}", p.cmdline.split_whitespace().next().unwrap_or("")), cmdline: p.cmdline.clone() }
     }
     fn pids(&self) -> Vec<i32> {
         self.w.lock().unwrap().procs.keys().copied().collect()

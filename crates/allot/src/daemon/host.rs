@@ -36,6 +36,20 @@ pub struct ProcInfo {
     pub ppid: i32,
     /// Its comm.
     pub comm: String,
+    /// The thread all of this was read from: the pid, or a live thread of a group whose
+    /// leader has exited while others run (the leader shows `Z`; the group lives).
+    pub tid: i32,
+}
+
+/// What rules match on, besides the uid and the comm.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// Real, effective and supplementary groups.
+    pub groups: Vec<u32>,
+    /// /proc/PID/exe ("" when unreadable).
+    pub exe: String,
+    /// The command line's first 4 KiB ("" when unreadable).
+    pub cmdline: String,
 }
 
 /// A thread's scheduling counters.
@@ -66,12 +80,11 @@ pub trait Host {
     fn alive(&self, p: &Proc) -> bool;
     /// Reads its identity (check `alive` afterwards before trusting it).
     fn info(&self, p: &Proc) -> Option<ProcInfo>;
-    /// Its command line now, as the kernel has it.
+    /// Its command line now, as the kernel has it (at most its first 4 KiB).
     fn cmdline(&self, pid: i32) -> Option<String>;
-    /// Its executable's path (/proc/PID/exe).
-    fn exe(&self, pid: i32) -> Option<String>;
-    /// The groups it runs with (real, effective, supplementary).
-    fn groups(&self, pid: i32) -> Vec<u32>;
+    /// What rules match on, read from thread `tid` of process `pid` ([`ProcInfo::tid`]):
+    /// its groups, its executable and its command line (each bounded in bytes).
+    fn facts(&self, pid: i32, tid: i32) -> Facts;
     /// Its children (of every thread), from /proc/PID/task/TID/children.
     fn children(&self, pid: i32) -> Vec<i32>;
     /// Every process id (a /proc scan).
@@ -128,25 +141,30 @@ impl Host for Linux {
         p.fd.as_ref().is_some_and(|f| f.alive())
     }
     fn info(&self, p: &Proc) -> Option<ProcInfo> {
-        let st = allot_linux::procfs::stat(p.pid).ok()?;
-        let creds = allot_linux::machine::creds(p.pid).ok()?;
-        (st.starttime == p.start).then(|| ProcInfo {
-            creds,
-            kernel_thread: st.is_kernel_thread(),
-            zombie: st.state == 'Z' || st.state == 'X',
-            nice: st.nice,
-            ppid: st.ppid,
-            comm: st.comm,
-        })
+        use allot_linux::procfs;
+        let st = procfs::stat(p.pid).ok()?;
+        if st.starttime != p.start {
+            return None;
+        }
+        // A leader that exited while other threads run: the group lives on, and a live
+        // thread's credentials and name are the group's (the leader's are as it left them).
+        let live = if st.exited() && st.num_threads > 1 { procfs::live_thread(p.pid) } else { None };
+        let tid = live.unwrap_or(p.pid);
+        let dir = procfs::task_dir(p.pid, tid);
+        let tst = if live.is_some() { procfs::parse_stat(&dir.join("stat"), &allot_linux::read(dir.join("stat")).ok()?).ok()? } else { st.clone() };
+        let creds = allot_linux::machine::creds_at(&dir).ok()?;
+        Some(ProcInfo { creds, kernel_thread: st.is_kernel_thread(), zombie: tst.exited(), nice: st.nice, ppid: st.ppid, comm: tst.comm, tid })
     }
     fn cmdline(&self, pid: i32) -> Option<String> {
         allot_linux::procfs::cmdline(pid).ok()
     }
-    fn exe(&self, pid: i32) -> Option<String> {
-        std::fs::read_link(format!("/proc/{pid}/exe")).ok().map(|p| p.to_string_lossy().into_owned())
-    }
-    fn groups(&self, pid: i32) -> Vec<u32> {
-        allot_linux::machine::groups(pid).unwrap_or_default()
+    fn facts(&self, pid: i32, tid: i32) -> Facts {
+        let dir = allot_linux::procfs::task_dir(pid, tid);
+        Facts {
+            groups: allot_linux::machine::groups_at(&dir).unwrap_or_default(),
+            exe: allot_linux::procfs::exe_at(&dir).unwrap_or_default(),
+            cmdline: allot_linux::procfs::cmdline_at(&dir).unwrap_or_default(),
+        }
     }
     fn children(&self, pid: i32) -> Vec<i32> {
         let Ok(tids) = allot_linux::procfs::tids(pid) else { return vec![] };

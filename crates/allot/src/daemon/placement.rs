@@ -10,29 +10,47 @@
 //! A process whose user changed (su, sudo, a setuid helper) is placed again: into its new
 //! user's default job, or out of allot (back to the first source) when its new user is not
 //! a human user. Until then no one but root may change it (trust.rs: uids must all match
-//! both the caller and the job's owner).
+//! both the caller and the job's owner). Its descendants still where it was go with it
+//! (placement/consider.rs): they were forked before the daemon heard of the change.
+//!
+//! Nothing a user controls hides a process: /proc text is read lossily (a name that is not
+//! UTF-8 is still a process), a thread group whose leader exited is placed through its live
+//! threads, and a process that cannot be read now is looked at again at the next scan.
+//! Only kernel threads, other managers' processes and exited ones are remembered as never
+//! placed, and only until their /proc inode or owner changes. Execs are matched against the
+//! rules within a per-user budget (placement/budget.rs).
+
+mod budget;
+mod consider;
 
 use super::core::Daemon;
-use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::Place;
 use crate::config::Config;
 use allot_linux::users::HumanUids;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-/// What the last look at a pid found.
+/// What the last look at a pid found. Kept with the /proc/PID inode and owner it had then
+/// (a new inode: a reused pid, or the process looked up afresh; a new owner: its user
+/// changed); looked at again when either changes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Seen {
-    /// Never placed: a kernel thread, or in another manager's cgroup.
+    /// Never placed: a kernel thread, or in a cgroup another manager owns.
     Never,
-    /// Looked at with this owner (the /proc/PID inode number tells a reused pid apart).
-    Owner(u32),
+    /// Exited, and no thread of it lives.
+    Dead,
+    /// Looked at: placed, or where it belongs.
+    Done,
+    /// Could not be read or moved: looked at again at the next scan. Never kept as
+    /// `Never`: what a user controls (a name, an exited leader) must not hide a process.
+    Retry,
 }
 
 /// Placement's memory.
 #[derive(Debug)]
 pub struct Placement {
-    seen: HashMap<i32, (u64, Seen)>,
+    /// Per pid: (inode, owner, what was found).
+    seen: HashMap<i32, (u64, u32, Seen)>,
     sources: Vec<String>,
     humans: Humans,
     /// New processes are reported by the kernel's process events (else only by scans).
@@ -40,6 +58,10 @@ pub struct Placement {
     /// The last full scan.
     pub last_scan: Option<Instant>,
     events_lost_logged: bool,
+    /// Per-user budgets for matching execs against the rules.
+    execs: budget::ExecBudget,
+    /// (uid, rule) whose refused currency was logged.
+    refusals_logged: HashSet<(u32, String)>,
 }
 
 /// Which uids are human users: allot-linux's [`HumanUids`] (login.defs, subuid, systemd's
@@ -76,7 +98,16 @@ impl Placement {
     /// Placement for a config.
     pub fn new(cfg: &Config) -> Self {
         let sources = cfg.placement.from.iter().map(|s| normalize(s)).collect();
-        Self { seen: HashMap::new(), sources, humans: Humans::load(cfg), events: false, last_scan: None, events_lost_logged: false }
+        Self {
+            seen: HashMap::new(),
+            sources,
+            humans: Humans::load(cfg),
+            events: false,
+            last_scan: None,
+            events_lost_logged: false,
+            execs: budget::ExecBudget::default(),
+            refusals_logged: HashSet::new(),
+        }
     }
     /// May a request take a process out of this cgroup (as /proc/PID/cgroup names it)?
     /// The root cgroup (no manager) and the configured sources.
@@ -103,11 +134,18 @@ impl Placement {
     }
     /// How new processes are found, for `status`.
     pub fn tracking(&self) -> String {
-        if self.events {
-            "events (the kernel's proc connector) with a safety scan".into()
-        } else {
-            "scan of /proc".into()
+        let mut s = if self.events { "events (the kernel's proc connector) with a safety scan".to_string() } else { "scan of /proc".to_string() };
+        let e = &self.execs;
+        if e.deferred > 0 {
+            s.push_str(&format!(
+                "; execs past a user's budget ({}/s): {} waited, {} dropped, {} waiting",
+                budget::RATE,
+                e.deferred,
+                e.dropped,
+                e.waiting()
+            ));
         }
+        s
     }
     /// What is placed, for `status`.
     pub fn describe(&self, cfg: &Config) -> String {
@@ -154,20 +192,16 @@ impl Daemon {
         let pids = self.host.pids();
         let mut next = HashMap::with_capacity(pids.len());
         for pid in pids {
-            let quick = self.host.quick(pid);
-            let keep = match (self.placement.seen.get(&pid), quick) {
-                (Some(&(ino, seen)), Some((uid, now_ino))) if ino == now_ino => match seen {
-                    Seen::Never => Some(seen),
-                    Seen::Owner(o) if o == uid => Some(seen),
-                    _ => None,
-                },
-                (_, None) => continue,
+            let Some((owner, ino)) = self.host.quick(pid) else { continue };
+            let keep = match self.placement.seen.get(&pid) {
+                Some(&(i, o, seen)) if i == ino && o == owner && seen != Seen::Retry => Some(seen),
                 _ => None,
             };
             let seen = keep.unwrap_or_else(|| self.consider(pid, false));
-            next.insert(pid, (quick.map_or(0, |q| q.1), seen));
+            next.insert(pid, (ino, owner, seen));
         }
         self.placement.seen = next;
+        self.due_execs();
     }
 
     /// The kernel's process events: a process whose user changed is looked at now.
@@ -175,10 +209,11 @@ impl Daemon {
     pub fn on_process_events(&mut self, evs: Vec<allot_linux::procevents::ProcEvent>) -> bool {
         use allot_linux::procevents::ProcEvent;
         let mut lost = false;
+        self.due_execs();
         for e in evs {
             match e {
                 ProcEvent::Uid { pid, .. } => self.on_process(pid, false),
-                ProcEvent::Exec { pid } if !self.cfg.compiled_rules.is_empty() => self.on_process(pid, true),
+                ProcEvent::Exec { pid } if !self.cfg.compiled_rules.is_empty() => self.on_exec(pid),
                 ProcEvent::Lost => {
                     lost = true;
                     if !self.placement.events_lost_logged {
@@ -197,166 +232,35 @@ impl Daemon {
         if !self.cfg.users.auto_place {
             return;
         }
+        // Owner and inode before the look: a change after it shows at the next scan.
+        let Some((owner, ino)) = self.host.quick(pid) else { return };
         let seen = self.consider(pid, exec);
-        if let Some((uid, ino)) = self.host.quick(pid) {
-            let _ = uid;
-            self.placement.seen.insert(pid, (ino, seen));
+        self.placement.seen.insert(pid, (ino, owner, seen));
+    }
+
+    /// An exec: matched against the rules within its user's budget (budget.rs). Only a
+    /// human user's process can match a rule; another's exec costs one stat(2).
+    fn on_exec(&mut self, pid: i32) {
+        if !self.cfg.users.auto_place {
+            return;
+        }
+        let Some((owner, ino)) = self.host.quick(pid) else { return };
+        if !self.placement.humans.contains(owner) {
+            return;
+        }
+        if self.placement.execs.admit(owner, pid, ino, Instant::now()) {
+            self.on_process(pid, true);
         }
     }
 
-    /// Places one process if it should be; returns what was found. `exec`: it just exec'd,
-    /// so a rule may now match it even in its user's default job.
-    fn consider(&mut self, pid: i32, exec: bool) -> Seen {
-        if pid == self.host.me() || pid == 1 {
-            return Seen::Never;
-        }
-        // pidfd first, then identity, then where it is, then alive before the move.
-        let Ok(p) = self.host.open(pid) else { return Seen::Never };
-        let Some(info) = self.host.info(&p) else { return Seen::Never };
-        if info.kernel_thread || info.zombie {
-            return Seen::Never;
-        }
-        let uid = info.creds.uid[0];
-        let whole = info.creds.all(uid);
-        let human = whole && self.placement.humans.contains(uid);
-        let Ok(place) = self.place_of(pid) else { return Seen::Never };
-        match (&place, human) {
-            // Another manager's, or a login session's (systemd hosts: logins stay where logind
-            // put them; their user's slice is their currency already).
-            (Place::Foreign(_) | Place::Session { .. }, _) => return Seen::Never,
-            (Place::Source(path), _) if !self.placement.is_auto(path) => return Seen::Never,
-            (Place::Job(id), _) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid) => {
-                // In its own job. Rules apply at exec, and only to the user's default job:
-                // a job the user made stays as they made it.
-                if !(exec && human && *id == JobId::Default(uid) && !self.cfg.compiled_rules.is_empty()) {
-                    return Seen::Owner(uid);
-                }
+    /// Execs that waited for their user's budget and may be matched now (the process still
+    /// the one that exec'd: same /proc inode).
+    fn due_execs(&mut self) {
+        for (pid, ino) in self.placement.execs.due(Instant::now()) {
+            if self.host.quick(pid).is_some_and(|(_, i)| i == ino) {
+                self.on_process(pid, true);
             }
-            (Place::Source(_), false) => return Seen::Owner(info.creds.uid[1]),
-            (Place::Job(_) | Place::Stray(_), false) if whole => {
-                // Its user changed to one allot does not place (root, a system user): out.
-                let home = self.placement.home();
-                if self.host.alive(&p) && self.tree.cg.move_to_path(&home, pid).is_ok() {
-                    log::info!("process {pid} changed user to uid {uid}, which allot does not place; moved it out of allot to {home}");
-                    self.mark_left(&place);
-                }
-                return Seen::Owner(uid);
-            }
-            (_, false) => return Seen::Owner(info.creds.uid[1]),
-            (_, true) => {}
         }
-        let dest = match self.rule_job(pid, uid, &info.comm) {
-            Some(Ok(id)) => id,
-            Some(Err(e)) => {
-                log::error!("{e}");
-                JobId::Default(uid)
-            }
-            None => JobId::Default(uid),
-        };
-        if place == Place::Job(dest) {
-            return Seen::Owner(uid);
-        }
-        if !self.desired.jobs.contains_key(&dest) {
-            let mut spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
-            spec.cap = self.user_defaults(uid).1;
-            if let Err(e) = self.make_job_dir(&spec) {
-                log::error!("could not make the default job of uid {uid}: {e}");
-                return Seen::Owner(u32::MAX);
-            }
-            self.desired.jobs.insert(dest, spec);
-            let _ = self.save();
-        }
-        let rel = self.desired.jobs[&dest].rel();
-        match self.tree.move_verified(self.host.as_ref(), &p, &rel) {
-            Ok(()) => {
-                self.counters.placed += 1;
-                if matches!(place, Place::Job(JobId::Numbered(_)) | Place::Stray(_)) || matches!(place, Place::Job(JobId::Default(u)) if u != uid) {
-                    log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
-                }
-                self.mark_left(&place);
-                if let Some(t) = self.obs.jobs.get_mut(&dest) {
-                    t.dirty = true;
-                }
-                // Children it forked before it was placed are still where it was (they had
-                // no uid change of their own to report): place them too.
-                if let Place::Source(from) = &place {
-                    for child in self.host.children(pid).into_iter().take(4096) {
-                        if self.tree.cg.path_of(child).is_ok_and(|p| p == *from) {
-                            let seen = self.consider(child, false);
-                            if let Some((_, ino)) = self.host.quick(child) {
-                                self.placement.seen.insert(child, (ino, seen));
-                            }
-                        }
-                    }
-                }
-                Seen::Owner(uid)
-            }
-            Err(_) => Seen::Owner(u32::MAX),
-        }
-    }
-
-    /// The job the first matching rule gives a process (made if needed): None when no rule
-    /// matches; Err when the rule's job cannot be made.
-    fn rule_job(&mut self, pid: i32, uid: u32, comm: &str) -> Option<Result<JobId, String>> {
-        if self.cfg.compiled_rules.is_empty() {
-            return None;
-        }
-        let groups = self.host.groups(pid);
-        let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
-        let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm, cmdline: &cmdline };
-        let rule = self.cfg.compiled_rules.iter().find(|r| r.test(&facts).is_ok())?.clone();
-        if let Some(j) = self.desired.jobs.values().find(|j| j.owner == uid && j.rule.as_deref() == Some(rule.name.as_str())) {
-            return Some(Ok(j.id));
-        }
-        let currency = match &rule.currency {
-            Some(c) => match self.resolve_currency(c) {
-                Ok(c) => c,
-                Err(e) => return Some(Err(format!("rule {} (line {}): {e}", rule.name, rule.line))),
-            },
-            None => CurrencyId::User(uid),
-        };
-        let mut spec = JobSpec::new(self.desired.take_id(), currency, uid);
-        spec.tickets = rule.tickets.unwrap_or_default();
-        spec.cap = rule.cap;
-        spec.background = rule.background;
-        spec.rule = Some(rule.name.clone());
-        if let Err(e) = self.make_job_dir(&spec) {
-            return Some(Err(format!("rule {} (line {}): could not make its job for uid {uid}: {e}", rule.name, rule.line)));
-        }
-        log::info!("rule {} (line {}) made {} for uid {uid}: {}", rule.name, rule.line, spec.id, rule.action());
-        let id = spec.id;
-        self.desired.jobs.insert(id, spec);
-        let _ = self.save();
-        Some(Ok(id))
-    }
-
-    /// `allot rules test PID`: which rule matches a process, and what it would do.
-    pub fn rules_test(&self, peer: &super::trust::Peer, pid: i64) -> Result<crate::proto::Response, String> {
-        let pid = i32::try_from(pid).ok().filter(|&p| p > 0).ok_or_else(|| format!("pid {pid} is not a process id"))?;
-        let p = self.open_for_request(pid)?;
-        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
-        let uid = info.creds.uid[0];
-        if !(peer.is_root() || self.cfg.privacy.show_other_users || uid == peer.uid) {
-            return Err(format!("process {pid} is not yours"));
-        }
-        let groups = self.host.groups(pid);
-        let (exe, cmdline) = (self.host.exe(pid).unwrap_or_default(), self.host.cmdline(pid).unwrap_or_default());
-        let facts = super::rules::Facts { uid, groups: &groups, exe: &exe, comm: &info.comm, cmdline: &cmdline };
-        let mut checked = vec![];
-        let mut matched = None;
-        for r in &self.cfg.compiled_rules {
-            let t = r.test(&facts);
-            if t.is_ok() && matched.is_none() {
-                matched = Some(format!("{} (line {}): {}", r.name, r.line, r.action()));
-            }
-            checked.push(crate::proto::RuleCheck {
-                rule: r.name.clone(),
-                line: r.line,
-                matches: t.is_ok(),
-                why: t.err().unwrap_or_else(|| "matches".into()),
-            });
-        }
-        Ok(crate::proto::Response::Rules(crate::proto::RulesView { pid, exe, comm: info.comm, matched, checked }))
     }
 
     fn mark_left(&mut self, place: &Place) {

@@ -371,3 +371,94 @@ fn a_large_busy_job_is_listed_as_often_as_its_size_allows_and_a_small_one_every_
     d.tick_at(t0 + std::time::Duration::from_millis(2050));
     assert_eq!(lists(&w, &big) - before.0, big_lists + 1, "listed once its gap has passed, though its counter stood still");
 }
+
+fn start_with(w: &Shared, text: &str) -> Daemon {
+    let cfg = Config::parse(std::path::Path::new("test.toml"), &format!("{CFG}{text}")).unwrap();
+    Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, None, false).unwrap()
+}
+
+fn job_of(d: &mut Daemon, pid: i32) -> crate::proto::JobView {
+    show(d, 0).jobs.into_iter().find(|j| j.pids.as_deref().is_some_and(|p| p.contains(&pid))).unwrap_or_else(|| panic!("pid {pid} in no job"))
+}
+
+/// A process changes user and forks before the daemon hears of it: its children and
+/// grandchildren of the new user go with it; a child forked before the change stays.
+#[test]
+fn descendants_forked_after_a_user_change_go_with_their_parent() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "su");
+    let mut d = start(&w, None);
+    d.scan();
+    assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
+    {
+        let mut x = w.lock().unwrap();
+        x.fork(100, 104, 3000);
+        x.procs.get_mut(&100).unwrap().uids = [3001; 4];
+        x.fork(100, 101, 3001);
+        x.fork(100, 102, 3001);
+        x.fork(101, 103, 3001);
+    }
+    d.on_process(100, false);
+    for pid in [100, 101, 102, 103] {
+        assert_eq!(path_of(&w, pid), "/fake/user-3001/default", "pid {pid}: the new user's, with its parent");
+    }
+    assert_eq!(path_of(&w, 104), "/fake/user-3000/default", "forked before the change: still the old user's");
+    // And out of allot when the new user is root's.
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.get_mut(&102).unwrap().uids = [0; 4];
+        x.fork(102, 105, 0);
+    }
+    d.on_process(102, false);
+    assert_eq!((path_of(&w, 102), path_of(&w, 105)), ("/".into(), "/".into()));
+}
+
+/// A rule's currency is the admin's default for what a process looks like, and its name
+/// is its user's to choose: a user who may not use the currency gets the rule's job in
+/// their own currency, at placement and at exec.
+#[test]
+fn a_rule_never_grants_a_currency_its_user_may_not_use() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "cc1sh");
+        x.spawn(101, 3001, "/", "cc1sh");
+        x.spawn(102, 3000, "/", "sh");
+    }
+    let rules = "[currencies.adv]\nusers = [\"3001\"]\n[[rules]]\nname = \"builds\"\ncomm = \"cc1*\"\ncurrency = \"adv\"\ntickets = 500\n";
+    let mut d = start_with(&w, rules);
+    d.scan();
+    let (theirs, rightful) = (job_of(&mut d, 100), job_of(&mut d, 101));
+    assert_eq!((theirs.currency.as_str(), theirs.tickets), ("3000", 500), "{theirs:?}");
+    assert_eq!((rightful.currency.as_str(), rightful.tickets), ("adv", 500), "{rightful:?}");
+    // A shell that execs into the renamed program: the same.
+    w.lock().unwrap().procs.get_mut(&102).unwrap().cmdline = "cc1sh x".into();
+    d.on_process(102, true);
+    assert_eq!(job_of(&mut d, 102).id, theirs.id);
+    // `rules test` says so.
+    let Ok(Response::Rules(r)) = d.rules_test(&peer(&w, 3000, 100), 100) else { panic!() };
+    assert!(r.matched.as_deref().is_some_and(|m| m.contains("may not use")), "{r:?}");
+}
+
+/// A thread group whose leader exited while its threads run is a live process: placed,
+/// and changeable by root. One with no thread left is left alone.
+#[test]
+fn a_group_whose_leader_exited_is_placed_while_its_threads_run() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(100, 3000, "/", "leader gone");
+        let p = x.procs.get_mut(&100).unwrap();
+        (p.leader_exited, p.threads) = (true, vec![100, 150]);
+        x.spawn(101, 3000, "/", "all gone");
+        let p = x.procs.get_mut(&101).unwrap();
+        (p.leader_exited, p.threads) = (true, vec![101]);
+    }
+    let mut d = start(&w, None);
+    d.scan();
+    assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
+    assert_eq!(path_of(&w, 101), "/", "no thread lives: nothing to place");
+    let root = Peer { uid: 0, gid: 0, groups: vec![], pid: 1, caller: None };
+    assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(42), cap: None, background: None, force: false }, &root).is_ok());
+    assert_eq!(job_of(&mut d, 100).tickets, 42);
+}
