@@ -11,8 +11,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-/// Execs matched per user per second, on average. One match costs about 30 µs here
-/// (a 4 KiB command line), so a user's storm costs the loop at most about 0.3%.
+/// Execs matched per user per second, on average. One match reads a few /proc files of
+/// at most 4 KiB each and runs the rules' patterns over them; past this, an exec costs
+/// the loop one stat(2). Measured (`an_exec_storm_with_a_huge_command_line_keeps_the_daemon_cheap`):
+/// about 600 execs a second of one user, one of them with a 5 MiB command line, cost the
+/// daemon 0.07 CPUs in all (0.006 at rest).
 pub const RATE: f64 = 100.0;
 /// Execs matched at once (a build starting).
 pub const BURST: f64 = 200.0;
