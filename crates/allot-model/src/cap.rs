@@ -14,6 +14,10 @@ use std::str::FromStr;
 /// The largest cap the parser accepts; the daemon also bounds it by the CPU count.
 pub const MAX_CPUS: f64 = 4096.0;
 
+/// The smallest soft cap above 0: caps are written (state file, `show`) to three decimals,
+/// and a smaller one would be written as "0", which reads back as background.
+pub const MIN_SOFT_CPUS: f64 = 0.001;
+
 /// A cap on usage rate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cap {
@@ -94,8 +98,9 @@ impl Cap {
 impl FromStr for Cap {
     type Err = ModelError;
     /// [`Cap::parse_form`] and allot's bounds: at most [`MAX_CPUS`] (the daemon also
-    /// bounds it by the CPU count), and a hard cap at least 0.01 CPU, the kernel's 1 ms
-    /// `cpu.max` quota per 100 ms period.
+    /// bounds it by the CPU count), a hard cap at least 0.01 CPU, the kernel's 1 ms
+    /// `cpu.max` quota per 100 ms period, and a soft cap 0 (background) or at least
+    /// [`MIN_SOFT_CPUS`], so every cap reads back as itself.
     fn from_str(s: &str) -> Result<Self, ModelError> {
         let bad = |why: &str| ModelError::BadCap { got: s.to_string(), why: why.to_string() };
         let cap = Cap::parse_form(s)?;
@@ -104,6 +109,9 @@ impl FromStr for Cap {
         }
         if cap.hard && cap.cpus < 0.01 {
             return Err(bad("a hard cap must be at least 0.01 CPU (1%; the kernel's 1 ms quota per 100 ms period)"));
+        }
+        if !cap.hard && cap.cpus > 0.0 && cap.cpus < MIN_SOFT_CPUS {
+            return Err(bad("a soft cap is 0 (background) or 0.001 CPU (0.1%) up to the machine's CPUs; caps are kept to three decimals"));
         }
         Ok(cap)
     }
@@ -182,6 +190,10 @@ mod tests {
             ("0x10%", "not a number"),
             ("999999%", "more CPUs"),
             ("409700%", "more CPUs"),
+            ("0.0004", "0 (background) or 0.001 CPU"),
+            ("0.0009", "three decimals"),
+            ("1/10000", "0.001 CPU (0.1%)"),
+            ("0.05%", "0 (background) or 0.001"),
         ] {
             let e = bad.parse::<Cap>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
@@ -197,6 +209,16 @@ mod tests {
             assert_eq!(c.to_string(), s);
         }
         assert_eq!("1/3".parse::<Cap>().unwrap().to_string(), "0.333");
+    }
+
+    #[test]
+    fn every_cap_accepted_reads_back_as_a_cap_of_the_same_kind() {
+        for s in ["0.001", "0.0015", "0.1%", "0.01!", "1/1000", "0.0049999", "4096", "0"] {
+            let c: Cap = s.parse().unwrap();
+            let back: Cap = c.to_string().parse().unwrap();
+            assert_eq!((back.hard, back.is_background()), (c.hard, c.is_background()), "{s} -> {c} -> {back:?}");
+            assert!((back.cpus - c.cpus).abs() <= 0.0005, "{s} -> {c} -> {back:?}");
+        }
     }
 
     #[test]
