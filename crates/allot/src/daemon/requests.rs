@@ -29,8 +29,11 @@ impl Daemon {
     /// Serves one request from `peer`. Every refusal changes nothing.
     pub fn handle(&mut self, req: Request, peer: &Peer) -> R<Response> {
         self.counters.requests += 1;
+        // Every request ends the audit budgets' past minutes (their summaries written).
+        self.audit.flush_now();
         let excluded = self.placement.excluded_why(peer.uid).map(String::from);
-        if let Err(e) = self.limits.take(super::limits::bucket(peer.uid, excluded.is_some()), Instant::now()) {
+        let key = super::limits::bucket(peer.uid, excluded.is_some());
+        if let Err(e) = self.limits.take(key, Instant::now()) {
             self.counters.limited += 1;
             return Err(e);
         }
@@ -64,7 +67,7 @@ impl Daemon {
             jobs: touched.iter().map(|j| self.show_id(j)).collect(),
             owners,
         };
-        self.audit.record(rec);
+        self.audit.record_as(key, rec);
         r
     }
 
@@ -115,7 +118,11 @@ impl Daemon {
 
     /// Where a target goes back to if a request is rolled back.
     fn back_of(&self, t: &Target) -> Back {
-        match &t.place {
+        self.back_of_place(&t.place)
+    }
+
+    fn back_of_place(&self, place: &Place) -> Back {
+        match place {
             Place::Job(id) => Back::Rel(self.desired.jobs[id].rel()),
             Place::Stray(rel) => Back::Rel(rel.clone()),
             Place::Source(p) | Place::Foreign(p) | Place::Session { path: p, .. } => Back::Path(p.clone()),
@@ -125,17 +132,23 @@ impl Daemon {
     fn rollback(&mut self, undo: Vec<Undo>) {
         for u in undo.into_iter().rev() {
             match u {
-                Undo::Moved { proc, back: Back::Rel(rel) } => {
-                    let _ = self.tree.move_verified(self.host.as_ref(), &proc, &rel);
-                }
-                Undo::Moved { proc, back: Back::Path(path) } => {
-                    if self.host.alive(&proc) {
-                        let _ = self.tree.cg.move_to_path(&path, proc.pid);
-                    }
-                }
+                Undo::Moved { proc, back } => self.move_back(&proc, &back),
                 Undo::Made(rel) => {
                     let _ = self.tree.remove(&rel);
                     self.watch.unwatch(&rel);
+                }
+            }
+        }
+    }
+
+    fn move_back(&mut self, proc: &super::host::Proc, back: &Back) {
+        match back {
+            Back::Rel(rel) => {
+                let _ = self.tree.move_verified(self.host.as_ref(), proc, rel);
+            }
+            Back::Path(path) => {
+                if self.host.alive(proc) {
+                    let _ = self.tree.cg.move_to_path(path, proc.pid);
                 }
             }
         }
@@ -152,7 +165,12 @@ impl Daemon {
     }
 
     /// Commits new and changed jobs to the desired state, persists it, applies the plan.
-    fn commit(&mut self, specs: Vec<JobSpec>) {
+    /// What cannot be saved is not done: the desired state is restored, the kernel moves in
+    /// `undo` taken back, and the request refused (an acknowledged change must survive a
+    /// crash).
+    fn commit(&mut self, specs: Vec<JobSpec>, undo: &mut Vec<Undo>) -> R<()> {
+        let before = self.desired.clone();
+        let ids: Vec<JobId> = specs.iter().map(|s| s.id).collect();
         for s in specs {
             // Its threads and processes now: the plan applied below reaches them (the boost
             // slice), and a directory removed before the next tick can still be repaired.
@@ -164,8 +182,21 @@ impl Daemon {
             t.dirty = true;
             self.desired.jobs.insert(s.id, s);
         }
-        let _ = self.save();
+        if let Err(e) = self.save() {
+            self.desired = before;
+            for id in ids.iter().filter(|id| !self.desired.jobs.contains_key(id)) {
+                self.obs.jobs.remove(id);
+            }
+            self.rollback(std::mem::take(undo));
+            return Err(Self::unsaved(&e));
+        }
         self.replan();
+        Ok(())
+    }
+
+    /// A refusal for a change the state file could not keep.
+    fn unsaved(e: &str) -> String {
+        format!("nothing was changed: the state file could not be saved ({e}); allot makes no change it cannot keep across a restart (is the state directory full or read-only?)")
     }
 
     fn run(
@@ -227,14 +258,20 @@ impl Daemon {
         spec.cap = cap;
         spec.background = background || cap_bg;
         let rel = spec.rel();
+        let back = self.back_of_place(&place);
         self.make_job_dir(&spec)?;
+        let mut undo = vec![Undo::Made(rel.clone())];
         if let Err(e) = self.move_for_request(caller, &rel) {
-            let _ = self.tree.remove(&rel);
-            self.watch.unwatch(&rel);
+            self.rollback(undo);
             return Err(e);
         }
         let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: tickets.get(), cgroup: rel };
-        self.commit(vec![spec]);
+        if let Err(e) = self.commit(vec![spec], &mut vec![]) {
+            // The caller is held by the peer, not the undo log: moved back here.
+            self.move_back(caller, &back);
+            self.rollback(std::mem::take(&mut undo));
+            return Err(e);
+        }
         Ok(Response::Job(made))
     }
 
@@ -335,18 +372,25 @@ impl Daemon {
             self.rollback(undo);
             return Err(e);
         }
-        // Relocated jobs left their old directories empty.
-        for u in &undo {
-            if let Undo::Moved { back: Back::Rel(old), .. } = u {
-                if self.desired.by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) && self.tree.cg.procs(old).is_ok_and(|p| p.is_empty())
-                {
-                    let _ = self.tree.remove(old);
-                    self.watch.unwatch(old);
+        let jobs = specs.iter().map(|s| self.show_id(s)).collect();
+        // Relocated jobs leave their old directories empty (removed once committed).
+        let mut left: Vec<String> = undo
+            .iter()
+            .filter_map(|u| match u {
+                Undo::Moved { back: Back::Rel(old), .. } if self.desired.by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) => {
+                    Some(old.clone())
                 }
+                _ => None,
+            })
+            .collect();
+        left.dedup();
+        self.commit(specs, &mut undo)?;
+        for old in left {
+            if self.tree.cg.procs(&old).is_ok_and(|p| p.is_empty()) {
+                let _ = self.tree.remove(&old);
+                self.watch.unwatch(&old);
             }
         }
-        let jobs = specs.iter().map(|s| self.show_id(s)).collect();
-        self.commit(specs);
         Ok(Response::Changed(Changed { jobs, focus: None }))
     }
 
@@ -380,9 +424,9 @@ impl Daemon {
     fn focus(&mut self, peer: &Peer, pid: i64, on: bool) -> R<Response> {
         let t = self.target(peer, pid, false)?;
         let (mut spec, new) = self.own_job_plan(&t);
+        let mut undo = vec![];
         if new {
             self.check_job_limit(peer.uid)?;
-            let mut undo = vec![];
             if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
                 self.rollback(undo);
                 return Err(e);
@@ -390,7 +434,7 @@ impl Daemon {
         }
         spec.focus = on;
         let jobs = vec![self.show_id(&spec)];
-        self.commit(vec![spec]);
+        self.commit(vec![spec], &mut undo)?;
         Ok(Response::Changed(Changed { jobs, focus: Some(on) }))
     }
 
@@ -413,7 +457,7 @@ impl Daemon {
             return Err(e);
         }
         let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: spec.tickets.get(), cgroup: spec.rel() };
-        self.commit(vec![spec]);
+        self.commit(vec![spec], &mut undo)?;
         Ok(Response::Job(made))
     }
 
@@ -447,7 +491,7 @@ impl Daemon {
                 Some(b) => self.desired.funding.insert(cur, b),
                 None => self.desired.funding.remove(&cur),
             };
-            return Err(format!("could not save funding, nothing was changed: {e}"));
+            return Err(Self::unsaved(&e));
         }
         self.replan();
         Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: f.get() }))

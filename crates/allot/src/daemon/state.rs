@@ -156,16 +156,25 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     }
 }
 
-/// Saves the state atomically.
+/// Saves the state atomically. On failure the old file stands and the partial temp file
+/// is removed (on a full disk it would hold the space the next attempt needs).
 pub fn save(path: &Path, d: &Desired) -> anyhow::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("state")));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("create {}", tmp.display()))?;
-    f.write_all(serde_json::to_string_pretty(&to_file(d))?.as_bytes()).with_context(|| format!("write {}", tmp.display()))?;
-    f.sync_all().with_context(|| format!("fsync {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("rename {} to {}", tmp.display(), path.display()))?;
+    let r = write_then_rename(&tmp, path, d);
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r?;
     std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("fsync {}", dir.display()))?;
     Ok(())
+}
+
+fn write_then_rename(tmp: &Path, path: &Path, d: &Desired) -> anyhow::Result<()> {
+    let mut f = std::fs::File::create(tmp).with_context(|| format!("create {}", tmp.display()))?;
+    f.write_all(serde_json::to_string_pretty(&to_file(d))?.as_bytes()).with_context(|| format!("write {}", tmp.display()))?;
+    f.sync_all().with_context(|| format!("fsync {}", tmp.display()))?;
+    std::fs::rename(tmp, path).with_context(|| format!("rename {} to {}", tmp.display(), path.display()))
 }
 
 #[cfg(test)]
@@ -205,6 +214,22 @@ mod tests {
         assert!(load(&p).err().unwrap().to_string().contains("funding of x"));
         std::fs::write(&p, r#"{"version":9}"#).unwrap();
         assert!(load(&p).err().unwrap().to_string().contains("newer than this allot"));
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_failed_save_keeps_the_old_file() {
+        let p = tmp("fail");
+        let mut d = Desired::default();
+        d.funding.insert(CurrencyId::User(1000), 300);
+        save(&p, &d).unwrap();
+        // A temp path that cannot be a file (a directory in its place) makes the write fail.
+        let t = p.parent().unwrap().join(".state.json.tmp");
+        std::fs::create_dir(&t).unwrap();
+        d.funding.insert(CurrencyId::User(1000), 5);
+        let e = save(&p, &d).unwrap_err();
+        assert!(format!("{e:#}").contains(".state.json.tmp"), "{e:#}");
+        assert_eq!(load(&p).unwrap().desired.funding[&CurrencyId::User(1000)], 300);
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 
