@@ -44,3 +44,25 @@ fn short_jobs_by_the_hundred_leave_every_real_time_write_accepted() {
     assert_eq!(refused, 0, "real-time budget writes the kernel refused:\n{log}");
     assert_eq!(st["counters"]["write_errors"], 0, "{st}");
 }
+
+#[test]
+fn a_job_emptied_by_move_or_set_is_reaped() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n[currencies.lab]\n").unwrap();
+    let p = d.run_job(&[], &["sleep", "300"], None).unwrap();
+    d.wait_exec(p).unwrap();
+    let first = job_with_pid(&show(&d), p).unwrap()["id"].as_str().unwrap().to_string();
+    // Ticks pass: the job is read and known to hold the process, and its currency idles.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
+    ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
+    let last = job_with_pid(&show(&d), p).unwrap()["id"].as_str().unwrap().to_string();
+    // Past the grace period (3 s) the jobs it left are gone; its own stays.
+    let jobs = wait_for("the emptied jobs reaped", || {
+        let v = show(&d);
+        let ids: Vec<String> = v["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_string()).collect();
+        (ids.len() == 1).then_some(ids)
+    });
+    assert_eq!(jobs, vec![last.clone()], "only the job it is in is left (it started in {first})");
+}

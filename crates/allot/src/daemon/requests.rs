@@ -160,6 +160,12 @@ impl Daemon {
         undo.push(Undo::Made(spec.rel()));
         let back = self.back_of(&t);
         self.move_for_request(&t.proc, &spec.rel())?;
+        // The job it left is read again at the next tick: emptied, it is reaped.
+        if let Place::Job(id) = &t.place {
+            if let Some(o) = self.obs.jobs.get_mut(id) {
+                o.dirty = true;
+            }
+        }
         undo.push(Undo::Moved { proc: t.proc, back });
         Ok(())
     }
