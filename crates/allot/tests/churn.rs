@@ -66,3 +66,27 @@ fn a_job_emptied_by_move_or_set_is_reaped() {
     });
     assert_eq!(jobs, vec![last.clone()], "only the job it is in is left (it started in {first})");
 }
+
+#[test]
+fn a_job_removed_by_hand_from_one_hierarchy_only_is_reported_once() {
+    require_root();
+    let _s = serial();
+    // The development machine and CI mount cpu and cpuacct apart (cgroup v1): a job is a
+    // directory in each, and an admin may remove one half.
+    assert!(
+        std::path::Path::new("/sys/fs/cgroup/cpuacct/cgroup.procs").exists(),
+        "this test needs cgroup v1 with cpuacct mounted apart from cpu (as on the machines CI runs on)"
+    );
+    let mut d = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n").unwrap();
+    let p = d.run_job(&[], &["sleep", "300"], None).unwrap();
+    d.wait_exec(p).unwrap();
+    let rel = job_with_pid(&show(&d), p).unwrap()["cgroup"].as_str().unwrap().to_string();
+    // By hand: the process out of the job's cpu half, and that half removed.
+    std::fs::write("/sys/fs/cgroup/cpu/cgroup.procs", p.to_string()).unwrap();
+    std::fs::remove_dir(format!("/sys/fs/cgroup/cpu/{}/{rel}", d.root_name)).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    let n = d.log().lines().filter(|l| l.contains("could not remove the empty job directory")).count();
+    eprintln!("the half-removed job was reported {n} time(s) in 6 s");
+    assert!(n <= 1, "reported once, not every tick:\n{}", d.log());
+    d.kill_jobs();
+}

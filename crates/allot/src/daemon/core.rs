@@ -407,7 +407,12 @@ impl Daemon {
             .desired
             .jobs
             .keys()
-            .filter(|id| self.obs.jobs.get(id).is_some_and(|t| t.empty && !t.dirty && now.duration_since(t.created) > GRACE))
+            .filter(|id| {
+                self.obs
+                    .jobs
+                    .get(id)
+                    .is_some_and(|t| t.empty && !t.dirty && now.duration_since(t.created) > GRACE && t.reap_after.is_none_or(|a| now >= a))
+            })
             .copied()
             .collect();
         if empty.is_empty() {
@@ -428,7 +433,14 @@ impl Daemon {
                 _ => {}
             }
             if let Err(e) = self.tree.remove(&rel) {
-                log::warn!("could not remove the empty job directory {rel}: {e}");
+                // Said once, then tried again quietly once a minute (it goes when its last
+                // process does), not every tick.
+                if let Some(t) = self.obs.jobs.get_mut(&id) {
+                    if t.reap_after.is_none() {
+                        log::warn!("could not remove the empty job directory {rel}: {e}; trying again every minute");
+                    }
+                    t.reap_after = Some(now + Duration::from_secs(60));
+                }
                 continue;
             }
             self.watch.unwatch(&rel);

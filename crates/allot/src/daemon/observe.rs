@@ -29,6 +29,9 @@ use std::time::Instant;
 pub struct Tracker {
     /// When the job was made or adopted.
     pub created: Instant,
+    /// Its empty directory could not be removed (part of it removed by hand, a process
+    /// left in the cpuacct half): not tried again before this.
+    pub reap_after: Option<Instant>,
     last: Option<(u64, Instant)>,
     /// EBS usage rate (seed 004: EWMA with a half-life).
     pub rate: UsageRate,
@@ -68,6 +71,7 @@ impl Tracker {
     pub fn new(half_life_ms: u64) -> Self {
         Self {
             created: Instant::now(),
+            reap_after: None,
             last: None,
             rate: UsageRate::new(half_life_ms),
             window: VecDeque::new(),
