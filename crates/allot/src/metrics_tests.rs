@@ -63,6 +63,7 @@ pub(crate) fn show() -> ShowView {
         jobs: vec![job("1", Some(vec![10, 11]))],
         currencies: vec![CurrencyView { name: "alice".into(), kind: "user".into(), funding: 100, weight: 100, jobs: 1, active: 1, usage: 0.5 }],
         hidden: false,
+        unread: vec![],
     }
 }
 

@@ -462,6 +462,10 @@ pub struct ShowView {
     pub currencies: Vec<CurrencyView>,
     /// Other users' pids and commands are hidden from this caller.
     pub hidden: bool,
+    /// Jobs whose pids and command are still to be read, with the `cgroup.procs` file to
+    /// read: the daemon's connection thread reads them, not its loop (never on the wire).
+    #[serde(skip)]
+    pub unread: Vec<(usize, std::path::PathBuf)>,
 }
 
 /// `status`'s reply.

@@ -172,7 +172,14 @@ mod tests {
     #[test]
     fn this_process_is_sampled_twice_and_its_wait_appears_the_second_time() {
         let me = std::process::id() as i32;
-        let show = ShowView { ncpu: 1, outside: 0.0, jobs: vec![crate::metrics::tests::job("1", Some(vec![me]))], currencies: vec![], hidden: false };
+        let show = ShowView {
+            ncpu: 1,
+            outside: 0.0,
+            jobs: vec![crate::metrics::tests::job("1", Some(vec![me]))],
+            currencies: vec![],
+            hidden: false,
+            unread: vec![],
+        };
         let status = crate::metrics::tests::status();
         let mut s = Sampler::new(&status);
         let first = s.sample(&show);

@@ -77,7 +77,7 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
         c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         big_stack(&mut c);
         kids.add(c.spawn().unwrap());
-        std::thread::sleep(Duration::from_millis(if i % 50 == 49 { 400 } else { 25 }));
+        std::thread::sleep(Duration::from_millis(if i % 50 == 49 { 1000 } else { 40 }));
     }
     let t0 = Instant::now();
     let jobs = loop {

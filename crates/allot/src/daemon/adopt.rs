@@ -36,7 +36,7 @@ impl Daemon {
             }
             None => Default::default(),
         };
-        let limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
+        let limits = super::limits::Shared::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
         let mut d = Daemon {
             placement: Placement::new(&cfg),
             ncpu: allot_linux::ncpu(),
@@ -51,6 +51,7 @@ impl Daemon {
             rt_note: String::new(),
             started: Instant::now(),
             limits,
+            defer_reads: false,
             watch: Watch::new(watch),
             audit: super::audit::Audit::new(None),
             since: Default::default(),
@@ -172,7 +173,7 @@ impl Daemon {
                 let events = self.placement.events;
                 self.placement = Placement::new(&cfg);
                 self.placement.events = events;
-                self.limits = super::limits::Limits::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
+                self.limits.set(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.cfg = cfg;
                 self.weigh_tree();
                 self.defaults_cache.borrow_mut().clear();

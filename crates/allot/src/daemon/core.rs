@@ -109,7 +109,9 @@ pub struct Daemon {
     /// Placement's memory (placement.rs).
     pub placement: super::placement::Placement,
     /// Per-uid request budgets (requests.rs).
-    pub limits: super::limits::Limits,
+    pub limits: super::limits::Shared,
+    /// `show` leaves pids and command lines to the connection thread (views.rs `fill`).
+    pub defer_reads: bool,
     /// Outside changes to watch (reconcile.rs).
     pub watch: super::reconcile::Watch,
     /// The audit trail (audit.rs).

@@ -160,7 +160,10 @@ fn answer(c: &mut TcpStream, openmetrics: bool, tx: &Sender<Event>, shared: &Sha
                 if tx.send(Event::Snapshot(rtx)).is_err() {
                     return Ok(());
                 }
-                let got = rrx.recv_timeout(Duration::from_secs(5)).ok();
+                let got = rrx.recv_timeout(Duration::from_secs(5)).ok().map(|(st, mut sh)| {
+                    super::views::fill(&mut sh);
+                    (st, sh)
+                });
                 *last = got.clone().map(|(st, sh)| (Instant::now(), st, sh));
                 got
             }

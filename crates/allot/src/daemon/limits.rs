@@ -6,11 +6,76 @@
 //! (a `show` of 250 jobs costs more than a `status`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Loop time worth one token. At the default 50 requests a second, a user can hold the
-/// loop for at most about 100 ms of every second.
-pub const COST_UNIT: Duration = Duration::from_millis(2);
+/// A request over budget waits at most this long for a token in its connection's thread
+/// before it is refused: a burst is slowed, not refused, and a client that hammers the
+/// daemon waits instead of spinning (with its connections held, it cannot open more).
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The budgets, shared by the connection threads (which take a token before a request
+/// reaches the loop: a request over budget never costs the loop anything) and the loop
+/// (which charges what a request cost, and changes the rates on a reload).
+#[derive(Debug, Clone)]
+pub struct Shared {
+    limits: Arc<Mutex<Limits>>,
+    refused: Arc<AtomicU64>,
+}
+
+impl Shared {
+    /// `rate` requests per second on average, `burst` at once.
+    pub fn new(rate: f64, burst: f64) -> Self {
+        Self { limits: Arc::new(Mutex::new(Limits::new(rate, burst))), refused: Arc::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Limits> {
+        self.limits.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a token from `key`'s budget, waiting up to [`MAX_WAIT`] for one; Err names
+    /// the limit.
+    pub fn admit(&self, key: u32) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            let wait = {
+                let mut l = self.lock();
+                match l.take(key, Instant::now()) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if t0.elapsed() + l.until_token(key) > MAX_WAIT => {
+                        self.refused.fetch_add(1, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                    Err(_) => l.until_token(key),
+                }
+            };
+            std::thread::sleep(wait.max(Duration::from_millis(1)));
+        }
+    }
+
+    /// See [`Limits::charge`].
+    pub fn charge(&self, key: u32, spent: Duration) {
+        self.lock().charge(key, spent);
+    }
+
+    /// New rates (a reload); the buckets start full.
+    pub fn set(&self, rate: f64, burst: f64) {
+        *self.lock() = Limits::new(rate, burst);
+    }
+
+    /// Requests refused over budget so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// Loop time worth one token. A request is served in turn with everyone else's (queue.rs),
+/// so this bounds the share of the loop one user takes while others wait, not anyone's
+/// latency: at the default 50 requests a second, at most about half of it. A `run` (a
+/// directory made, a process moved: 5–15 ms here, mostly the kernel's cgroup write) costs
+/// one or two tokens.
+pub const COST_UNIT: Duration = Duration::from_millis(10);
 
 /// The one budget every uid that is no login user's shares (subordinate uids of
 /// /etc/subuid, systemd's dynamic users): a user holding 65536 subordinate uids gets one
@@ -67,6 +132,12 @@ impl Limits {
         Ok(())
     }
 
+    /// How long until `uid` has a token again (zero if it has one).
+    pub fn until_token(&self, uid: u32) -> Duration {
+        let Some((tokens, _)) = self.buckets.get(&uid) else { return Duration::ZERO };
+        Duration::from_secs_f64(((1.0 - tokens) / self.rate).max(0.0))
+    }
+
     /// Charges what a request taken by [`Limits::take`] cost beyond its one token: `spent`
     /// in the loop, at [`COST_UNIT`] a token. The debt is bounded by one burst, so a single
     /// slow request locks its caller out for at most `burst / rate` seconds.
@@ -98,6 +169,25 @@ mod tests {
         let e = l.take(bucket(100_003, true), t0).unwrap_err();
         assert!(e.contains("no login user's") && e.contains("together"), "{e}");
         assert!(l.take(1000, t0).is_ok(), "a login user is not affected");
+    }
+
+    #[test]
+    fn a_request_over_budget_waits_for_a_token_then_is_refused() {
+        let l = Shared::new(2.0, 2.0);
+        let t0 = Instant::now();
+        for _ in 0..4 {
+            l.admit(1000).unwrap();
+        }
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(900), "two beyond the burst waited for tokens at 2/s: {waited:?}");
+        l.charge(1000, COST_UNIT * 40);
+        let t = Instant::now();
+        let e = l.admit(1000).unwrap_err();
+        assert!(t.elapsed() < MAX_WAIT / 2, "a debt longer than MAX_WAIT (one burst: 1.5 s to a token) is refused at once: {:?}", t.elapsed());
+        assert!(e.contains("too many requests from uid 1000"), "{e}");
+        assert_eq!(l.refused(), 1);
+        l.admit(0).unwrap();
+        l.admit(1001).unwrap();
     }
 
     #[test]

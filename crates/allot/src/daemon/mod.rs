@@ -168,6 +168,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         Some(opts.state_dir.join("state.json"))
     };
     let mut d = core::Daemon::start(cg, Box::<host::Linux>::default(), cfg, state_path, true)?;
+    d.defer_reads = true;
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
         d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
     }
@@ -295,7 +296,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 Ok(v) => Reply::ok(v),
                 Err(e) => Reply::err(e),
             };
-            d.counters.limited = d.counters.limited.max(refused.load(std::sync::atomic::Ordering::Relaxed));
+            // Refused at connect (connection limits) and over the request budget.
+            d.counters.limited = refused.load(std::sync::atomic::Ordering::Relaxed) + d.limits.refused();
             let _ = p.reply.send(r);
         }
     }
@@ -309,7 +311,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
 /// Who the socket admits, as the config in force says.
 fn admission_of(d: &core::Daemon) -> server::Admission {
     let limits = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
-    server::Admission { limits, humans: d.placement.humans() }
+    server::Admission { limits, humans: d.placement.humans(), budgets: d.limits.clone() }
 }
 
 /// The metrics endpoint the config in force asks for: `old` kept if its address is the

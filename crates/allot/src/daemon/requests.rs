@@ -8,7 +8,6 @@ use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::{Peer, Place, Target};
 use crate::proto::{Changed, FundingView, JobMade, Request, Response};
 use allot_model::{Cap, Funding, Tickets};
-use std::time::Instant;
 
 type R<T> = Result<T, String>;
 
@@ -31,12 +30,9 @@ impl Daemon {
         self.counters.requests += 1;
         // Every request ends the audit budgets' past minutes (their summaries written).
         self.audit.flush_now();
+        // The request budget was taken in the connection's thread (server.rs).
         let excluded = self.placement.excluded_why(peer.uid).map(String::from);
         let key = super::limits::bucket(peer.uid, excluded.is_some());
-        if let Err(e) = self.limits.take(key, Instant::now()) {
-            self.counters.limited += 1;
-            return Err(e);
-        }
         if !super::audit::changes_something(&req) {
             return self.dispatch(req, peer);
         }

@@ -72,6 +72,8 @@ pub struct Admission {
     pub limits: ConnLimits,
     /// Uids that are no login user's (`humans` says which) share one connection budget.
     pub humans: super::placement::Humans,
+    /// Request budgets, taken here before a request reaches the loop.
+    pub budgets: super::limits::Shared,
 }
 
 /// Accepts connections forever, sending requests to the loop.
@@ -80,7 +82,7 @@ pub fn serve(listener: UnixListener, tx: Sender<Event>, admission: Arc<Mutex<Adm
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let Ok(cred) = peer::peer_cred(conn.as_fd()) else { continue };
-        let Admission { limits, humans } = admission.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Admission { limits, humans, budgets } = admission.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let key = super::limits::bucket(cred.uid, humans.excluded_why(cred.uid).is_some());
         let admitted = {
             let mut o = open.lock().unwrap_or_else(|e| e.into_inner());
@@ -114,7 +116,7 @@ pub fn serve(listener: UnixListener, tx: Sender<Event>, admission: Arc<Mutex<Adm
         let tx = tx.clone();
         let spawned = std::thread::Builder::new().name("allot-conn".into()).stack_size(256 * 1024).spawn(move || {
             let _slot = slot;
-            connection(conn, cred, tx);
+            connection(conn, cred, tx, &budgets, key);
         });
         if spawned.is_err() {
             log::error!("cannot start a thread for a connection from uid {}", cred.uid);
@@ -192,13 +194,13 @@ fn resolve_user(req: Request) -> Result<Request, String> {
     })
 }
 
-fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>) {
-    handle(&conn, cred, tx);
+fn connection(conn: UnixStream, cred: peer::Cred, tx: Sender<Event>, budgets: &super::limits::Shared, key: u32) {
+    handle(&conn, cred, tx, budgets, key);
     // Never wait on what a client left queued (fds it sent are closed off this thread).
     peer::close_client(std::os::fd::OwnedFd::from(conn));
 }
 
-fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
+fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>, budgets: &super::limits::Shared, key: u32) {
     let deadline = Instant::now() + DEADLINE;
     let _ = peer::set_passcred(conn.as_fd(), true);
     // One line within the deadline for the whole request, however it is split.
@@ -214,6 +216,10 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
         Ok(r) => r,
         Err(e) => return reply(conn, deadline, &Reply::err(e)),
     };
+    // The budget first: a request over it never reaches the loop (limits.rs).
+    if let Err(e) = budgets.admit(if cred.uid == 0 { 0 } else { key }) {
+        return reply(conn, deadline, &Reply::err(e));
+    }
     if let Err(e) = same_pid_namespace(&req, cred.pid) {
         return reply(conn, deadline, &Reply::err(e));
     }
@@ -251,6 +257,10 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>) {
         },
         Err(RecvTimeoutError::Disconnected) => Reply::err("the daemon is stopping; try again in a moment"),
     };
+    let mut r = r;
+    if let Some(crate::proto::Response::Show(v)) = r.data.as_mut() {
+        super::views::fill(v);
+    }
     reply(conn, Instant::now() + DEADLINE, &r);
 }
 

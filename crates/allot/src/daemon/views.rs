@@ -13,6 +13,33 @@ use allot_model::plan::entitlement_if_joined;
 /// A command line longer than this is cut (with "…").
 const MAX_COMMAND: usize = 512;
 
+/// A command line as `show` gives it: at most [`MAX_COMMAND`] characters, cut with "…".
+fn cut_command(c: &str) -> String {
+    if c.chars().count() > MAX_COMMAND {
+        c.chars().take(MAX_COMMAND - 1).collect::<String>() + "…"
+    } else {
+        c.to_string()
+    }
+}
+
+/// Reads what `show` left unread (each job's pids, its first process's command line), in
+/// the connection's thread: bounded reads of the kernel's files (`cgroup.procs`, and the
+/// command line to 4 KiB), so a user whose jobs have huge command lines or many
+/// processes costs their own connection the time, not the loop.
+pub fn fill(v: &mut ShowView) {
+    for (i, file) in std::mem::take(&mut v.unread) {
+        let Some(j) = v.jobs.get_mut(i) else { continue };
+        let mut text = vec![];
+        let _ = std::fs::File::open(&file).and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_PIDS_BYTES), &mut text));
+        let pids: Vec<i32> = String::from_utf8_lossy(&text).lines().filter_map(|l| l.trim().parse().ok()).collect();
+        j.command = Some(pids.first().and_then(|&p| allot_linux::procfs::cmdline(p).ok()).map(|c| cut_command(&c)).unwrap_or_default());
+        j.pids = Some(pids);
+    }
+}
+
+/// `cgroup.procs` is read to this many bytes: 100,000 pids and more.
+const MAX_PIDS_BYTES: u64 = 1 << 20;
+
 impl Daemon {
     /// A job's id as `show` prints it: `3`, or `alice/default`.
     pub fn show_id(&self, j: &JobSpec) -> String {
@@ -41,15 +68,12 @@ impl Daemon {
         let p = self.planned.jobs.get(&j.id);
         let (entitlement, active) = self.entitlement_of(j.id);
         let rel = j.rel();
-        let (pids, command) = if reveal {
+        let (pids, command) = if reveal && self.defer_reads {
+            // Read by the connection's thread ([`fill`]): the loop serves everyone.
+            (Some(vec![]), Some(String::new()))
+        } else if reveal {
             let pids = self.tree.cg.procs(&rel).unwrap_or_default();
-            let cmd = pids.first().and_then(|&p| self.host.cmdline(p)).map(|c| {
-                if c.chars().count() > MAX_COMMAND {
-                    c.chars().take(MAX_COMMAND - 1).collect::<String>() + "…"
-                } else {
-                    c
-                }
-            });
+            let cmd = pids.first().and_then(|&p| self.host.cmdline(p)).map(|c| cut_command(&c));
             (Some(pids), Some(cmd.unwrap_or_default()))
         } else {
             (None, None)
@@ -90,13 +114,23 @@ impl Daemon {
             None => None,
         };
         let open = peer.is_root() || self.cfg.privacy.show_other_users;
-        let jobs: Vec<JobView> =
-            self.desired.jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).map(|j| self.job_view(j, open || j.owner == peer.uid)).collect();
+        let shown: Vec<&JobSpec> = self.desired.jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).collect();
+        let jobs: Vec<JobView> = shown.iter().map(|j| self.job_view(j, open || j.owner == peer.uid)).collect();
+        let unread = if self.defer_reads {
+            shown
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| open || j.owner == peer.uid)
+                .filter_map(|(i, j)| self.tree.cg.procs_files(&j.rel()).into_iter().next().map(|f| (i, f)))
+                .collect()
+        } else {
+            vec![]
+        };
         let mut currencies = self.currency_views();
         if let Some(u) = only {
             currencies.retain(|c| jobs.iter().any(|j| j.currency == c.name) || c.name == user_label(u));
         }
-        Ok(ShowView { ncpu: self.ncpu, outside: self.obs.machine.outside, jobs, currencies, hidden: !open })
+        Ok(ShowView { ncpu: self.ncpu, outside: self.obs.machine.outside, jobs, currencies, hidden: !open, unread })
     }
 
     /// Every currency: with jobs, funded, or named in the config.
