@@ -226,6 +226,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         let now = Instant::now();
         if now >= next_tick {
             d.tick();
+            d.due_execs();
             next_tick = now + d.tick_interval();
         }
         if now >= next_scan {

@@ -254,8 +254,8 @@ impl Daemon {
     }
 
     /// Execs that waited for their user's budget and may be matched now (the process still
-    /// the one that exec'd: same /proc inode).
-    fn due_execs(&mut self) {
+    /// the one that exec'd: same /proc inode); at every tick and batch of process events.
+    pub fn due_execs(&mut self) {
         for (pid, ino) in self.placement.execs.due(Instant::now()) {
             if self.host.quick(pid).is_some_and(|(_, i)| i == ino) {
                 self.on_process(pid, true);
