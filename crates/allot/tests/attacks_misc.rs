@@ -31,3 +31,27 @@ fn pids_from_another_pid_namespace_are_refused_not_misread() {
     ok(&d.cli(&["set", &mine.to_string(), "-t", "7"], Some(A)).unwrap());
     assert_eq!(job_with_pid(&show(&d), mine).unwrap()["tickets"], 7);
 }
+
+#[test]
+fn two_daemons_never_race_for_the_processes_of_one_source() {
+    require_root();
+    let _s = serial();
+    let first = PrivateDaemon::start(exe(), "scan_ms = 200\n[users]\nonly = [\"2901\"]\n").unwrap();
+    // A second daemon told to place from the first one's source.
+    let cfg = format!("scan_ms = 200\n[users]\nonly = [\"2901\"]\n[placement]\nfrom = [\"{}\"]\n", first.shelter.path());
+    let second = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let st: serde_json::Value = serde_json::from_str(&ok(&second.cli(&["--json", "status"], None).unwrap())).unwrap();
+    assert!(st["placement"].as_str().unwrap().contains("another allot daemon places from there"), "{st}");
+    assert!(second.log().contains("another allot daemon places processes from cgroup"), "{}", second.log());
+    let mut kids = Kids::default();
+    let pids: Vec<u32> = (0..20).map(|_| spawn_as(&first, &mut kids, A, &["sleep", "300"])).collect();
+    for &p in &pids {
+        wait_for("placed by the first daemon", || cgroup_of(p).contains(&first.root_name).then_some(()));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(600)); // scans of both have passed
+    for &p in &pids {
+        let cg = cgroup_of(p);
+        assert!(cg.contains(&first.root_name) && !cg.contains(&second.root_name), "process {p} is in {cg}");
+    }
+    assert!(show(&second)["jobs"].as_array().unwrap().is_empty(), "the second daemon took nothing");
+}

@@ -8,6 +8,7 @@
 
 mod adopt;
 pub mod audit;
+pub mod claims;
 pub mod core;
 pub mod explain;
 #[cfg(test)]
@@ -201,6 +202,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         let (tx, refused, admission) = (tx.clone(), refused.clone(), admission.clone());
         std::thread::Builder::new().name("allot-accept".into()).spawn(move || server::serve(listener, tx, admission, refused))?;
     }
+    // One placer per source (claims.rs), before the first scan.
+    let mut claims = claims::Claims::default();
+    if d.cfg.users.auto_place {
+        claims.apply(&mut d.placement);
+    }
     // Events first, then the scan, so no process starts unseen between them.
     let refilter = match process_events(tx.clone(), event_kinds(&d.cfg)) {
         Ok(r) => {
@@ -266,6 +272,9 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 }
                 Event::Signal(libc::SIGHUP) => {
                     reload(&mut d, &opts, refilter.as_ref());
+                    if d.cfg.users.auto_place {
+                        claims.apply(&mut d.placement);
+                    }
                     *admission.lock().unwrap_or_else(|e| e.into_inner()) = admission_of(&d);
                     metrics = endpoint(&d, metrics.take(), &tx);
                 }

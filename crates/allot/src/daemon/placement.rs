@@ -62,6 +62,8 @@ pub struct Placement {
     execs: budget::ExecBudget,
     /// (uid, rule) whose refused currency was logged.
     refusals_logged: HashSet<(u32, String)>,
+    /// Sources another allot daemon places from (it holds their claim): not placed from here.
+    forgone: Vec<String>,
 }
 
 /// Which uids are human users: allot-linux's [`HumanUids`] (login.defs, subuid, systemd's
@@ -107,6 +109,7 @@ impl Placement {
             events_lost_logged: false,
             execs: budget::ExecBudget::default(),
             refusals_logged: HashSet::new(),
+            forgone: vec![],
         }
     }
     /// May a request take a process out of this cgroup (as /proc/PID/cgroup names it)?
@@ -118,7 +121,15 @@ impl Placement {
     /// Does automatic placement take processes from this cgroup (`placement.from`)?
     pub fn is_auto(&self, path: &str) -> bool {
         let p = normalize(path);
-        self.sources.contains(&p)
+        self.sources.contains(&p) && !self.forgone.contains(&p)
+    }
+    /// The cgroups placement takes processes from (`placement.from`).
+    pub fn sources(&self) -> &[String] {
+        &self.sources
+    }
+    /// Another daemon places from `source`: leave its processes to it (claims.rs).
+    pub fn forgo(&mut self, source: &str) {
+        self.forgone.push(normalize(source));
     }
     /// Where a process leaves allot to when its new user is not a human user.
     pub fn home(&self) -> String {
@@ -156,7 +167,12 @@ impl Placement {
             Some(o) => format!(", only uids {o:?}"),
             None => String::new(),
         };
-        format!("{}{only}, from cgroups {}", self.humans.uids.describe(), self.sources.join(", "))
+        let forgone = if self.forgone.is_empty() {
+            String::new()
+        } else {
+            format!("; not from {}: another allot daemon places from there", self.forgone.join(", "))
+        };
+        format!("{}{only}, from cgroups {}{forgone}", self.humans.uids.describe(), self.sources.join(", "))
     }
 }
 
