@@ -86,7 +86,8 @@ const RULES: &str = r#"scan_ms = 200
 [users]
 only = ["2901", "2902"]
 [currencies.ci]
-users = ["2901"]
+# A rule never grants a currency: B may use ci, so by-user may put B there.
+users = ["2901", "2902"]
 
 [[rules]]
 name = "by-comm"
