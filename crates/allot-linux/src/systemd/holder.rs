@@ -232,12 +232,8 @@ mod tests {
         assert_eq!(f[3].parse::<i32>().unwrap(), pid, "session id");
         // Only stdin, stdout and stderr (/dev/null). The dynamic loader opens and closes
         // files of its own while `sleep` starts: a leaked descriptor would stay.
-        let fds = || std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while fds() != 3 && std::time::Instant::now() < end {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert_eq!(fds(), 3, "only stdin, stdout and stderr (/dev/null)");
+        let fds = settled_fds(pid, std::time::Instant::now() + std::time::Duration::from_secs(5));
+        assert!(fds.len() == 3 && fds.iter().all(|f| f.contains("/dev/null")), "only stdin, stdout and stderr (/dev/null): {fds:?}");
         // SAFETY: ending the process this test started.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let e = spawn(&Holder::Command(vec!["/nonexistent/holder".into()])).unwrap_err();
@@ -259,10 +255,16 @@ mod tests {
             v.sort();
             v
         };
-        while fds().len() != 3 && std::time::Instant::now() < end {
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // Settled: the same three on two looks 50 ms apart (right after the exec the
+        // dynamic loader opens and closes libc; a leaked descriptor stays).
+        loop {
+            let a = fds();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let b = fds();
+            if (a.len() == 3 && a == b) || std::time::Instant::now() >= end {
+                return b;
+            }
         }
-        fds()
     }
 
     #[test]
