@@ -373,7 +373,10 @@ fn a_large_busy_job_is_listed_as_often_as_its_size_allows_and_a_small_one_every_
 }
 
 fn start_with(w: &Shared, text: &str) -> Daemon {
-    let cfg = Config::parse(std::path::Path::new("test.toml"), &format!("{CFG}{text}")).unwrap();
+    let path = std::env::temp_dir().join(format!("allot-unit-{}-{:?}.toml", std::process::id(), std::thread::current().id()));
+    std::fs::write(&path, format!("{CFG}{text}")).unwrap();
+    let cfg = Config::load(&path, true).unwrap();
+    let _ = std::fs::remove_file(&path);
     Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, None, false).unwrap()
 }
 
