@@ -46,7 +46,9 @@ pub fn timeout() -> anyhow::Result<Duration> {
 pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
     let limit = timeout()?;
     let mut s = UnixStream::connect(socket).map_err(|e| {
-        Unreachable(format!("cannot reach the allot daemon at {} ({e}); is it running? start it with: sudo allot daemon", socket.display()))
+        // /run/systemd/system exists when systemd is the init (sd_booted(3)).
+        let start = if Path::new("/run/systemd/system").is_dir() { "sudo systemctl start allot" } else { "sudo allot daemon" };
+        Unreachable(format!("cannot reach the allot daemon at {} ({e}); is it running? start it with: {start}", socket.display()))
     })?;
     s.set_read_timeout(Some(limit)).context("set the reply deadline")?;
     s.set_write_timeout(Some(limit)).context("set the request deadline")?;

@@ -1,10 +1,9 @@
 //! The optional TOML config (`/etc/allot/allot.toml`). Every field has a default, so no
 //! file is needed; unknown fields are refused, naming the file, line and field.
 
-use anyhow::Context;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The whole config.
 #[derive(Debug, Clone, Deserialize)]
@@ -266,29 +265,148 @@ pub fn check_currency_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most of a config file that is read. A config is a few KiB; anything this large is
+/// not one (a wrong path, a log), and is refused before it is parsed.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// A config refused: the file, the line (and column) where known, and why, with what is
+/// allowed. Displayed as `FILE:LINE: why` (or `config FILE: why` without a line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// Its line, from 1.
+    pub line: Option<usize>,
+    /// Its column on that line, from 1 (parse errors only).
+    pub column: Option<usize>,
+    /// Why it is refused.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "{}:{l}:{c}: {}", self.path.display(), self.message),
+            (Some(l), None) => write!(f, "{}:{l}: {}", self.path.display(), self.message),
+            _ => write!(f, "config {}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The 1-based line and column of byte `at` in `text`.
+pub fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
+/// The line of a setting named by its dotted path (`policy.boost_below`, `funding.alice`,
+/// `currencies.ci`): the `key =` line under its table header, or the header itself. A
+/// plain scan of the lines (the file has parsed by then); None when it is spelled some
+/// other way (an inline table, a dotted key across tables).
+pub fn locate(text: &str, dotted: &str) -> Option<usize> {
+    let want: Vec<&str> = dotted.split('.').collect();
+    let unquote = |k: &str| k.trim().trim_matches('"').trim_matches('\'').to_string();
+    let mut table: Vec<String> = vec![];
+    for (i, raw) in text.lines().enumerate() {
+        let l = raw.trim();
+        if l.starts_with('[') {
+            let inner = l.trim_start_matches('[');
+            let inner = &inner[..inner.find(']').unwrap_or(inner.len())];
+            table = inner.split('.').map(unquote).collect();
+            if table == want {
+                return Some(i + 1);
+            }
+        } else if let Some(eq) = l.find('=') {
+            if l.starts_with('#') {
+                continue;
+            }
+            let mut path = table.clone();
+            path.extend(l[..eq].split('.').map(unquote));
+            if path == want {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
+}
+
+/// Reads a config file's text: None when it does not exist and was not named
+/// (`required`), so the defaults apply. Refused: anything but a regular file, more than
+/// [`MAX_BYTES`], text that is not UTF-8 (naming the line of the first bad byte).
+pub fn read_text(path: &Path, required: bool) -> Result<Option<String>, ConfigError> {
+    use std::io::Read;
+    let err = |line, message: String| ConfigError { path: path.to_path_buf(), line, column: None, message };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(err(None, format!("cannot read it: {e}"))),
+    };
+    if !meta.is_file() {
+        let what = if meta.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
+        return Err(err(None, format!("is {what}; give the path of a TOML file")));
+    }
+    let mut bytes = vec![];
+    std::fs::File::open(path).and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes)).map_err(|e| err(None, format!("cannot read it: {e}")))?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(err(None, format!("is larger than {} KiB; a config is a few KiB: is this the right file?", MAX_BYTES / 1024)));
+    }
+    match String::from_utf8(bytes) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let ok = std::str::from_utf8(&e.as_bytes()[..at]).unwrap_or_default();
+            let (line, column) = line_col(ok, at);
+            let byte = e.as_bytes()[at];
+            Err(ConfigError {
+                path: path.to_path_buf(),
+                line: Some(line),
+                column: Some(column),
+                message: format!("byte 0x{byte:02x} is not UTF-8; a config is UTF-8 text (TOML)"),
+            })
+        }
+    }
+}
+
 impl Config {
     /// Reads and checks a config file. `required`: a missing file is an error (it was
-    /// named explicitly); otherwise a missing file means the defaults.
+    /// named explicitly); otherwise a missing file means the defaults. The daemon (start
+    /// and reload) and `allot config check` both load through here.
     pub fn load(path: &Path, required: bool) -> anyhow::Result<Self> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(Self::default()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read config {}", path.display())),
-        };
-        let mut cfg: Config = toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {}: {}", path.display(), e))?;
-        cfg.check().map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?;
+        match read_text(path, required)? {
+            None => Ok(Self::default()),
+            Some(text) => Ok(Self::parse(path, &text)?),
+        }
+    }
+
+    /// Parses and checks a config's text (`path` names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let at = |line: Option<usize>, message: String| ConfigError { path: path.to_path_buf(), line, column: None, message };
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map(|s| line_col(text, s.start)).unzip();
+            let mut message = e.message().trim().to_string();
+            if message.starts_with("expected") || message.starts_with("invalid key") {
+                message.push_str(" (a TOML line is `key = value`, `[table]`, `[[rules]]` or a # comment)");
+            }
+            ConfigError { path: path.to_path_buf(), line, column, message }
+        })?;
+        cfg.check().map_err(|(key, msg)| at(locate(text, &key), msg))?;
         for (n, r) in cfg.rules.iter().enumerate() {
-            let line = text[..r.span().start.min(text.len())].matches('\n').count() + 1;
-            let rule = crate::daemon::rules::Rule::compile(n, line, r.get_ref()).map_err(|e| {
-                anyhow::anyhow!("{}:{line}: rule {}: {e}", path.display(), r.get_ref().name.clone().unwrap_or_else(|| format!("{}", n + 1)))
-            })?;
+            let line = line_col(text, r.span().start).0;
+            let name = r.get_ref().name.clone().unwrap_or_else(|| format!("{}", n + 1));
+            let rule = crate::daemon::rules::Rule::compile(n, line, r.get_ref()).map_err(|e| at(Some(line), format!("rule {name}: {e}")))?;
             if let Some(c) = &rule.currency {
                 if !cfg.currencies.contains_key(c) && allot_linux::procfs::user_uid(c).is_none() && c.parse::<u32>().is_err() {
-                    anyhow::bail!(
-                        "{}:{line}: rule {}: currency {c:?} is neither a named currency of this config nor a user",
-                        path.display(),
-                        rule.name
-                    );
+                    return Err(at(
+                        Some(line),
+                        format!("rule {}: currency {c:?} is neither a named currency of this config ([currencies]) nor a user", rule.name),
+                    ));
                 }
             }
             cfg.compiled_rules.push(rule);
@@ -296,72 +414,97 @@ impl Config {
         Ok(cfg)
     }
 
-    fn check(&self) -> Result<(), String> {
-        allot_model::Funding::new(self.default_funding as i64).map_err(|e| format!("default_funding: {e}"))?;
+    /// Every rule no type can express. Err: the setting's dotted path (to find its line)
+    /// and why, with what is allowed.
+    fn check(&self) -> Result<(), (String, String)> {
+        let bad = |key: &str, msg: String| Err((key.to_string(), msg));
+        if let Err(e) = allot_model::Funding::new(self.default_funding as i64) {
+            return bad("default_funding", format!("default_funding: {e}"));
+        }
         if !(1..=10_000).contains(&self.outside.weight) {
-            return Err(format!("outside.weight must be 1..10000, got {}", self.outside.weight));
+            return bad("outside.weight", format!("outside.weight must be 1..10000, got {}", self.outside.weight));
         }
         if !(50..=60_000).contains(&self.tick_ms) {
-            return Err(format!("tick_ms must be 50..60000, got {}", self.tick_ms));
+            return bad("tick_ms", format!("tick_ms must be 50..60000, got {}", self.tick_ms));
         }
         let p = &self.policy;
         if !(self.tick_ms..=60_000).contains(&p.boost_window_ms) {
-            return Err(format!("policy.boost_window_ms must be tick_ms ({})..60000, got {}", self.tick_ms, p.boost_window_ms));
+            return bad(
+                "policy.boost_window_ms",
+                format!("policy.boost_window_ms must be tick_ms ({})..60000, got {}", self.tick_ms, p.boost_window_ms),
+            );
         }
         if !(p.boost_below > 0.0 && p.boost_below <= 1.0) {
-            return Err(format!("policy.boost_below must be in (0, 1], got {}", p.boost_below));
+            return bad("policy.boost_below", format!("policy.boost_below must be in (0, 1], got {}", p.boost_below));
         }
         if !(1.0..=10_000.0).contains(&p.boost_weight) {
-            return Err(format!("policy.boost_weight must be 1..10000, got {}", p.boost_weight));
+            return bad("policy.boost_weight", format!("policy.boost_weight must be 1..10000, got {}", p.boost_weight));
         }
         if p.boost_slice_us != 0 && !(100..=100_000).contains(&p.boost_slice_us) {
-            return Err(format!("policy.boost_slice_us must be 0 (no slice) or 100..100000 (the kernel's slice range), got {}", p.boost_slice_us));
+            return bad(
+                "policy.boost_slice_us",
+                format!("policy.boost_slice_us must be 0 (no slice) or 100..100000 (the kernel's slice range), got {}", p.boost_slice_us),
+            );
         }
         if !(100..=60_000).contains(&self.scan_ms) {
-            return Err(format!("scan_ms must be 100..60000, got {}", self.scan_ms));
+            return bad("scan_ms", format!("scan_ms must be 100..60000, got {}", self.scan_ms));
         }
         if !(1000..=100_000).contains(&self.half_life_ms) {
-            return Err(format!("half_life_ms must be 1000..100000 (seed 004's range), got {}", self.half_life_ms));
+            return bad("half_life_ms", format!("half_life_ms must be 1000..100000 (seed 004's range), got {}", self.half_life_ms));
         }
         if let (Some(a), Some(b)) = (self.users.min_uid, self.users.max_uid) {
             if a > b {
-                return Err(format!("users.min_uid ({a}) is above users.max_uid ({b})"));
+                return bad("users.min_uid", format!("users.min_uid ({a}) is above users.max_uid ({b})"));
             }
         }
         if self.placement.from.iter().any(|p| !p.starts_with('/') || p.contains("..")) {
-            return Err(format!(
-                "placement.from must list cgroup paths starting with / (as /proc/PID/cgroup shows them), got {:?}",
-                self.placement.from
-            ));
+            return bad(
+                "placement.from",
+                format!("placement.from must list cgroup paths starting with / (as /proc/PID/cgroup shows them), got {:?}", self.placement.from),
+            );
         }
         let l = &self.limits;
-        if l.jobs_per_user == 0 || l.connections_per_user == 0 || l.connections == 0 {
-            return Err("limits.jobs_per_user, connections_per_user and connections must be at least 1".into());
+        for (key, v) in [("jobs_per_user", l.jobs_per_user), ("connections_per_user", l.connections_per_user), ("connections", l.connections)] {
+            if v == 0 {
+                return bad(&format!("limits.{key}"), format!("limits.{key} must be at least 1, got 0"));
+            }
         }
-        if !(l.requests_per_second > 0.0 && l.request_burst >= 1.0) {
-            return Err(format!(
-                "limits.requests_per_second must be > 0 and request_burst >= 1, got {} and {}",
-                l.requests_per_second, l.request_burst
-            ));
+        if l.requests_per_second.is_nan() || l.requests_per_second <= 0.0 {
+            return bad("limits.requests_per_second", format!("limits.requests_per_second must be > 0, got {}", l.requests_per_second));
+        }
+        if l.request_burst.is_nan() || l.request_burst < 1.0 {
+            return bad("limits.request_burst", format!("limits.request_burst must be >= 1, got {}", l.request_burst));
         }
         for (who, f) in &self.funding {
-            allot_model::Funding::new(*f as i64).map_err(|e| format!("funding.{who}: {e}"))?;
+            if let Err(e) = allot_model::Funding::new(*f as i64) {
+                return bad(&format!("funding.{who}"), format!("funding.{who}: {e}"));
+            }
         }
         for (g, d) in &self.groups {
             if let Some(f) = d.funding {
-                allot_model::Funding::new(f as i64).map_err(|e| format!("groups.{g}.funding: {e}"))?;
+                if let Err(e) = allot_model::Funding::new(f as i64) {
+                    return bad(&format!("groups.{g}.funding"), format!("groups.{g}.funding: {e}"));
+                }
             }
             if let Some(c) = &d.default_cap {
-                let cap: allot_model::Cap = c.parse().map_err(|e: allot_model::ModelError| format!("groups.{g}.default_cap: {e}"))?;
+                let key = format!("groups.{g}.default_cap");
+                let cap: allot_model::Cap = match c.parse() {
+                    Ok(c) => c,
+                    Err(e) => return bad(&key, format!("{key}: {e}")),
+                };
                 if cap.is_background() {
-                    return Err(format!("groups.{g}.default_cap: {c:?} would put every login in the background; give a cap above 0"));
+                    return bad(&key, format!("{key}: {c:?} would put every login in the background; give a cap above 0"));
                 }
             }
         }
         for (name, c) in &self.currencies {
-            check_currency_name(name)?;
+            if let Err(e) = check_currency_name(name) {
+                return bad(&format!("currencies.{name}"), e);
+            }
             if let Some(f) = c.funding {
-                allot_model::Funding::new(f as i64).map_err(|e| format!("currencies.{name}.funding: {e}"))?;
+                if let Err(e) = allot_model::Funding::new(f as i64) {
+                    return bad(&format!("currencies.{name}.funding"), format!("currencies.{name}.funding: {e}"));
+                }
             }
         }
         Ok(())
@@ -414,8 +557,8 @@ mod tests {
         assert_eq!(c.currencies["ci"].funding, Some(300));
         assert!(c.check().is_ok());
         let bad: Config = toml::from_str("[currencies.background]\n").unwrap();
-        assert!(bad.check().unwrap_err().contains("reserved"));
+        assert!(bad.check().unwrap_err().1.contains("reserved"));
         let bad: Config = toml::from_str("half_life_ms = 10").unwrap();
-        assert!(bad.check().unwrap_err().contains("half_life_ms must be 1000..100000"));
+        assert!(bad.check().unwrap_err().1.contains("half_life_ms must be 1000..100000"));
     }
 }

@@ -5,6 +5,7 @@
 
 mod client;
 mod config;
+mod config_check;
 mod daemon;
 mod daemon_bench;
 mod docgen;
@@ -139,6 +140,12 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The config file: `allot config check [FILE]` checks it as the daemon would load it,
+    /// `allot config example` prints the annotated example.
+    Config {
+        #[command(subcommand)]
+        which: ConfigCmd,
+    },
     /// The config's rules: `allot rules test PID` shows which matches a process.
     Rules {
         #[command(subcommand)]
@@ -212,6 +219,15 @@ enum RulesCmd {
 }
 
 #[derive(Debug, Subcommand)]
+enum ConfigCmd {
+    /// Check a config file without loading it into a daemon: exit 0 when the daemon would
+    /// take it (warnings for names NSS does not know), 1 with FILE:LINE and why when not.
+    Check(config_check::CheckArgs),
+    /// Print the annotated example config (every setting commented out at its default).
+    Example,
+}
+
+#[derive(Debug, Subcommand)]
 enum BenchCmd {
     #[command(flatten)]
     Seeds(allot_measure::bench::Which),
@@ -231,11 +247,47 @@ fn num(what: &str, s: &str) -> anyhow::Result<i64> {
     v.map(i64::from).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Checks a cap's form here too (the daemon also bounds it by the CPU count).
+/// Checks a cap here too, its form and the machine's CPUs (the daemon checks again).
 fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
-    match c.as_deref() {
-        None | Some("none") => Ok(()),
-        Some(c) => c.parse::<allot_model::Cap>().map(|_| ()).map_err(|e| anyhow::anyhow!("{e}")),
+    let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
+    let cap = c.parse::<allot_model::Cap>().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let n = allot_linux::ncpu();
+    if !cap.is_background() && cap.cpus > n as f64 {
+        anyhow::bail!(
+            "cap {c:?} is more than this machine's {n} CPU{}: give at most {n} CPUs, as a decimal (0.5), a fraction (1/2) or a percent of one CPU (50%), with ! for hard ({n}!, 1/2!); 0 for the background, none for no cap",
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    Ok(())
+}
+
+/// `allot run` when no daemon answers: says which of the options could not be kept, and
+/// keeps `--background` (or `--cap 0`) as SCHED_IDLE on this process, which any user may
+/// choose for their own process and which the command inherits through exec.
+fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&str>, cap: Option<&str>, background: bool) {
+    eprintln!("allot: warning: {}; running the command unmanaged (--strict makes this an error)", allot_report::for_terminal(&format!("{why:#}")));
+    let cap = cap.filter(|c| *c != "none");
+    let cap_idle = cap.and_then(|c| c.parse::<allot_model::Cap>().ok()).is_some_and(|c| c.is_background());
+    let idle = background || cap_idle;
+    let not_kept = [("-t", tickets), ("--currency", currency), ("--cap", cap.filter(|_| !cap_idle))];
+    for (flag, v) in not_kept {
+        if let Some(v) = v {
+            eprintln!("allot: warning: {flag} {} was not applied: no daemon to enforce it", allot_report::for_terminal(v));
+        }
+    }
+    if idle {
+        let what = if background { "--background".to_string() } else { format!("--cap {}", cap.unwrap_or_default()) };
+        let idle = allot_linux::sched::get(0).and_then(|mut a| {
+            a.sched_policy = allot_linux::sched::SCHED_IDLE;
+            a.sched_flags &= allot_linux::sched::SCHED_FLAG_RESET_ON_FORK;
+            allot_linux::sched::set(0, &a)
+        });
+        match idle {
+            Ok(()) => eprintln!(
+                "allot: warning: {what} kept as SCHED_IDLE: the command runs only on CPU nobody else wants (not in allot's background class)"
+            ),
+            Err(e) => eprintln!("allot: warning: {what} was not applied: no daemon, and SCHED_IDLE was refused ({e})"),
+        }
     }
 }
 
@@ -274,14 +326,15 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             ephemeral,
             release,
         }),
-        Command::Run { tickets, currency, cap, background, strict, force, command } => {
-            let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
+        Command::Run { tickets: given, currency, cap, background, strict, force, command } => {
+            let tickets = given.as_deref().map(|t| num("tickets", t)).transpose()?;
             cap_arg(&cap)?;
-            match client::call(&sock, &Request::Run { tickets, currency, cap, background, force }) {
+            let req = Request::Run { tickets, currency: currency.clone(), cap: cap.clone(), background, force };
+            match client::call(&sock, &req) {
                 Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
                 Ok(_) => {}
                 Err(e) if !strict && e.downcast_ref::<client::Unreachable>().is_some() => {
-                    eprintln!("allot: warning: {e}; running the command unmanaged (--strict makes this an error)");
+                    run_unmanaged(&e, given.as_deref(), currency.as_deref(), cap.as_deref(), background);
                 }
                 Err(e) => return Err(e),
             }
@@ -309,6 +362,11 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
         Command::Status => output::print(json, &client::call(&sock, &Request::Status {})?),
+        Command::Config { which: ConfigCmd::Check(a) } => config_check::run(a, json),
+        Command::Config { which: ConfigCmd::Example } => {
+            print!("{}", config_check::EXAMPLE);
+            Ok(0)
+        }
         Command::Rules { which: RulesCmd::Test { pid } } => output::print(json, &client::call(&sock, &Request::RulesTest { pid: pid_arg(&pid)? })?),
         Command::Explain { target } => output::print(json, &client::call(&sock, &Request::Explain { target })?),
         Command::Log { user, job, limit } => output::print(json, &client::call(&sock, &Request::Log { user, job, limit: Some(limit) })?),
