@@ -25,9 +25,14 @@ const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const BUS_NAME: &str = "org.freedesktop.DBus";
 const BUS_PATH: &str = "/org/freedesktop/DBus";
 
+/// One private bus at a time: the client finds its bus through the process's
+/// environment (`DBUS_SYSTEM_BUS_ADDRESS`), which tests running in parallel would share.
+static ONE_BUS: Mutex<()> = Mutex::new(());
+
 /// A private bus with the system bus's policy.
 struct SystemBus {
     child: Child,
+    _one: std::sync::MutexGuard<'static, ()>,
     path: String,
     _dir: common::TempDir,
 }
@@ -35,6 +40,7 @@ struct SystemBus {
 impl SystemBus {
     fn start() -> Self {
         common::require_root();
+        let one = ONE_BUS.lock().unwrap_or_else(|e| e.into_inner());
         let dir = common::TempDir::new("dbus-sys");
         let path = dir.join("bus").display().to_string();
         let stock = std::fs::read_to_string("/usr/share/dbus-1/system.conf").expect("the distribution's system.conf (apt-get install dbus-daemon)");
@@ -102,7 +108,7 @@ impl SystemBus {
         }
         // Systemd::connect finds the bus here, as it would the real system bus.
         std::env::set_var("DBUS_SYSTEM_BUS_ADDRESS", format!("unix:path={path}"));
-        SystemBus { child, path, _dir: dir }
+        SystemBus { child, _one: one, path, _dir: dir }
     }
 }
 
