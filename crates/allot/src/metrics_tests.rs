@@ -53,6 +53,7 @@ pub(crate) fn job(id: &str, pids: Option<Vec<i32>>) -> JobView {
         command: pids.as_ref().map(|_| "make -j8".to_string()),
         pids,
         cgroup: format!("user-1000/{id}"),
+        dir: format!("/sys/fs/cgroup/allot/user-1000/{id}"),
     }
 }
 

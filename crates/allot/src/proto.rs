@@ -428,6 +428,10 @@ pub struct JobView {
     pub command: Option<String>,
     /// Its cgroup, relative to allot's root.
     pub cgroup: String,
+    /// Its cgroup's directory as the daemon sees it (on a systemd host, inside a scope
+    /// systemd made: `top` and the metrics read its throttling and pressure there).
+    #[serde(default)]
+    pub dir: String,
 }
 
 /// One currency as `show` and `fund` report it.

@@ -63,7 +63,11 @@ pub struct Readings {
 /// Reads the kernel for the jobs of successive `show` replies.
 #[derive(Debug)]
 pub struct Sampler {
+    /// allot's own tree as this process sees it; None on a systemd host (jobs' directories
+    /// come with `show`) or where it cannot be read.
     cg: Option<Box<dyn CpuController>>,
+    /// Jobs' directories are read as `show` gives them (the daemon's view equals ours).
+    by_dir: bool,
     v2: bool,
     note: Option<String>,
     /// Every thread's (run ns, wait ns) at the previous sample.
@@ -77,6 +81,15 @@ impl Sampler {
     /// read and a note says why.
     pub fn new(status: &StatusView) -> Sampler {
         let root = Path::new(&status.cgroup_root);
+        let v2 = status.cgroup_version == "v2";
+        if status.manager == "systemd" {
+            // Jobs are in scopes systemd made; `show` names each one's directory. Read them
+            // only where this process sees the same cgroup2 mount as the daemon.
+            let same = allot_linux::cgroup::is_cgroup2_mount(root);
+            let note =
+                (!same).then(|| format!("throttling and pressure not shown: the daemon's cgroup2 mount {} is not one here", status.cgroup_root));
+            return Sampler { cg: None, by_dir: same, v2, note, last: HashMap::new(), at: None };
+        }
         let name = root.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let (cg, note) = match allot_linux::cgroup::detect(name) {
             Ok(cg) if cg.root() == root => (Some(cg), None),
@@ -90,7 +103,7 @@ impl Sampler {
             ),
             Err(e) => (None, Some(format!("throttling and pressure not shown: {e}"))),
         };
-        Sampler { cg, v2: status.cgroup_version == "v2", note, last: HashMap::new(), at: None }
+        Sampler { cg, by_dir: false, v2, note, last: HashMap::new(), at: None }
     }
 
     /// Reads every job of `show` now; wait is the change since the previous call.
@@ -108,8 +121,11 @@ impl Sampler {
         }
         for j in &show.jobs {
             let mut k = JobKernel::default();
-            if let Some(cg) = &self.cg {
-                let dir = cg.dir(&j.cgroup);
+            let dir = match &self.cg {
+                Some(cg) => Some(cg.dir(&j.cgroup)),
+                None => (self.by_dir && !j.dir.is_empty()).then(|| std::path::PathBuf::from(&j.dir)),
+            };
+            if let Some(dir) = dir {
                 k.throttling = stat::throttling(&dir).ok();
                 if self.v2 {
                     k.pressure = stat::pressure(&dir).ok().flatten().map(|p| Pressure {

@@ -168,6 +168,16 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// True when `path` is (in) a cgroup2 file system as this process sees it (statfs).
+pub fn is_cgroup2_mount(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and a zeroed statfs to fill.
+    let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+    ok && st.f_type == libc::CGROUP2_SUPER_MAGIC
+}
+
 /// The controller for this host: [`SystemdTree`] on a systemd host (cgroup v2 with
 /// systemd as init), where allot must not keep a tree of its own, else [`detect`]'s.
 /// A systemd host whose systemd cannot be reached is an error, never a fallback to a

@@ -25,10 +25,7 @@ pub const MIN_VERSION: u32 = 252;
 /// CGROUP_DELEGATION.md says to tell) and systemd running as init (/run/systemd/system,
 /// as sd_booted(3) tells).
 pub fn is_systemd_host() -> bool {
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid NUL-terminated path and a zeroed statfs to fill.
-    let ok = unsafe { libc::statfs(c"/sys/fs/cgroup".as_ptr(), &mut st) } == 0;
-    ok && st.f_type == libc::CGROUP2_SUPER_MAGIC && std::path::Path::new("/run/systemd/system").is_dir()
+    crate::cgroup::is_cgroup2_mount(std::path::Path::new("/sys/fs/cgroup")) && std::path::Path::new("/run/systemd/system").is_dir()
 }
 
 /// A unit property for StartTransientUnit and SetUnitProperties: `(name, value)`.

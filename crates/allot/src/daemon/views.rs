@@ -101,6 +101,7 @@ impl Daemon {
             quota: p.and_then(|p| p.quota),
             pids,
             command,
+            dir: self.tree.cg.dir(&rel).display().to_string(),
             cgroup: rel,
         }
     }
