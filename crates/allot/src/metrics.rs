@@ -104,6 +104,18 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
         c.reconciled as f64,
     ));
     out.push(daemon("allot_daemon_kernel_write_errors_total", Counter, "Kernel writes by the daemon that failed.", c.write_errors as f64));
+    out.push(daemon(
+        "allot_config_last_reload_successful",
+        Gauge,
+        "0 if the last reload of the config was refused (the config in force is older than the file, and a restart would fail on it), else 1.",
+        flag(status.last_reload.as_ref().is_none_or(|r| r.refused.is_none())),
+    ));
+    out.push(daemon(
+        "allot_config_last_reload_timestamp_seconds",
+        Gauge,
+        "When the config was last reloaded, taken or refused (Unix time); 0 if not since the daemon started.",
+        status.last_reload.as_ref().map_or(0.0, |r| r.time),
+    ));
     let mut f =
         Family::new("allot_daemon_kernel_feature", Gauge, "1 if the kernel has the feature (cpu_idle, custom_slices, psi, delay_accounting).");
     for (k, v) in &status.features {

@@ -40,7 +40,7 @@ fn show(socket: &Path) -> anyhow::Result<ShowView> {
 /// The daemon's `status`.
 pub fn status(socket: &Path) -> anyhow::Result<StatusView> {
     match client::call(socket, &Request::Status {})? {
-        Response::Status(s) => Ok(s),
+        Response::Status(s) => Ok(*s),
         other => bail!("the allot daemon answered status with {other:?}"),
     }
 }

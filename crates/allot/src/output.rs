@@ -179,6 +179,16 @@ pub fn status(d: &StatusView) -> String {
     for dgr in &d.degraded {
         let _ = writeln!(out, "degraded:         {dgr}");
     }
+    match &d.last_reload {
+        None => {}
+        Some(r) => {
+            let when = format!("{} UTC", utc(r.time));
+            match &r.refused {
+                None => _ = writeln!(out, "last reload       {when}: taken ({})", for_terminal(&r.file)),
+                Some(e) => _ = writeln!(out, "last reload       {when}: REFUSED, the config in force is older than the file: {}", for_terminal(e)),
+            }
+        }
+    }
     let c = &d.counters;
     let _ = writeln!(
         out,

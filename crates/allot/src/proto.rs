@@ -211,7 +211,7 @@ impl Reply {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Response {
     /// `status`.
-    Status(StatusView),
+    Status(Box<StatusView>),
     /// `show`.
     Show(ShowView),
     /// `run`, `move`: the job made.
@@ -513,6 +513,21 @@ pub struct StatusView {
     pub outside_weight: Option<u32>,
     /// Counters since start.
     pub counters: Counters,
+    /// The last reload (SIGHUP, `systemctl reload allot`) since start: None when there was
+    /// none. A refused reload keeps the config in force, which a restart would not.
+    #[serde(default)]
+    pub last_reload: Option<ReloadOutcome>,
+}
+
+/// How a reload of the config ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReloadOutcome {
+    /// When, in seconds since the Unix epoch.
+    pub time: f64,
+    /// The file read.
+    pub file: String,
+    /// Why it was refused (FILE:LINE: why); None when it was taken.
+    pub refused: Option<String>,
 }
 
 /// The daemon's counters since start.

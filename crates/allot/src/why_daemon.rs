@@ -49,7 +49,7 @@ impl<'a> DaemonView<'a> {
 
     fn load(&self) -> Result<Seen, String> {
         let status = match self.call(Request::Status {})? {
-            Response::Status(s) => s,
+            Response::Status(s) => *s,
             other => return Err(format!("the daemon answered status with {other:?}")),
         };
         let show = match self.call(Request::Show { user: None })? {

@@ -231,11 +231,22 @@ fn metrics_are_served_on_loopback_and_sighup_reloads() {
     let pid = d.daemon_pid().unwrap() as i32;
     unsafe { libc::kill(pid, libc::SIGHUP) };
     wait_for("the reload", || (json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"] == 150).then_some(()));
+    let st = json(&d.cli(&["--json", "status"], None).unwrap());
+    assert!(st["last_reload"]["refused"].is_null() && st["last_reload"]["time"].as_f64().unwrap() > 0.0, "{st}");
+    assert!(get("/metrics").lines().any(|l| l == "allot_config_last_reload_successful 1"));
     std::fs::write(&path, "default_funding = 0\n").unwrap();
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    std::thread::sleep(Duration::from_millis(500));
+    // The outcome is in status, the metrics and the log: a refused reload never looks taken.
+    let refused = wait_for("the refused reload in status", || {
+        json(&d.cli(&["--json", "status"], None).unwrap())["last_reload"]["refused"].as_str().map(str::to_string)
+    });
+    assert!(refused.contains("allot.toml:1") && refused.contains("default_funding"), "FILE:LINE and the setting: {refused}");
+    let text = ok(&d.cli(&["status"], None).unwrap());
+    assert!(text.lines().any(|l| l.starts_with("last reload") && l.contains("REFUSED") && l.contains("allot.toml:1")), "{text}");
+    // (a scrape's snapshot is reused for 200 ms)
+    wait_for("the refused reload in the metrics", || get("/metrics").lines().any(|l| l == "allot_config_last_reload_successful 0").then_some(()));
     assert_eq!(json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"], 150, "the old config stays");
-    assert!(d.log().contains("keeping the config in force"), "{}", d.log());
+    assert!(d.log().contains("reload refused") && d.log().contains("the config in force is kept"), "{}", d.log());
     assert!(d.daemon_pid().is_some_and(|p| unsafe { libc::kill(p as i32, 0) } == 0), "the daemon lives");
     let log = json(&d.cli(&["--json", "log"], None).unwrap());
     assert!(log["records"].as_array().unwrap().iter().any(|r| r["request"].as_str().unwrap().starts_with("reload") && r["refused"].is_string()));

@@ -56,6 +56,7 @@ impl Daemon {
             audit: super::audit::Audit::new(None),
             since: Default::default(),
             defaults_cache: Default::default(),
+            last_reload: None,
             cfg,
         };
         d.rt_note = d.tree.rt_setup();
@@ -155,11 +156,15 @@ impl Daemon {
         }
     }
 
-    /// SIGHUP: reads the config again; a bad one is logged and the old one kept.
-    pub fn reload(&mut self, opts: &super::Options) {
+    /// SIGHUP: reads the config again; a bad one is logged and the old one kept. Returns
+    /// why it was refused; the outcome is kept for `status` and the metrics.
+    pub fn reload(&mut self, opts: &super::Options) -> Result<(), String> {
         let loaded = Config::load(&opts.config, opts.config_required);
+        let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let refused = loaded.as_ref().err().map(|e| format!("{e:#}"));
+        self.last_reload = Some(crate::proto::ReloadOutcome { time, file: opts.config.display().to_string(), refused: refused.clone() });
         self.audit.record(crate::proto::AuditRecord {
-            time: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            time,
             uid: 0,
             pid: 0,
             request: format!("reload {} (SIGHUP)", opts.config.display()),
@@ -180,8 +185,9 @@ impl Daemon {
                 log::info!("config {} reloaded", opts.config.display());
                 self.replan();
             }
-            Err(e) => log::error!("{e:#}; keeping the config in force"),
+            Err(e) => log::error!("reload refused: {e:#}; the config in force is kept (a restart would fail on this file)"),
         }
+        refused.map_or(Ok(()), Err)
     }
 
     /// allot's tree against load outside it (`[outside] weight`), where the tree is

@@ -120,6 +120,8 @@ pub struct Daemon {
     pub since: HashMap<JobId, [Option<Instant>; 3]>,
     /// The config's per-user defaults, looked up once (`user_defaults`).
     pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
+    /// How the last reload ended (status, metrics).
+    pub last_reload: Option<crate::proto::ReloadOutcome>,
 }
 
 impl Daemon {

@@ -345,7 +345,7 @@ fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::p
     if let Some(r) = refilter {
         let _ = r.set(allot_linux::procevents::Kinds::UID | allot_linux::procevents::Kinds::EXEC);
     }
-    d.reload(opts);
+    let outcome = d.reload(opts);
     if let Some(r) = refilter {
         if let Err(e) = r.set(event_kinds(&d.cfg)) {
             log::error!(
@@ -353,7 +353,13 @@ fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::p
             );
         }
     }
-    let _ = allot_linux::notify::ready("config reloaded");
+    // systemd shows the status line in `systemctl status allot`: a refused reload must not
+    // read as a taken one.
+    let line = match outcome {
+        Ok(()) => format!("config {} reloaded", opts.config.display()),
+        Err(e) => format!("reload REFUSED, the config in force is kept: {}", e.chars().take(200).collect::<String>()),
+    };
+    let _ = allot_linux::notify::ready(&line);
 }
 
 fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {

@@ -69,7 +69,7 @@ impl Daemon {
 
     fn dispatch(&mut self, req: Request, peer: &Peer) -> R<Response> {
         match req {
-            Request::Status {} => Ok(Response::Status(self.status())),
+            Request::Status {} => Ok(Response::Status(Box::new(self.status()))),
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
             Request::Run { tickets, currency, cap, background, force } => self.run(peer, tickets, currency, cap, background, force),
             Request::Set { pids, tickets, cap, background, force } => self.set(peer, pids, tickets, cap, background, force),

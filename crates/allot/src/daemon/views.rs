@@ -205,6 +205,7 @@ impl Daemon {
             outside: self.obs.machine.outside,
             outside_weight: (!self.tree.cg.systemd()).then_some(self.cfg.outside.weight),
             counters: crate::proto::Counters { write_errors: self.tree.write_errors, ..self.counters.clone() },
+            last_reload: self.last_reload.clone(),
         }
     }
 }
