@@ -84,9 +84,14 @@ pub fn set(tid: i32, attr: &SchedAttr) -> Result<()> {
     Ok(())
 }
 
-/// Sets the EEVDF custom slice of a fair task, keeping its policy and nice.
+/// Sets the EEVDF custom slice of a fair task, keeping its policy and nice. A real-time or
+/// deadline task has no slice to set and is left as it is (nothing is written, so a
+/// sandbox that refuses real-time policies, systemd's RestrictRealtime=, is never met).
 pub fn set_slice(tid: i32, slice_ns: u64) -> Result<()> {
     let mut a = get(tid)?;
+    if !matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE) {
+        return Ok(());
+    }
     a.sched_runtime = slice_ns;
     // Keep the task's reset-on-fork (sched_getattr reports it); no other flag is wanted.
     a.sched_flags &= SCHED_FLAG_RESET_ON_FORK;

@@ -10,9 +10,10 @@
 # whole; a delegated service of a uid >= 1000 (a stand-in container) is never touched;
 # daemon-reload and a restart keep every job, setting and process; `dpkg --remove` stops
 # the daemon and lets go without stopping a running job, whose scope ends with it;
-# `dpkg --purge` leaves no file, unit, process or cgroup of allot's: the root's
-# subtree_control and every cgroup (allot's excepted only while it runs) are
-# byte-identical before and after.
+# the unit scores <= 4.5 in `systemd-analyze security`; `systemctl reload` fails on a bad
+# config and a refused reload shows in status; `dpkg --purge` leaves no file, unit,
+# process or cgroup of allot's: the root's subtree_control and every cgroup (allot's
+# excepted only while it runs) are byte-identical before and after.
 set -euo pipefail
 . "$ALLOT_VM_LIB"
 A=/usr/bin/allot
@@ -61,6 +62,9 @@ check "the job is in allot's scope in allot-ta's slice" sh -c "cgroup_of() { gre
 check "the login session is still there, with its own processes" sh -c "loginctl session-status $ss | grep -q 'sh -c'"
 check "the first session is untouched" sh -c "loginctl session-status $sa | grep -q 'sleep 3000'"
 check "allot-ta's job has 300 tickets" sh -c "$A --json show | grep -q '\"tickets\": 300'"
+# `allot metrics` and `allot top` read each job's throttling and pressure in the scope
+# systemd made for it (their THROTTLED and PSI columns, the alert rules' series).
+check "metrics read throttling and pressure in systemd's scopes" sh -c "$A metrics > /tmp/m && grep -q '^allot_job_throttled_periods_total{' /tmp/m && grep -q '^allot_job_pressure_cpu_waiting_seconds_total{' /tmp/m"
 
 # A stand-in container: a delegated service running as a uid >= 1000.
 systemd-run --quiet --unit=fake-container -p Delegate=yes -p User=allot-tb sleep 3000
@@ -79,6 +83,30 @@ systemctl restart allot
 wait_for -t 60 systemctl is-active --quiet allot
 check "after restart: same jobs, settings, processes" test "$(key)" = "$k1"
 check "after restart: funding kept" sh -c 'systemctl show user-2001.slice -p CPUWeight | grep -qx CPUWeight=300'
+
+# The unit's hardening as systemd scores it (lower is safer; 9.6 before it was hardened):
+# the daemon did all of the above under it.
+systemd-analyze security allot.service --no-pager > /tmp/security 2>&1 || true
+grep -v '^✓' /tmp/security >&2 || true
+score=$(grep -o 'allot.service: [0-9.]*' /tmp/security | cut -d' ' -f2)
+echo "systemd-analyze security allot.service: ${score:-none}" >&2
+check "the unit is hardened: exposure ${score:-?} <= 4.5" awk -v s="${score:-99}" 'BEGIN { exit !(s <= 4.5) }'
+
+# Reloads: `systemctl reload` checks the file first, so a bad file fails it visibly and
+# the daemon keeps running the config in force; a file the daemon itself refuses (a
+# SIGHUP without the check) shows in `allot status` and systemd's status line.
+mkdir -p /etc/allot
+printf 'default_funding = 0\n' > /etc/allot/allot.toml
+check "allot config check fails, naming the file and line" sh -c "! $A config check >/tmp/cc 2>&1 && grep -q '/etc/allot/allot.toml:1' /tmp/cc"
+check "systemctl reload fails on a bad file" sh -c '! systemctl reload allot'
+check "the daemon runs on after the failed reload" systemctl is-active --quiet allot
+kill -HUP "$(systemctl show -p MainPID --value allot)"
+check "a reload the daemon refused shows in allot status" wait_for -t 10 sh -c "$A status | grep -q 'last reload.*REFUSED.*allot.toml:1'"
+check "and in systemctl's status line" sh -c "systemctl show -p StatusText --value allot | grep -q 'reload REFUSED'"
+rm /etc/allot/allot.toml
+check "systemctl reload with no file (the defaults) succeeds" systemctl reload allot
+check "allot status says the reload was taken" wait_for -t 10 sh -c "$A status | grep -q 'last reload.*taken'"
+rmdir /etc/allot
 
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
