@@ -5,7 +5,7 @@
 use crate::time::Ns;
 use serde::Serialize;
 
-/// A funding domain (DESIGN.md: currency). `parent` None = funded in base tickets.
+/// A funding domain (allot's word: currency). `parent` None = funded in base tickets.
 #[derive(Debug, Clone, Serialize)]
 pub struct CurrencySpec {
     /// Name (a user, or a named currency such as "ci").
