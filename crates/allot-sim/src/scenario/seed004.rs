@@ -16,7 +16,7 @@ pub(super) fn ebs_caps() -> Scenario {
     Scenario {
         name: "ebs-caps".into(),
         title: "seed 004 caps: soft 1/2 alone vs contended, hard 1/2, soft 0 (background)".into(),
-        source: "Aas 2004, EBS RFC: CPU usage rate caps".into(),
+        source: "Lee (Aurema) 2004, EBS RFC on LKML: CPU usage rate caps".into(),
         seed: 1,
         runs: vec![
             mk("no cap, contended", t(), true),

@@ -1,4 +1,4 @@
-//! The Entitlement Based Scheduler of seed 004 (Aas, LKML RFC, 2004):
+//! The Entitlement Based Scheduler (EBS 2004: John Lee of Aurema, LKML RFC; docs/references.md):
 //!
 //! - shares: 1..420, default 20; nice ≥ 0 → 20 − nice, nice < 0 → 20 + nice²
 //!   ("CPU shares");
