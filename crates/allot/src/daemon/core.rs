@@ -509,7 +509,7 @@ impl Daemon {
         Ok(())
     }
 
-    /// Seed 001 §3.4 acts per process: a niced process in a user's shared default job gets
+    /// Petrou et al. 1999 §3.4 acts per process: a niced process in a user's shared default job gets
     /// a job of its own, so nice lowers that process and not the user's others.
     fn split_niced(&mut self) {
         if !self.cfg.policy.nice_emulation {
