@@ -1,6 +1,6 @@
 //! pidfd: a handle on a process that cannot be confused with a later process that reuses
 //! its pid. allot opens one before it acts on a pid it was told about, checks identity
-//! through it, and checks it is still alive right before acting (DESIGN.md, Trust).
+//! through it, and checks it is still alive right before acting (docs/trust.md).
 
 use crate::{Error, Result};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

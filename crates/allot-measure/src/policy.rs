@@ -1,5 +1,5 @@
 //! Scheduling policies as the probe and the benchmarks name them (`normal`, `nice:N`,
-//! `batch`, `idle`, `fifo:P`, `rr:P`, and seed 000's combination `batch:N`), parsed with
+//! `batch`, `idle`, `fifo:P`, `rr:P`, and Judin's combination `batch:N`), parsed with
 //! one clear error and applied with sched_setattr(2).
 
 use allot_linux::sched::{self, SchedAttr, SCHED_BATCH, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RR};
@@ -15,11 +15,11 @@ pub const ALLOWED: &str = "use normal, nice:N (-20..19), batch, batch:N (nice N)
 pub enum Policy {
     /// SCHED_OTHER at a nice value (`normal` = nice 0).
     Nice(i32),
-    /// SCHED_BATCH at a nice value (seed 000: `chrt --batch 0`, `nice -n 19 chrt --batch 0`).
+    /// SCHED_BATCH at a nice value (Judin 2016: `chrt --batch 0`, `nice -n 19 chrt --batch 0`).
     Batch(i32),
-    /// SCHED_IDLE (seed 000: `chrt --idle 0`).
+    /// SCHED_IDLE (Judin 2016: `chrt --idle 0`).
     Idle,
-    /// SCHED_FIFO at a real-time priority (seed 003 step 5: `chrt --fifo 50`).
+    /// SCHED_FIFO at a real-time priority (the starved-task tutorial step 5: `chrt --fifo 50`).
     Fifo(u32),
     /// SCHED_RR at a real-time priority.
     Rr(u32),

@@ -1,6 +1,6 @@
 //! `allot probe`: a periodic, latency-sensitive task that measures how late each wakeup
-//! is (seed 003 step 1's jitter.py, cyclictest's idea) under any policy, and reads its own
-//! run-queue wait from the kernel's books (seed 003 step 3) so the two can be compared.
+//! is (the starved-task tutorial step 1's jitter.py, cyclictest's idea) under any policy, and reads its own
+//! run-queue wait from the kernel's books (the starved-task tutorial step 3) so the two can be compared.
 //!
 //! Unlike cyclictest, the policy is whatever you ask for (normal, nice, batch, idle, fifo,
 //! rr), with an optional EEVDF custom slice, and it runs unchanged inside an allot job
@@ -23,7 +23,7 @@ pub enum Mode {
     /// Sleep until the deadline (clock_nanosleep, absolute): measures wakeup latency of a
     /// task that blocks, like a request handler or cyclictest.
     Sleep,
-    /// Busy-wait until the deadline, as seed 003's jitter.py does: the probe is always
+    /// Busy-wait until the deadline, as the jitter.py of the tutorial "Catch the scheduler starving a task" does: the probe is always
     /// runnable, so lateness is time spent preempted.
     Busy,
 }
@@ -41,7 +41,7 @@ pub struct ProbeArgs {
     /// 0.5ms (a bare number is µs).
     #[arg(long, short = 'w', default_value = "0us", allow_negative_numbers = true)]
     pub work: String,
-    /// Number of wakeups (default 2000, as seed 003's jitter.py; conflicts with --duration).
+    /// Number of wakeups (default 2000, as jitter.py in "Catch the scheduler starving a task"; conflicts with --duration).
     #[arg(long, short = 'n', allow_negative_numbers = true, conflicts_with = "duration")]
     pub count: Option<i64>,
     /// Run this long instead of a count: 10s, 1.5min (a bare number is seconds).
@@ -144,7 +144,7 @@ impl ProbeArgs {
     }
 }
 
-/// The kernel's accounting of the probe thread over the run (seed 003 step 3).
+/// The kernel's accounting of the probe thread over the run (the starved-task tutorial step 3).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct KernelAccount {
     /// Time on the CPU, ms (schedstat field 1).
@@ -158,7 +158,7 @@ pub struct KernelAccount {
     /// Voluntary switches: it slept.
     pub voluntary_switches: u64,
     /// Worst run-queue wait within one cycle (between going to sleep and waking), µs:
-    /// the kernel's side of "worst lateness" (seed 003: wait_max matches jitter).
+    /// the kernel's side of "worst lateness" (the starved-task tutorial: wait_max matches jitter).
     pub worst_cycle_wait_us: f64,
     /// Longest single wait from /proc/…/sched wait_max, ms (CONFIG_SCHEDSTATS only).
     pub wait_max_ms: Option<f64>,

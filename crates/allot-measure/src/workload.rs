@@ -2,7 +2,7 @@
 //!
 //! Each one runs until its duration ends or it gets SIGTERM/SIGINT, then prints one
 //! JSON line: `{"kind":..,"work":N,"cpu_s":..,"wall_s":..}` where `work` counts units
-//! of fixed work done (the seeds' "operations": seed 001 Fig 3, seed 000's work rate).
+//! of fixed work done (the papers' "operations": Petrou et al. 1999 Fig 3, Judin's work rate).
 
 mod fork;
 
@@ -22,12 +22,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 pub enum Kind {
     /// A CPU-bound loop: fixed units of integer work, as fast as it can.
     Cpu,
-    /// A memory looper (seed 000 Figure 2): two arrays, each twice the last-level cache
+    /// A memory looper (Judin 2016 Figure 2): two arrays, each twice the last-level cache
     /// (at least 32 MiB), read, written and xored in turn; `work` counts MiB processed.
     Mem,
     /// A fixed amount of CPU work (`--units`), then exit, printing the elapsed time.
     Work,
-    /// Seed 001 §5.2's bimodal job: CPU-bound, then interactive (about 5 ms of work every
+    /// Petrou et al. 1999 §5.2's bimodal job: CPU-bound, then interactive (about 5 ms of work every
     /// 100 ms), then CPU-bound again (`--phases`, default 15,20,15 s); reports each
     /// phase's work and its mean dispatch latency from the kernel's accounting.
     Bimodal,
@@ -60,7 +60,7 @@ pub struct WorkloadArgs {
     /// at least 32 MiB, so the working set is well above the cache).
     #[arg(long)]
     pub mib: Option<u64>,
-    /// bimodal: lengths of the CPU, interactive and CPU phases (seed 001 §5.2: 15,20,15;
+    /// bimodal: lengths of the CPU, interactive and CPU phases (Petrou et al. 1999 §5.2: 15,20,15;
     /// a bare number is seconds).
     #[arg(long, value_delimiter = ',', default_values = ["15s", "20s", "15s"], allow_negative_numbers = true)]
     pub phases: Vec<String>,
@@ -258,7 +258,7 @@ fn run_mem(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::Valu
     let items = (bytes / 8) as usize;
     let deadline = tm.duration.map(|d| start + d);
     let mib_done = AtomicU64::new(0);
-    // Work is counted per 1 MiB chunk (131072 longs) of one loop of seed 000 Figure 2.
+    // Work is counted per 1 MiB chunk (131072 longs) of one loop of Judin 2016 Figure 2.
     const CHUNK: usize = 1 << 17;
     std::thread::scope(|sc| {
         for _ in 0..args.threads {
@@ -339,7 +339,7 @@ fn run_bimodal(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::
         let mut work = 0u64;
         let mut late = Vec::new();
         if i == 1 {
-            // Interactive: a burst of CPU, then a sleep (seed 001 §5.2: ~5 ms every ~100 ms).
+            // Interactive: a burst of CPU, then a sleep (Petrou et al. 1999 §5.2: ~5 ms every ~100 ms).
             while Instant::now() < end && !STOP.load(Ordering::Relaxed) {
                 work += burn_cpu_ns(tm.burst.as_nanos() as u64);
                 let want = tm.sleep;
@@ -369,7 +369,7 @@ fn run_bimodal(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::
             "cpu_s": (thread_cpu_ns() - c0) as f64 / 1e9,
             "run_delay_ms": wait_ms,
             "dispatches": slices,
-            // Seed 001 Table 1's dispatch latency (runnable until chosen), here the mean
+            // Petrou et al. 1999 Table 1's dispatch latency (runnable until chosen), here the mean
             // from the kernel's own books: run-queue wait / times run.
             "mean_dispatch_latency_ms": if slices > 0 { wait_ms / slices as f64 } else { 0.0 },
             "wakeup_lateness_ms": if i == 1 { serde_json::json!({"mean": p.mean, "p50": p.p50, "p99": p.p99, "max": p.max}) } else { serde_json::Value::Null },

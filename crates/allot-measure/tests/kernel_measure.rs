@@ -1,5 +1,5 @@
 //! Kernel tests for the instruments (issue 3 acceptance): `why`'s three verdicts, the
-//! probe's worst lateness agreeing with its own kernel-reported wait (seed 003 step 3),
+//! probe's worst lateness agreeing with its own kernel-reported wait (the starved-task tutorial step 3),
 //! and one clear error for bad input. They start CPU hogs as child processes and kill
 //! exactly those, by pid, even when an assertion fails (a guard with Drop).
 //!
@@ -101,7 +101,7 @@ fn why_says_sleeping_for_sleep() {
 
 #[test]
 fn probe_worst_lateness_agrees_with_its_kernel_wait_under_contention() {
-    // Seed 003 step 3: "wait_max of ~48 ms matches the jitter we measured". This kernel has
+    // The starved-task tutorial step 3: "wait_max of ~48 ms matches the jitter we measured". This kernel has
     // no wait_max (no CONFIG_SCHEDSTATS), so the probe reads its own schedstat around each
     // sleep: the run-queue wait that accrued in the cycle of its worst wakeup.
     let _l = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

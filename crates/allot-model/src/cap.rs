@@ -1,6 +1,6 @@
 //! Caps: an upper bound on a job's usage rate, in CPUs.
 //!
-//! Seed 004 (EBS, "CPU usage rate caps"): caps are rational numbers such as "1 / 2",
+//! EBS 2004 ("CPU usage rate caps"): caps are rational numbers such as "1 / 2",
 //! a "!" suffix makes them hard; a hard cap is always enforced, a soft cap only while
 //! others want the CPU; soft 0 makes a true background task; hard 0 is not permitted.
 //! EBS caps a task to a fraction of one CPU; an allot job is a process tree, so its cap
@@ -45,9 +45,9 @@ impl Cap {
 impl Cap {
     /// Parses the cap grammar and the rules every cap obeys, without an upper bound or
     /// the kernel's floor: a number of CPUs as a decimal (`0.5`), a fraction (`1/2`,
-    /// seed 004's form) or a percent of one CPU (`50%`, as systemd's `CPUQuota=` and
+    /// EBS's form) or a percent of one CPU (`50%`, as systemd's `CPUQuota=` and
     /// cpulimit write it), then `!` for hard; finite, at least 0, and hard 0 refused
-    /// (seed 004: it would never run). [`FromStr`] adds allot's bounds (at most
+    /// (EBS 2004: it would never run). [`FromStr`] adds allot's bounds (at most
     /// [`MAX_CPUS`], hard at least 0.01 CPU); the simulator adds EBS's (at most 1 CPU per
     /// task).
     pub fn parse_form(s: &str) -> Result<Cap, ModelError> {

@@ -1,12 +1,12 @@
 //! Entitlement: the CPU a job would get now, among the active claimants.
 //!
 //! A job's entitlement is its share of its currency times its currency's share of the
-//! machine (seed 001 §2.2: a currency's value is its funding, divided among the tickets
+//! machine (Petrou et al. 1999 §2.2: a currency's value is its funding, divided among the tickets
 //! of its *active* holders). What the proportional split gives a claimant that cannot use
 //! it (a hard cap, fewer threads than CPUs) flows back to the others, so the split is a
 //! max–min water-fill at each of the two levels, exactly what the kernel's hierarchical
 //! fair scheduler converges to for CPU-bound work. Background jobs share only what the
-//! foreground leaves (seed 004: soft cap 0 runs "only when no other tasks are active").
+//! foreground leaves (EBS 2004: soft cap 0 runs "only when no other tasks are active").
 
 /// One job's claim.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -101,7 +101,7 @@ mod tests {
 
     #[test]
     fn currencies_insulate_one_against_five() {
-        // Seed 001 Table 5: one user's 1 process vs another's 5, equal funding.
+        // Petrou et al. 1999 Table 5: one user's 1 process vs another's 5, equal funding.
         let a = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0)] };
         let b = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0); 5] };
         let e = entitlements(1.0, &[a.clone(), b.clone()]);

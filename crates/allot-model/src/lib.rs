@@ -1,6 +1,6 @@
 //! allot's vocabulary and its math, pure: no file, socket or clock is touched here.
 //!
-//! The words are DESIGN.md's: a **job** holds **tickets** inside a **currency**; a
+//! The words are allot's (docs/concepts.md): a **job** holds **tickets** inside a **currency**; a
 //! currency is **funded** with base tickets; a job's **entitlement** is the CPU it would
 //! get now among the active claimants; its **usage rate** is its smoothed CPU use; a
 //! **cap** bounds the usage rate, soft or hard; soft cap 0 is **background**.

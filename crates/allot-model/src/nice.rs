@@ -23,7 +23,7 @@ pub fn kernel_weight(nice: i32) -> u32 {
     KERNEL_WEIGHT[(nice.clamp(-20, 19) + 20) as usize]
 }
 
-/// EBS shares of a nice value (seed 004, "CPU shares"): nice >= 0 ↦ 20 − nice,
+/// EBS shares of a nice value (EBS 2004, "CPU shares"): nice >= 0 ↦ 20 − nice,
 /// nice < 0 ↦ 20 + nice², so the range is 1..420 with 20 the default. A nice outside
 /// -20..19 is clamped into it, as [`kernel_weight`] does (and the kernel's set_user_nice).
 pub fn ebs_shares(nice: i32) -> u32 {
@@ -35,12 +35,12 @@ pub fn ebs_shares(nice: i32) -> u32 {
     }
 }
 
-/// Seed 001 §3.4: a nice value equals 10^((20 − nice)/20) tickets (1..100 in the paper).
+/// Petrou et al. 1999 §3.4: a nice value equals 10^((20 − nice)/20) tickets (1..100 in the paper).
 pub fn paper_tickets(nice: i32) -> f64 {
     10f64.powf((20 - nice) as f64 / 20.0)
 }
 
-/// Seed 001 §3.4 and §4.1's base-ticket threshold in the paper's own units (base tickets
+/// Petrou et al. 1999 §3.4 and §4.1's base-ticket threshold in the paper's own units (base tickets
 /// 100..10000, default 1000): a nice'd process's currency has at most (nice > 0) or at
 /// least (nice < 0) 10^((20 − nice)/20 + 2) base tickets. The simulator's hybrid lottery
 /// uses this; allot uses [`base_ticket_threshold`].
@@ -48,7 +48,7 @@ pub fn paper_base_ticket_threshold(nice: i32) -> f64 {
     10f64.powf((20 - nice) as f64 / 20.0 + 2.0)
 }
 
-/// Seed 001 §3.4's base-ticket threshold, scaled to allot's units. The paper maps nice to
+/// Petrou et al. 1999 §3.4's base-ticket threshold, scaled to allot's units. The paper maps nice to
 /// 10^((20 − nice)/20 + 2) base tickets against a default funding of 1000; allot's
 /// default funding is 100, so one order of magnitude less: 10^((20 − nice)/20 + 1).
 /// nice 0 ↦ 100 (a default currency), nice 19 ↦ 11.2, nice −20 ↦ 1000.

@@ -8,9 +8,9 @@
 //!   [`crate::entitlements`] over the *effective* weights (nice emulation applied), the
 //!   threads a job can actually run, the CPUs it may use, and the CPU that load outside
 //!   allot takes; [`entitlement_if_joined`] is the same formula with an idle job added;
-//! - **boost** (seed 001 §3.3, windowed ticket boost) — one rule, [`boost_rule`];
-//! - **soft caps** (seed 004) — held while others want the CPU, [`crate::policy::soft_cap_held`];
-//! - **nice emulation** (seed 001 §3.4) — [`crate::policy::nice_emulation`];
+//! - **boost** (Petrou et al. 1999 §3.3, windowed ticket boost) — one rule, [`boost_rule`];
+//! - **soft caps** (EBS 2004) — held while others want the CPU, [`crate::policy::soft_cap_held`];
+//! - **nice emulation** (Petrou et al. 1999 §3.4) — [`crate::policy::nice_emulation`];
 //! - **cpu.max** — one composition: a hard cap, or a soft cap while it is held. Nothing else
 //!   ever writes a quota, so a program that sizes its thread pool from the cgroup quota (Rust's
 //!   `available_parallelism`, the JVM, Go's automaxprocs) sees every CPU it may use unless
@@ -35,7 +35,7 @@ pub struct Params {
     pub boost_weight: f64,
     /// The EEVDF slice a boosted job's tasks get, ns; None: slices are left alone.
     pub boost_slice_ns: Option<u64>,
-    /// Emulate nice across currencies (seed 001 §3.4).
+    /// Emulate nice across currencies (Petrou et al. 1999 §3.4).
     pub nice_emulation: bool,
 }
 
@@ -81,7 +81,7 @@ pub struct JobIn {
     pub cap: Option<Cap>,
     /// Runs on idle CPU only.
     pub background: bool,
-    /// Focused by its user (seed 002's foreground hint): boosted whatever its history.
+    /// Focused by its user (Ross and Abel's foreground hint): boosted whatever its history.
     pub focus: bool,
     /// Measured usage; None until the job has been observed twice.
     pub usage: Option<Usage>,
@@ -152,7 +152,7 @@ pub fn weight(w: f64) -> u32 {
     }
 }
 
-/// The boost rule (seed 001 §3.3): a job that used less than it deserved is interactive
+/// The boost rule (Petrou et al. 1999 §3.3): a job that used less than it deserved is interactive
 /// and boosted; one asleep or never measured (f = 0, "the maximum boost") is too, and so
 /// is a focused job. Two differences from the paper, both measured in docs/policy.md:
 /// the threshold is half the entitlement over a short window (a CPU-bound job at its

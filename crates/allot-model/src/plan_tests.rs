@@ -32,7 +32,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn tickets_and_currencies_divide_the_machine() {
-    // Seed 001 Table 5's insulation: user A's one job against user B's five, one CPU.
+    // Petrou et al. 1999 Table 5's insulation: user A's one job against user B's five, one CPU.
     let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
     let mut jobs = vec![hog(0, 100, 0.5)];
     jobs.extend((0..5).map(|_| hog(1, 100, 0.1)));
@@ -60,7 +60,7 @@ fn load_outside_allot_is_not_given_away() {
 
 #[test]
 fn nice_19_lowers_the_entitlement_and_a_cpu_bound_niced_job_is_not_boosted() {
-    // A nice-19 hog of user A against user B's hog, one CPU: 11.2 vs 100 (seed 001 §3.4).
+    // A nice-19 hog of user A against user B's hog, one CPU: 11.2 vs 100 (Petrou et al. 1999 §3.4).
     let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
     let a = JobIn { nice: 19, ..hog(0, 100, 0.098) };
     let pl = plan(&Params::default(), &m(1), &cur, &[a, hog(1, 100, 0.9)]);

@@ -1,5 +1,5 @@
 //! The dynamic policy's decisions, pure: boost, soft-cap hold, nice emulation. The
-//! daemon measures, calls these, and applies what changed (seed 001 §3's technique: a
+//! daemon measures, calls these, and applies what changed (Petrou et al. 1999 §3's technique: a
 //! dynamic ticket adjustment while a condition holds, undone when it ends).
 
 use crate::nice::base_ticket_threshold;
@@ -17,18 +17,18 @@ impl Default for BoostRule {
     }
 }
 
-/// Seed 001 §3.3 (windowed ticket boost): a process that used a fraction f < 1 of the
+/// Petrou et al. 1999 §3.3 (windowed ticket boost): a process that used a fraction f < 1 of the
 /// CPU it deserved over the window is deemed interactive and boosted; one asleep is
 /// given the maximum boost. allot's window is short (500 ms by default, not 10 × 1 s) so a
 /// job is boosted within about a second of turning interactive and loses it as fast
 /// when it turns CPU-bound (the paper needed about 7 s, Table 1); the threshold sits at
 /// half the entitlement so a CPU-bound job, which gets about its entitlement, is not
-/// boosted by noise. A focused job (seed 002's foreground hint) is boosted regardless.
+/// boosted by noise. A focused job (Ross and Abel's foreground hint) is boosted regardless.
 pub fn boosted(rule: BoostRule, focus: bool, active: bool, window_usage: f64, entitlement: f64) -> bool {
     focus || !active || window_usage < rule.below * entitlement
 }
 
-/// EBS soft caps (seed 004): a soft cap is held only while others want the CPU. Held:
+/// EBS soft caps (EBS 2004): a soft cap is held only while others want the CPU. Held:
 /// the job is limited to its cap; released when the CPUs it may run on sit idle (nobody
 /// else wants them). Not held: it is imposed when the job runs above its cap while other
 /// jobs wait for CPU.
@@ -52,7 +52,7 @@ pub struct NiceClaim {
     pub active: bool,
 }
 
-/// Seed 001 §3.4 (nice emulation). A job's base tickets are its currency's funding times
+/// Petrou et al. 1999 §3.4 (nice emulation). A job's base tickets are its currency's funding times
 /// its share of the currency's active tickets. A job niced to n > 0 holds *at most*
 /// `threshold(n)` base tickets, one niced to n < 0 *at least* `threshold(n)` (raising is
 /// root's; the kernel enforces that). Returns the currency's effective weight (the sum of
@@ -94,7 +94,7 @@ mod tests {
         let r = BoostRule::default();
         assert!(boosted(r, false, true, 0.05, 0.5), "interactive: 5 ms / 100 ms against 0.5 entitled");
         assert!(!boosted(r, false, true, 0.5, 0.5), "CPU-bound at its entitlement");
-        assert!(boosted(r, false, false, 0.0, 0.0), "asleep: maximum boost, as seed 001 §3.3");
+        assert!(boosted(r, false, false, 0.0, 0.0), "asleep: maximum boost, as Petrou et al. 1999 §3.3");
         assert!(boosted(r, true, true, 1.0, 0.5), "focus wins");
     }
 

@@ -1,11 +1,11 @@
 //! Tickets and funding: bounded counts of claim.
 //!
-//! Seed 001 §4.1 bounds tickets to 1–100 and base tickets to 100–10,000 for 32-bit
+//! Petrou et al. 1999 §4.1 bounds tickets to 1–100 and base tickets to 100–10,000 for 32-bit
 //! fixed-point arithmetic; allot has no such limit and uses 1..10000 for both, with 100
-//! as the default (DESIGN.md). The kernel does the exchange: a currency's weight is its
+//! as the default (docs/concepts.md). The kernel does the exchange: a currency's weight is its
 //! funding and a job's weight is its tickets, so the fair scheduler divides a currency's
 //! share among its *active* jobs in proportion to their tickets, as lottery currencies do
-//! (seed 001 §2.2).
+//! (Petrou et al. 1999 §2.2).
 
 use crate::ModelError;
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
 //! Usage rate: a job's CPU use in CPUs, smoothed.
 //!
-//! Seed 004 ("The usage rates for each task are estimated using Kalman filter
+//! EBS 2004 ("The usage rates for each task are estimated using Kalman filter
 //! techniques … similar to … a running average over twice the filter response half
 //! life"; default half life 5000 ms, range 1000..100000 ms). With a fixed gain this is an
 //! exponentially weighted average whose weight on old samples halves every half-life;
@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Default response half-life (seed 004).
+/// Default response half-life (EBS 2004).
 pub const DEFAULT_HALF_LIFE_MS: u64 = 5000;
 
 /// A usage-rate estimate.
@@ -27,7 +27,7 @@ impl UsageRate {
         Self { cpus: 0.0, half_life_s: half_life_ms.max(1) as f64 / 1000.0, primed: false }
     }
 
-    /// Starts from a known rate (seed 004's fork heuristic: a child starts at its
+    /// Starts from a known rate (EBS's fork heuristic: a child starts at its
     /// parent's usage rate rather than zero).
     pub fn starting_at(half_life_ms: u64, cpus: f64) -> Self {
         Self { cpus, primed: true, ..Self::new(half_life_ms) }

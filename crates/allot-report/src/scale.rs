@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn log_axis_shows_50_us_and_10_ms_with_room() {
-        // Seed 001 Table 1: 0.05 ms with boost, tens of ms without.
+        // Petrou et al. 1999 Table 1: 0.05 ms with boost, tens of ms without.
         let t = Axis::log("ms").fit([0.05, 10.0, 27.0]);
         assert_eq!(labels(&t), ["0.01", "0.1", "1", "10", "100"]);
         let (a, b) = (t.frac(0.05), t.frac(10.0));

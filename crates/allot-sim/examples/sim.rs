@@ -1,4 +1,4 @@
-//! Try the simulator by hand until the `allot` binary wires `allot sim`:
+//! The simulator without the `allot` binary (which runs the same CLI as `allot sim`):
 //! `cargo run -p allot-sim --release --example sim -- run fig3-ratio`.
 use clap::Parser;
 

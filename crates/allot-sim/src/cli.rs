@@ -12,7 +12,7 @@ use crate::scenario_file;
 use crate::sched::{SchedSpec, NAMES};
 use crate::svg;
 
-/// Simulate the seeds' schedulers and reproduce their published results.
+/// Simulate the source papers' schedulers and reproduce their published results.
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// What to do.

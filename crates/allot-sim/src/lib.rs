@@ -1,6 +1,6 @@
-//! allot-sim: a deterministic discrete-event simulator of the seeds' schedulers
+//! allot-sim: a deterministic discrete-event simulator of the source papers' schedulers
 //! (lottery, stride, hybrid lottery, EBS, 4.4BSD, Linux 2.2, CFS, EEVDF) and the
-//! seeds' experiments as named scenarios. Same scenario and seed, same bytes out.
+//! papers' experiments as named scenarios. Same scenario and seed, same bytes out.
 #![deny(missing_docs)]
 
 pub mod bench;

@@ -1,5 +1,5 @@
 //! Metrics over a run: CPU share in a window (per task, job, currency), dispatch
-//! latency statistics, runtime ratio = cpu / (cpu + ready) (seed 002 §5.2.3), and the
+//! latency statistics, runtime ratio = cpu / (cpu + ready) (Ross and Abel 2000 §5.2.3), and the
 //! serialisable summary printed by `allot sim run`.
 
 use serde::Serialize;
@@ -80,7 +80,7 @@ pub fn latency(r: &RunResult, name: &str, from: Ns, to: Ns) -> Stats {
     stats(&v)
 }
 
-/// Runtime ratio of all processes of a job (seed 002 §5.2.3).
+/// Runtime ratio of all processes of a job (Ross and Abel 2000 §5.2.3).
 pub fn runtime_ratio(r: &RunResult, job: &str) -> f64 {
     let (c, rd) = r.tasks.iter().filter(|t| t.job == job).fold((0u64, 0u64), |a, t| (a.0 + t.cpu, a.1 + t.ready));
     if c + rd == 0 {

@@ -1,6 +1,6 @@
 //! Scenarios: a workload run under one or more schedulers, plus the reproduction
 //! rows that set each published number beside the simulated one. The built-ins
-//! reproduce the seeds' experiments; users write their own as TOML
+//! reproduce the papers' experiments; users write their own as TOML
 //! (`scenario_file`).
 
 use serde::Serialize;

@@ -360,13 +360,13 @@ fn check_servers(cx: &Ctx, b: &Spanned<RawBehaviour>, w: &Workload) -> Result<()
 
 /// Parses a cap with allot-model's grammar ("0.5", "1/2" or "50%" soft, "0.5!" hard;
 /// soft 0 is background, hard 0 is refused) and EBS's bound: "the proportion of a single
-/// CPU's capacity that the task may use", 0.0 to 1.0 (seed 004 "CPU usage rate caps").
+/// CPU's capacity that the task may use", 0.0 to 1.0 (EBS 2004 "CPU usage rate caps").
 /// allot's own bounds (a job may have more than 1 CPU; a hard cap needs the kernel's 1 ms
 /// quota) do not apply to a simulated task.
 pub fn parse_cap(s: &str) -> Result<Cap, String> {
     let cap = Cap::parse_form(s).map_err(|e| e.to_string())?;
     if cap.cpus > 1.0 {
-        let why = format!("EBS caps one task to at most 1 CPU (seed 004), got {}", cap.cpus);
+        let why = format!("EBS caps one task to at most 1 CPU (EBS 2004), got {}", cap.cpus);
         return Err(allot_model::ModelError::BadCap { got: s.to_string(), why }.to_string());
     }
     Ok(cap)
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(parse_cap("1/2").unwrap(), Cap { cpus: 0.5, hard: false });
         assert_eq!(parse_cap("50%!").unwrap(), Cap { cpus: 0.5, hard: true });
         assert_eq!(parse_cap("100%").unwrap(), Cap { cpus: 1.0, hard: false });
-        // EBS has no kernel quota floor: a tiny hard cap is the seed's to allow.
+        // EBS has no kernel quota floor: a tiny hard cap is EBS's to allow.
         assert_eq!(parse_cap("0.001!").unwrap(), Cap { cpus: 0.001, hard: true });
         assert!(parse_cap("0").unwrap().is_background());
         for (bad, why) in

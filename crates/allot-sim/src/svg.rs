@@ -1,5 +1,5 @@
 //! The scenario's plots as SVG (drawn by allot-report): one panel per run, progress
-//! over time (like seed 001 Figs 3, 4, 7) or dispatch latency over time (Figs 5, 6).
+//! over time (like Petrou et al. 1999 Figs 3, 4, 7) or dispatch latency over time (Figs 5, 6).
 
 use allot_report::{Axis, Chart, Panel, Series};
 
@@ -7,7 +7,7 @@ use crate::engine::RunResult;
 use crate::scenario::{Plot, Scenario};
 
 /// Latencies below this are drawn on the floor of the log axis (ms). A dispatch in the
-/// simulator costs nothing, so most latencies with boost are exactly 0; seed 001's
+/// simulator costs nothing, so most latencies with boost are exactly 0; Petrou et al.'s
 /// Table 1 floor is 0.05 ms (cpu_switch() itself), so 0.01 keeps it a decade clear.
 const LATENCY_FLOOR_MS: f64 = 0.01;
 

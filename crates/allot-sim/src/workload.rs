@@ -5,12 +5,12 @@
 use crate::time::Ns;
 use serde::Serialize;
 
-/// A funding domain (DESIGN.md: currency). `parent` None = funded in base tickets.
+/// A funding domain (allot's word: currency). `parent` None = funded in base tickets.
 #[derive(Debug, Clone, Serialize)]
 pub struct CurrencySpec {
     /// Name (a user, or a named currency such as "ci").
     pub name: String,
-    /// The currency funding this one; None for the base currency (seed 001 §2.2 has
+    /// The currency funding this one; None for the base currency (Petrou et al. 1999 §2.2 has
     /// only base + per-user; Waldspurger & Weihl nest indefinitely).
     pub parent: Option<String>,
     /// Tickets of the parent (base tickets when `parent` is None) funding it.
@@ -18,7 +18,7 @@ pub struct CurrencySpec {
 }
 
 /// A kernel resource a task can block on; waking from it confers a kernel priority
-/// (seed 001 §3.1). Lower number = more important, as in 4.4BSD (PRIBIO = 16).
+/// (Petrou et al. 1999 §3.1). Lower number = more important, as in 4.4BSD (PRIBIO = 16).
 #[derive(Debug, Clone, Serialize)]
 pub struct ResourceSpec {
     /// wmesg-like name ("biowait", "getblk").
@@ -34,12 +34,12 @@ pub enum Policy {
     /// Scheduled by the scheduler under test.
     Normal,
     /// SCHED_FIFO at this priority (1..99): runs ahead of every normal task, whatever
-    /// the scheduler (seed 003 step 5). Handled by the engine, as Linux's RT class is
+    /// the scheduler (the starved-task tutorial step 5). Handled by the engine, as Linux's RT class is
     /// above the fair class.
     Fifo(u8),
 }
 
-/// A CPU usage-rate cap (seed 004): CPUs, soft or hard; allot-model's, so the
+/// A CPU usage-rate cap (EBS 2004): CPUs, soft or hard; allot-model's, so the
 /// simulator and allot read `1/2`, `0.5!` and `50%` alike. A simulated task's cap is at
 /// most 1 CPU (EBS caps one task; see [`crate::scenario_file::parse_cap`]).
 pub use allot_model::Cap;
@@ -63,11 +63,11 @@ pub enum Behaviour {
         /// Sleep until the next period boundary instead of a fixed time.
         absolute: bool,
         /// Each work and sleep is drawn uniformly within ±jitter of its value (a
-        /// fraction, 0 = exact); seed 001's interactive phase computes
+        /// fraction, 0 = exact); Petrou et al.'s interactive phase computes
         /// "approximately 5ms" and sleeps "about 100ms".
         jitter: f64,
     },
-    /// CPU-bound, but probed every `period` for lateness like seed 003's jitter.py:
+    /// CPU-bound, but probed every `period` for lateness like the starved-task tutorial's jitter.py:
     /// at each deadline, how long until the task is on a CPU.
     Spinner {
         /// Probe period.
@@ -81,13 +81,13 @@ pub enum Behaviour {
         /// Mean think time.
         think: Ns,
     },
-    /// Phases by wall-clock time, each its own behaviour (the bimodal job of seed 001
+    /// Phases by wall-clock time, each its own behaviour (the bimodal job of Petrou et al. 1999
     /// §5.2: CPU 15 s, interactive 20 s, CPU 15 s).
     Phased {
         /// (wall-clock length, behaviour) in order; the last lasts forever.
         phases: Vec<(Ns, Behaviour)>,
     },
-    /// A shell/make/LaTeX-like job (seed 002 §5.2.3): computes `parent_work`, forks a
+    /// A shell/make/LaTeX-like job (Ross and Abel 2000 §5.2.3): computes `parent_work`, forks a
     /// child that computes `child_work` and exits, waits for it, repeats.
     ForkHeavy {
         /// Parent CPU between forks.
@@ -97,7 +97,7 @@ pub enum Behaviour {
         /// How many children (None = forever).
         children: Option<u64>,
     },
-    /// A server doing work on behalf of clients (the X server of seed 002 §5.3): it
+    /// A server doing work on behalf of clients (the X server of Ross and Abel 2000 §5.3): it
     /// sleeps until a request arrives, then runs each request's work.
     Server,
     /// A client: computes `work`, sends a request of `request` CPU to `server`, then
@@ -116,7 +116,7 @@ pub enum Behaviour {
         spin: bool,
     },
     /// Computes `work`, then blocks in the kernel on `resource` for `block`,
-    /// repeatedly (seed 001 §3.1 kernel priorities).
+    /// repeatedly (Petrou et al. 1999 §3.1 kernel priorities).
     Kernel {
         /// CPU between blocks.
         work: Ns,

@@ -94,7 +94,7 @@ fn table1_windowed_boost() {
     assert!(without[0] >= 5.0, "every seed without boost ≥ 5 ms: {:?}", without);
 }
 
-/// seed 004 caps: every row of the scenario is in its stated range.
+/// EBS 2004 caps: every row of the scenario is in its stated range.
 #[test]
 fn ebs_caps() {
     let (_, rows) = run("ebs-caps", 1);
@@ -102,7 +102,7 @@ fn ebs_caps() {
     assert_rows_pass(&rows);
 }
 
-/// seed 002 §5.3: a nice −20 CPU-heavy emulator starves the X server under Linux 2.2
+/// Ross and Abel 2000 §5.3: a nice −20 CPU-heavy emulator starves the X server under Linux 2.2
 /// (X runs a few times a second, waiting a whole ~400 ms slice); with X at the same
 /// nice it is smooth.
 #[test]
@@ -122,7 +122,7 @@ fn nice_pathology() {
     assert!(jerky_wait > 350.0, "X waits a −20 slice (400 ms): {jerky_wait}");
 }
 
-/// seed 002 §5.2.3: under Linux 2.2 a job of short processes loses CPU to a CPU-bound
+/// Ross and Abel 2000 §5.2.3: under Linux 2.2 a job of short processes loses CPU to a CPU-bound
 /// process (fork halves the counter); stride and EEVDF give it about half.
 #[test]
 fn fork_penalty() {
@@ -134,7 +134,7 @@ fn fork_penalty() {
     assert!((js("eevdf") - 0.5).abs() < 0.05, "eevdf {}", js("eevdf"));
 }
 
-/// seed 003: a SCHED_FIFO deadline task is never late; among hogs under CFS it is.
+/// the starved-task tutorial: a SCHED_FIFO deadline task is never late; among hogs under CFS it is.
 #[test]
 fn starved_periodic() {
     let s = builtin("starved-periodic").unwrap();

@@ -55,7 +55,7 @@ fn inactive_currency_leaves_the_lottery() {
     }
 }
 
-/// seed 002 §3.3: counter 20 gives a 210 ms slice; nice −20 (priority 40) gets twice
+/// Ross and Abel 2000 §3.3: counter 20 gives a 210 ms slice; nice −20 (priority 40) gets twice
 /// the CPU of nice 0 (41 vs 21 ticks per round: 66.1%, ±1 point for the rounds cut
 /// at the end).
 #[test]
@@ -85,7 +85,7 @@ fn cfs_and_eevdf_weights() {
     }
 }
 
-/// EBS shares: nice 5 → 15 shares vs nice 0 → 20 (seed 004 mapping): 20/35 = 57.1%
+/// EBS shares: nice 5 → 15 shares vs nice 0 → 20 (EBS 2004 mapping): 20/35 = 57.1%
 /// once the usage estimates have converged (after 4 half-lives).
 #[test]
 fn ebs_shares() {
@@ -95,7 +95,7 @@ fn ebs_shares() {
     assert!((v - 20.0 / 35.0).abs() < 0.03, "{v}");
 }
 
-/// seed 001 §3.1: a process blocking in the kernel on a resource is dispatched
+/// Petrou et al. 1999 §3.1: a process blocking in the kernel on a resource is dispatched
 /// ahead of the lottery when it wakes (kernel priorities), so its dispatch latency
 /// drops against CPU-bound competitors.
 #[test]
@@ -133,7 +133,7 @@ fn bench_lottery_scales_sublinearly() {
     assert!(fails.is_empty(), "{fails:?}\n{}", bench::text(&b));
 }
 
-/// seed 001 §3.4/§4.1 nice emulation: a nice'd process's base tickets are capped at
+/// Petrou et al. 1999 §3.4/§4.1 nice emulation: a nice'd process's base tickets are capped at
 /// (nice > 0) or raised to (nice < 0) 10^((20−nice)/20 + 2), whatever its user's
 /// funding. With the paper's default funding of 1000 base tickets per user: nice +19
 /// alone in its currency holds ≤ 112 base tickets against another user's 1000 →

@@ -13,9 +13,10 @@ pub struct Config {
     pub default_funding: u32,
     /// How often the daemon measures usage and reaps empty jobs, ms.
     pub tick_ms: u64,
-    /// How often it looks for new processes to place, ms.
+    /// How often it scans /proc for new processes to place when the kernel's process events
+    /// are not available, ms (with them, a safety scan every 5 minutes).
     pub scan_ms: u64,
-    /// Usage-rate half-life, ms (seed 004: 1000..100000, default 5000).
+    /// Usage-rate half-life, ms: 1000..100000, default 5000 (EBS's range and default).
     pub half_life_ms: u64,
     /// Automatic placement of users' processes.
     pub users: Users,
@@ -179,7 +180,7 @@ pub struct Users {
     pub only: Option<Vec<String>>,
 }
 
-/// The dynamic policy (seed 001 §3, seed 004).
+/// The dynamic policy (Petrou et al. 1999 §3, EBS 2004; docs/references.md).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
@@ -196,7 +197,8 @@ pub struct Policy {
     /// eligible whenever it wakes; the boost is withdrawn at the first tick in which the
     /// job used its entitlement, so it buys latency, never CPU (allot_model::plan).
     pub boost_weight: f64,
-    /// Emulate nice across currencies (seed 001 §3.4).
+    /// Emulate nice across currencies: a niced process gives up part of its currency's
+    /// funding, so nice counts against other users too (Petrou et al. 1999 §3.4).
     pub nice_emulation: bool,
 }
 
@@ -450,7 +452,7 @@ impl Config {
             return bad("scan_ms", format!("scan_ms must be 100..60000, got {}", self.scan_ms));
         }
         if !(1000..=100_000).contains(&self.half_life_ms) {
-            return bad("half_life_ms", format!("half_life_ms must be 1000..100000 (seed 004's range), got {}", self.half_life_ms));
+            return bad("half_life_ms", format!("half_life_ms must be 1000..100000, got {}", self.half_life_ms));
         }
         if let (Some(a), Some(b)) = (self.users.min_uid, self.users.max_uid) {
             if a > b {

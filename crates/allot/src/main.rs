@@ -62,7 +62,7 @@ enum Command {
         #[arg(long, conflicts_with = "ephemeral")]
         release: bool,
     },
-    /// Run a command as a new job (seed 001's run_tickets): it and all its descendants.
+    /// Run a command as a new job: it and all its descendants share the job's tickets.
     Run {
         /// Tickets: the job's claim inside its currency (1..10000).
         #[arg(short, long, allow_hyphen_values = true)]
@@ -86,7 +86,7 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Change running processes' jobs (set_tickets, and EBS's per-task caps).
+    /// Change running processes' jobs: tickets, cap, background or foreground.
     Set {
         /// Processes. A process not yet in a job of its own gets one.
         #[arg(required = true)]
@@ -107,13 +107,13 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// List jobs and currencies (show_tickets).
+    /// List jobs and currencies: tickets, funding, entitlement, usage, cap.
     Show {
         /// Only this user's jobs.
         #[arg(long)]
         user: Option<String>,
     },
-    /// Show or set a currency's funding (set_funding / show_funding; setting is root's).
+    /// Show or set a currency's funding (setting it is root's).
     Fund {
         /// Currency or user.
         currency: Option<String>,
@@ -121,8 +121,8 @@ enum Command {
         #[arg(allow_hyphen_values = true)]
         base: Option<String>,
     },
-    /// Mark the job you are waiting on (seed 002's focus): boosted whatever its usage
-    /// history, still bounded by its entitlement. Owner or root.
+    /// Mark the job you are waiting on: boosted whatever its usage history, still bounded
+    /// by its entitlement. Owner or root.
     Focus {
         /// A process of the job.
         pid: String,
@@ -130,7 +130,7 @@ enum Command {
         #[arg(long)]
         off: bool,
     },
-    /// Move a process into another currency (lott_chuser; root's).
+    /// Move a process into another currency (root's).
     Move {
         /// The process.
         pid: String,
@@ -182,13 +182,13 @@ enum Command {
     Probe(allot_measure::probe::ProbeArgs),
     /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
     Why(allot_measure::why::WhyArgs),
-    /// Benchmarks on this machine: the seeds' experiments, the daemon's cost, the
+    /// Benchmarks on this machine: the source papers' experiments, the daemon's cost, the
     /// dynamic policy.
     Bench {
         #[command(subcommand)]
         which: BenchCmd,
     },
-    /// Simulate the seeds' schedulers exactly (lottery, stride, hybrid, EBS, 4.4BSD,
+    /// Simulate the source papers' schedulers exactly (lottery, stride, hybrid, EBS, 4.4BSD,
     /// Linux 2.2, CFS, EEVDF) and reproduce their published results.
     Sim(allot_sim::cli::SimArgs),
     /// Built-in load generators (for tests and benchmarks).

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 pub enum Scenario {
     /// Probe (5 ms period, 0.5 ms work) in a job against 2 × ncpu hog jobs.
     Latency,
-    /// Seed 001 Table 1: a bimodal job against a hog; how fast boost follows it.
+    /// Petrou et al. 1999 Table 1: a bimodal job against a hog; how fast boost follows it.
     Agility,
     /// A --cap 0.5 job against a competitor, then alone.
     Softcap,
@@ -406,7 +406,7 @@ fn agility(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
         scenario: Scenario::Agility,
         passed,
         summary: format!(
-            "boosted {} after turning interactive, de-boosted {} after turning CPU-bound (want <= {lim} s each; seed 001 took about 7 s)",
+            "boosted {} after turning interactive, de-boosted {} after turning CPU-bound (want <= {lim} s each; Petrou et al. 1999 took about 7 s)",
             f(on),
             f(off)
         ),
@@ -487,7 +487,7 @@ fn nice(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
         scenario: Scenario::Nice,
         passed,
         summary: format!(
-            "user A's only process at nice 19 got {:.1}% of the CPU against user B's hog (want <= 12; seed 001 §3.4 threshold 11.2 vs funding 100 gives 10.1); at nice 0 {:.1}% (want 50 ±5)",
+            "user A's only process at nice 19 got {:.1}% of the CPU against user B's hog (want <= 12; Petrou et al. 1999 §3.4 threshold 11.2 vs funding 100 gives 10.1); at nice 0 {:.1}% (want 50 ±5)",
             s19 * 100.0,
             s0 * 100.0
         ),

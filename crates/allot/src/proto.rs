@@ -71,7 +71,7 @@ pub enum Request {
         #[serde(default)]
         funding: Option<i64>,
     },
-    /// Mark the job of a process as the one its user is waiting on (seed 002's focus).
+    /// Mark the job of a process as the one its user is waiting on (focus: boosted).
     Focus {
         /// The process.
         pid: i64,
@@ -102,7 +102,7 @@ pub enum Request {
         #[serde(default)]
         limit: Option<usize>,
     },
-    /// Move a process into another currency (lott_chuser).
+    /// Move a process into another currency (root's).
     Move {
         /// The process.
         pid: i64,

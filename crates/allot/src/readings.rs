@@ -2,7 +2,7 @@
 //! top` and `allot metrics`: a job's throttling (`cpu.stat`) and, on cgroup v2, its CPU
 //! pressure (`cpu.pressure`) from its cgroup directory (world-readable files), and its
 //! run-queue wait from `/proc/PID/task/TID/schedstat` of the processes the daemon shows
-//! this caller (seed 003: the kernel's own accounting of time spent runnable but not
+//! this caller (the starved-task tutorial: the kernel's own accounting of time spent runnable but not
 //! running). Jobs whose processes the daemon hides from this caller get no wait: the CLI
 //! never looks past what `show` reveals.
 //!
@@ -30,7 +30,7 @@ pub struct Pressure {
 /// Run-queue wait of a job's visible threads over the last sampling window.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Wait {
-    /// Waiting time over runnable time (waiting + running), 0..1: seed 002's runtime
+    /// Waiting time over runnable time (waiting + running), 0..1: Ross and Abel's runtime
     /// ratio turned around (1 − cpu / (cpu + ready)). 0 when nothing ran or waited.
     pub ratio: f64,
     /// Threads waiting on average over the window (waiting seconds per second).

@@ -5,8 +5,8 @@
 //! Weights are given in allot's units, 1..10000 (tickets and funding), and mapped here:
 //! v2 `cpu.weight` takes them as they are, v1 `cpu.shares` scales 100 ↦ 1024.
 //!
-//! v1 has one wrinkle: the `cpu` and `cpuacct` controllers may be mounted apart (this
-//! workplace's machines do that). Usage is only accounted by cpuacct, so the v1 backend
+//! v1 has one wrinkle: the `cpu` and `cpuacct` controllers may be mounted apart (the CI
+//! runner's are). Usage is only accounted by cpuacct, so the v1 backend
 //! mirrors every directory and every move into the cpuacct hierarchy too.
 
 pub mod stat;

@@ -1,8 +1,8 @@
-//! `allot bench latency`: seed 003's experiment. The probe alone (the baseline), against
-//! CPU hogs (one per CPU, seed 003 step 2), with nice −20 against hogs at nice 19 (step
+//! `allot bench latency`: the starved-task tutorial's experiment. The probe alone (the baseline), against
+//! CPU hogs (one per CPU, the starved-task tutorial step 2), with nice −20 against hogs at nice 19 (step
 //! 4), with SCHED_FIFO 50 (step 5), with a short EEVDF custom slice, and under allot (the
 //! probe and the hogs as two jobs; the hogs in the background). The starvation factor is
-//! a variant's worst lateness over the baseline's (seed 003 "Now you do it" 1).
+//! a variant's worst lateness over the baseline's (the starved-task tutorial "Now you do it" 1).
 
 use super::common::{self, Allot, Common, Kids, Scratch};
 use crate::policy::Policy;
@@ -16,16 +16,16 @@ use std::time::Duration;
 /// `allot bench latency`.
 #[derive(Debug, Clone, Args)]
 pub struct LatencyArgs {
-    /// Wakeups per variant (seed 003's jitter.py: 2000 at 5 ms = 10 s).
+    /// Wakeups per variant (the tutorial's jitter.py: 2000 at 5 ms = 10 s).
     #[arg(long, default_value_t = 2000)]
     pub count: u64,
     /// Probe interval, more than 0 and at most 60s: 5ms, 500us (a bare number is ms).
     #[arg(long, default_value = "5ms", allow_negative_numbers = true)]
     pub interval: String,
-    /// CPU hogs (default: one per CPU, as seed 003).
+    /// CPU hogs (default: one per CPU, as in the tutorial).
     #[arg(long)]
     pub hogs: Option<usize>,
-    /// Probe modes to run: busy (seed 003's busy-waiting jitter.py) and/or sleep.
+    /// Probe modes to run: busy (the tutorial's busy-waiting jitter.py) and/or sleep.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Mode::Busy, Mode::Sleep])]
     pub modes: Vec<Mode>,
     /// Rounds: each variant runs this many times (count / rounds wakeups each),
@@ -132,7 +132,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
 
     // Tables and factors.
     let mut text = format!(
-        "allot bench latency (seed 003): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
+        "allot bench latency (as in \"Catch the scheduler starving a task\"): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
         interval_ms,
         per_round * rounds as u64,
         rounds,
@@ -172,7 +172,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
         text += &format!(
             "\nprobe mode: {}\n",
             match mode {
-                Mode::Busy => "busy-wait (seed 003's jitter.py)",
+                Mode::Busy => "busy-wait (as the tutorial's jitter.py)",
                 Mode::Sleep => "sleep (clock_nanosleep)",
             }
         );
@@ -181,12 +181,12 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
             .map(|s| s.to_string())
             .collect();
         text += &table(&hdr, &rows);
-        // --check: the shape seed 003 teaches. Contention shows at p99; FIFO removes it.
+        // --check: the shape the starved-task tutorial teaches. Contention shows at p99; FIFO removes it.
         let p99 = |v: Variant| results.iter().find(|(m, vv, _)| *m == mode && *vv == v).and_then(|x| x.2["lateness_us"]["p99"].as_f64());
         let wait = |v: Variant| results.iter().find(|(m, vv, _)| *m == mode && *vv == v).and_then(|x| x.2["kernel"]["worst_cycle_wait_us"].as_f64());
         if let (Some(h), Some(f), Some(b)) = (p99(Variant::Hogs), p99(Variant::Fifo), p99(Variant::Alone)) {
-            // Seed 003's starvation is a busy-wait (always runnable) probe's; under EEVDF a
-            // short sleeper is served early and may not see it (seed 003 "What changed with
+            // The starved-task tutorial's starvation is a busy-wait (always runnable) probe's; under EEVDF a
+            // short sleeper is served early and may not see it (the starved-task tutorial "What changed with
             // EEVDF"), so only the busy mode is held to it.
             if mode == Mode::Busy {
                 checks.push((format!("{mode:?}: hogs raise p99 lateness above the baseline ({} vs {})", fmt_us(h), fmt_us(b)), h > b));
@@ -195,7 +195,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
                 checks.push((format!("{mode:?}: SCHED_FIFO p99 below the hogs' p99 ({} vs {})", fmt_us(f), fmt_us(h)), f < h));
             } else {
                 // The hogs may barely touch a sleeper (above), so "below the hogs" would
-                // compare two noise-level numbers. Seed 003's claim is that FIFO brings the
+                // compare two noise-level numbers. The starved-task tutorial's claim is that FIFO brings the
                 // probe back to its baseline: hold its p99 lateness to that, within noise.
                 // A sleeper's lateness also holds the timer's and this VM's delays, which no
                 // class removes, and --quick's p99 is the 4th worst of 400 wakeups: one CI
@@ -218,7 +218,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(s) = &allot.skipped {
         text += &format!("\nallot variants skipped: {s}\n");
     }
-    text += "\nfactor = lateness / the baseline's (seed 003's starvation factor); run_delay and worst wait/cycle are the probe's own kernel accounting.\n";
+    text += "\nfactor = lateness / the baseline's (the tutorial's starvation factor); run_delay and worst wait/cycle are the probe's own kernel accounting.\n";
     let failed = if a.common.check { common::render_checks(&mut text, &checks) } else { 0 };
     let json = serde_json::json!({
         "bench": "latency", "machine": common::machine(), "interval_ms": interval_ms, "count": per_round * rounds as u64, "rounds": rounds, "hogs": nhogs,
@@ -316,7 +316,7 @@ fn one(
 /// rounds where there were several.
 pub fn svg(json: &serde_json::Value) -> String {
     let (hogs, ncpu, rounds) = (&json["hogs"], &json["machine"]["cpus"], json["rounds"].as_u64().unwrap_or(1));
-    let title = format!("wakeup lateness, µs (seed 003; {hogs} hogs on {ncpu} CPUs)");
+    let title = format!("wakeup lateness, µs ({hogs} hogs on {ncpu} CPUs)");
     let mut chart = BarChart::new(title, Axis::log("µs (log scale)"), &["p50", "p99", "max"]);
     for r in json["results"].as_array().into_iter().flatten() {
         let g = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);

@@ -1,10 +1,10 @@
-//! `allot bench`: the seeds' experiments on this machine.
+//! `allot bench`: the source papers' experiments on this machine.
 //!
-//! - `policies` — seed 000 (tables 1–4): how much work the foreground keeps against
+//! - `policies` — Judin 2016 (tables 1–4): how much work the foreground keeps against
 //!   background CPU and memory loopers under each policy, and under allot.
-//! - `latency` — seed 003: the probe alone, against hogs (the starvation factor), with
+//! - `latency` — the starved-task tutorial: the probe alone, against hogs (the starvation factor), with
 //!   nice −20, with SCHED_FIFO, and under allot.
-//! - `shares` — seed 001 §5.1 (Fig 3, Fig 4, Tables 4–5): 3:2:1 tickets vs the nice
+//! - `shares` — Petrou et al. 1999 §5.1 (Fig 3, Fig 4, Tables 4–5): 3:2:1 tickets vs the nice
 //!   values the paper found by trial and error; insulation of 1 vs 5 processes.
 //!
 //! Every experiment compares ratios within one run (the machine may be shared and
@@ -17,7 +17,7 @@ pub mod shares;
 
 use clap::{Args, Subcommand};
 
-/// `allot bench`: the seeds' experiments, measured on this machine.
+/// `allot bench`: the source papers' experiments, measured on this machine.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The experiment.
@@ -28,16 +28,17 @@ pub struct BenchArgs {
 /// The experiments.
 #[derive(Debug, Subcommand)]
 pub enum Which {
-    /// Seed 000: foreground work kept against background CPU/memory loopers under each
-    /// policy (default, batch, nice 10, nice 19, nice 19 + batch, idle, allot background,
-    /// allot tickets 100:1).
+    /// How much work a foreground job keeps against background CPU or memory loopers under
+    /// each policy (default, batch, nice 10, nice 19, nice 19 + batch, idle, allot
+    /// background, allot tickets 100:1), as in Judin's "Being a good CPU neighbor" (2016).
     // Boxed: the experiments' arguments are a few hundred bytes, and an enum is as large
     // as its largest variant (the binary's own bench enum holds this one).
     Policies(Box<policies::PoliciesArgs>),
-    /// Seed 003: probe lateness alone, against hogs, with nice -20, SCHED_FIFO and allot;
-    /// starvation factors.
+    /// How late a periodic probe wakes: alone, against hogs, with nice -20, SCHED_FIFO and
+    /// allot; starvation factors (as in the tutorial "Catch the scheduler starving a task").
     Latency(Box<latency::LatencyArgs>),
-    /// Seed 001 §5.1: 3:2:1 tickets vs nice 0/5/10; insulation of 1 vs 5 processes.
+    /// Tickets 3:2:1 against nice 0/5/10, and one user's process against another's five
+    /// (Petrou et al.'s lottery scheduling paper, 1999, §5.1).
     Shares(Box<shares::SharesArgs>),
 }
 

@@ -1,10 +1,10 @@
-//! `allot bench policies`: seed 000's experiment on this machine. Foreground workers (1,
+//! `allot bench policies`: Judin's experiment on this machine. Foreground workers (1,
 //! and one per CPU) do fixed units of CPU work for a fixed time against 0..K × ncpu
-//! background loopers (CPU loopers, seed 000 Figure 1; memory loopers with a working set
+//! background loopers (CPU loopers, Judin 2016 Figure 1; memory loopers with a working set
 //! well above the last-level cache, Figure 2), the background started under each policy.
-//! The result is seed 000's Tables 1–4: the foreground's work relative to no background.
+//! The result is Judin's Tables 1–4: the foreground's work relative to no background.
 //!
-//! As in seed 000 the foreground runs at the default policy; each background looper is a
+//! As in Judin 2016 the foreground runs at the default policy; each background looper is a
 //! process of its own. For the allot variants, the background loopers are one job (a
 //! single process with one thread per looper; allot's unit is a job) and the foreground is
 //! a job too (default tickets; for "tickets 100:1" 100 tickets against the background's 1).
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BgPolicy {
-    /// SCHED_OTHER, nice 0 (seed 000 "default priority").
+    /// SCHED_OTHER, nice 0 (Judin 2016 "default priority").
     Default,
     /// SCHED_BATCH (chrt --batch 0).
     Batch,
@@ -72,9 +72,9 @@ impl BgPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Looper {
-    /// CPU loopers (seed 000 Figure 1, tables 1–2).
+    /// CPU loopers (Judin 2016 Figure 1, tables 1–2).
     Cpu,
-    /// Memory loopers (seed 000 Figure 2, tables 3–4).
+    /// Memory loopers (Judin 2016 Figure 2, tables 3–4).
     Mem,
 }
 
@@ -86,10 +86,10 @@ pub struct PoliciesArgs {
     /// kinds × (8 policies × (3 loads + 1 baseline) + 2 baselines)) takes about 9 minutes on 2 CPUs.
     #[arg(long, default_value = "3.5s", allow_negative_numbers = true)]
     pub cell: String,
-    /// Background load levels 1..K (× ncpu loopers); seed 000 went to 7.
+    /// Background load levels 1..K (× ncpu loopers); Judin 2016 went to 7.
     #[arg(long, default_value_t = 3)]
     pub max_k: usize,
-    /// Foreground worker counts (default 1 and ncpu; seed 000 used 1 and 7 of 8).
+    /// Foreground worker counts (default 1 and ncpu; Judin 2016 used 1 and 7 of 8).
     #[arg(long, value_delimiter = ',')]
     pub workers: Vec<usize>,
     /// Looper kinds.
@@ -99,7 +99,7 @@ pub struct PoliciesArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub policies: Vec<BgPolicy>,
     /// An external foreground command instead of the built-in workers (e.g. John the
-    /// Ripper's `john --format=bcrypt -test`, as seed 000): it runs once per cell and its
+    /// Ripper's `john --format=bcrypt -test`, as Judin 2016): it runs once per cell and its
     /// work is 1 / its elapsed time. Split on whitespace.
     #[arg(long)]
     pub foreground: Option<String>,
@@ -117,7 +117,7 @@ pub struct PoliciesArgs {
 /// background policy (allot's dashed).
 pub fn svg(json: &serde_json::Value) -> String {
     let ncpu = json["machine"]["cpus"].as_u64().unwrap_or(1);
-    let mut chart = Chart::new("seed 000 on this machine: foreground work vs background loopers, by background policy").per_row(2);
+    let mut chart = Chart::new("Judin 2016 on this machine: foreground work vs background loopers, by background policy").per_row(2);
     for t in json["tables"].as_array().into_iter().flatten() {
         let w = t["workers"].as_u64().unwrap_or(1);
         let lk = t["looper"].as_str().unwrap_or("?");
@@ -216,7 +216,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
     let t_start = Instant::now();
     let mut tables = vec![];
     let mut text = format!(
-        "allot bench policies (seed 000): relative work (%) of the foreground against 0..{} × {} background loopers, {} s per cell\n",
+        "allot bench policies (Judin 2016): relative work (%) of the foreground against 0..{} × {} background loopers, {} s per cell\n",
         p.max_k, ncpu, p.cell
     );
     if let Some(c) = &fg_cmd {
@@ -314,7 +314,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
         text += &format!("\nallot variants skipped: {s}\n");
     }
     text += &format!("\nrun took {:.0} s\n", t_start.elapsed().as_secs_f64());
-    // --check: seed 000's conclusion. SCHED_IDLE (and allot background) keep most of the
+    // --check: Judin's conclusion. SCHED_IDLE (and allot background) keep most of the
     // foreground's work against CPU loopers; the default policy does not.
     let mut checks = vec![];
     for t in &tables {

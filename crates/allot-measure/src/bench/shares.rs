@@ -1,4 +1,4 @@
-//! `allot bench shares`: seed 001 §5.1 on the real kernel.
+//! `allot bench shares`: Petrou et al. 1999 §5.1 on the real kernel.
 //!
 //! - Flexible execution rate control (Fig 3): three CPU-bound jobs at 3:2:1 tickets,
 //!   against the nice values 0/+5/+10 the paper found by trial and error to approximate
@@ -72,7 +72,7 @@ pub fn svg(json: &serde_json::Value) -> String {
         ("insulation_without", "1 vs 5 processes, without allot", insulation.clone(), false),
         ("insulation_with_allot", "1 vs 5 processes, with allot (a currency per user)", insulation, false),
     ];
-    let mut chart = Chart::new("seed 001 §5.1 on this machine: progress of CPU-bound processes (one CPU)").per_row(2);
+    let mut chart = Chart::new("Petrou et al. 1999 §5.1 on this machine: progress of CPU-bound processes (one CPU)").per_row(2);
     for (key, title, labels, ideal) in experiments {
         if let Ok(tr) = serde_json::from_value::<Trace>(json[key]["trace"].clone()) {
             if !tr.is_empty() {
@@ -142,7 +142,7 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         let pids: Vec<u32> = kids.0.iter().map(|c| c.id()).collect();
         let tr = trace(&pids, secs, &mut prog, "nice 0/5/10");
         let s = shares_of(&tr);
-        rows_ratio.push([vec!["nice 0 / +5 / +10 (seed 001's FreeBSD values)".to_string()], fmt3(&s), vec![ratio_of(&s)]].concat());
+        rows_ratio.push([vec!["nice 0 / +5 / +10 (Petrou et al.'s FreeBSD values)".to_string()], fmt3(&s), vec![ratio_of(&s)]].concat());
         json["nice_0_5_10"] = serde_json::json!({"shares": s, "trace": tr});
         prog.step();
     }
@@ -209,7 +209,7 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     }
     prog.finish();
     rows_ins.insert(0, vec!["ideal (a currency per user)".into(), "50.0%".into(), "50.0%".into(), "10.0%".into()]);
-    let mut text = format!("allot bench shares (seed 001 §5.1), everything pinned to CPU {}, {secs} s each\n\n", a.cpu);
+    let mut text = format!("allot bench shares (Petrou et al. 1999 §5.1), everything pinned to CPU {}, {secs} s each\n\n", a.cpu);
     text += "Fig 3: three CPU-bound processes; share of the CPU each got\n";
     text += &table(&["".into(), "first".into(), "second".into(), "third".into(), "ratio".into()], &rows_ratio);
     text += "\nFig 4 / Tables 4-5: user A runs 1 CPU-bound process, user B runs 5\n";

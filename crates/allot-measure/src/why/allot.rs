@@ -190,7 +190,7 @@ pub fn held_by(d: &Diagnosis) -> Option<(Verdict, String)> {
         return Some((
             Verdict::Niced,
             format!(
-                "its nice {} lowers job {}'s claim under nice emulation (seed 001 §3.4): it holds at most {:.1} of currency {}'s {} base tickets, so it is entitled to {:.2} CPUs and used {used:.2}; {got}",
+                "its nice {} lowers job {}'s claim under nice emulation: it holds at most {:.1} of currency {}'s {} base tickets, so it is entitled to {:.2} CPUs and used {used:.2}; {got}",
                 j.nice,
                 j.job,
                 base_ticket_threshold(j.nice),

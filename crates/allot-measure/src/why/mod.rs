@@ -1,4 +1,4 @@
-//! `allot why PID`: seed 003's diagnosis in one command. Samples the kernel's per-thread
+//! `allot why PID`: the starved-task tutorial's diagnosis in one command. Samples the kernel's per-thread
 //! accounting (/proc/PID/task/*/schedstat and sched) for a few seconds, puts it next to
 //! the machine's context (runnable tasks and idle CPU, PSI cpu), and gives a verdict:
 //! starved by scheduling, held by a CPU quota, CPU-bound at its fair share, or mostly
@@ -69,7 +69,7 @@ pub enum Verdict {
     Capped,
     /// Its allot job is in the background class: it runs only on CPU nothing else wants.
     Background,
-    /// Nice emulation: its nice lowers its job's base tickets (seed 001 §3.4).
+    /// Nice emulation: its nice lowers its job's base tickets (Petrou et al. 1999 §3.4).
     Niced,
     /// Its job gets its entitlement and its currency its share: the currency's funding,
     /// against the other active currencies', is what limits it.
@@ -162,7 +162,7 @@ pub struct Diagnosis {
     pub cpu_rate: f64,
     /// Waiting per second of wall time, ms.
     pub wait_ms_per_s: f64,
-    /// Seed 002 §5.2.3 runtime ratio = cpu / (cpu + ready); None if it never ran or waited.
+    /// Ross and Abel 2000 §5.2.3 runtime ratio = cpu / (cpu + ready); None if it never ran or waited.
     pub runtime_ratio: Option<f64>,
     /// Fraction of the window the busiest thread was runnable (running or waiting).
     pub busiest_runnable: f64,
@@ -208,16 +208,16 @@ pub struct Diagnosis {
 }
 
 // Verdict thresholds. Each is a judgement about what a person would call "starved"; the
-// numbers come from the seeds:
+// numbers come from the source papers:
 /// A thread runnable at least this fraction of the window is CPU-bound: a busy loop is
 /// runnable ~100% of the time; the margin covers page faults, brief syscalls and
 /// sampling granularity.
 pub const CPU_BOUND_RUNNABLE: f64 = 0.9;
-/// Seed 002 §5.2.3: a runtime ratio below 0.5 means that when the task was ready it spent
+/// Ross and Abel 2000 §5.2.3: a runtime ratio below 0.5 means that when the task was ready it spent
 /// more time waiting for the CPU than running.
 pub const STARVED_RATIO: f64 = 0.5;
-/// Waiting at least 50 ms per second: seed 001 §5.2 puts the latency people notice at
-/// 50–150 ms, and seed 003's starved probe waited far more than this; a sleepy daemon
+/// Waiting at least 50 ms per second: Petrou et al. 1999 §5.2 puts the latency people notice at
+/// 50–150 ms, and the starved-task tutorial's starved probe waited far more than this; a sleepy daemon
 /// that waits 100 µs per wakeup has a low ratio but is not starved.
 pub const STARVED_WAIT_MS_PER_S: f64 = 50.0;
 /// A CPU-bound task getting less than half of an equal share is held down (by weight,

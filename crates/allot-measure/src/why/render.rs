@@ -29,7 +29,7 @@ pub fn render(d: &Diagnosis) -> String {
     s += &format!("  CPU time             {:>9.3} s   ({:.2} CPUs)\n", d.cpu_s, d.cpu_rate);
     s += &format!("  runnable, waiting    {:>9.3} s   ({:.0} ms per second)\n", d.wait_s, d.wait_ms_per_s);
     s += &format!(
-        "  runtime ratio        {:>9}     cpu / (cpu + wait), seed 002 §5.2.3; 1.00 = never waits\n",
+        "  runtime ratio        {:>9}     cpu / (cpu + wait), as Ross and Abel 2000; 1.00 = never waits\n",
         d.runtime_ratio.map(|r| format!("{r:.2}")).unwrap_or("-".into())
     );
     s += &format!("  waits per second     {:>9.1}     mean wait {:.2} ms\n", d.waits_per_s, d.mean_wait_ms);

@@ -11,7 +11,7 @@ use crate::time::Ns;
 use crate::workload::Behaviour;
 
 /// One dispatch-latency observation: the task became runnable at `at` and was
-/// dispatched `lat` later (seed 001 §5.2: setrunqueue() → chosen).
+/// dispatched `lat` later (Petrou et al. 1999 §5.2: setrunqueue() → chosen).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Latency {
     /// When it became runnable.

@@ -1,14 +1,14 @@
-//! Seed 001's experiments (Figs 3–7, Tables 1, 4, 5) and the lottery paper's ratio
+//! Petrou et al.'s experiments (Figs 3–7, Tables 1, 4, 5) and the lottery paper's ratio
 //! accuracy they build on (Waldspurger & Weihl, OSDI '94).
 
 use super::*;
 
-// ---------------------------------------------------------------- seed 001 Fig 3
+// ---------------------------------------------------------------- Petrou et al. 1999 Fig 3
 
 const OP: Ns = 5 * MS;
 
 pub(super) fn fig3() -> Scenario {
-    // Three CPU-bound processes with tickets 3:2:1, each 10,000 operations (seed 001
+    // Three CPU-bound processes with tickets 3:2:1, each 10,000 operations (Petrou et al. 1999
     // §5.1, Fig 3). An operation is 5 ms of CPU here (the paper does not say).
     let w = Workload::new(1, 150 * SEC)
         .quantum(10 * MS)
@@ -18,7 +18,7 @@ pub(super) fn fig3() -> Scenario {
         .task(cpu("p1", "user", Some(10_000 * OP)).tickets(100));
     Scenario {
         name: "fig3-ratio".into(),
-        title: "seed 001 Fig 3: three CPU-bound processes with tickets 3:2:1".into(),
+        title: "Petrou et al. 1999 Fig 3: three CPU-bound processes with tickets 3:2:1".into(),
         source: "Petrou et al. 1999 §5.1 Fig 3".into(),
         seed: 1,
         runs: {
@@ -56,7 +56,7 @@ pub(super) fn fig3() -> Scenario {
     }
 }
 
-// ---------------------------------------------------------------- seed 001 Fig 4
+// ---------------------------------------------------------------- Petrou et al. 1999 Fig 4
 
 pub(super) fn fig4() -> Scenario {
     let work = Some(4_000 * OP);
@@ -68,7 +68,7 @@ pub(super) fn fig4() -> Scenario {
         .task(cpu("bob.2", "bob", work));
     Scenario {
         name: "fig4-insulation".into(),
-        title: "seed 001 Fig 4: one user's process vs another user's two (load insulation)".into(),
+        title: "Petrou et al. 1999 Fig 4: one user's process vs another user's two (load insulation)".into(),
         source: "Petrou et al. 1999 §5.1 Fig 4".into(),
         seed: 1,
         runs: runs_of(&["lottery", "stride", "hybrid", "bsd"], &w),
@@ -89,7 +89,7 @@ pub(super) fn fig4() -> Scenario {
     }
 }
 
-// ------------------------------------------------------- seed 001 Tables 4 and 5
+// ------------------------------------------------------- Petrou et al. 1999 Tables 4 and 5
 
 pub(super) fn table5() -> Scenario {
     let mut w = Workload::new(1, 60 * SEC).quantum(10 * MS).currency("jwm", 100).currency("peterm", 100).task(cpu("rc564", "jwm", None));
@@ -98,7 +98,7 @@ pub(super) fn table5() -> Scenario {
     }
     Scenario {
         name: "table5-insulation".into(),
-        title: "seed 001 Tables 4/5: one user's process vs another user's five".into(),
+        title: "Petrou et al. 1999 Tables 4/5: one user's process vs another user's five".into(),
         source: "Petrou et al. 1999 §6 Tables 4 and 5".into(),
         seed: 1,
         runs: runs_of(&["bsd", "lottery", "stride", "hybrid"], &w),
@@ -135,7 +135,7 @@ pub(super) fn table5() -> Scenario {
     }
 }
 
-// ------------------------------------------------ seed 001 Table 1, Figs 5, 6, 7
+// ------------------------------------------------ Petrou et al. 1999 Table 1, Figs 5, 6, 7
 
 pub(super) fn table1() -> Scenario {
     // §5.2: a CPU-bound process against a bimodal one (CPU 15 s, interactive 20 s:
@@ -155,7 +155,7 @@ pub(super) fn table1() -> Scenario {
         .task(TaskSpec::new("waker", "user", Behaviour::Periodic { work: 20 * US, sleep: 50 * MS, absolute: true, jitter: 0.0 }));
     Scenario {
         name: "table1-bimodal".into(),
-        title: "seed 001 Table 1, Figs 5–7: dispatch latency of a bimodal job, with and without windowed ticket boost".into(),
+        title: "Petrou et al. 1999 Table 1, Figs 5–7: dispatch latency of a bimodal job, with and without windowed ticket boost".into(),
         source: "Petrou et al. 1999 §5.2 Table 1, Figs 5, 6, 7".into(),
         // Seed 1 loses one lottery at 22.5 s while the boost is still ramping (0.36 ms
         // mean); about one seed in five does (docs/sim.md). Seed 2 is a typical run.
@@ -218,7 +218,7 @@ pub(super) fn ww_ratio() -> Scenario {
     Scenario {
         name: "ww-ratio".into(),
         title: "Waldspurger & Weihl OSDI '94: relative rate accuracy 1:1 … 10:1 over 60 s; 2:1 in 8 s windows".into(),
-        source: "Waldspurger & Weihl, OSDI '94 §5.1 Figs 4, 5 (not a seed; the allocated ratio is the reference)".into(),
+        source: "Waldspurger & Weihl, OSDI '94 §5.1 Figs 4, 5 (not one of allot's sources; the allocated ratio is the reference)".into(),
         seed: 1,
         runs,
         check: Some(|res| {

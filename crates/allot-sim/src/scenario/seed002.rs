@@ -1,11 +1,11 @@
-//! Seed 002's experiments: the fork penalty and the nice pathology.
+//! Ross and Abel's experiments: the fork penalty and the nice pathology.
 
 use super::*;
 
-// ---------------------------------------------------- seed 002 fork penalty
+// ---------------------------------------------------- Ross and Abel 2000 fork penalty
 
 pub(super) fn fork_penalty() -> Scenario {
-    // A job of short CPU-bound processes (seed 002 §5.2.3: LaTeX/Metafont, make): the
+    // A job of short CPU-bound processes (Ross and Abel 2000 §5.2.3: LaTeX/Metafont, make): the
     // parent computes 0.5 ms, forks a child that computes 10 ms and exits, waits,
     // repeats; against one CPU-bound process.
     let w = Workload::new(1, 30 * SEC)
@@ -13,7 +13,7 @@ pub(super) fn fork_penalty() -> Scenario {
         .task(cpu("compile", "user", None));
     Scenario {
         name: "fork-penalty".into(),
-        title: "seed 002 fork penalty: a job of short processes vs a CPU-bound one, under each scheduler".into(),
+        title: "Ross and Abel 2000 fork penalty: a job of short processes vs a CPU-bound one, under each scheduler".into(),
         source: "Ross & Abel 2000 §5.2.3 (runtime ratio, fork splits the counter)".into(),
         seed: 1,
         runs: runs_of(&["linux22", "bsd", "lottery", "stride", "hybrid", "cfs", "eevdf", "ebs"], &w),
@@ -43,7 +43,7 @@ pub(super) fn fork_penalty() -> Scenario {
     }
 }
 
-// ---------------------------------------------------- seed 002 nice pathology
+// ---------------------------------------------------- Ross and Abel 2000 nice pathology
 
 pub(super) fn nice_pathology() -> Scenario {
     // §5.3: an Atari emulator needing ~90% of the CPU for 60 frames/s, sending each
@@ -77,7 +77,7 @@ pub(super) fn nice_pathology() -> Scenario {
         .collect();
     Scenario {
         name: "nice-pathology".into(),
-        title: "seed 002 Table 1: nice pathologies of an emulator, the X server and rc5 under Linux 2.2".into(),
+        title: "Ross and Abel 2000 Table 1: nice pathologies of an emulator, the X server and rc5 under Linux 2.2".into(),
         source: "Ross & Abel 2000 §5.3 Table 1".into(),
         seed: 1,
         runs,

@@ -1,12 +1,12 @@
-//! Seed 003's starved task: a busy-waiting periodic probe against CPU hogs.
+//! The starved-task tutorial's starved task: a busy-waiting periodic probe against CPU hogs.
 
 use super::*;
 
-// ---------------------------------------------------- seed 003 starved task
+// ---------------------------------------------------- the starved-task tutorial starved task
 
 pub(super) fn starved() -> Scenario {
     // jitter.py: busy-waits to a deadline every 5 ms, 2000 times (10 s), and reports
-    // its worst lateness; nproc CPU hogs (2 here). Variants of seed 003 steps 1, 2, 4, 5.
+    // its worst lateness; nproc CPU hogs (2 here). Variants of the starved-task tutorial steps 1, 2, 4, 5.
     let mk = |s: &str, label: &str, hogs: usize, hog_nice: i32, probe: TaskSpec| {
         let mut w = Workload::new(2, 10 * SEC).task(probe);
         for i in 0..hogs {
@@ -32,8 +32,9 @@ pub(super) fn starved() -> Scenario {
     }
     Scenario {
         name: "starved-periodic".into(),
-        title: "seed 003: a 5 ms deadline task starved by CPU hogs; default, nice −20, SCHED_FIFO, under CFS and EEVDF".into(),
-        source: "seed 003 steps 1, 2, 4, 5".into(),
+        title: "Catch the scheduler starving a task: a 5 ms deadline task starved by CPU hogs; default, nice −20, SCHED_FIFO, under CFS and EEVDF"
+            .into(),
+        source: "\"Catch the scheduler starving a task\" (tutorial), steps 1, 2, 4, 5".into(),
         seed: 1,
         runs,
         check: Some(|res| {

@@ -1,8 +1,8 @@
-//! Seed 004's caps: soft, hard and soft 0 (background), alone and contended.
+//! EBS's caps: soft, hard and soft 0 (background), alone and contended.
 
 use super::*;
 
-// ------------------------------------------------------------- seed 004 caps
+// ------------------------------------------------------------- EBS 2004 caps
 
 pub(super) fn ebs_caps() -> Scenario {
     let mk = |label: &str, capped: TaskSpec, hog: bool| {
@@ -15,8 +15,8 @@ pub(super) fn ebs_caps() -> Scenario {
     let t = || cpu("capped", "user", None).nice(-20);
     Scenario {
         name: "ebs-caps".into(),
-        title: "seed 004 caps: soft 1/2 alone vs contended, hard 1/2, soft 0 (background)".into(),
-        source: "Aas 2004, EBS RFC: CPU usage rate caps".into(),
+        title: "EBS 2004 caps: soft 1/2 alone vs contended, hard 1/2, soft 0 (background)".into(),
+        source: "Lee (Aurema) 2004, EBS RFC on LKML: CPU usage rate caps".into(),
         seed: 1,
         runs: vec![
             mk("no cap, contended", t(), true),

@@ -1,10 +1,10 @@
-//! 4.4BSD decay-usage scheduling, the FreeBSD 2.2.5 baseline of seed 001 (§2.1: "a
+//! 4.4BSD decay-usage scheduling, the FreeBSD 2.2.5 baseline of Petrou et al. 1999 (§2.1: "a
 //! multi-level feedback queue ... round-robin from the highest priority non-empty
 //! run-queue ... 100ms time slices ... lowering the priority of processes as they
 //! consume CPU time ... preempting ... if a higher priority sleeping process wakes up
 //! ... periodically raising the priority of processes that have not recently run ...
 //! kernel priorities"). The formulas are those of McKusick et al., *The Design and
-//! Implementation of the 4.4BSD Operating System* §4.4 (seed 001 ref. [14]):
+//! Implementation of the 4.4BSD Operating System* §4.4 (Petrou et al. 1999 ref. [14]):
 //!
 //! - every clock tick (10 ms) the running process's p_estcpu += 1;
 //! - every 4 ticks, p_usrpri = PUSER + p_estcpu/4 + 2·p_nice (≤ MAXPRI 127);
@@ -17,7 +17,7 @@
 //! - a process woken from a kernel sleep runs at the sleep's priority (< PUSER)
 //!   until it returns to user mode; a wakeup preempts if its priority is better.
 //!
-//! Forked children start with p_estcpu = 0 (seed 002 §5.2.3, citing Endo: BSD does
+//! Forked children start with p_estcpu = 0 (Ross and Abel 2000 §5.2.3, citing Endo: BSD does
 //! not copy CPU usage history on fork).
 
 use std::collections::VecDeque;

@@ -1,4 +1,4 @@
-//! Linux CFS (2.6.23–6.5, kernel/sched/fair.c), the default fair scheduler of seed 003
+//! Linux CFS (2.6.23–6.5, kernel/sched/fair.c), the default fair scheduler of the starved-task tutorial
 //! ("The default Linux scheduler (CFS, now EEVDF on 6.6+) is a fair scheduler"):
 //!
 //! - weight from nice (sched_prio_to_weight, nice 0 = 1024); vruntime advances by

@@ -1,4 +1,4 @@
-//! The Entitlement Based Scheduler of seed 004 (Aas, LKML RFC, 2004):
+//! The Entitlement Based Scheduler (EBS 2004: John Lee of Aurema, LKML RFC; docs/references.md):
 //!
 //! - shares: 1..420, default 20; nice ≥ 0 → 20 − nice, nice < 0 → 20 + nice²
 //!   ("CPU shares");
@@ -11,7 +11,7 @@
 //!   share"); here it decays with the same half-life when nothing refreshes it;
 //! - priority: usage_per_share / min(cap per share, eeps) mapped onto the 40
 //!   SCHED_NORMAL priorities with 1.0 at the mean (20): below 1 linearly onto 0..20,
-//!   above 1 as 39 − 19/ratio ("Task priorities"; the seed gives the properties, the
+//!   above 1 as 39 − 19/ratio ("Task priorities"; the RFC gives the properties, the
 //!   exact curve is ours); recalculated on fork, wakeup, timeslice expiry and
 //!   promotion; soft cap 0 = background, below every normal priority;
 //! - caps: a soft cap acts only through the priority (it can be exceeded when CPU
@@ -33,7 +33,7 @@ use crate::time::{Ns, MS, SEC};
 const TICK: Ns = 10 * MS;
 const BACKGROUND: u8 = 40;
 
-/// EBS shares of a nice value (seed 004 "CPU shares"), allot-model's map.
+/// EBS shares of a nice value (EBS 2004 "CPU shares"), allot-model's map.
 pub fn shares(nice: i32) -> f64 {
     f64::from(allot_model::nice::ebs_shares(nice))
 }

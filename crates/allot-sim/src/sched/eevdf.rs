@@ -1,6 +1,6 @@
 //! Linux EEVDF (6.6+, kernel/sched/fair.c after "sched/fair: Implement an EEVDF-like
-//! scheduling policy"; Stoica et al. 1996, seed 001 ref. [17]), the fair scheduler of
-//! seed 003 ("It picks tasks by an eligibility + virtual deadline model"):
+//! scheduling policy"; Stoica et al. 1996, Petrou et al. 1999 ref. [17]), the fair scheduler of
+//! the starved-task tutorial ("It picks tasks by an eligibility + virtual deadline model"):
 //!
 //! - vruntime advances by ran × 1024 / weight; the load-weighted average vruntime V
 //!   of the queue (running tasks included) defines lag = V − vruntime;

@@ -1,4 +1,4 @@
-//! The hybrid lottery scheduler of seed 001 (Petrou, Milford & Gibson, USENIX 1999),
+//! The hybrid lottery scheduler of Petrou et al. 1999 (Petrou, Milford & Gibson, USENIX ATC),
 //! implemented as its Figure 2 `lott_choose_next_runner()`: O(n) in the runnable
 //! processes, as theirs is (§4.1).
 //!

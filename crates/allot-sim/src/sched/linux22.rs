@@ -1,4 +1,4 @@
-//! Linux 2.2 (2.2.13, the kernel traced by seed 002), as seed 002 §3.3 describes it:
+//! Linux 2.2 (2.2.13, the kernel traced by Ross and Abel 2000), as Ross and Abel 2000 §3.3 describes it:
 //!
 //! - priority = 20 − nice (1..40); counter is the remaining time slice in 10 ms ticks;
 //! - goodness = counter + priority (0 when counter is 0); the runnable process with

@@ -53,7 +53,7 @@ pub struct TaskInfo {
     pub parent: Option<TaskId>,
     /// Current state.
     pub state: TaskState,
-    /// When it last went to sleep (for "asleep more than ten seconds", seed 001 §4.1).
+    /// When it last went to sleep (for "asleep more than ten seconds", Petrou et al. 1999 §4.1).
     pub slept_at: Ns,
     /// Total CPU time so far (excluding the current run).
     pub cpu: Ns,
@@ -90,7 +90,7 @@ pub struct Kernel {
 pub enum Wake {
     /// An ordinary wakeup (timer, event, request, child exit).
     User,
-    /// Woken from a kernel sleep on a resource of this kernel priority (seed 001 §3.1).
+    /// Woken from a kernel sleep on a resource of this kernel priority (Petrou et al. 1999 §3.1).
     Kernel(u8),
 }
 
@@ -179,12 +179,12 @@ pub struct SchedSpec {
 pub const NAMES: &[(&str, &str)] = &[
     ("lottery", "Waldspurger & Weihl lottery: tickets, nested currencies, compensation tickets, O(log n) draw"),
     ("stride", "Waldspurger & Weihl stride scheduling, hierarchical over currencies"),
-    ("hybrid", "seed 001 hybrid lottery: kernel priorities, abbreviated quanta, windowed ticket boost, nice emulation (options: boost, abbrev, kernel, nice, sleepers = on|off)"),
-    ("bsd", "4.4BSD decay-usage scheduler, the FreeBSD 2.2 baseline of seed 001"),
-    ("linux22", "Linux 2.2 goodness = counter + priority (seed 002 §3.3)"),
+    ("hybrid", "Petrou et al. 1999 hybrid lottery: kernel priorities, abbreviated quanta, windowed ticket boost, nice emulation (options: boost, abbrev, kernel, nice, sleepers = on|off)"),
+    ("bsd", "4.4BSD decay-usage scheduler, the FreeBSD 2.2 baseline of Petrou et al. 1999"),
+    ("linux22", "Linux 2.2 goodness = counter + priority (Ross and Abel 2000 §3.3)"),
     ("cfs", "Linux CFS: vruntime, sched_latency, wakeup granularity"),
     ("eevdf", "Linux EEVDF (6.6+): eligibility, virtual deadlines, lag, custom slices"),
-    ("ebs", "seed 004 entitlement-based scheduler: shares, Kalman usage rate, caps with sinbin, promotion"),
+    ("ebs", "EBS 2004 entitlement-based scheduler: shares, Kalman usage rate, caps with sinbin, promotion"),
 ];
 
 impl SchedSpec {

@@ -4,7 +4,7 @@
 //! explicit steps of their own. Requests (requests.rs), placement (placement.rs) and
 //! reconciliation (reconcile.rs) are further `impl Daemon` blocks, each one concern.
 //!
-//! Three kinds of state, kept apart (DESIGN.md, "Daemon loop"):
+//! Three kinds of state, kept apart (docs/kernel.md, "The daemon loop"):
 //! - *desired* (`desired`, registry.rs): what users asked for; persisted; the only intent;
 //! - *observed* (`obs`, observe.rs): rebuilt each tick from the kernel;
 //! - *applied* (`tree.applied`, tree.rs): what was last written; writes go out only where
@@ -509,7 +509,7 @@ impl Daemon {
         Ok(())
     }
 
-    /// Seed 001 §3.4 acts per process: a niced process in a user's shared default job gets
+    /// Petrou et al. 1999 §3.4 acts per process: a niced process in a user's shared default job gets
     /// a job of its own, so nice lowers that process and not the user's others.
     fn split_niced(&mut self) {
         if !self.cfg.policy.nice_emulation {

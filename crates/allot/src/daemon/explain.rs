@@ -29,11 +29,11 @@ impl Daemon {
         } else if !pol.boost {
             "the boost is off (policy.boost = false)".to_string()
         } else if j.focus {
-            "focused by its user (seed 002's foreground hint): boosted whatever it uses".to_string()
+            "focused by its user (allot focus): boosted whatever it uses".to_string()
         } else if usage.is_none() {
-            "new: not measured yet, so it has used nothing of what it deserves (seed 001 §3.3, f = 0: the maximum boost)".to_string()
+            "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string()
         } else if window <= 0.005 && last <= 0.005 {
-            format!("asleep: it used {window:.3} CPU over the last {win} ms (seed 001 §3.3: a job that used nothing gets the maximum boost)")
+            format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost")
         } else if p.boosted {
             format!(
                 "interactive: it used {window:.3} CPU over the last {win} ms, below {:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below 0.75 × {ent:.3})",
@@ -62,7 +62,7 @@ impl Daemon {
             let idle = t.map_or(0.0, |t| t.idle_cpus);
             let because = if p.held {
                 format!(
-                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than 0.1 CPU sits idle on its CPUs (now {idle:.2}) — seed 004",
+                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than 0.1 CPU sits idle on its CPUs (now {idle:.2})",
                     c.cpus
                 )
             } else {
@@ -82,7 +82,7 @@ impl Daemon {
         if p.niced || nice != 0 {
             let because = if p.niced {
                 format!(
-                    "its processes' lowest nice is {nice}: under nice emulation it holds {} {:.1} base tickets of its currency's funding {} (seed 001 §3.4), so its weight is {}",
+                    "its processes' lowest nice is {nice}: under nice emulation it holds {} {:.1} base tickets of its currency's funding {}, so its weight is {}",
                     if nice > 0 { "at most" } else { "at least" },
                     base_ticket_threshold(nice),
                     self.funding_of(&j.currency),

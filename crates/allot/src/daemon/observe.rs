@@ -33,7 +33,7 @@ pub struct Tracker {
     /// left in the cpuacct half): not tried again before this.
     pub reap_after: Option<Instant>,
     last: Option<(u64, Instant)>,
-    /// EBS usage rate (seed 004: EWMA with a half-life).
+    /// EBS usage rate (EBS 2004: EWMA with a half-life).
     pub rate: UsageRate,
     window: VecDeque<(f64, f64)>,
     /// Usage over the window and over the last tick; None until measured twice.

@@ -258,7 +258,7 @@ fn a_new_job_is_planned_at_once_and_the_boost_never_writes_a_quota() {
     let Response::Job(j) = r else { panic!() };
     let dir = format!("/fake/{}", j.cgroup);
     let x = w.lock().unwrap();
-    assert_eq!(x.dirs[&dir].weight, 5000, "boosted from the start: it has used nothing (seed 001 §3.3, f = 0)");
+    assert_eq!(x.dirs[&dir].weight, 5000, "boosted from the start: it has used nothing (Petrou et al. 1999 §3.3, f = 0)");
     assert_eq!(x.dirs[&dir].max, None, "no quota: programs see every CPU");
     assert_eq!(x.slices.get(&100), None, "weight only by default: no slice is set");
 }
