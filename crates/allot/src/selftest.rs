@@ -300,7 +300,7 @@ fn insulation(exe: &Path, window: f64, [a, b]: [u32; 2]) -> anyhow::Result<Outco
                 a_share * 100.0,
                 b_share * 100.0
             ),
-            values: serde_json::json!({"a_share_equal": a_share, "b_share_funded_300": b_share}),
+            values: serde_json::json!({"uids": [a, b], "a_share_equal": a_share, "b_share_funded_300": b_share}),
             inconclusive: false,
             outside: 0.0,
         },
