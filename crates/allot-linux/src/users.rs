@@ -239,9 +239,10 @@ fn login_def(text: &str, key: &str) -> Option<u32> {
     })
 }
 
-/// /etc/subuid lines `owner:start:count` (owner a name or a uid): (start, end, owner).
-/// Comments, blank lines and malformed lines are skipped; count 0 holds nothing.
-fn subuid_ranges(text: &str) -> Vec<(u32, u32, String)> {
+/// /etc/subuid (or /etc/subgid) lines `owner:start:count` (owner a name or a uid):
+/// (start, end, owner). Comments, blank lines and malformed lines are skipped, as shadow
+/// skips them; count 0 holds nothing.
+pub fn subuid_ranges(text: &str) -> Vec<(u32, u32, String)> {
     text.lines()
         .filter_map(|l| {
             let l = l.trim();

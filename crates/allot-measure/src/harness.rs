@@ -11,8 +11,10 @@ use std::time::{Duration, Instant};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-/// uids that tests and benchmarks run processes as. None has an account: the kernel runs
-/// a process as any uid without a passwd entry, so nothing is left in /etc/passwd.
+/// uids that the integration tests (crates/allot/tests, run in CI) run processes as. None
+/// has an account: the kernel runs a process as any uid without a passwd entry, so nothing
+/// is left in /etc/passwd. `allot selftest` and the benchmarks, which run on users'
+/// machines, choose theirs at run time instead, among uids no one has (`test_uids`).
 pub const TEST_UIDS: [u32; 4] = [2901, 2902, 2903, 2904];
 
 /// A cgroup of a test's or benchmark's own that processes are started in: a system allot

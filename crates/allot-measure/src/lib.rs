@@ -10,5 +10,6 @@ pub mod launcher;
 pub mod policy;
 pub mod probe;
 pub mod report;
+pub mod test_uids;
 pub mod why;
 pub mod workload;

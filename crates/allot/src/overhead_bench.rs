@@ -60,11 +60,10 @@ pub struct OverheadBenchArgs {
     /// Fewer, shorter runs (CI).
     #[arg(long)]
     pub quick: bool,
+    /// The uid the workload runs as (the range's first free one).
+    #[command(flatten)]
+    pub uids: allot_measure::test_uids::TestUids,
 }
-
-/// The uid the workload runs as (no account: nothing is added to /etc/passwd); not one
-/// of `bench daemon`'s (2800..2899) nor the tests' (2901..), so they can run side by side.
-const UID: u32 = 2900;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -238,6 +237,8 @@ struct Bench<'a> {
     nested: Option<&'a Nested>,
     w: &'a Workload,
     daemon_pid: u32,
+    /// The uid the workload runs as: no account is made (test_uids.rs chose one no one has).
+    uid: u32,
 }
 
 impl Bench<'_> {
@@ -246,18 +247,18 @@ impl Bench<'_> {
         let argv = self.w.argv();
         let c: Command = match (side, self.nested) {
             (Side::Outside, _) => {
-                let mut c = self.outside.command(&argv[0], Some(UID));
+                let mut c = self.outside.command(&argv[0], Some(self.uid));
                 c.args(&argv[1..]);
                 c
             }
             (Side::Nested, Some(n)) => {
-                let mut c = n.command(&argv[0], UID);
+                let mut c = n.command(&argv[0], self.uid);
                 c.args(&argv[1..]);
                 c
             }
             (Side::Nested, None) => bail!("no control cgroup"),
             (Side::Inside, _) => {
-                let mut c = self.d.allot_as(Some(UID));
+                let mut c = self.d.allot_as(Some(self.uid));
                 c.args(["run", "--strict", "--"]).args(&argv);
                 c
             }
@@ -298,6 +299,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot bench overhead must run as root (it starts a private daemon and runs the workload as another uid)");
     }
+    let uid = args.uids.pick(1)?[0];
     let pairs = args.pairs.unwrap_or(if args.quick { 6 } else { 30 });
     if !(1..=1000).contains(&pairs) {
         bail!("--pairs must be 1..1000, got {pairs}");
@@ -317,7 +319,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
             if !(1..=10_000).contains(&files) {
                 bail!("--files must be 1..10000, got {files}");
             }
-            Workload::Build(Build::new(files, allot_linux::ncpu(), UID)?)
+            Workload::Build(Build::new(files, allot_linux::ncpu(), uid)?)
         }
     };
     w.check_installed()?;
@@ -333,13 +335,19 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
     let load0 = allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
     let head = args.daemon_config.as_deref().map(|c| c.replace("\\n", "\n") + "\n").unwrap_or_default();
-    let d = PrivateDaemon::start(&exe, &format!("{head}[users]\nonly = [\"{UID}\"]\n"))?;
+    let d = PrivateDaemon::start(&exe, &format!("{head}{}", allot_measure::test_uids::users_config(&[uid])))?;
     // Cgroups of their own, beside allot's: the private daemon places only from its own
     // shelter, and a system daemon never takes a process from a cgroup another manager made.
     let outside = Shelter::new()?;
     let nested = if control { Some(Nested::new()?) } else { None };
-    let b =
-        Bench { d: &d, outside: &outside, nested: nested.as_ref(), w: &w, daemon_pid: d.daemon_pid().context("the private daemon is not running")? };
+    let b = Bench {
+        d: &d,
+        outside: &outside,
+        nested: nested.as_ref(),
+        w: &w,
+        daemon_pid: d.daemon_pid().context("the private daemon is not running")?,
+        uid,
+    };
     // Warm-up (page cache, the binary, the job's cgroup made once): not counted.
     b.round(order(0, control))?;
     let mut rows = vec![];
@@ -369,7 +377,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
         "load_average_start_end": load,
         "workload": w.describe(),
         "daemon_config": args.daemon_config,
-        "uid": UID,
+        "uid": uid,
         "rounds": rows,
         "ratio": ratio,
         "nested_over_outside": split.as_ref().map(|s| &s.0),
@@ -384,7 +392,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if json {
         println!("{pretty}");
     } else {
-        print!("{}", render(&w.describe(), &rows, &ratio, split.as_ref(), limit));
+        print!("{}", render(&w.describe(), uid, &rows, &ratio, split.as_ref(), limit));
     }
     Ok(if args.check && !passed { 1 } else { 0 })
 }
@@ -394,7 +402,7 @@ fn spread(s: &Summary) -> String {
     format!("median {:.3}{ci}, IQR {:.3}–{:.3}, range {:.3}–{:.3}", s.median, s.q1, s.q3, s.min, s.max)
 }
 
-fn render(what: &str, rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
+fn render(what: &str, uid: u32, rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
     use allot_report::{Align, Rule, Table};
     let mut t = Table::new(["ROUND", "ORDER", "OUTSIDE s", "NESTED s", "INSIDE s", "INSIDE/OUTSIDE", "DAEMON CPU % OUT/IN"])
         .align(1, Align::Left)
@@ -420,7 +428,7 @@ fn render(what: &str, rows: &[Round], ratio: &Summary, split: Option<&(Summary, 
         ]);
     }
     let mut out = format!(
-        "{what} as uid {UID}: outside allot (a cgroup of its own), nested (as deep as a job, no daemon), inside a job (allot run)\n\n{}",
+        "{what} as uid {uid}: outside allot (a cgroup of its own), nested (as deep as a job, no daemon), inside a job (allot run)\n\n{}",
         t.render()
     );
     out += &format!(

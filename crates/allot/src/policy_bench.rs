@@ -48,6 +48,9 @@ pub struct PolicyBenchArgs {
     /// Short phases; thresholds assert only the direction, with generous margins (CI).
     #[arg(long)]
     pub quick: bool,
+    /// The two uids the nice scenario runs processes as.
+    #[command(flatten)]
+    pub uids: allot_measure::test_uids::TestUids,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -81,6 +84,7 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
     } else {
         args.scenarios.clone()
     };
+    let users = if list.contains(&Scenario::Nice) { args.uids.pick(2)? } else { vec![] };
     let mut out = vec![];
     for s in list {
         let t0 = Instant::now();
@@ -88,7 +92,7 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Latency => latency(&exe, args.quick),
             Scenario::Agility => agility(&exe, args.quick),
             Scenario::Softcap => softcap(&exe, args.quick),
-            Scenario::Nice => nice(&exe, args.quick),
+            Scenario::Nice => nice(&exe, args.quick, [users[0], users[1]]),
             Scenario::Fork => fork(&exe, args.quick),
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
@@ -455,10 +459,9 @@ fn softcap(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     })
 }
 
-fn nice(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
+fn nice(exe: &Path, quick: bool, [a, b]: [u32; 2]) -> anyhow::Result<Outcome> {
     let secs = if quick { 3.0 } else { 8.0 };
-    let [a, b, ..] = allot_measure::harness::TEST_UIDS;
-    let d = PrivateDaemon::start(exe, &format!("scan_ms = 200\n[users]\nonly = [\"{a}\", \"{b}\"]\n"))?;
+    let d = PrivateDaemon::start(exe, &format!("scan_ms = 200\n{}", allot_measure::test_uids::users_config(&[a, b])))?;
     let e = exe_s(exe);
     let mut kids = Kids::default();
     let mut share = |niceness: i32| -> anyhow::Result<f64> {

@@ -6,6 +6,7 @@
 
 use allot_linux::cgroup::CpuController;
 use allot_measure::harness::{Kids, PrivateDaemon};
+use allot_measure::test_uids::{users_config, TestUids};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use std::path::Path;
@@ -36,6 +37,9 @@ pub struct SelftestArgs {
     /// Seconds each measurement window lasts.
     #[arg(long, default_value_t = 6.0)]
     pub window: f64,
+    /// The two uids the insulation check runs processes as.
+    #[command(flatten)]
+    pub uids: TestUids,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -96,12 +100,14 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     }
     let exe = std::env::current_exe().context("find the allot binary")?;
     let checks = if args.checks.is_empty() { vec![Check::Ratio, Check::Insulation, Check::Cap, Check::Background] } else { args.checks };
+    // Chosen before any check runs, so a range with no free uids is the only error.
+    let users = if checks.contains(&Check::Insulation) { args.uids.pick(2)? } else { vec![] };
     let mut outcomes = vec![];
     for c in checks {
         let t0 = Instant::now();
         let out = match c {
             Check::Ratio => ratio(&exe, args.window),
-            Check::Insulation => insulation(&exe, args.window),
+            Check::Insulation => insulation(&exe, args.window, [users[0], users[1]]),
             Check::Cap => cap(&exe, args.window),
             Check::Background => background(&exe, args.window),
         };
@@ -146,7 +152,10 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     })
 }
 
-const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
+/// A private daemon's config that places the processes of `uids` only (none: no one's).
+fn config(uids: &[u32]) -> String {
+    format!("scan_ms = 200\n{}", users_config(uids))
+}
 
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
@@ -202,7 +211,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 }
 
 fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
-    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let mut d = PrivateDaemon::start(exe, &config(&[]))?;
     let before = outside_load(&d, 0.5);
     let cg = d.controller()?;
     let h = hog(exe);
@@ -245,9 +254,8 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     ))
 }
 
-fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
-    let [a, b, ..] = allot_measure::harness::TEST_UIDS;
-    let d = PrivateDaemon::start(exe, CONFIG)?;
+fn insulation(exe: &Path, window: f64, [a, b]: [u32; 2]) -> anyhow::Result<Outcome> {
+    let d = PrivateDaemon::start(exe, &config(&[a, b]))?;
     let before = outside_load(&d, 0.5);
     let cg = d.controller()?;
     let h = hog(exe);
@@ -292,7 +300,7 @@ fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
                 a_share * 100.0,
                 b_share * 100.0
             ),
-            values: serde_json::json!({"a_share_equal": a_share, "b_share_funded_300": b_share}),
+            values: serde_json::json!({"uids": [a, b], "a_share_equal": a_share, "b_share_funded_300": b_share}),
             inconclusive: false,
             outside: 0.0,
         },
@@ -300,7 +308,7 @@ fn insulation(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 }
 
 fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
-    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let mut d = PrivateDaemon::start(exe, &config(&[]))?;
     let before = outside_load(&d, 0.5);
     let cg = d.controller()?;
     let pid = d.run_job(&["--cap", "0.25!"], &strs(&hog(exe)), None)?;
@@ -327,7 +335,7 @@ fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 }
 
 fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
-    let mut d = PrivateDaemon::start(exe, CONFIG)?;
+    let mut d = PrivateDaemon::start(exe, &config(&[]))?;
     let mut before = outside_load(&d, 0.5);
     let cg = d.controller()?;
     let n = allot_linux::ncpu();

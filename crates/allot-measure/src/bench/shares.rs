@@ -34,6 +34,9 @@ pub struct SharesArgs {
     /// Common options.
     #[command(flatten)]
     pub common: Common,
+    /// Users A and B of the insulation experiment (as root).
+    #[command(flatten)]
+    pub uids: crate::test_uids::TestUids,
 }
 
 /// Progress samples of a set of processes: (t, CPU seconds of each).
@@ -115,6 +118,10 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         bail!("--cpu {} does not exist: this machine's CPUs are 0..{}", a.cpu, ncpu - 1);
     }
     let exe = a.common.exe()?;
+    // Users A and B, as root only (else everything runs as this user); chosen first, so a
+    // range with no free uids is the only error.
+    // SAFETY: geteuid has no preconditions.
+    let users = if unsafe { libc::geteuid() } == 0 { Some(a.uids.pick(2)?) } else { None }.map(|u| (u[0], u[1]));
     let mut allot = Allot::start(&a.common, &exe);
     let hog: Vec<String> = vec!["workload".into(), "cpu".into()];
     let cpu = Some(a.cpu);
@@ -161,9 +168,6 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
         prog.step();
     }
     // Fig 4 / Tables 4–5: user A (1 process) vs user B (5 processes).
-    let [ua, ub, ..] = crate::harness::TEST_UIDS;
-    // SAFETY: geteuid has no preconditions.
-    let users = (unsafe { libc::geteuid() } == 0).then_some((ua, ub));
     let shelter = match users {
         Some(_) => Some(crate::harness::Shelter::new()?),
         None => None,

@@ -2,7 +2,7 @@
 //! new login, and what a fork storm does to it (issue "part 9: scale").
 //!
 //! - The scale curve: for each row (PROCESSESxUSERS), a fresh private daemon, that many
-//!   `sleep` processes started as logins of account-less uids 2800.. (scale.rs); then the
+//!   `sleep` processes started as logins of account-less uids (`--test-uids`); then the
 //!   daemon at rest over a window (its CPU from its process CPU clock, its RSS), then the
 //!   placement latency of new logins, timed from outside the daemon (logins.rs).
 //! - The fork storm (storm.rs): one user forks as fast as it can while others log in.
@@ -53,6 +53,9 @@ pub struct DaemonBenchArgs {
     /// Small rows, short windows and storm, thresholds with margins (CI; under a minute).
     #[arg(long)]
     pub quick: bool,
+    /// The uids the rows' and the storm's users are (as many as the largest needs).
+    #[command(flatten)]
+    pub uids: allot_measure::test_uids::TestUids,
 }
 
 /// The thresholds `--check` applies.
@@ -136,6 +139,9 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     // After the processes are placed: at least this long, then until the daemon is quiet,
     // at most this long.
     let settle = if args.quick { [Duration::from_secs(1), Duration::from_secs(20)] } else { [Duration::from_secs(3), Duration::from_secs(120)] };
+    let storm_users = if args.quick { 2 } else { 10 };
+    let most = rows.iter().map(|r| r.1).chain((!storm_len.is_zero()).then_some(storm_users)).max().unwrap_or(0);
+    let uids = args.uids.pick(most)?;
     let started = Instant::now();
 
     let mut out = vec![];
@@ -143,7 +149,7 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
         if !json {
             eprintln!("bench daemon: {p} processes of {u} users ({:.0} s so far)", started.elapsed().as_secs_f64());
         }
-        out.push(scale::row(&exe, p, u, window, logins, settle)?);
+        out.push(scale::row(&exe, p, &uids[..u], window, logins, settle)?);
     }
     let storm = if storm_len.is_zero() {
         None
@@ -152,7 +158,7 @@ pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
             eprintln!("bench daemon: fork storm ({:.0} s so far)", started.elapsed().as_secs_f64());
         }
         let plan = storm::Plan {
-            users: if args.quick { 2 } else { 10 },
+            uids: uids[..storm_users].to_vec(),
             processes: if args.quick { 100 } else { 1000 },
             length: storm_len,
             rest: Duration::from_secs(if args.quick { 2 } else { 10 }),

@@ -10,16 +10,10 @@ use anyhow::{bail, Context};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The uids the benchmark runs processes as: 2800.., without accounts (the kernel runs a
-/// process as any uid; nothing is added to /etc/passwd).
-pub fn uids(users: usize) -> Vec<u32> {
-    (0..users as u32).map(|i| 2800 + i).collect()
-}
-
-/// A private daemon that places exactly these users.
+/// A private daemon that places exactly these users (uids without accounts, that
+/// `--test-uids` chose: the kernel runs a process as any uid).
 pub fn daemon(exe: &Path, uids: &[u32]) -> anyhow::Result<PrivateDaemon> {
-    let only = uids.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
-    PrivateDaemon::start(exe, &format!("[users]\nonly = [{only}]\n"))
+    PrivateDaemon::start(exe, &allot_measure::test_uids::users_config(uids))
 }
 
 /// Sleeping processes started as logins, and how their placement went.
@@ -108,13 +102,13 @@ pub fn load() -> f64 {
     allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)
 }
 
-/// Measures one row.
-pub fn row(exe: &Path, processes: usize, users: usize, window: Duration, logins: usize, settle: [Duration; 2]) -> anyhow::Result<Row> {
-    let uids = uids(users);
-    let mut d = daemon(exe, &uids)?;
+/// Measures one row: `processes` of the users `uids`.
+pub fn row(exe: &Path, processes: usize, uids: &[u32], window: Duration, logins: usize, settle: [Duration; 2]) -> anyhow::Result<Row> {
+    let users = uids.len();
+    let mut d = daemon(exe, uids)?;
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
-    let mut pop = populate(&d, exe, &places, &uids, processes, Duration::from_secs(120))?;
+    let mut pop = populate(&d, exe, &places, uids, processes, Duration::from_secs(120))?;
     let (quiet_after_s, quiet) = meter::quiet(pid, settle[0], settle[1], QUIET)?;
     let load0 = load();
     let rest = meter::window(pid, window)?;

@@ -5,7 +5,7 @@
 
 use super::logins::{dies_with_us, Latencies, LoginTimer};
 use super::meter::{self, Places, Window};
-use super::scale::{daemon, populate, uids};
+use super::scale::{daemon, populate};
 use anyhow::Context;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -13,10 +13,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// The storm's shape.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Plan {
-    /// Users (the first one storms).
-    pub users: usize,
+    /// The users' uids (the first one storms).
+    pub uids: Vec<u32>,
     /// Sleeping processes of those users before the storm.
     pub processes: usize,
     /// How long the storm lasts.
@@ -73,12 +73,12 @@ pub struct Storm {
 
 /// Runs the storm.
 pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
-    let uids = uids(plan.users);
+    let uids = &plan.uids;
     let uid = uids[0];
-    let mut d = daemon(exe, &uids)?;
+    let mut d = daemon(exe, uids)?;
     let pid = d.daemon_pid().context("the private daemon is not running")?;
     let places = Places::new(&d.root_name)?;
-    let mut pop = populate(&d, exe, &places, &uids, plan.processes.max(plan.users), Duration::from_secs(60))?;
+    let mut pop = populate(&d, exe, &places, uids, plan.processes.max(uids.len()), Duration::from_secs(60))?;
     meter::quiet(pid, plan.settle, plan.settle + Duration::from_secs(60), super::scale::QUIET)?;
     let before = meter::window(pid, plan.rest)?;
 
