@@ -41,7 +41,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
 }
 
 fn cpus(x: f64) -> String {
-    format!("{x:.2}")
+    format!("{:.2}", allot_model::usage::cpus_used(x))
 }
 
 /// A job's applied state in a few words (`show` and `top`).

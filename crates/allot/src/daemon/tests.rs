@@ -465,3 +465,17 @@ fn a_group_whose_leader_exited_is_placed_while_its_threads_run() {
     assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(42), cap: None, background: None, force: false }, &root).is_ok());
     assert_eq!(job_of(&mut d, 100).tickets, 42);
 }
+
+/// A currency with no jobs used no CPU: its usage is +0, never -0.0 (a sum of no `f64`),
+/// which `fund`, `top`, the metrics and the JSON printed as "-0.00", "-0" or "-0.0".
+#[test]
+fn a_currency_without_jobs_reports_zero_usage_not_negative_zero() {
+    let w = world();
+    let mut d = start_with(&w, "[currencies.ci]\nusers = [\"3001\"]\n");
+    d.tick();
+    let s = show(&mut d, 0);
+    let ci = s.currencies.iter().find(|c| c.name == "ci").expect("the named currency is shown");
+    assert!(ci.jobs == 0 && ci.usage == 0.0 && ci.usage.is_sign_positive(), "{ci:?}");
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains("-0"), "{json}");
+}
