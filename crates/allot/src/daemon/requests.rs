@@ -95,9 +95,7 @@ impl Daemon {
         if c.is_background() {
             return Ok((None, true));
         }
-        if c.cpus > self.ncpu as f64 {
-            return Err(format!("cap {cap:?} is more than this machine's {} CPUs; give at most {}!", self.ncpu, self.ncpu));
-        }
+        c.within(cap, self.ncpu).map_err(|e| e.to_string())?;
         Ok((Some(c), false))
     }
 

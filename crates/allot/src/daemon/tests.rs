@@ -479,3 +479,16 @@ fn a_currency_without_jobs_reports_zero_usage_not_negative_zero() {
     let json = serde_json::to_string(&s).unwrap();
     assert!(!json.contains("-0"), "{json}");
 }
+
+/// The daemon refuses a cap above the machine with the CLI's message (other clients speak
+/// the protocol directly): the value, the CPU count and the forms, not "give at most 2!".
+#[test]
+fn a_cap_above_the_machine_is_refused_with_the_value_the_cpus_and_the_forms() {
+    let w = world();
+    w.lock().unwrap().spawn(200, 3001, "/", "allot run");
+    let mut d = start(&w, None);
+    d.ncpu = 2;
+    let r = d.handle(Request::Run { tickets: None, currency: None, cap: Some("3".into()), background: false, force: false }, &peer(&w, 3001, 200));
+    let e = format!("{:?}", r.unwrap_err());
+    assert!(e.contains("cap \\\"3\\\" is more than this machine's 2 CPUs: give at most 2 CPUs") && e.contains("1/2") && e.contains("50%"), "{e}");
+}
