@@ -144,10 +144,14 @@ fn funding(f: &FundingView) -> String {
 
 fn changed(c: &Changed) -> String {
     let jobs = for_terminal(&c.jobs.join(", ")).into_owned();
-    match c.focus {
+    let mut out = match c.focus {
         Some(on) => format!("job {jobs}: focus {}\n", if on { "on" } else { "off" }),
         None => format!("changed job{} {jobs}\n", if c.jobs.len() == 1 { "" } else { "s" }),
+    };
+    for w in &c.warnings {
+        let _ = writeln!(out, "warning: {}", for_terminal(w));
     }
+    out
 }
 
 fn job_made(j: &JobMade) -> String {

@@ -492,3 +492,21 @@ fn a_cap_above_the_machine_is_refused_with_the_value_the_cpus_and_the_forms() {
     let e = format!("{:?}", r.unwrap_err());
     assert!(e.contains("cap \\\"3\\\" is more than this machine's 2 CPUs: give at most 2 CPUs") && e.contains("1/2") && e.contains("50%"), "{e}");
 }
+
+/// `set` on a process in a login session takes it out of the session's scope for good:
+/// the reply says so (logout no longer ends it); a process already in a job gets no warning.
+#[test]
+fn set_on_a_session_process_warns_that_it_left_its_session() {
+    let w = world();
+    w.lock().unwrap().spawn(300, 3001, "/user.slice/user-3001.slice/session-4.scope", "vim");
+    let mut d = start(&w, None);
+    let set = || Request::Set { pids: vec![300], tickets: Some(50), cap: None, background: None, force: false };
+    let Ok(Response::Changed(c)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("set refused") };
+    assert_eq!(c.warnings.len(), 1, "{c:?}");
+    let msg = &c.warnings[0];
+    assert!(msg.contains("process 300 left its login session (session-4.scope)") && msg.contains(&format!("job {}", c.jobs[0])), "{msg}");
+    assert!(msg.contains("logging out") && msg.contains("no longer ends it"), "{msg}");
+    assert!(!path_of(&w, 300).contains("session-4.scope"), "it was moved into its job");
+    let Ok(Response::Changed(again)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("second set refused") };
+    assert!(again.warnings.is_empty(), "{again:?}");
+}
