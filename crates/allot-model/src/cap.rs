@@ -36,6 +36,16 @@ impl Cap {
         !self.hard && self.cpus == 0.0
     }
 
+    /// Refuses a cap above the machine's `ncpu` CPUs (background always fits); `got` is
+    /// the cap as the user wrote it. The CLI and the daemon both check with this, so the
+    /// message is the same wherever the cap is refused.
+    pub fn within(&self, got: &str, ncpu: usize) -> Result<(), ModelError> {
+        if !self.is_background() && self.cpus > ncpu as f64 {
+            return Err(ModelError::CapAboveMachine { got: got.to_string(), ncpu });
+        }
+        Ok(())
+    }
+
     /// `cpu.max` quota for this hard cap over `period_us` (kernel minimum 1 ms).
     pub fn quota_us(&self, period_us: u64) -> u64 {
         ((self.cpus * period_us as f64).round() as u64).max(1000)
@@ -129,6 +139,18 @@ impl fmt::Display for Cap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_above_the_machine_names_the_value_the_cpus_and_the_forms() {
+        let c: Cap = "3".parse().unwrap();
+        let e = c.within("3", 2).unwrap_err().to_string();
+        for want in ["cap \"3\"", "this machine's 2 CPUs", "give at most 2 CPUs", "(0.5)", "(1/2)", "(50%)", "2!", "0 for the background", "none"] {
+            assert!(e.contains(want), "{want:?} missing from {e}");
+        }
+        assert!("2!".parse::<Cap>().unwrap().within("2!", 2).is_ok());
+        assert!(Cap::BACKGROUND.within("0", 1).is_ok());
+        assert!("1.5".parse::<Cap>().unwrap().within("1.5", 1).unwrap_err().to_string().contains("this machine's 1 CPU:"));
+    }
 
     #[test]
     fn parses_the_seed_forms() {

@@ -46,6 +46,17 @@ pub enum ModelError {
         /// Why it is refused.
         why: String,
     },
+    /// A cap above the machine's CPUs (the parser allows up to [`cap::MAX_CPUS`]).
+    #[error(
+        "cap {got:?} is more than this machine's {ncpu} CPU{}: give at most {ncpu} CPUs, as a decimal (0.5), a fraction (1/2) or a percent of one CPU (50%), with ! for hard ({ncpu}!, 1/2!); 0 for the background, none for no cap",
+        if *ncpu == 1 { "" } else { "s" }
+    )]
+    CapAboveMachine {
+        /// What was given.
+        got: String,
+        /// The machine's CPUs.
+        ncpu: usize,
+    },
     /// A nice value outside -20..19.
     #[error("nice must be -20..19, got {0}")]
     BadNice(i64),

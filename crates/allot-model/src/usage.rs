@@ -12,6 +12,18 @@ use serde::{Deserialize, Serialize};
 /// Default response half-life (EBS 2004).
 pub const DEFAULT_HALF_LIFE_MS: u64 = 5000;
 
+/// A measured amount of CPU (a usage rate, or a sum of them) as reported: never below
+/// zero. CPU use cannot be negative, yet arithmetic on counters can give a tiny negative,
+/// and a sum of no `f64` is -0.0 (Rust's `Sum` starts there), which prints as "-0.00";
+/// `f64::max(-0.0, 0.0)` may return -0.0, so this compares instead. NaN becomes 0 too.
+pub fn cpus_used(x: f64) -> f64 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
 /// A usage-rate estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct UsageRate {
@@ -38,7 +50,7 @@ impl UsageRate {
         if dt_s <= 0.0 {
             return self.cpus;
         }
-        let sample = (cpu_s / dt_s).max(0.0);
+        let sample = cpus_used(cpu_s / dt_s);
         if !self.primed {
             self.cpus = sample;
             self.primed = true;
@@ -77,6 +89,18 @@ mod tests {
             b.observe(0.0, 0.1);
         }
         assert!((a.cpus - b.cpus).abs() < 1e-9 && (a.cpus - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpus_used_is_never_negative_zero() {
+        let none: f64 = std::iter::empty::<f64>().sum();
+        assert!(none.is_sign_negative(), "the premise: a sum of nothing is -0.0");
+        for x in [none, -0.0, -1e-12, f64::NAN] {
+            let c = cpus_used(x);
+            assert!(c == 0.0 && c.is_sign_positive(), "{x} gave {c}");
+            assert_eq!(format!("{c:.2}"), "0.00");
+        }
+        assert_eq!(cpus_used(0.25), 0.25);
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub struct Config {
 pub struct MetricsConfig {
     /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
     pub listen: Option<String>,
+    /// Who may scrape: addresses and networks ("10.0.0.0/8"); required when `listen` is
+    /// not loopback. Empty: loopback peers only.
+    pub allow: Vec<String>,
 }
 
 /// allot's whole tree against processes outside it (root's, daemons'), on hosts where
@@ -420,6 +423,7 @@ impl Config {
     /// and why, with what is allowed.
     fn check(&self) -> Result<(), (String, String)> {
         let bad = |key: &str, msg: String| Err((key.to_string(), msg));
+        crate::daemon::allow::check(&self.metrics)?;
         if let Err(e) = allot_model::Funding::new(self.default_funding as i64) {
             return bad("default_funding", format!("default_funding: {e}"));
         }

@@ -251,14 +251,7 @@ fn num(what: &str, s: &str) -> anyhow::Result<i64> {
 fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
     let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
     let cap = c.parse::<allot_model::Cap>().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let n = allot_linux::ncpu();
-    if !cap.is_background() && cap.cpus > n as f64 {
-        anyhow::bail!(
-            "cap {c:?} is more than this machine's {n} CPU{}: give at most {n} CPUs, as a decimal (0.5), a fraction (1/2) or a percent of one CPU (50%), with ! for hard ({n}!, 1/2!); 0 for the background, none for no cap",
-            if n == 1 { "" } else { "s" }
-        );
-    }
-    Ok(())
+    cap.within(c, allot_linux::ncpu()).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `allot run` when no daemon answers: says which of the options could not be kept, and

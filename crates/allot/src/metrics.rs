@@ -250,7 +250,8 @@ fn value(v: f64) -> String {
     } else if v.is_infinite() {
         if v > 0.0 { "+Inf" } else { "-Inf" }.into()
     } else {
-        format!("{v}")
+        // + 0.0 turns -0.0 into 0 (a sum of no f64 is -0.0); other values are unchanged.
+        format!("{}", v + 0.0)
     }
 }
 

@@ -164,6 +164,7 @@ fn values_are_plain_numbers() {
     assert_eq!(value(f64::NAN), "NaN");
     assert_eq!(value(f64::INFINITY), "+Inf");
     assert_eq!(value(-f64::INFINITY), "-Inf");
+    assert_eq!(value(-0.0), "0", "a sum of no f64 is -0.0; the exposition shows 0");
 }
 
 #[test]

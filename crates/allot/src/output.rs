@@ -41,7 +41,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
 }
 
 fn cpus(x: f64) -> String {
-    format!("{x:.2}")
+    format!("{:.2}", allot_model::usage::cpus_used(x))
 }
 
 /// A job's applied state in a few words (`show` and `top`).
@@ -68,8 +68,11 @@ pub fn state(j: &JobView) -> String {
     }
 }
 
-/// `allot show`.
+/// `allot show`. With no jobs, one line saying how to start one instead of empty tables.
 pub fn show(d: &ShowView) -> String {
+    if d.jobs.is_empty() {
+        return "no jobs: start one with allot run -- COMMAND, or give a running process to allot with allot set PID\n".into();
+    }
     let mut t = Table::new(["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"])
         .aligns(&[
             Align::Left,
@@ -141,10 +144,14 @@ fn funding(f: &FundingView) -> String {
 
 fn changed(c: &Changed) -> String {
     let jobs = for_terminal(&c.jobs.join(", ")).into_owned();
-    match c.focus {
+    let mut out = match c.focus {
         Some(on) => format!("job {jobs}: focus {}\n", if on { "on" } else { "off" }),
         None => format!("changed job{} {jobs}\n", if c.jobs.len() == 1 { "" } else { "s" }),
+    };
+    for w in &c.warnings {
+        let _ = writeln!(out, "warning: {}", for_terminal(w));
     }
+    out
 }
 
 fn job_made(j: &JobMade) -> String {
@@ -272,6 +279,17 @@ pub fn log(l: &crate::proto::LogView) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn show_without_jobs_is_one_plain_line() {
+        let mut d = crate::metrics::tests::show();
+        d.jobs.clear();
+        let out = super::show(&d);
+        assert_eq!(out.lines().count(), 1, "{out}");
+        assert!(out.starts_with("no jobs: start one with allot run -- COMMAND"), "{out}");
+        // With jobs, the tables as before.
+        assert!(super::show(&crate::metrics::tests::show()).starts_with("JOB "));
+    }
+
     #[test]
     fn utc_dates() {
         assert_eq!(super::utc(0.0), "1970-01-01 00:00:00");

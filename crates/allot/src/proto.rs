@@ -360,6 +360,10 @@ pub struct Changed {
     /// For focus: on or off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub focus: Option<bool>,
+    /// What the user should know about the change, e.g. a process that left its login
+    /// session (absent when there is nothing to say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One currency's funding.
@@ -563,7 +567,7 @@ mod tests {
         let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, weight: 1, jobs: 0, active: 0, usage: 0.0 };
         for r in [
             Response::Currencies(CurrenciesView { currencies: vec![c] }),
-            Response::Changed(Changed { jobs: vec!["1".into()], focus: None }),
+            Response::Changed(Changed { jobs: vec!["1".into()], focus: None, warnings: vec!["process 5 left its login session".into()] }),
             Response::Funding(FundingView { currency: "x".into(), funding: 5 }),
         ] {
             let line = Reply::ok(r.clone()).encode();

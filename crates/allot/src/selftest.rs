@@ -34,12 +34,22 @@ pub struct SelftestArgs {
     /// Checks to run (default: all).
     #[arg(value_enum)]
     pub checks: Vec<Check>,
-    /// Seconds each measurement window lasts.
-    #[arg(long, default_value_t = 6.0)]
-    pub window: f64,
+    /// How long each measurement window lasts, 1s..10min: 6s, 30s, 1.5min (a bare number
+    /// is seconds).
+    #[arg(long, default_value = "6s")]
+    pub window: String,
     /// The two uids the insulation check runs processes as.
     #[command(flatten)]
     pub uids: TestUids,
+}
+
+/// `--window` in seconds: a duration with a unit (a bare number is seconds), 1 s..10 min.
+fn window_arg(s: &str) -> anyhow::Result<f64> {
+    let d = allot_measure::args::duration("--window", s, allot_model::duration::Unit::S)?;
+    if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&d) {
+        bail!("--window must be 1s..10min, got {s:?}");
+    }
+    Ok(d.as_secs_f64())
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -91,12 +101,10 @@ fn outside_load(d: &PrivateDaemon, secs: f64) -> f64 {
 
 /// Runs the checks; exit code 1 if any failed.
 pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
+    let window = window_arg(&args.window)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot selftest must run as root (it starts a private daemon that writes cgroups)");
-    }
-    if !(1.0..=600.0).contains(&args.window) {
-        bail!("--window must be 1..600 seconds, got {}", args.window);
     }
     let exe = std::env::current_exe().context("find the allot binary")?;
     let checks = if args.checks.is_empty() { vec![Check::Ratio, Check::Insulation, Check::Cap, Check::Background] } else { args.checks };
@@ -106,10 +114,10 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     for c in checks {
         let t0 = Instant::now();
         let out = match c {
-            Check::Ratio => ratio(&exe, args.window),
-            Check::Insulation => insulation(&exe, args.window, [users[0], users[1]]),
-            Check::Cap => cap(&exe, args.window),
-            Check::Background => background(&exe, args.window),
+            Check::Ratio => ratio(&exe, window),
+            Check::Insulation => insulation(&exe, window, [users[0], users[1]]),
+            Check::Cap => cap(&exe, window),
+            Check::Background => background(&exe, window),
         };
         let o = out.unwrap_or_else(|e| Outcome {
             check: c,
@@ -409,4 +417,21 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
         inconclusive: false,
         outside: 0.0,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_arg;
+
+    #[test]
+    fn window_takes_units_and_a_bare_number_is_seconds() {
+        assert_eq!(window_arg("6").unwrap(), 6.0);
+        assert_eq!(window_arg("2s").unwrap(), 2.0);
+        assert_eq!(window_arg("1500ms").unwrap(), 1.5);
+        assert_eq!(window_arg("1.5min").unwrap(), 90.0);
+        let e = window_arg("500ms").unwrap_err().to_string();
+        assert_eq!(e, "--window must be 1s..10min, got \"500ms\"");
+        let e = window_arg("5 parsecs").unwrap_err().to_string();
+        assert!(e.starts_with("--window must be a duration like 5ms, 500us or 0.2s") && e.contains("5 parsecs"), "{e}");
+    }
 }

@@ -128,7 +128,7 @@ pub fn facts(show: &ShowView, j: &JobView, e: Option<&ExplainView>, me: Option<&
     let active = |x: &&JobView| x.active && Some(x.id.as_str()) != me;
     let active_in_currency: Vec<&JobView> = show.jobs.iter().filter(|x| x.currency == j.currency && x.active).collect();
     let currency = show.currencies.iter().find(|c| c.name == j.currency);
-    let mut currency_entitlement: f64 = active_in_currency.iter().map(|x| x.entitlement).sum();
+    let mut currency_entitlement = allot_model::usage::cpus_used(active_in_currency.iter().map(|x| x.entitlement).sum());
     if !j.active {
         currency_entitlement += j.entitlement;
     }

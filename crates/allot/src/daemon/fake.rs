@@ -214,6 +214,18 @@ impl CpuController for FakeCg {
     fn path_of(&self, pid: i32) -> allot_linux::Result<String> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.path.clone()).ok_or_else(gone)
     }
+    /// A process in a directory named `session-N.scope` is in login session N of its user
+    /// (as logind would say on a systemd host).
+    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::Session>> {
+        let w = self.w.lock().unwrap();
+        let p = w.procs.get(&pid).ok_or_else(gone)?;
+        let leaf = p.path.rsplit('/').next().unwrap_or_default();
+        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::systemd::Session {
+            id: id.into(),
+            uid: p.uids[0],
+            scope: leaf.into(),
+        }))
+    }
     fn mount(&self) -> &Path {
         Path::new("/fake-mount")
     }

@@ -1,12 +1,13 @@
 //! The optional metrics endpoint: `GET /metrics` over HTTP, off unless `[metrics] listen`
-//! is set (loopback by default in the docs; any other address is the admin's choice and
-//! is logged). Each reader gets a thread of its own and a deadline for its whole request;
+//! is set. Only loopback peers may scrape, or with `[metrics] allow` only the peers it
+//! lists (required for any other address; the rest get 403: [`super::allow`]). Each reader gets a thread of its own and a deadline for its whole request;
 //! readers still sending are bounded by evicting the oldest, so a trickling reader holds
 //! no one else up; the
 //! numbers come from the loop (a snapshot of `status` and `show` as a user who owns no job
 //! sees them: no other user's processes, unless `privacy.show_other_users`) and are
 //! rendered by the same code as `allot metrics` (crate::metrics).
 
+use super::allow::{self, Net};
 use super::Event;
 use crate::metrics::{render, Format};
 use crate::proto::{ShowView, StatusView};
@@ -16,7 +17,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// A snapshot request to the loop.
@@ -43,6 +44,23 @@ pub struct Endpoint {
     pub listen: String,
     stop: Arc<AtomicBool>,
     fd: std::os::fd::OwnedFd,
+    allow: Arc<RwLock<Vec<Net>>>,
+    /// It listens on a loopback address.
+    loopback: bool,
+    /// The address bound (the port chosen, for port 0).
+    pub bound: std::net::SocketAddr,
+}
+
+impl Endpoint {
+    /// Takes a reloaded `[metrics] allow` (the address unchanged); Err, and the list in
+    /// force kept, if it would leave a non-loopback address open to anyone.
+    pub fn set_allow(&self, nets: Vec<Net>) -> anyhow::Result<()> {
+        if nets.is_empty() && !self.loopback {
+            anyhow::bail!("{}", allow::needs_allow(&self.listen));
+        }
+        *self.allow.write().unwrap_or_else(|e| e.into_inner()) = nets;
+        Ok(())
+    }
 }
 
 impl Drop for Endpoint {
@@ -62,21 +80,29 @@ struct Shared {
     serving: AtomicUsize,
     last: Mutex<Option<(Instant, StatusView, ShowView)>>,
     sampler: Mutex<Option<crate::readings::Sampler>>,
+    allow: Arc<RwLock<Vec<Net>>>,
 }
 
 /// Binds and serves until the endpoint is dropped (errors are logged; the daemon runs on
 /// without metrics).
-pub fn start(listen: &str, tx: Sender<Event>) -> anyhow::Result<Endpoint> {
+/// Only peers `nets` allows ([`allow::allowed`]) are answered.
+pub fn start(listen: &str, nets: Vec<Net>, tx: Sender<Event>) -> anyhow::Result<Endpoint> {
     let l = TcpListener::bind(listen).map_err(|e| anyhow::anyhow!("metrics.listen {listen:?}: cannot listen: {e}"))?;
-    let local = l.local_addr().map(|a| a.ip().is_loopback()).unwrap_or(false);
-    if !local {
-        log::warn!("metrics are served on {listen}, which is not a loopback address: anyone who can reach it sees every job's numbers");
+    let bound = l.local_addr()?;
+    let local = bound.ip().is_loopback();
+    if !local && nets.is_empty() {
+        // A host name the config check could not judge.
+        anyhow::bail!("{}", allow::needs_allow(listen));
     }
-    log::info!("metrics at http://{listen}/metrics");
+    log::info!(
+        "metrics at http://{listen}/metrics, for {}",
+        if nets.is_empty() { "loopback peers only".to_string() } else { format!("{} allowed networks", nets.len()) }
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let fd = l.as_fd().try_clone_to_owned()?;
     let stop2 = stop.clone();
-    let shared = Arc::new(Shared::default());
+    let allow = Arc::new(RwLock::new(nets));
+    let shared = Arc::new(Shared { allow: allow.clone(), ..Shared::default() });
     std::thread::Builder::new().name("allot-metrics".into()).spawn(move || {
         for (n, conn) in (0u64..).zip(l.incoming()) {
             if stop2.load(Ordering::SeqCst) {
@@ -103,7 +129,7 @@ pub fn start(listen: &str, tx: Sender<Event>) -> anyhow::Result<Endpoint> {
             }
         }
     })?;
-    Ok(Endpoint { listen: listen.to_string(), stop, fd })
+    Ok(Endpoint { listen: listen.to_string(), stop, fd, allow, loopback: local, bound })
 }
 
 /// Reads a request head within [`DEADLINE`] for the whole of it.
@@ -134,6 +160,12 @@ fn serve(mut c: TcpStream, n: u64, tx: &Sender<Event>, shared: &Shared) -> std::
     let head = read_head(&mut c)?;
     // Its request is in: no longer evictable.
     shared.waiting.lock().unwrap_or_else(|e| e.into_inner()).retain(|(k, _)| *k != n);
+    let peer = c.peer_addr()?.ip();
+    if !allow::allowed(&shared.allow.read().unwrap_or_else(|e| e.into_inner()), peer) {
+        return c.write_all(
+            b"HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nthis address is not in the daemon's metrics.allow\n",
+        );
+    }
     let line = head.lines().next().unwrap_or("");
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -181,4 +213,42 @@ fn answer(c: &mut TcpStream, openmetrics: bool, tx: &Sender<Event>, shared: &Sha
     let head = format!("HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", format.content_type(), body.len());
     c.write_all(head.as_bytes())?;
     c.write_all(body.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(at: std::net::SocketAddr) -> String {
+        let mut c = TcpStream::connect(at).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// A scrape from outside `allow` gets 403; a reloaded list takes effect at once; a
+    /// non-loopback address with no list is refused.
+    #[test]
+    fn only_allowed_peers_are_answered() {
+        let (tx, rx) = channel::<Event>();
+        std::thread::spawn(move || {
+            for ev in rx {
+                if let Event::Snapshot(reply) = ev {
+                    let _ = reply.send((crate::metrics::tests::status(), crate::metrics::tests::show()));
+                }
+            }
+        });
+        let nets = |l: &[&str]| allow::parse(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let ep = start("127.0.0.1:0", nets(&["10.0.0.0/8"]), tx.clone()).unwrap();
+        let r = get(ep.bound);
+        assert!(r.starts_with("HTTP/1.1 403 Forbidden") && !r.contains("allot_job"), "{r}");
+        ep.set_allow(nets(&["127.0.0.0/8"])).unwrap();
+        let r = get(ep.bound);
+        assert!(r.starts_with("HTTP/1.1 200 OK") && r.contains("allot_job_tickets"), "{r}");
+        ep.set_allow(vec![]).unwrap();
+        assert!(get(ep.bound).starts_with("HTTP/1.1 200 OK"), "no list: loopback peers");
+        let e = start("0.0.0.0:0", vec![], tx).err().expect("a network address without a list is refused").to_string();
+        assert!(e.contains("is not a loopback address, so metrics.allow must name who may scrape it"), "{e}");
+    }
 }

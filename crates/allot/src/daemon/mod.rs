@@ -7,6 +7,7 @@
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
+pub mod allow;
 pub mod audit;
 pub mod claims;
 pub mod core;
@@ -328,14 +329,19 @@ fn admission_of(d: &core::Daemon) -> server::Admission {
 /// same, else dropped (freeing the address) and the new one started.
 fn endpoint(d: &core::Daemon, old: Option<http::Endpoint>, tx: &Sender<Event>) -> Option<http::Endpoint> {
     let want = d.cfg.metrics.listen.clone();
+    // The config loader checked the list.
+    let nets = allow::parse(&d.cfg.metrics.allow).unwrap_or_default();
     if let Some(o) = old {
         if Some(&o.listen) == want.as_ref() {
+            if let Err(e) = o.set_allow(nets) {
+                log::error!("{e:#}; the endpoint keeps the allow list it had");
+            }
             return Some(o);
         }
-        log::info!("metrics are no longer served at {}", o.listen);
+        log::info!("metrics are no longer served at {} ({})", o.listen, o.bound);
     }
     let listen = want?;
-    http::start(&listen, tx.clone()).map_err(|e| log::error!("{e:#}; the daemon runs on without its metrics endpoint")).ok()
+    http::start(&listen, nets, tx.clone()).map_err(|e| log::error!("{e:#}; the daemon runs on without its metrics endpoint")).ok()
 }
 
 /// SIGHUP: reload the config. Execs are heard while it is read (the new one may have

@@ -95,9 +95,7 @@ impl Daemon {
         if c.is_background() {
             return Ok((None, true));
         }
-        if c.cpus > self.ncpu as f64 {
-            return Err(format!("cap {cap:?} is more than this machine's {} CPUs; give at most {}!", self.ncpu, self.ncpu));
-        }
+        c.within(cap, self.ncpu).map_err(|e| e.to_string())?;
         Ok((Some(c), false))
     }
 
@@ -345,9 +343,13 @@ impl Daemon {
         }
         let mut undo = vec![];
         let mut specs: Vec<JobSpec> = vec![];
+        let mut warnings = vec![];
         let r = (|| {
             for t in targets {
                 let (mut spec, new) = self.own_job_plan(&t);
+                if let Place::Session { scope, .. } = &t.place {
+                    warnings.push(session_left(t.proc.pid, scope, &self.show_id(&spec)));
+                }
                 if let Some(s) = specs.iter().position(|s| s.id == spec.id) {
                     spec = specs.remove(s);
                 }
@@ -393,7 +395,7 @@ impl Daemon {
                 self.watch.unwatch(&old);
             }
         }
-        Ok(Response::Changed(Changed { jobs, focus: None }))
+        Ok(Response::Changed(Changed { jobs, focus: None, warnings }))
     }
 
     /// Moves a job's processes to its directory in the other class (repeated while it forks).
@@ -437,7 +439,7 @@ impl Daemon {
         spec.focus = on;
         let jobs = vec![self.show_id(&spec)];
         self.commit(vec![spec], &mut undo)?;
-        Ok(Response::Changed(Changed { jobs, focus: Some(on) }))
+        Ok(Response::Changed(Changed { jobs, focus: Some(on), warnings: vec![] }))
     }
 
     fn move_pid(&mut self, peer: &Peer, pid: i64, currency: &str, force: bool) -> R<Response> {
@@ -498,4 +500,12 @@ impl Daemon {
         self.replan();
         Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: f.get() }))
     }
+}
+
+/// What `set` tells the user when it takes a process out of its login session: the move
+/// is for good (a scope takes no process back), and the session no longer covers it.
+fn session_left(pid: i32, scope: &str, job: &str) -> String {
+    format!(
+        "process {pid} left its login session ({scope}) for job {job}, for good: ending the session (logging out, loginctl terminate-session) no longer ends it; end it yourself when it is done"
+    )
 }

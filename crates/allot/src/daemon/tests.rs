@@ -465,3 +465,48 @@ fn a_group_whose_leader_exited_is_placed_while_its_threads_run() {
     assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(42), cap: None, background: None, force: false }, &root).is_ok());
     assert_eq!(job_of(&mut d, 100).tickets, 42);
 }
+
+/// A currency with no jobs used no CPU: its usage is +0, never -0.0 (a sum of no `f64`),
+/// which `fund`, `top`, the metrics and the JSON printed as "-0.00", "-0" or "-0.0".
+#[test]
+fn a_currency_without_jobs_reports_zero_usage_not_negative_zero() {
+    let w = world();
+    let mut d = start_with(&w, "[currencies.ci]\nusers = [\"3001\"]\n");
+    d.tick();
+    let s = show(&mut d, 0);
+    let ci = s.currencies.iter().find(|c| c.name == "ci").expect("the named currency is shown");
+    assert!(ci.jobs == 0 && ci.usage == 0.0 && ci.usage.is_sign_positive(), "{ci:?}");
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(!json.contains("-0"), "{json}");
+}
+
+/// The daemon refuses a cap above the machine with the CLI's message (other clients speak
+/// the protocol directly): the value, the CPU count and the forms, not "give at most 2!".
+#[test]
+fn a_cap_above_the_machine_is_refused_with_the_value_the_cpus_and_the_forms() {
+    let w = world();
+    w.lock().unwrap().spawn(200, 3001, "/", "allot run");
+    let mut d = start(&w, None);
+    d.ncpu = 2;
+    let r = d.handle(Request::Run { tickets: None, currency: None, cap: Some("3".into()), background: false, force: false }, &peer(&w, 3001, 200));
+    let e = format!("{:?}", r.unwrap_err());
+    assert!(e.contains("cap \\\"3\\\" is more than this machine's 2 CPUs: give at most 2 CPUs") && e.contains("1/2") && e.contains("50%"), "{e}");
+}
+
+/// `set` on a process in a login session takes it out of the session's scope for good:
+/// the reply says so (logout no longer ends it); a process already in a job gets no warning.
+#[test]
+fn set_on_a_session_process_warns_that_it_left_its_session() {
+    let w = world();
+    w.lock().unwrap().spawn(300, 3001, "/user.slice/user-3001.slice/session-4.scope", "vim");
+    let mut d = start(&w, None);
+    let set = || Request::Set { pids: vec![300], tickets: Some(50), cap: None, background: None, force: false };
+    let Ok(Response::Changed(c)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("set refused") };
+    assert_eq!(c.warnings.len(), 1, "{c:?}");
+    let msg = &c.warnings[0];
+    assert!(msg.contains("process 300 left its login session (session-4.scope)") && msg.contains(&format!("job {}", c.jobs[0])), "{msg}");
+    assert!(msg.contains("logging out") && msg.contains("no longer ends it"), "{msg}");
+    assert!(!path_of(&w, 300).contains("session-4.scope"), "it was moved into its job");
+    let Ok(Response::Changed(again)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("second set refused") };
+    assert!(again.warnings.is_empty(), "{again:?}");
+}

@@ -158,7 +158,7 @@ impl Daemon {
                     weight: self.planned.currencies.get(c).copied().unwrap_or_else(|| self.funding_of(c)),
                     jobs: jobs.len(),
                     active,
-                    usage: jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum(),
+                    usage: allot_model::usage::cpus_used(jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum()),
                 }
             })
             .collect()

@@ -111,9 +111,9 @@ impl Col {
     }
 }
 
-/// CPUs with two decimals.
+/// CPUs with two decimals, never "-0.00".
 pub fn cpus(x: f64) -> String {
-    format!("{x:.2}")
+    format!("{:.2}", allot_model::usage::cpus_used(x))
 }
 
 /// Seconds as a person reads them: 0, 0.42s, 12.3s, 4m05s, 3h12m, 2d04h.

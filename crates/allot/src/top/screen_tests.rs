@@ -191,3 +191,11 @@ fn bars_and_durations() {
     assert_eq!(short_command("/"), "/");
     assert_eq!(short_command(""), "");
 }
+
+#[test]
+fn cpus_never_print_as_negative_zero() {
+    let none: f64 = std::iter::empty::<f64>().sum();
+    assert_eq!(crate::top::columns::cpus(none), "0.00");
+    assert_eq!(crate::top::columns::cpus(-1e-9), "0.00");
+    assert_eq!(crate::top::columns::cpus(1.234), "1.23");
+}
