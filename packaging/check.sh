@@ -124,6 +124,7 @@ D=$W/deb/DEBIAN
 run deb-install yes 0 "$D/postinst" configure
 expect deb-install "first install enables and starts" sh -c "grep -qx 'deb-systemd-helper enable allot.service' '$W/deb-install.log' && grep -qx 'deb-systemd-invoke start allot.service' '$W/deb-install.log'"
 expect deb-install "a start that works says nothing" err_empty deb-install
+expect deb-install "the socket is enabled and started before the service" sh -c "grep -qx 'deb-systemd-helper enable allot.socket' '$W/deb-install.log' && grep -n 'start allot' '$W/deb-install.log' | head -n1 | grep -q 'start allot.socket'"
 run deb-install-fails yes 1 "$D/postinst" configure
 expect deb-install-fails "a failed start does not fail the package" rc_is deb-install-fails 0
 expect deb-install-fails "a failed start is reported" err_has deb-install-fails "allot.service failed to start"
@@ -135,6 +136,7 @@ run deb-container no 0 "$D/postinst" configure
 expect deb-container "without systemd running: enabled, not started" sh -c "grep -qx 'deb-systemd-helper enable allot.service' '$W/deb-container.log' && ! grep -q 'invoke' '$W/deb-container.log'"
 run deb-remove yes 0 "$D/prerm" remove
 expect deb-remove "removal stops the daemon, then releases" in_order deb-remove "deb-systemd-invoke stop allot.service" "allot daemon --release"
+expect deb-remove "the socket is stopped before the daemon (no client starts it again)" in_order deb-remove "deb-systemd-invoke stop allot.socket" "deb-systemd-invoke stop allot.service"
 run deb-prerm-upgrade yes 0 "$D/prerm" upgrade 0.1.1-1
 expect deb-prerm-upgrade "an upgrade neither stops nor releases" not_logged deb-prerm-upgrade "allot\|stop"
 run deb-postrm-remove yes 0 "$D/postrm" remove
@@ -147,6 +149,7 @@ R=$W/rpm-scripts
 run rpm-install yes 0 "$R/post" 1
 expect rpm-install "first install enables and starts" in_order rpm-install "systemctl --no-reload enable allot.service" "systemctl start allot.service"
 expect rpm-install "a start that works says nothing" err_empty rpm-install
+expect rpm-install "the socket is enabled and started before the service" sh -c "grep -qx 'systemctl --no-reload enable allot.socket' '$W/rpm-install.log' && grep -n 'start allot' '$W/rpm-install.log' | head -n1 | grep -q 'start allot.socket'"
 run rpm-install-fails yes 1 "$R/post" 1
 expect rpm-install-fails "a failed start does not fail the package" rc_is rpm-install-fails 0
 expect rpm-install-fails "a failed start is reported" err_has rpm-install-fails "allot.service failed to start"
@@ -157,6 +160,7 @@ run rpm-container no 0 "$R/post" 1
 expect rpm-container "without systemd running: enabled, not started" sh -c "grep -qx 'systemctl --no-reload enable allot.service' '$W/rpm-container.log' && ! grep -q 'start' '$W/rpm-container.log'"
 run rpm-erase yes 0 "$R/preun" 0
 expect rpm-erase "erase stops and disables the daemon, then releases" in_order rpm-erase "systemctl --no-reload disable --now allot.service" "allot daemon --release"
+expect rpm-erase "the socket is stopped before the daemon" in_order rpm-erase "disable --now allot.socket" "disable --now allot.service"
 run rpm-preun-upgrade yes 0 "$R/preun" 1
 expect rpm-preun-upgrade "an upgrade neither stops nor releases" not_logged rpm-preun-upgrade "allot daemon\|disable"
 run rpm-postun-erase yes 0 "$R/postun" 0

@@ -45,6 +45,7 @@ mkdir -p "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/us
 strip --remove-section=.comment --remove-section=.note -o "$STAGE/usr/bin/allot" "$BIN"
 chmod 0755 "$STAGE/usr/bin/allot"
 install -m 0644 packaging/systemd/allot.service "$STAGE/lib/systemd/system/allot.service"
+install -m 0644 packaging/systemd/allot.socket "$STAGE/lib/systemd/system/allot.socket"
 "$STAGE/usr/bin/allot" manpages "$STAGE/usr/share/man/man1" 2>/dev/null
 gzip -9n "$STAGE"/usr/share/man/man1/*.1
 "$STAGE/usr/bin/allot" completions bash > "$STAGE/usr/share/bash-completion/completions/allot"

@@ -42,7 +42,7 @@ trap 'rm -rf "$TOP"' EXIT
 mkdir -p "$TOP/SOURCES" "$TOP/SPECS" "$OUT"
 # Stripped as the .deb's binary is (dh_strip's way), so both carry the same bytes.
 strip --remove-section=.comment --remove-section=.note -o "$TOP/SOURCES/allot" "$BIN"
-cp packaging/systemd/allot.service packaging/allot.toml LICENSE-MIT LICENSE-APACHE README.md "$TOP/SOURCES/"
+cp packaging/systemd/allot.service packaging/systemd/allot.socket packaging/allot.toml LICENSE-MIT LICENSE-APACHE README.md "$TOP/SOURCES/"
 bash packaging/licenses.sh copyright > "$TOP/SOURCES/LICENSE.dependencies"
 LICENSE=$(bash packaging/licenses.sh spdx)
 PROVIDES=$(bash packaging/licenses.sh list | awk -F'\t' '{printf "Provides:       bundled(crate(%s)) = %s\n", $1, $2}')

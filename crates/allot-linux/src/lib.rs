@@ -2,6 +2,7 @@
 //! allot uses. No policy lives here; every error names the path or call that failed.
 #![deny(missing_docs)]
 
+pub mod activation;
 pub mod cgroup;
 mod closer;
 pub mod dbus;

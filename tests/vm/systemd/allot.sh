@@ -11,7 +11,8 @@
 # daemon-reload and a restart keep every job, setting and process; `dpkg --remove` stops
 # the daemon and lets go without stopping a running job, whose scope ends with it;
 # the unit scores <= 4.5 in `systemd-analyze security`; `systemctl reload` fails on a bad
-# config and a refused reload shows in status; `dpkg --purge` leaves no file, unit,
+# config and a refused reload shows in status; a client that comes while the daemon is
+# stopped is held by allot.socket and served by the daemon it starts; `dpkg --purge` leaves no file, unit,
 # process or cgroup of allot's: the root's subtree_control and every cgroup (allot's
 # excepted only while it runs) are byte-identical before and after.
 set -euo pipefail
@@ -84,6 +85,16 @@ wait_for -t 60 systemctl is-active --quiet allot
 check "after restart: same jobs, settings, processes" test "$(key)" = "$k1"
 check "after restart: funding kept" sh -c 'systemctl show user-2001.slice -p CPUWeight | grep -qx CPUWeight=300'
 
+# The request socket is systemd's (allot.socket): a client that comes while the daemon is
+# stopped or restarting waits in its queue and is served by the daemon the connection
+# starts, never run unmanaged.
+check "allot.socket is enabled and listening" sh -c 'systemctl is-enabled --quiet allot.socket && systemctl is-active --quiet allot.socket'
+check "the daemon serves the socket systemd passed it" sh -c "journalctl -u allot.service --no-pager | grep -q 'passed by the service manager'"
+systemctl stop allot.service
+check "with the daemon stopped, the socket stays" sh -c 'systemctl is-active --quiet allot.socket && test -S /run/allot/allot.sock && ! systemctl is-active --quiet allot.service'
+check "a run while the daemon is stopped starts it and is placed by it" sh -c "$A run -- cat /proc/self/cgroup > /tmp/cg 2> /tmp/run.err; cat /tmp/cg /tmp/run.err >&2; grep '^0::' /tmp/cg | grep -q 'allot:' && ! grep -qi 'warning' /tmp/run.err"
+check "the connection started the daemon" systemctl is-active --quiet allot.service
+
 # The unit's hardening as systemd scores it (lower is safer; 9.6 before it was hardened):
 # the daemon did all of the above under it.
 systemd-analyze security allot.service --no-pager > /tmp/security 2>&1 || true
@@ -119,7 +130,7 @@ check "no holder is left" sh -c '! pgrep -x allot-holder'
 kill "$job" "$shell" || true
 check "the job's scope ended with it" wait_for -t 20 sh -c '! systemctl list-units --all --plain --no-legend "allot:*" "allot_*" | grep -q .'
 check "dpkg --purge removes the state" dpkg --purge allot
-check "no file of allot's is left" sh -c 'test ! -e /var/lib/allot && test ! -e /usr/bin/allot && test ! -e /lib/systemd/system/allot.service && test ! -e /etc/systemd/system/multi-user.target.wants/allot.service'
+check "no file of allot's is left" sh -c 'test ! -e /var/lib/allot && test ! -e /usr/bin/allot && test ! -e /lib/systemd/system/allot.service && test ! -e /lib/systemd/system/allot.socket && test ! -e /etc/systemd/system/multi-user.target.wants/allot.service && test ! -e /etc/systemd/system/sockets.target.wants/allot.socket && test ! -e /run/allot/allot.sock'
 sleep 1
 cgroup_snapshot "${EXCL[@]}" > /tmp/after
 check "every cgroup is byte-identical (nothing of allot's left)" diff -u /tmp/before /tmp/after

@@ -160,6 +160,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             libc::setrlimit(libc::RLIMIT_NOFILE, &r);
         }
     }
+    // A socket the service manager holds (allot.socket) is served as it is: clients that
+    // connect while the daemon restarts wait for it instead of running unmanaged. Taken
+    // (and checked) before anything is made, so a wrong one leaves nothing behind.
+    let passed = allot_linux::activation::listener(&opts.socket)?;
     let cfg = Config::load(&opts.config, opts.config_required)?;
     // On a systemd host allot works inside scopes systemd delegates to it (docs/systemd.md).
     let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::systemd::holder::Holder::SelfExec)?;
@@ -195,7 +199,13 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             }
         })?;
     }
-    let listener = bind(&opts.socket)?;
+    let (listener, passed) = match passed {
+        Some(l) => {
+            log::info!("serving {} (passed by the service manager)", opts.socket.display());
+            (l, true)
+        }
+        None => (bind(&opts.socket)?, false),
+    };
     let _ = allot_linux::peer::set_passcred(std::os::fd::AsFd::as_fd(&listener), true);
     let refused = Arc::new(AtomicU64::new(0));
     let admission = Arc::new(std::sync::Mutex::new(admission_of(&d)));
@@ -314,7 +324,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     }
     let _ = allot_linux::notify::stopping();
     d.shutdown(opts.ephemeral);
-    let _ = std::fs::remove_file(&opts.socket);
+    // A passed socket is the manager's: it stays, holding clients for the next start.
+    if !passed {
+        let _ = std::fs::remove_file(&opts.socket);
+    }
     log::info!("stopped");
     Ok(0)
 }
@@ -369,8 +382,11 @@ fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::p
 }
 
 fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.exists()) {
         std::fs::create_dir_all(dir).with_context(|| format!("create socket directory {}", dir.display()))?;
+        // Every user must reach the socket, whatever the umask (the unit's is 0077).
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .with_context(|| format!("chmod 0755 {}", dir.display()))?;
     }
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
