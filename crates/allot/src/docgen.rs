@@ -1,12 +1,13 @@
-//! Shell completions and man pages, generated from the CLI's own definition so they never
-//! drift from it. Both packages (packaging/deb/build.sh, packaging/rpm/allot.spec)
-//! install them.
+//! Shell completions and man pages, generated from the CLI's own definition (and, for
+//! allot.toml(5), the config's: [`config_page`]) so they never drift from it. Both
+//! packages (packaging/deb/build.sh, packaging/rpm/allot.spec) install them.
 //!
 //! clap_mangen writes each command's NAME, SYNOPSIS, DESCRIPTION and OPTIONS; the
 //! sections a reader of a daemon's page looks for (FILES, SIGNALS, EXIT STATUS,
 //! ENVIRONMENT, EXAMPLES, SEE ALSO, and the cap forms of `run` and `set`) come from
 //! [`sections`], inserted before VERSION.
 
+mod config_page;
 mod sections;
 
 use clap::{Command, CommandFactory};
@@ -19,10 +20,11 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// `allot manpages DIR`: one page per command, allot.1 and allot-COMMAND.1.
+/// `allot manpages DIR`: DIR/man1/allot.1 and allot-COMMAND.1, DIR/man5/allot.toml.5.
 #[derive(Debug, clap::Args)]
 pub struct ManpagesArgs {
-    /// The directory to write the pages to (made if missing).
+    /// The man directory to write into (e.g. /usr/share/man): the pages go to its man1
+    /// and man5 (made if missing).
     pub dir: PathBuf,
 }
 
@@ -33,9 +35,14 @@ pub fn completions<C: CommandFactory>(a: CompletionsArgs) -> anyhow::Result<i32>
 }
 
 pub fn manpages<C: CommandFactory>(a: ManpagesArgs) -> anyhow::Result<i32> {
-    std::fs::create_dir_all(&a.dir).map_err(|e| anyhow::anyhow!("cannot make {}: {e}", a.dir.display()))?;
-    let n = write_pages(&C::command(), &a.dir)?;
-    eprintln!("allot: wrote {n} man pages to {}", a.dir.display());
+    let (man1, man5) = (a.dir.join("man1"), a.dir.join("man5"));
+    for d in [&man1, &man5] {
+        std::fs::create_dir_all(d).map_err(|e| anyhow::anyhow!("cannot make {}: {e}", d.display()))?;
+    }
+    let n = write_pages(&C::command(), &man1)?;
+    let path = man5.join("allot.toml.5");
+    std::fs::write(&path, config_page::render(env!("CARGO_PKG_VERSION"))).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    eprintln!("allot: wrote {n} pages to {} and allot.toml.5 to {}", man1.display(), man5.display());
     Ok(0)
 }
 
@@ -158,11 +165,11 @@ mod tests {
     }
 
     #[test]
-    fn manpages_writes_every_page() {
+    fn manpages_writes_both_sections() {
         let dir = std::env::temp_dir().join(format!("allot-man-{}", std::process::id()));
         let r = manpages::<crate::Cli>(ManpagesArgs { dir: dir.clone() });
         let has = |p: &str| dir.join(p).is_file();
-        let ok = r.is_ok() && has("allot.1") && has("allot-run.1") && has("allot-config-check.1");
+        let ok = r.is_ok() && has("man1/allot.1") && has("man1/allot-run.1") && has("man1/allot-config-check.1") && has("man5/allot.toml.5");
         let _ = std::fs::remove_dir_all(&dir);
         assert!(ok, "{r:?}");
     }
