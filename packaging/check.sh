@@ -14,7 +14,8 @@
 #              /var/lib/allot, and without systemd running nothing is started
 #   contents   `dpkg-deb -c` against `rpm -qlp`: the same files with the same bytes
 #              (sha256), modulo the paths each family puts them at; only the files of one
-#              family's own conventions (listed below) may differ
+#              family's own conventions (listed below) may differ; both hold the binary,
+#              allot(1), allot-run(1), allot.toml(5) and the example config
 # Needs root (unshare for the scripts' namespace), dpkg-deb, lintian, rpm, rpmbuild, rpmlint.
 set -euo pipefail
 TARGET=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}")
@@ -187,6 +188,11 @@ if diff -u "$W/deb-files" "$W/rpm-files" > "$W/files.diff"; then
 else
   cat "$W/files.diff" >&2; fail "the packages hold different files (- deb, + rpm)"
 fi
+for f in /usr/bin/allot /usr/share/man/man1/allot.1.gz /usr/share/man/man1/allot-run.1.gz /usr/share/man/man5/allot.toml.5.gz \
+         /usr/share/doc/allot/examples/allot.toml; do
+  grep -qx "$f" "$W/deb-files" || fail "the .deb lacks $f"
+  grep -qx "$f" "$W/rpm-files" || fail "the .rpm lacks $f"
+done
 grep -Eq "$ONLY_DEB" "$W/deb-files.raw" || fail "the .deb lacks its changelog or overrides"
 [ "$(grep -Ec "$ONLY_RPM" "$W/rpm-files.raw")" = 2 ] || fail "the .rpm lacks LICENSE-MIT or LICENSE-APACHE"
 # The same bytes: sha256 of every shared file.

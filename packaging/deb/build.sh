@@ -5,10 +5,10 @@
 # target/debian: allot_VERSION-1_ARCH.deb).
 #
 # The package holds the binary (stripped), the systemd unit (enabled and started on
-# install, as debhelper's dh_installsystemd does it), man pages and bash/zsh/fish
-# completions made by the binary itself from its CLI definition, the annotated example
-# config, the README, and the copyright file listing every bundled crate
-# (packaging/licenses.sh). No config file is installed: allot runs on its defaults.
+# install, as debhelper's dh_installsystemd does it), man pages (allot(1), one per command,
+# allot.toml(5)) and bash/zsh/fish completions made by the binary itself from its CLI and
+# config definitions, the annotated example config, the README, and the copyright file
+# listing every bundled crate (packaging/licenses.sh). No config file is installed: allot runs on its defaults.
 # Removing the package stops the daemon and lets go of everything it made (`allot daemon
 # --release`: no running process is stopped or moved); purging also removes its state
 # (/var/lib/allot). ALLOT_MAINTAINER="Name <address>" sets the Maintainer field.
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --binary) BIN=$(realpath -m "$2"); shift 2 ;;
     --out) OUT=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "packaging/deb/build.sh: unknown argument $1 (allowed: --binary PATH, --out DIR)" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +36,7 @@ ARCH=$(dpkg --print-architecture)
 STAGE=$(mktemp -d "${TMPDIR:-/tmp}/allot-deb.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT
 chmod 0755 "$STAGE"
-mkdir -p "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/usr/share/man/man1" \
+mkdir -p "$STAGE/DEBIAN" "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/usr/share/man/man1" "$STAGE/usr/share/man/man5" \
   "$STAGE/usr/share/bash-completion/completions" "$STAGE/usr/share/zsh/vendor-completions" \
   "$STAGE/usr/share/fish/vendor_completions.d" "$STAGE/usr/share/doc/allot/examples" \
   "$STAGE/usr/share/lintian/overrides"
@@ -46,8 +46,8 @@ strip --remove-section=.comment --remove-section=.note -o "$STAGE/usr/bin/allot"
 chmod 0755 "$STAGE/usr/bin/allot"
 install -m 0644 packaging/systemd/allot.service "$STAGE/lib/systemd/system/allot.service"
 install -m 0644 packaging/systemd/allot.socket "$STAGE/lib/systemd/system/allot.socket"
-"$STAGE/usr/bin/allot" manpages "$STAGE/usr/share/man/man1" 2>/dev/null
-gzip -9n "$STAGE"/usr/share/man/man1/*.1
+"$STAGE/usr/bin/allot" manpages "$STAGE/usr/share/man" 2>/dev/null
+gzip -9n "$STAGE"/usr/share/man/man1/*.1 "$STAGE"/usr/share/man/man5/*.5
 "$STAGE/usr/bin/allot" completions bash > "$STAGE/usr/share/bash-completion/completions/allot"
 "$STAGE/usr/bin/allot" completions zsh > "$STAGE/usr/share/zsh/vendor-completions/_allot"
 "$STAGE/usr/bin/allot" completions fish > "$STAGE/usr/share/fish/vendor_completions.d/allot.fish"

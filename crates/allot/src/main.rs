@@ -70,7 +70,8 @@ enum Command {
         /// Currency (a named one, or a user); default your own.
         #[arg(long)]
         currency: Option<String>,
-        /// Cap in CPUs: 0.5! or 1/2! (hard); 0 = background.
+        /// Cap in CPUs: 0.5, 1/2 or 50% is soft (held only while others want the CPU); add !
+        /// for hard (0.5!, 50%!: held even on idle CPUs); 0 = background.
         #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
         /// Run on idle CPU only (soft cap 0).
@@ -94,7 +95,8 @@ enum Command {
         /// Tickets (1..10000).
         #[arg(short, long, allow_hyphen_values = true)]
         tickets: Option<String>,
-        /// Cap in CPUs: 0.5! or 1/2! (hard), 0 (background), or none.
+        /// Cap in CPUs: 0.5, 1/2 or 50% is soft (held only while others want the CPU); add !
+        /// for hard (0.5!, 50%!: held even on idle CPUs); 0 = background; none removes it.
         #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
         /// Move to the background class (idle CPU only).
@@ -312,7 +314,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Daemon { config, state_dir, cgroup_root, ephemeral, release } => daemon::run(daemon::Options {
             config_required: config.is_some(),
-            config: config.unwrap_or_else(|| "/etc/allot/allot.toml".into()),
+            config: config.unwrap_or_else(|| config_check::DEFAULT_PATH.into()),
             socket: sock,
             state_dir,
             cgroup_root,

@@ -35,7 +35,7 @@ check "the service is enabled" systemctl is-enabled --quiet allot
 check "allot.service is active (READY=1 came)" systemctl is-active --quiet allot
 # This image excludes /usr/share/man and /usr/share/doc from dpkg (path-exclude), as
 # minimal images do: what the package carries is read from the package itself.
-check "the package carries man pages and the example config" sh -c 'dpkg-deb -c /root/allot.deb | grep -q "man1/allot-run.1.gz" && dpkg-deb -c /root/allot.deb | grep -q "examples/allot.toml"'
+check "the package carries man pages and the example config" sh -c 'dpkg-deb -c /root/allot.deb | grep -q "man1/allot-run.1.gz" && dpkg-deb -c /root/allot.deb | grep -q "man5/allot.toml.5.gz" && dpkg-deb -c /root/allot.deb | grep -q "examples/allot.toml"'
 check "the man page names the command" sh -c 'dpkg-deb --fsys-tarfile /root/allot.deb | tar -xO ./usr/share/man/man1/allot-run.1.gz | zcat | grep -q "allot run"'
 check "completions and the copyright are installed" sh -c 'test -s /usr/share/bash-completion/completions/allot && test -s /usr/share/zsh/vendor-completions/_allot && test -s /usr/share/doc/allot/copyright'
 check "status: systemd owns the tree" sh -c "$A status | grep -q \"systemd's\""

@@ -44,8 +44,10 @@ pub const LOOP_READ_BYTES: u64 = 512 * 1024;
 pub const MAX_ARG: usize = 64;
 /// `set`'s pids listed in a record.
 pub const PIDS_SHOWN: usize = 8;
+/// The users' trail, in the state directory.
+pub const USERS_FILE: &str = "audit.log";
 /// Root's trail, beside the users' file.
-const ROOT_FILE: &str = "audit-root.log";
+pub const ROOT_FILE: &str = "audit-root.log";
 /// Users named in one summary record.
 const SUMMARY_NAMES: usize = 64;
 

@@ -171,12 +171,12 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         None
     } else {
         std::fs::create_dir_all(&opts.state_dir).with_context(|| format!("create state directory {}", opts.state_dir.display()))?;
-        Some(opts.state_dir.join("state.json"))
+        Some(opts.state_dir.join(state::FILE))
     };
     let mut d = core::Daemon::start(cg, Box::<host::Linux>::default(), cfg, state_path, true)?;
     d.defer_reads = true;
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
-        d.audit = audit::Audit::new(Some(opts.state_dir.join("audit.log")));
+        d.audit = audit::Audit::new(Some(opts.state_dir.join(audit::USERS_FILE)));
     }
     if opts.release {
         if UnixStream::connect(&opts.socket).is_ok() {

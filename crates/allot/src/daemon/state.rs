@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+/// The state file's name in the state directory.
+pub const FILE: &str = "state.json";
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileV2 {
