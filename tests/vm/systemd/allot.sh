@@ -92,7 +92,12 @@ check "allot.socket is enabled and listening" sh -c 'systemctl is-enabled --quie
 check "the daemon serves the socket systemd passed it" sh -c "journalctl -u allot.service --no-pager | grep -q 'passed by the service manager'"
 systemctl stop allot.service
 check "with the daemon stopped, the socket stays" sh -c 'systemctl is-active --quiet allot.socket && test -S /run/allot/allot.sock && ! systemctl is-active --quiet allot.service'
-check "a run while the daemon is stopped starts it and is placed by it" sh -c "$A run -- cat /proc/self/cgroup > /tmp/cg 2> /tmp/run.err; cat /tmp/cg /tmp/run.err >&2; grep '^0::' /tmp/cg | grep -q 'allot:' && ! grep -qi 'warning' /tmp/run.err"
+# allot-ta, in a login session, runs a command while no daemon runs.
+rm -f /tmp/act.cg /tmp/act.err /tmp/act.done
+login_session allot-ta sh -c "$A run -- cat /proc/self/cgroup > /tmp/act.cg 2> /tmp/act.err; echo \$? > /tmp/act.done; sleep 3000" > /dev/null
+wait_for -t 60 test -s /tmp/act.done || true
+cat /tmp/act.cg /tmp/act.err >&2 || true
+check "a run while the daemon is stopped starts it and is placed by it" sh -c "test \"\$(cat /tmp/act.done)\" = 0 && grep '^0::' /tmp/act.cg | grep -q 'allot:user-2001.scope' && ! grep -qi 'warning' /tmp/act.err"
 check "the connection started the daemon" systemctl is-active --quiet allot.service
 
 # The unit's hardening as systemd scores it (lower is safer; 9.6 before it was hardened):
