@@ -122,11 +122,28 @@ check "and in systemctl's status line" sh -c "systemctl show -p StatusText --val
 rm /etc/allot/allot.toml
 check "systemctl reload with no file (the defaults) succeeds" systemctl reload allot
 check "allot status says the reload was taken" wait_for -t 10 sh -c "$A status | grep -q 'last reload.*taken'"
+
+# Funding from the first login: allot-tb is logged in (since the start) and has no job;
+# its slice carries the config's funding from the tick after a reload, and with
+# funding_authority = "config" an earlier `allot fund` gives way to the config's value.
+tb_weight() { systemctl show user-2002.slice -p CPUWeight --value; }
+printf '[funding]\nallot-tb = 250\n' > /etc/allot/allot.toml
+systemctl reload allot
+check "a logged-in user with no job carries the config's funding" wait_for -t 10 sh -c '[ "$(systemctl show user-2002.slice -p CPUWeight --value)" = 250 ]'
+$A fund allot-tb 400
+check "allot fund reaches a job-less slice" wait_for -t 10 sh -c '[ "$(systemctl show user-2002.slice -p CPUWeight --value)" = 400 ]'
+printf 'funding_authority = "config"\n[funding]\nallot-tb = 250\n' > /etc/allot/allot.toml
+systemctl reload allot
+check "with the config the authority, its funding replaces allot fund's" wait_for -t 10 sh -c '[ "$(systemctl show user-2002.slice -p CPUWeight --value)" = 250 ]'
+echo "user-2002.slice CPUWeight=$(tb_weight)" >&2
+rm /etc/allot/allot.toml
+systemctl reload allot
 rmdir /etc/allot
 
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100
+$A fund allot-tb 100
 systemctl stop fake-container
 check "dpkg --remove stops allot and lets go" dpkg --remove allot
 check "the daemon is stopped" sh -c '! systemctl is-active --quiet allot'

@@ -153,6 +153,11 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
         Ok(None)
     }
+    /// The uids whose `user-UID.slice` exists now (logged in, or lingering): systemd only,
+    /// where a user's currency is that slice; empty elsewhere.
+    fn user_slices(&self) -> Result<Vec<u32>> {
+        Ok(Vec::new())
+    }
     /// Periodic upkeep; call once a tick. Sends what a rate limit held back and repairs
     /// what the backend keeps alive (systemd: currency weights, holders). Returns the
     /// directories whose deferred write failed: forget what was applied to them, so the

@@ -279,16 +279,8 @@ impl Daemon {
                 self.tree.weight(&bg, cur_in[i].funding);
             }
         }
-        // On a systemd host a user's currency is their slice, which exists whether or not
-        // allot has jobs in it: funding is written to it anyway (systemd keeps it for a user
-        // not logged in yet).
-        if self.tree.cg.systemd() {
-            let funded: Vec<(CurrencyId, u32)> =
-                self.desired.funding.iter().filter(|(c, _)| !cur_ids.contains(c)).map(|(c, f)| (c.clone(), *f)).collect();
-            for (c, f) in funded {
-                self.tree.weight(&super::registry::currency_rel(Class::Foreground, &c), f);
-            }
-        }
+        // On a systemd host a user's slice exists without jobs, from the first login.
+        self.fund_slices(&cur_ids);
         for (k, id) in ids.iter().enumerate() {
             let rel = self.desired.jobs[id].rel();
             let p = &out.jobs[k];

@@ -14,6 +14,7 @@ pub mod core;
 pub mod explain;
 #[cfg(test)]
 mod fake;
+mod funding;
 pub mod host;
 pub mod http;
 pub mod limits;

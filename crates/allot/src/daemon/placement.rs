@@ -139,6 +139,10 @@ impl Placement {
     pub fn excluded_why(&self, uid: u32) -> Option<&str> {
         self.humans.excluded_why(uid)
     }
+    /// Is `uid` a human user allot places?
+    pub fn is_human(&self, uid: u32) -> bool {
+        self.humans.contains(uid)
+    }
     /// A copy of who counts as a login user, for the connection limits.
     pub fn humans(&self) -> Humans {
         self.humans.clone()

@@ -276,6 +276,15 @@ impl CpuController for SystemdTree {
         v.sort();
         Ok(v)
     }
+    fn user_slices(&self) -> Result<Vec<u32>> {
+        // Read, never written: user.slice and its children are systemd's.
+        let dir = self.mount.join("user.slice");
+        let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
+        let mut uids: Vec<u32> =
+            rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok())).collect();
+        uids.sort_unstable();
+        Ok(uids)
+    }
     fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
         let units = units.clamp(1, 10000);
         match Self::place(rel)? {

@@ -1,0 +1,113 @@
+//! Funding on a systemd host, where a user's currency is their `user-UID.slice`: the slice
+//! exists from the user's first login whether or not allot has a job in it, and it weighs
+//! all of the user's processes (logins, cron, services of their user manager). So a slice
+//! carries the user's funding from the first tick after it appears, not from the user's
+//! first `allot run`; and always the value the configured funding authority gives
+//! ([`Daemon::funding_of`]): with `funding_authority = "config"` an earlier `allot fund`
+//! is overwritten by the config's value, never kept.
+//!
+//! Currencies with jobs are weighed by the plan (core.rs); this covers the rest.
+
+use super::core::Daemon;
+use super::registry::{currency_rel, Class, CurrencyId};
+
+/// A slice's `CPUWeight=` when nobody set one: systemd's default, so a user whose funding
+/// is this needs no write.
+pub const SYSTEMD_DEFAULT_WEIGHT: u32 = 100;
+
+/// The job-less currencies whose slice must carry a weight, and the weight: every
+/// currency funded with `allot fund` (at the value `funding_of` gives), and every human
+/// user whose slice exists (`logged_in`) and whose funding is not systemd's default, or
+/// whose slice was written before (so a funding that went back to the default is written
+/// back too). Sorted, one entry per currency.
+pub fn to_fund(
+    with_jobs: &[CurrencyId],
+    funded: &[CurrencyId],
+    logged_in: &[u32],
+    human: impl Fn(u32) -> bool,
+    funding_of: impl Fn(&CurrencyId) -> u32,
+    written: impl Fn(&CurrencyId) -> bool,
+) -> Vec<(CurrencyId, u32)> {
+    let mut out: Vec<(CurrencyId, u32)> = funded.iter().filter(|c| !with_jobs.contains(c)).map(|c| (c.clone(), funding_of(c))).collect();
+    for &uid in logged_in {
+        let c = CurrencyId::User(uid);
+        if !human(uid) || with_jobs.contains(&c) || funded.contains(&c) {
+            continue;
+        }
+        let f = funding_of(&c);
+        if f != SYSTEMD_DEFAULT_WEIGHT || written(&c) {
+            out.push((c, f));
+        }
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
+impl Daemon {
+    /// Writes the funding of every job-less currency whose slice should carry one
+    /// ([`to_fund`]). A systemd host only: elsewhere a currency's directory exists only
+    /// while it has jobs.
+    pub(super) fn fund_slices(&mut self, with_jobs: &[CurrencyId]) {
+        if !self.tree.cg.systemd() {
+            return;
+        }
+        let logged_in = self.tree.cg.user_slices().unwrap_or_else(|e| {
+            log::debug!("could not list the users' slices: {e}");
+            vec![]
+        });
+        let funded: Vec<CurrencyId> = self.desired.funding.keys().cloned().collect();
+        let list = to_fund(
+            with_jobs,
+            &funded,
+            &logged_in,
+            |uid| self.placement.is_human(uid),
+            |c| self.funding_of(c),
+            |c| self.tree.applied.get(&currency_rel(Class::Foreground, c)).is_some_and(|a| a.weight.is_some()),
+        );
+        for (c, f) in list {
+            self.tree.weight(&currency_rel(Class::Foreground, &c), f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(c: &CurrencyId) -> u32 {
+        match c {
+            CurrencyId::User(1001) => 300,
+            CurrencyId::User(1002) => 100,
+            CurrencyId::User(1003) => 100,
+            CurrencyId::User(_) => 50,
+            CurrencyId::Named(_) => 200,
+        }
+    }
+
+    #[test]
+    fn a_logged_in_users_slice_carries_their_funding_without_a_job() {
+        let human = |u: u32| (1000..60000).contains(&u);
+        let got = to_fund(&[], &[], &[1001, 1002, 999, 1004], human, f, |_| false);
+        // 1001: 300 from the config; 1002 at systemd's default: nothing to write; 999: no
+        // human user; 1004: the default funding 50 differs from systemd's 100.
+        assert_eq!(got, vec![(CurrencyId::User(1001), 300), (CurrencyId::User(1004), 50)]);
+    }
+
+    #[test]
+    fn currencies_with_jobs_are_the_plans_and_funded_ones_take_the_authoritys_value() {
+        let human = |_| true;
+        let funded = [CurrencyId::User(1001), CurrencyId::User(1003), CurrencyId::Named("ci".into())];
+        // 1003 was funded 400 with `allot fund`, but funding_of (the authority: the config)
+        // says 100: 100 is written over it, not 400 kept.
+        let got = to_fund(&[CurrencyId::User(1001)], &funded, &[1001, 1003], human, f, |_| false);
+        assert_eq!(got, vec![(CurrencyId::User(1003), 100), (CurrencyId::Named("ci".into()), 200)]);
+    }
+
+    #[test]
+    fn a_slice_written_before_is_written_back_to_the_default() {
+        let written = |c: &CurrencyId| *c == CurrencyId::User(1002);
+        let got = to_fund(&[], &[], &[1002, 1003], |_| true, f, written);
+        assert_eq!(got, vec![(CurrencyId::User(1002), 100)]);
+    }
+}
