@@ -1,7 +1,8 @@
 //! The audit trail: every change anyone asks of the daemon — run, set, fund, move, focus,
 //! a config reload — and every refusal of such a request, with who asked (uid, pid),
-//! what, and the settings before and after. Each record goes to the log (one line, so
-//! journald keeps it) and, as one JSON line, to a file in the state directory.
+//! what, and the settings before and after. Each record goes to the journal (under
+//! systemd one entry with fields to filter on, else one log line: journal.rs) and, as one
+//! JSON line, to a file in the state directory.
 //!
 //! Bounded so that no user can push anyone else's records out:
 //! - root's records (uid 0: its requests and config reloads) go to a file of their own,
@@ -10,7 +11,7 @@
 //!   [`BYTES_PER_MINUTE`] a minute per user (uids that are no login user's share one
 //!   budget, as they share one request budget); past that, requests are counted and the
 //!   minute ends with one summary record ("uid N: K more changes not recorded
-//!   individually"). The journal gets exactly the lines the file gets;
+//!   individually"). The journal gets exactly the records the file gets;
 //! - each file is rotated once, to `.1`, past [`MAX_BYTES`].
 //!
 //! Client strings (currency names, caps) are spelled quoted and escaped when they are not
@@ -21,8 +22,10 @@
 //! The before/after come from the desired state itself (registry.rs), compared around
 //! the request, so nothing a request changes can escape the record.
 
+mod journal;
 mod text;
 
+pub use journal::{RECORD_ID, SUMMARY_ID};
 pub use text::{changes_something, describe, diff};
 
 use crate::proto::AuditRecord;
@@ -78,6 +81,10 @@ pub struct Audit {
     windows: HashMap<u32, Window>,
     /// Records not written individually (summarised).
     pub unrecorded: u64,
+    /// Where records go instead of log lines: the journal, under systemd.
+    journal: Option<allot_linux::journal::Journal>,
+    /// The journal's last send failed (its failure is logged once, not per record).
+    journal_failed: bool,
 }
 
 /// Root's trail beside the users' file `users`.
@@ -127,7 +134,7 @@ fn summary(key: u32, w: &Window) -> AuditRecord {
 impl Audit {
     /// Users' records go to `path`, root's beside it (None: the log only).
     pub fn new(path: Option<PathBuf>) -> Self {
-        Self { path, windows: Default::default(), unrecorded: 0 }
+        Self { path, windows: Default::default(), unrecorded: 0, journal: None, journal_failed: false }
     }
 
     /// Records one request's outcome, charged to the asking uid.
@@ -193,19 +200,12 @@ impl Audit {
         self.flush(now / 60);
     }
 
-    /// One record (or a minute's summary): its journal line, then its line in root's or
-    /// the users' file. When the file cannot be written (a full disk) the journal line is
-    /// the record.
-    fn write(&self, root: bool, r: &AuditRecord, line: &str, summary: bool) {
-        let what = if r.changes.is_empty() {
-            "no change".to_string()
-        } else {
-            r.changes.iter().map(|c| format!("{}: {} → {}", c.what, c.before, c.after)).collect::<Vec<_>>().join("; ")
-        };
-        match &r.refused {
-            Some(why) => log::info!("audit: uid {} (pid {}) {} refused: {why}", r.uid, r.pid, r.request),
-            None if summary => log::info!("audit: {}", r.request),
-            None => log::info!("audit: uid {} (pid {}) {}: {what}", r.uid, r.pid, r.request),
+    /// One record (or a minute's summary): its journal entry or log line, then its line in
+    /// root's or the users' file. When the file cannot be written (a full disk) the
+    /// journal's is the record.
+    fn write(&mut self, root: bool, r: &AuditRecord, line: &str, summary: bool) {
+        if let Some(text) = self.journal_or_line(r, summary) {
+            log::info!("{text}");
         }
         let Some(users) = &self.path else { return };
         let p = if root { root_file(users) } else { users.clone() };
@@ -221,7 +221,7 @@ impl Audit {
             .and_then(|f| f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)).map(|()| f))
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = w {
-            log::error!("could not append to the audit file {}: {e}; the journal's audit line above is the record", p.display());
+            log::error!("could not append to the audit file {}: {e}; the journal's audit record is the record", p.display());
         }
     }
 
