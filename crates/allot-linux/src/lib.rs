@@ -7,6 +7,7 @@ pub mod cgroup;
 mod closer;
 pub mod dbus;
 pub mod inotify;
+pub mod journal;
 pub mod machine;
 pub mod notify;
 pub mod peer;
@@ -67,6 +68,17 @@ pub enum Error {
         source: std::io::Error,
         /// What it means and what to do, e.g. "before Linux 6.6 ... run as root".
         hint: String,
+    },
+    /// A value given to a writer is not one the receiving side takes: `what` names the
+    /// value, `allowed` says what is.
+    #[error("{what} {value:?} is not allowed: it must be {allowed}")]
+    Invalid {
+        /// What the value is, e.g. "journal field name".
+        what: &'static str,
+        /// The value (shortened).
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
     },
     /// No usable cgroup cpu controller.
     #[error("no usable cgroup cpu controller: {0}")]

@@ -6,7 +6,8 @@
 # Asserts: `dpkg -i` installs the binary, unit, man pages and completions and starts the
 # service (Type=notify); enforcement as the selftest measures it (ratio, insulation, hard
 # cap, background) in systemd mode; boosted latency below the latency without allot;
-# funding is the user slice's CPUWeight; `allot run` in a login session leaves the session
+# funding is the user slice's CPUWeight, and its audit record a journal entry with fields
+# (MESSAGE_ID, ALLOT_UID, ALLOT_REQUEST); `allot run` in a login session leaves the session
 # whole; a delegated service of a uid >= 1000 (a stand-in container) is never touched;
 # daemon-reload and a restart keep every job, setting and process; `dpkg --remove` stops
 # the daemon and lets go without stopping a running job, whose scope ends with it;
@@ -51,6 +52,8 @@ check "latency: boosted below no allot" sh -c "$A bench policy latency --quick -
 # Funding is the user slice's CPUWeight, visible to systemctl.
 check "fund allot-ta 300" $A fund allot-ta 300
 check "user-2001.slice CPUWeight=300" wait_for -t 10 sh -c 'systemctl show user-2001.slice -p CPUWeight | grep -qx CPUWeight=300'
+# The fund's audit record is a journal entry with fields (docs/operate.md, the audit trail).
+check "the journal has fund's audit record by MESSAGE_ID and ALLOT_UID" wait_for -t 10 sh -c "journalctl -o json MESSAGE_ID=c81de62656cb47ff982946831ed4cdbe ALLOT_UID=0 | grep -q '\"ALLOT_REQUEST\" *: *\"fund '"
 
 # allot run inside a login session: the job leaves the session scope through systemd; the
 # session keeps its leader.

@@ -1,7 +1,8 @@
 //! The audit trail: every change anyone asks of the daemon — run, set, fund, move, focus,
 //! a config reload — and every refusal of such a request, with who asked (uid, pid),
-//! what, and the settings before and after. Each record goes to the log (one line, so
-//! journald keeps it) and, as one JSON line, to a file in the state directory.
+//! what, and the settings before and after. Each record goes to the journal (under
+//! systemd one entry with fields to filter on, else one log line: journal.rs) and, as one
+//! JSON line, to a file in the state directory.
 //!
 //! Bounded so that no user can push anyone else's records out:
 //! - root's records (uid 0: its requests and config reloads) go to a file of their own,
@@ -10,7 +11,7 @@
 //!   [`BYTES_PER_MINUTE`] a minute per user (uids that are no login user's share one
 //!   budget, as they share one request budget); past that, requests are counted and the
 //!   minute ends with one summary record ("uid N: K more changes not recorded
-//!   individually"). The journal gets exactly the lines the file gets;
+//!   individually"). The journal gets exactly the records the file gets;
 //! - each file is rotated once, to `.1`, past [`MAX_BYTES`].
 //!
 //! Client strings (currency names, caps) are spelled quoted and escaped when they are not
@@ -21,9 +22,14 @@
 //! The before/after come from the desired state itself (registry.rs), compared around
 //! the request, so nothing a request changes can escape the record.
 
-use super::registry::{CurrencyId, Desired, JobSpec};
-use crate::proto::{AuditChange, AuditRecord, Request};
-use std::collections::{BTreeSet, HashMap, HashSet};
+mod journal;
+mod text;
+
+pub use journal::{RECORD_ID, SUMMARY_ID};
+pub use text::{changes_something, describe, diff};
+
+use crate::proto::AuditRecord;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -75,140 +81,10 @@ pub struct Audit {
     windows: HashMap<u32, Window>,
     /// Records not written individually (summarised).
     pub unrecorded: u64,
-}
-
-fn settings(j: &JobSpec) -> String {
-    format!(
-        "tickets {}, cap {}, {}, focus {}{}",
-        j.tickets.get(),
-        j.cap.map_or("none".into(), |c| c.to_string()),
-        if j.background { "background" } else { "foreground" },
-        if j.focus { "on" } else { "off" },
-        j.rule.as_ref().map(|r| format!(", rule {r}")).unwrap_or_default()
-    )
-}
-
-/// What changed between two desired states, and the jobs it touched.
-pub fn diff(a: &Desired, b: &Desired, name: impl Fn(&CurrencyId) -> String) -> (Vec<AuditChange>, Vec<JobSpec>) {
-    let mut out = vec![];
-    let mut touched = vec![];
-    let label = |j: &JobSpec| match j.id {
-        super::registry::JobId::Default(uid) => format!("job {uid}/default in {}", name(&j.currency)),
-        super::registry::JobId::Numbered(n) => format!("job {n} of uid {} in {}", j.owner, name(&j.currency)),
-    };
-    let mut change = |what: String, before: String, after: String| out.push(AuditChange { what, before, after });
-    for (id, j) in &b.jobs {
-        match a.jobs.get(id) {
-            None => change(label(j), "-".into(), settings(j)),
-            Some(old) if old != j => change(label(j), settings(old), settings(j)),
-            _ => continue,
-        }
-        touched.push(j.clone());
-    }
-    for (id, j) in &a.jobs {
-        if !b.jobs.contains_key(id) {
-            change(label(j), settings(j), "-".into());
-            touched.push(j.clone());
-        }
-    }
-    for (c, f) in &b.funding {
-        if a.funding.get(c) != Some(f) {
-            change(format!("currency {}", name(c)), a.funding.get(c).map_or("-".into(), |x| format!("funding {x}")), format!("funding {f}"));
-        }
-    }
-    (out, touched)
-}
-
-/// A client's string as a record spells it: bare when it is a plain word, else quoted with
-/// every control, quote and bidi character escaped (Rust's `{:?}`), and cut at
-/// [`MAX_ARG`] characters with its length said.
-pub fn arg(s: &str) -> String {
-    let plain = !s.is_empty() && s.len() <= MAX_ARG && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:!%+@,".contains(c));
-    if plain {
-        return s.to_string();
-    }
-    let cut: String = s.chars().take(MAX_ARG).collect();
-    if cut.len() < s.len() {
-        format!("{cut:?}…({} bytes)", s.len())
-    } else {
-        format!("{cut:?}")
-    }
-}
-
-/// `set`'s pids: each once, at most [`PIDS_SHOWN`], with how many there were.
-pub fn pids(p: &[i64]) -> String {
-    let mut seen = HashSet::new();
-    let distinct: Vec<i64> = p.iter().copied().filter(|x| seen.insert(*x)).collect();
-    let mut s = distinct.iter().take(PIDS_SHOWN).map(|p| p.to_string()).collect::<Vec<_>>().join(" ");
-    let more = distinct.len() > PIDS_SHOWN;
-    if more {
-        s.push_str(" …");
-    }
-    if more || distinct.len() != p.len() {
-        let n = distinct.len();
-        s.push_str(&format!(" ({n} pid{}", if n == 1 { "" } else { "s" }));
-        if more {
-            s.push_str(&format!(", first {PIDS_SHOWN} shown"));
-        }
-        if distinct.len() != p.len() {
-            s.push_str(&format!(", {} given", p.len()));
-        }
-        s.push(')');
-    }
-    s
-}
-
-/// A request as the CLI would spell it (client strings through [`arg`], pids through
-/// [`pids`]): bounded, one line.
-pub fn describe(r: &Request) -> String {
-    let opt = |k: &str, v: &Option<String>| v.as_ref().map(|v| format!(" {k} {}", arg(v))).unwrap_or_default();
-    let num = |k: &str, v: &Option<i64>| v.map(|v| format!(" {k} {v}")).unwrap_or_default();
-    let force = |f: bool| if f { " --force" } else { "" };
-    match r {
-        Request::Run { tickets, currency, cap, background, force: f } => format!(
-            "run{}{}{}{}{}",
-            num("-t", tickets),
-            opt("--currency", currency),
-            opt("--cap", cap),
-            if *background { " --background" } else { "" },
-            force(*f)
-        ),
-        Request::Set { pids: p, tickets, cap, background, force: f } => format!(
-            "set {}{}{}{}{}",
-            pids(p),
-            num("-t", tickets),
-            opt("--cap", cap),
-            match background {
-                Some(true) => " --background",
-                Some(false) => " --foreground",
-                None => "",
-            },
-            force(*f)
-        ),
-        Request::Fund { currency, funding } => {
-            format!(
-                "fund{}{}",
-                currency.as_ref().map(|c| format!(" {}", arg(c))).unwrap_or_default(),
-                funding.map(|f| format!(" {f}")).unwrap_or_default()
-            )
-        }
-        Request::Focus { pid, on } => format!("focus{} {pid}", if *on { "" } else { " --off" }),
-        Request::Move { pid, currency, force: f } => format!("move {pid} {}{}", arg(currency), force(*f)),
-        Request::Status {} => "status".into(),
-        Request::Show { user } => format!("show{}", opt("--user", user)),
-        Request::Log { .. } => "log".into(),
-        Request::Explain { target } => format!("explain {}", arg(target)),
-        Request::RulesTest { pid } => format!("rules test {pid}"),
-    }
-}
-
-/// Does a request ask for a change (and so belong in the audit trail)?
-pub fn changes_something(r: &Request) -> bool {
-    match r {
-        Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } | Request::RulesTest { .. } => false,
-        Request::Fund { funding, .. } => funding.is_some(),
-        _ => true,
-    }
+    /// Where records go instead of log lines: the journal, under systemd.
+    journal: Option<allot_linux::journal::Journal>,
+    /// The journal's last send failed (its failure is logged once, not per record).
+    journal_failed: bool,
 }
 
 /// Root's trail beside the users' file `users`.
@@ -258,7 +134,7 @@ fn summary(key: u32, w: &Window) -> AuditRecord {
 impl Audit {
     /// Users' records go to `path`, root's beside it (None: the log only).
     pub fn new(path: Option<PathBuf>) -> Self {
-        Self { path, windows: Default::default(), unrecorded: 0 }
+        Self { path, windows: Default::default(), unrecorded: 0, journal: None, journal_failed: false }
     }
 
     /// Records one request's outcome, charged to the asking uid.
@@ -324,19 +200,12 @@ impl Audit {
         self.flush(now / 60);
     }
 
-    /// One record (or a minute's summary): its journal line, then its line in root's or
-    /// the users' file. When the file cannot be written (a full disk) the journal line is
-    /// the record.
-    fn write(&self, root: bool, r: &AuditRecord, line: &str, summary: bool) {
-        let what = if r.changes.is_empty() {
-            "no change".to_string()
-        } else {
-            r.changes.iter().map(|c| format!("{}: {} → {}", c.what, c.before, c.after)).collect::<Vec<_>>().join("; ")
-        };
-        match &r.refused {
-            Some(why) => log::info!("audit: uid {} (pid {}) {} refused: {why}", r.uid, r.pid, r.request),
-            None if summary => log::info!("audit: {}", r.request),
-            None => log::info!("audit: uid {} (pid {}) {}: {what}", r.uid, r.pid, r.request),
+    /// One record (or a minute's summary): its journal entry or log line, then its line in
+    /// root's or the users' file. When the file cannot be written (a full disk) the
+    /// journal's is the record.
+    fn write(&mut self, root: bool, r: &AuditRecord, line: &str, summary: bool) {
+        if let Some(text) = self.journal_or_line(r, summary) {
+            log::info!("{text}");
         }
         let Some(users) = &self.path else { return };
         let p = if root { root_file(users) } else { users.clone() };
@@ -352,7 +221,7 @@ impl Audit {
             .and_then(|f| f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600)).map(|()| f))
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = w {
-            log::error!("could not append to the audit file {}: {e}; the journal's audit line above is the record", p.display());
+            log::error!("could not append to the audit file {}: {e}; the journal's audit record is the record", p.display());
         }
     }
 
@@ -509,23 +378,5 @@ mod tests {
         assert_eq!(odd.iter().map(|r| r.pid).collect::<Vec<_>>(), vec![19_999, 7, 1]);
         assert!(read_trail(&p, 10, 10, |_| true).is_empty(), "a bound smaller than a line reads nothing whole");
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
-    }
-
-    #[test]
-    fn describe_quotes_escapes_and_bounds_what_clients_send() {
-        let set = |pids: Vec<i64>| describe(&Request::Set { pids, tickets: Some(5), cap: None, background: None, force: false });
-        assert_eq!(set(vec![100, 101, 102]), "set 100 101 102 -t 5");
-        assert_eq!(set(vec![7; 1024]), "set 7 (1 pid, 1024 given) -t 5");
-        assert_eq!(set((100..5100).collect()), "set 100 101 102 103 104 105 106 107 … (5000 pids, first 8 shown) -t 5");
-        let run =
-            |c: &str| describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: Some("1/2!".into()), background: false, force: false });
-        assert_eq!(run("ci"), "run --currency ci --cap 1/2!");
-        let forged = run("x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}");
-        assert_eq!(forged, r#"run --currency "x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}" --cap 1/2!"#);
-        assert!(!forged.contains(['\n', '\r', '\u{1b}', '\u{202e}']));
-        assert_eq!(arg("my team"), "\"my team\"");
-        let long = arg(&format!("0.5{}", "0".repeat(50_000)));
-        assert!(long.len() < 100 && long.ends_with("…(50003 bytes)"), "{long}");
-        assert_eq!(describe(&Request::Move { pid: 5, currency: "a\"b".into(), force: true }), r#"move 5 "a\"b" --force"#);
     }
 }

@@ -1,7 +1,8 @@
 //! The daemon's log: the `log` facade, written to stderr one line per record. Under
-//! systemd (stderr connected to the journal: `JOURNAL_STREAM` is set) each line starts
-//! with its syslog priority (`<3>` error … `<7>` debug), which journald turns into the
-//! entry's priority; elsewhere the level is spelled out. `ALLOT_LOG=debug` shows more.
+//! systemd (stderr connected to the journal: `JOURNAL_STREAM` names fd 2's device and
+//! inode) each line starts with its syslog priority (`<3>` error … `<7>` debug), which
+//! journald turns into the entry's priority; elsewhere the level is spelled out.
+//! `ALLOT_LOG=debug` shows more. Audit records go to the journal apart (audit/journal.rs).
 //!
 //! Every line is one line: control and bidi characters in a message (a client's string, a
 //! cgroup or process name) are escaped (`allot_report::for_terminal`), so nothing logged
@@ -62,7 +63,7 @@ pub fn init() {
         Ok("error") => LevelFilter::Error,
         _ => LevelFilter::Info,
     };
-    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let journal = allot_linux::journal::stderr_is_journal();
     if log::set_boxed_logger(Box::new(Stderr { journal, level })).is_ok() {
         log::set_max_level(level);
     }

@@ -179,6 +179,13 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
         d.audit = audit::Audit::new(Some(opts.state_dir.join(audit::USERS_FILE)));
     }
+    // Under systemd the audit records are journal entries with fields to filter on.
+    if allot_linux::journal::stderr_is_journal() {
+        match allot_linux::journal::Journal::new(allot_linux::journal::SOCKET) {
+            Ok(j) => d.audit.set_journal(j),
+            Err(e) => log::warn!("audit records stay text lines on stderr: {e}"),
+        }
+    }
     if opts.release {
         if UnixStream::connect(&opts.socket).is_ok() {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());

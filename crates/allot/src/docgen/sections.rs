@@ -79,9 +79,12 @@ fn files(root: &Command, daemon: &Command) -> Section {
     ) + &item(
         &format!("{state_dir}/{}", audit::USERS_FILE),
         &format!(
-            "The audit trail of users' requests: every change (run, set, fund, move, focus) and every refusal, with who asked (uid, pid), what, and the settings before and after, one JSON record a line; `allot log` reads it. Each user gets at most {} records or {} KiB a minute; past that the minute ends with one summary record of how many more there were. The same lines go to the daemon's log (the journal under systemd).",
+            "The audit trail of users' requests: every change (run, set, fund, move, focus) and every refusal, with who asked (uid, pid), what, and the settings before and after, one JSON record a line; `allot log` reads it. Each user gets at most {} records or {} KiB a minute; past that the minute ends with one summary record of how many more there were. The same records go to the daemon's log; under systemd each is one journal entry with MESSAGE_ID={} ({} for a summary) and the fields ALLOT_UID, ALLOT_PID, ALLOT_REQUEST, ALLOT_REFUSED, ALLOT_JOBS and ALLOT_OWNERS, so `journalctl MESSAGE_ID={} ALLOT_UID=1000` finds one user's.",
             audit::RECORDS_PER_MINUTE,
-            audit::BYTES_PER_MINUTE / 1024
+            audit::BYTES_PER_MINUTE / 1024,
+            audit::RECORD_ID,
+            audit::SUMMARY_ID,
+            audit::RECORD_ID,
         ),
     ) + &item(
         &format!("{state_dir}/{}", audit::ROOT_FILE),
@@ -138,7 +141,7 @@ fn daemon_env(root: &Command) -> Vec<(&'static str, String)> {
         ("ALLOT_LOG", "The daemon's log level: error, warn, info (the default) or debug.".into()),
         (
             "JOURNAL_STREAM",
-            "Set by systemd when stderr goes to the journal: the daemon then starts each log line with its syslog priority (<3> error to <7> debug) for journald, instead of spelling the level out.".into(),
+            "Set by systemd when stderr goes to the journal (DEVICE:INODE of that stream): when it names the daemon's stderr, the daemon starts each log line with its syslog priority (<3> error to <7> debug) for journald instead of spelling the level out, and sends each audit record to journald's socket as one entry with fields (FILES).".into(),
         ),
         ("NOTIFY_SOCKET", "Set by systemd (Type=notify): the daemon reports ready, reloading, stopping and a status line there.".into()),
         ("WATCHDOG_USEC, WATCHDOG_PID", "Set by systemd (WatchdogSec=): the daemon's loop pings the watchdog at half that interval.".into()),

@@ -1,0 +1,165 @@
+//! How a record spells what happened: a request as the CLI would (client strings quoted,
+//! escaped and cut, pids deduplicated and bounded), and the changes between two desired
+//! states with each job's settings before and after.
+
+use super::super::registry::{CurrencyId, Desired, JobSpec};
+use super::{MAX_ARG, PIDS_SHOWN};
+use crate::proto::{AuditChange, Request};
+use std::collections::HashSet;
+
+fn settings(j: &JobSpec) -> String {
+    format!(
+        "tickets {}, cap {}, {}, focus {}{}",
+        j.tickets.get(),
+        j.cap.map_or("none".into(), |c| c.to_string()),
+        if j.background { "background" } else { "foreground" },
+        if j.focus { "on" } else { "off" },
+        j.rule.as_ref().map(|r| format!(", rule {r}")).unwrap_or_default()
+    )
+}
+
+/// What changed between two desired states, and the jobs it touched.
+pub fn diff(a: &Desired, b: &Desired, name: impl Fn(&CurrencyId) -> String) -> (Vec<AuditChange>, Vec<JobSpec>) {
+    let mut out = vec![];
+    let mut touched = vec![];
+    let label = |j: &JobSpec| match j.id {
+        super::super::registry::JobId::Default(uid) => format!("job {uid}/default in {}", name(&j.currency)),
+        super::super::registry::JobId::Numbered(n) => format!("job {n} of uid {} in {}", j.owner, name(&j.currency)),
+    };
+    let mut change = |what: String, before: String, after: String| out.push(AuditChange { what, before, after });
+    for (id, j) in &b.jobs {
+        match a.jobs.get(id) {
+            None => change(label(j), "-".into(), settings(j)),
+            Some(old) if old != j => change(label(j), settings(old), settings(j)),
+            _ => continue,
+        }
+        touched.push(j.clone());
+    }
+    for (id, j) in &a.jobs {
+        if !b.jobs.contains_key(id) {
+            change(label(j), settings(j), "-".into());
+            touched.push(j.clone());
+        }
+    }
+    for (c, f) in &b.funding {
+        if a.funding.get(c) != Some(f) {
+            change(format!("currency {}", name(c)), a.funding.get(c).map_or("-".into(), |x| format!("funding {x}")), format!("funding {f}"));
+        }
+    }
+    (out, touched)
+}
+
+/// A client's string as a record spells it: bare when it is a plain word, else quoted with
+/// every control, quote and bidi character escaped (Rust's `{:?}`), and cut at
+/// [`MAX_ARG`] characters with its length said.
+pub fn arg(s: &str) -> String {
+    let plain = !s.is_empty() && s.len() <= MAX_ARG && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/:!%+@,".contains(c));
+    if plain {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(MAX_ARG).collect();
+    if cut.len() < s.len() {
+        format!("{cut:?}…({} bytes)", s.len())
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// `set`'s pids: each once, at most [`PIDS_SHOWN`], with how many there were.
+pub fn pids(p: &[i64]) -> String {
+    let mut seen = HashSet::new();
+    let distinct: Vec<i64> = p.iter().copied().filter(|x| seen.insert(*x)).collect();
+    let mut s = distinct.iter().take(PIDS_SHOWN).map(|p| p.to_string()).collect::<Vec<_>>().join(" ");
+    let more = distinct.len() > PIDS_SHOWN;
+    if more {
+        s.push_str(" …");
+    }
+    if more || distinct.len() != p.len() {
+        let n = distinct.len();
+        s.push_str(&format!(" ({n} pid{}", if n == 1 { "" } else { "s" }));
+        if more {
+            s.push_str(&format!(", first {PIDS_SHOWN} shown"));
+        }
+        if distinct.len() != p.len() {
+            s.push_str(&format!(", {} given", p.len()));
+        }
+        s.push(')');
+    }
+    s
+}
+
+/// A request as the CLI would spell it (client strings through [`arg`], pids through
+/// [`pids`]): bounded, one line.
+pub fn describe(r: &Request) -> String {
+    let opt = |k: &str, v: &Option<String>| v.as_ref().map(|v| format!(" {k} {}", arg(v))).unwrap_or_default();
+    let num = |k: &str, v: &Option<i64>| v.map(|v| format!(" {k} {v}")).unwrap_or_default();
+    let force = |f: bool| if f { " --force" } else { "" };
+    match r {
+        Request::Run { tickets, currency, cap, background, force: f } => format!(
+            "run{}{}{}{}{}",
+            num("-t", tickets),
+            opt("--currency", currency),
+            opt("--cap", cap),
+            if *background { " --background" } else { "" },
+            force(*f)
+        ),
+        Request::Set { pids: p, tickets, cap, background, force: f } => format!(
+            "set {}{}{}{}{}",
+            pids(p),
+            num("-t", tickets),
+            opt("--cap", cap),
+            match background {
+                Some(true) => " --background",
+                Some(false) => " --foreground",
+                None => "",
+            },
+            force(*f)
+        ),
+        Request::Fund { currency, funding } => {
+            format!(
+                "fund{}{}",
+                currency.as_ref().map(|c| format!(" {}", arg(c))).unwrap_or_default(),
+                funding.map(|f| format!(" {f}")).unwrap_or_default()
+            )
+        }
+        Request::Focus { pid, on } => format!("focus{} {pid}", if *on { "" } else { " --off" }),
+        Request::Move { pid, currency, force: f } => format!("move {pid} {}{}", arg(currency), force(*f)),
+        Request::Status {} => "status".into(),
+        Request::Show { user } => format!("show{}", opt("--user", user)),
+        Request::Log { .. } => "log".into(),
+        Request::Explain { target } => format!("explain {}", arg(target)),
+        Request::RulesTest { pid } => format!("rules test {pid}"),
+    }
+}
+
+/// Does a request ask for a change (and so belong in the audit trail)?
+pub fn changes_something(r: &Request) -> bool {
+    match r {
+        Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } | Request::RulesTest { .. } => false,
+        Request::Fund { funding, .. } => funding.is_some(),
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_quotes_escapes_and_bounds_what_clients_send() {
+        let set = |pids: Vec<i64>| describe(&Request::Set { pids, tickets: Some(5), cap: None, background: None, force: false });
+        assert_eq!(set(vec![100, 101, 102]), "set 100 101 102 -t 5");
+        assert_eq!(set(vec![7; 1024]), "set 7 (1 pid, 1024 given) -t 5");
+        assert_eq!(set((100..5100).collect()), "set 100 101 102 103 104 105 106 107 … (5000 pids, first 8 shown) -t 5");
+        let run =
+            |c: &str| describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: Some("1/2!".into()), background: false, force: false });
+        assert_eq!(run("ci"), "run --currency ci --cap 1/2!");
+        let forged = run("x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}");
+        assert_eq!(forged, r#"run --currency "x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}" --cap 1/2!"#);
+        assert!(!forged.contains(['\n', '\r', '\u{1b}', '\u{202e}']));
+        assert_eq!(arg("my team"), "\"my team\"");
+        let long = arg(&format!("0.5{}", "0".repeat(50_000)));
+        assert!(long.len() < 100 && long.ends_with("…(50003 bytes)"), "{long}");
+        assert_eq!(describe(&Request::Move { pid: 5, currency: "a\"b".into(), force: true }), r#"move 5 "a\"b" --force"#);
+    }
+}
