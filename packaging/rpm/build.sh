@@ -9,7 +9,8 @@
 # and completions made by the binary, the annotated example config, the README, and the
 # licenses: LICENSE-MIT, LICENSE-APACHE and LICENSE.dependencies (every bundled crate,
 # from packaging/licenses.sh). The scriptlets are in packaging/rpm/allot.spec; rpmbuild
-# runs in a scratch _topdir under the target directory, removed afterwards.
+# runs in a scratch _topdir under the target directory, removed afterwards, even on
+# failure (its _tmppath too: rpmbuild keeps a failed scriptlet's file there).
 # ALLOT_MAINTAINER="Name <address>" sets the Packager and the changelog's author.
 set -euo pipefail
 TARGET=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../../target}")
@@ -39,7 +40,7 @@ EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 mkdir -p "$TARGET"
 TOP=$(mktemp -d "$TARGET/rpmbuild.XXXXXX")
 trap 'rm -rf "$TOP"' EXIT
-mkdir -p "$TOP/SOURCES" "$TOP/SPECS" "$OUT"
+mkdir -p "$TOP/SOURCES" "$TOP/SPECS" "$TOP/tmp" "$OUT"
 # Stripped as the .deb's binary is (dh_strip's way), so both carry the same bytes.
 strip --remove-section=.comment --remove-section=.note -o "$TOP/SOURCES/allot" "$BIN"
 cp packaging/systemd/allot.service packaging/systemd/allot.socket packaging/allot.toml LICENSE-MIT LICENSE-APACHE README.md "$TOP/SOURCES/"
@@ -59,6 +60,7 @@ fi
 
 SOURCE_DATE_EPOCH=$EPOCH rpmbuild -bb --quiet \
   --define "_topdir $TOP" \
+  --define "_tmppath $TOP/tmp" \
   --define "_rpmdir $OUT" \
   --define "_build_name_fmt %%{NAME}-%%{VERSION}-%%{RELEASE}.%%{ARCH}.rpm" \
   --define "packager $MAINTAINER" \

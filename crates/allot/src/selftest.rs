@@ -13,6 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod load;
+
 /// One check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -58,45 +60,23 @@ struct Outcome {
     passed: bool,
     detail: String,
     values: serde_json::Value,
-    /// The check missed while other load used at least [`BUSY`] CPU: it says nothing
+    /// The check missed while other load used at least [`load::BUSY`] CPU: it says nothing
     /// about allot, and is reported as inconclusive, not failed.
     #[serde(default)]
     inconclusive: bool,
-    /// CPU used by processes outside the check, at its quietest moments (in CPUs).
+    /// CPU used by processes outside the check (in CPUs): the most seen over the windows
+    /// it measured in and before and after them.
     #[serde(default)]
     outside: f64,
 }
 
-/// Outside load from which a missed check proves nothing: a quarter of a CPU. Each check
-/// keeps ±5% of what it measures; other load beyond this moves that much.
-const BUSY: f64 = 0.25;
-
-/// Completes an outcome with the outside load: the larger of `before` and a look now
-/// (the check's jobs gone); a miss under [`BUSY`] or more of it is inconclusive.
-fn judge(d: &PrivateDaemon, before: f64, mut o: Outcome) -> Outcome {
-    o.outside = before.max(outside_load(d, 0.5));
-    o.inconclusive = !o.passed && o.outside >= BUSY;
+/// Completes an outcome with the outside load: the larger of `other` (the most seen in the
+/// windows the check measured in, and before them) and a look now (the check's jobs
+/// gone); a miss under [`load::BUSY`] or more of it is inconclusive ([`load::inconclusive`]).
+fn judge(d: &PrivateDaemon, other: f64, mut o: Outcome) -> Outcome {
+    o.outside = other.max(load::over(d, 0.5));
+    o.inconclusive = load::inconclusive(o.passed, o.outside);
     o
-}
-
-/// CPU used on the machine over `secs` by anything but `d`'s jobs and `d` itself: what
-/// other users and services take while a check measures (steal time in a VM included).
-fn outside_load(d: &PrivateDaemon, secs: f64) -> f64 {
-    let cg = d.controller().ok();
-    let ours = || -> f64 {
-        let jobs: u64 = cg.as_ref().map_or(0, |c| c.usage_ns("").unwrap_or(0) + c.usage_ns(allot_linux::cgroup::BACKGROUND).unwrap_or(0));
-        let daemon = d
-            .daemon_pid()
-            .and_then(|p| allot_linux::procfs::stat(p as i32).ok())
-            .map_or(0.0, |s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64);
-        jobs as f64 / 1e9 + daemon
-    };
-    let (Ok(a), t0, o0) = (allot_linux::machine::cpu_times(), Instant::now(), ours()) else { return 0.0 };
-    std::thread::sleep(Duration::from_secs_f64(secs));
-    let Ok(b) = allot_linux::machine::cpu_times() else { return 0.0 };
-    let dt = t0.elapsed().as_secs_f64();
-    let busy = b.busy.saturating_sub(a.busy) as f64 / allot_linux::procfs::clk_tck() as f64;
-    ((busy - (ours() - o0)) / dt).max(0.0)
 }
 
 /// Runs the checks; exit code 1 if any failed.
@@ -220,7 +200,7 @@ fn strs(v: &[String]) -> Vec<&str> {
 
 fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, &config(&[]))?;
-    let before = outside_load(&d, 0.5);
+    let mut other = load::over(&d, 0.5);
     let cg = d.controller()?;
     let h = hog(exe);
     let tickets = [300u32, 200, 100];
@@ -231,7 +211,9 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
         rels.push(job_of(&d, pid)?);
     }
     std::thread::sleep(Duration::from_millis(1500));
+    let m = load::Meter::start(&d);
     let (used, _) = measure(cg.as_ref(), &rels, window)?;
+    other = other.max(m.finish(used.iter().sum()));
     let total: f64 = used.iter().sum();
     let shares: Vec<f64> = used.iter().map(|u| u / total).collect();
     let ideal: Vec<f64> = tickets.iter().map(|&t| t as f64 / 600.0).collect();
@@ -239,7 +221,7 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     d.kill_jobs();
     Ok(judge(
         &d,
-        before,
+        other,
         Outcome {
             check: Check::Ratio,
             // The jobs must really have run (other load on the CPU may take a share).
@@ -264,7 +246,7 @@ fn ratio(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 
 fn insulation(exe: &Path, window: f64, [a, b]: [u32; 2]) -> anyhow::Result<Outcome> {
     let d = PrivateDaemon::start(exe, &config(&[a, b]))?;
-    let before = outside_load(&d, 0.5);
+    let mut other = load::over(&d, 0.5);
     let cg = d.controller()?;
     let h = hog(exe);
     let mut kids = Kids::default();
@@ -285,21 +267,25 @@ fn insulation(exe: &Path, window: f64, [a, b]: [u32; 2]) -> anyhow::Result<Outco
     }
     std::thread::sleep(Duration::from_millis(1000));
     let rels = [rel_a, rel_b];
+    let m = load::Meter::start(&d);
     let (u, _) = measure(cg.as_ref(), &rels, window)?;
+    other = other.max(m.finish(u.iter().sum()));
     let a_share = u[0] / (u[0] + u[1]);
     let out = d.cli(&["fund", &b.to_string(), "300"], None)?;
     if !out.status.success() {
         bail!("allot fund {b} 300 failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     std::thread::sleep(Duration::from_millis(1000));
+    let m = load::Meter::start(&d);
     let (u2, _) = measure(cg.as_ref(), &rels, window)?;
+    other = other.max(m.finish(u2.iter().sum()));
     let b_share = u2[1] / (u2[0] + u2[1]);
     let ok1 = (a_share - 0.5).abs() <= 0.05;
     let ok2 = (b_share - 0.75).abs() <= 0.05;
     drop(kids);
     Ok(judge(
         &d,
-        before,
+        other,
         Outcome {
             check: Check::Insulation,
             passed: ok1 && ok2,
@@ -317,19 +303,21 @@ fn insulation(exe: &Path, window: f64, [a, b]: [u32; 2]) -> anyhow::Result<Outco
 
 fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, &config(&[]))?;
-    let before = outside_load(&d, 0.5);
+    let mut other = load::over(&d, 0.5);
     let cg = d.controller()?;
     let pid = d.run_job(&["--cap", "0.25!"], &strs(&hog(exe)), None)?;
     let cpu = allot_linux::ncpu() - 1;
     pin(pid, cpu)?;
     let rel = job_of(&d, pid)?;
     std::thread::sleep(Duration::from_millis(1000));
+    let m = load::Meter::start(&d);
     let (u, wall) = measure(cg.as_ref(), &[rel], window)?;
+    other = other.max(m.finish(u[0]));
     let rate = u[0] / wall;
     d.kill_jobs();
     Ok(judge(
         &d,
-        before,
+        other,
         Outcome {
             check: Check::Cap,
             // It must be held under the cap, and still run (a stopped job would pass trivially).
@@ -344,7 +332,7 @@ fn cap(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
 
 fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let mut d = PrivateDaemon::start(exe, &config(&[]))?;
-    let mut before = outside_load(&d, 0.5);
+    let mut other = load::over(&d, 0.5);
     let cg = d.controller()?;
     let n = allot_linux::ncpu();
     let secs = format!("{:.1}", (window / 2.0).max(1.0));
@@ -363,22 +351,25 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     // (other load on the host, a VM's stolen time) falls on both sides alike.
     let (mut alone, mut with, mut bg_idle, mut bg_during) = (vec![], vec![], vec![], vec![]);
     for _ in 0..2 {
+        let m = load::Meter::start(&d);
         alone.push(fg(&d)?);
+        other = other.max(m.finish(0.0));
         let bg = d.run_job(&["--background"], &strs(&args), None)?;
         let rel = job_of(&d, bg)?;
         if !rel.starts_with("background/") {
             bail!("background job is in {rel}, not under background/");
         }
         std::thread::sleep(Duration::from_millis(500));
+        // Other load in this window takes CPU the background would have had: "otherwise
+        // idle" is only true when it is small.
+        let m = load::Meter::start(&d);
         let (u, w) = measure(cg.as_ref(), std::slice::from_ref(&rel), 1.0)?;
+        other = other.max(m.finish(0.0));
         bg_idle.push(u[0] / w);
-        // Other load now takes CPU the background would have had: "otherwise idle" is
-        // only true when this is small.
-        before = before.max(outside_load(&d, 0.5));
-        let t0 = Instant::now();
-        let before = cg.usage_ns(&rel)?;
+        let (t0, bg0, m) = (Instant::now(), cg.usage_ns(&rel)?, load::Meter::start(&d));
         with.push(fg(&d)?);
-        bg_during.push(cg.usage_ns(&rel)?.saturating_sub(before) as f64 / 1e9 / t0.elapsed().as_secs_f64());
+        other = other.max(m.finish(0.0));
+        bg_during.push(cg.usage_ns(&rel)?.saturating_sub(bg0) as f64 / 1e9 / t0.elapsed().as_secs_f64());
         d.kill_jobs();
     }
     // The same for a plain process outside allot (root's, so never placed): background
@@ -390,10 +381,14 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     };
     let (mut p_alone, mut p_with) = (vec![], vec![]);
     for _ in 0..2 {
+        let m = load::Meter::start(&d);
         p_alone.push(plain()?);
+        other = other.max(m.finish(0.0));
         d.run_job(&["--background"], &strs(&args), None)?;
         std::thread::sleep(Duration::from_millis(500));
+        let m = load::Meter::start(&d);
         p_with.push(plain()?);
+        other = other.max(m.finish(0.0));
         d.kill_jobs();
     }
     let p_kept = p_with.iter().sum::<f64>() / p_alone.iter().sum::<f64>();
@@ -401,7 +396,7 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     let idle_rate = bg_idle.iter().sum::<f64>() / 2.0;
     let during = bg_during.iter().sum::<f64>() / 2.0;
     d.kill_jobs();
-    Ok(judge(&d, before, Outcome {
+    Ok(judge(&d, other, Outcome {
         check: Check::Background,
         // The background must really run when the CPU is free (else "kept" proves nothing).
         passed: kept >= 0.95 && p_kept >= 0.95 && idle_rate > 0.2,

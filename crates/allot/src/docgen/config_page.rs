@@ -148,7 +148,10 @@ pub const TABLES: &[Table] = &[
         field: "metrics",
         probe: "[metrics]",
         text: "The daemon's Prometheus metrics endpoint.",
-        keys: &[key("listen", "string", Said("unset (no endpoint)"), Words("an address and port, such as \"127.0.0.1:9743\""), "Serve GET /metrics at this address. Anyone who can reach it sees what a user with no jobs sees.")],
+        keys: &[
+            key("listen", "string", Said("unset (no endpoint)"), Words("an address and port, such as \"127.0.0.1:9743\""), "Serve GET /metrics at this address, to the peers allow lets in; they see what a user with no jobs sees. An address that is not loopback is refused without an allow list."),
+            key("allow", "array of strings", Value("[]"), Words("IPv4 or IPv6 addresses, alone or with a prefix length: \"192.0.2.7\", \"10.0.0.0/8\", \"2001:db8::/32\""), "Who may scrape. Empty: loopback peers only. A list: exactly the peers in it (loopback only if listed; an IPv4 client of a [::] listener counts as its IPv4 address); anyone else gets 403 Forbidden. A reload applies a new list at once."),
+        ],
     },
     Table {
         header: "[funding]",

@@ -146,6 +146,10 @@ fn daemon_env(root: &Command) -> Vec<(&'static str, String)> {
         ("NOTIFY_SOCKET", "Set by systemd (Type=notify): the daemon reports ready, reloading, stopping and a status line there.".into()),
         ("WATCHDOG_USEC, WATCHDOG_PID", "Set by systemd (WatchdogSec=): the daemon's loop pings the watchdog at half that interval.".into()),
         (
+            "LISTEN_PID, LISTEN_FDS",
+            "Set by systemd when allot.socket passes the daemon its socket (socket activation): the daemon serves that socket instead of binding its own, once it has checked that it is one listening unix stream socket at the path it serves, and leaves it in place when it stops, so a client that comes meanwhile waits for the next daemon.".into(),
+        ),
+        (
             "DBUS_SYSTEM_BUS_ADDRESS",
             format!("The system bus, where the daemon talks to systemd and logind: its unix:path= is used (default {}).", allot_linux::dbus::SYSTEM_BUS),
         ),
@@ -162,6 +166,13 @@ fn client_env(root: &Command) -> Vec<(&'static str, String)> {
             format!(
                 "How long a command waits for the daemon's reply: a duration such as 5s or 500ms, a bare number being seconds (default {}s).",
                 crate::client::TIMEOUT.as_secs()
+            ),
+        ),
+        (
+            "ALLOT_TEST_UIDS",
+            format!(
+                "The uids `allot selftest` and the benchmarks that run processes as other users choose from, when --test-uids is not given: a range LO-HI (default {}). Only uids that no user or group, /etc/subuid or /etc/subgid range or running process has are taken; no account is made.",
+                allot_measure::test_uids::DEFAULT
             ),
         ),
     ]
