@@ -14,10 +14,12 @@ then, so COMMAND's output stays its own.
 
 As a module (a notebook or portal spawner):
 
-    from allot_client import request
+    from allot_client import request, spawn_in_job
     reply = request({"op": "set", "pids": [pid], "tickets": 200, "cap": "2"})
     if not reply["ok"]:
         raise RuntimeError(reply["error"])
+    # root: start a user's server already in a job of theirs
+    server = spawn_in_job(["jupyterhub-singleuser"], uid, gid, {"tickets": 200, "cap": "2"})
 """
 
 import array
@@ -25,6 +27,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import sys
 
 PROTOCOL = 2
@@ -72,6 +75,38 @@ def request(req, path=SOCKET, timeout=TIMEOUT):
     if not reply.endswith(b"\n"):
         raise ConnectionError(f"the allot daemon at {path} closed the connection without a whole reply")
     return json.loads(reply)
+
+
+def spawn_in_job(argv, uid, gid, job, path=SOCKET, force=False, **popen_args):
+    """Root (a spawner): starts argv as uid and gid (no supplementary groups) in a new job
+    of that user's with job's settings, e.g. {"tickets": 200, "cap": "2"}, before argv
+    runs: the child waits in /bin/sh for a word on a pipe while the daemon places it (a
+    "set" naming its pid), then execs argv, so argv and everything it starts are in the
+    job. force: take the child out of a cgroup another manager owns (e.g. the spawner's own
+    systemd service). Returns the subprocess.Popen; on a refusal the child ends without
+    running argv and RuntimeError carries the daemon's sentence."""
+    r, w = os.pipe()
+    wait = f'read -r go <&{r} && [ "$go" = go ] && exec "$@" {r}<&-'
+    try:
+        child = subprocess.Popen(
+            ["/bin/sh", "-c", wait, "sh", *argv], user=uid, group=gid, extra_groups=[], pass_fds=(r,), **popen_args
+        )
+    except BaseException:
+        os.close(w)
+        raise
+    finally:
+        os.close(r)
+    with os.fdopen(w, "w") as go:
+        try:
+            reply = request(dict(job, op="set", pids=[child.pid], force=force), path)
+        except OSError as e:
+            reply = {"ok": False, "error": f"cannot reach the allot daemon at {path}: {e}"}
+        if reply.get("ok"):
+            go.write("go\n")
+            return child
+    # The pipe closed without the word: the child exits without running argv.
+    child.wait()
+    raise RuntimeError(reply.get("error", "refused"))
 
 
 def main(argv):

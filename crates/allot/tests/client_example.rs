@@ -123,3 +123,61 @@ fn the_python_client_runs_a_command_in_a_job_either_way_the_daemon_proves_the_ca
         let _ = std::fs::remove_file(&marker);
     }
 }
+
+/// What a spawner running as root does (docs/protocol.md's recipe): the user's server
+/// starts in a job of the user's, placed before its command runs, out of the spawner's own
+/// cgroup (another manager's, to this daemon: so only with `force`).
+#[test]
+fn spawn_in_job_places_a_users_process_before_its_command_runs() {
+    require_root();
+    let _s = serial();
+    let d = PrivateDaemon::start(exe(), "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n").unwrap();
+    let script = client(&d);
+    let seen = std::env::temp_dir().join(format!("{}-cgroup", d.root_name));
+    let driver = format!(
+        r#"
+import json, subprocess, sys
+sys.path.insert(0, {dir:?})
+from allot_client import spawn_in_job
+argv = ["/bin/sh", "-c", "cat /proc/self/cgroup > {seen}; exec sleep 300"]
+job = {{"tickets": 300, "cap": "0.5!"}}
+quiet = {{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}}
+try:
+    spawn_in_job(argv, {A}, {A}, job, path={sock:?}, **quiet)
+    print(json.dumps({{"unforced": "placed"}}))
+except RuntimeError as e:
+    print(json.dumps({{"unforced": str(e)}}))
+print(json.dumps({{"pid": spawn_in_job(argv, {A}, {A}, job, path={sock:?}, force=True, **quiet).pid}}))
+"#,
+        dir = script.parent().unwrap().display().to_string(),
+        seen = seen.display(),
+        sock = d.socket.display().to_string(),
+    );
+    // The spawner runs in a cgroup of its own, which this daemon does not place from: as a
+    // spawner in a systemd service would be.
+    let spawner = allot_measure::harness::Shelter::new().unwrap();
+    let o = spawner.command(PYTHON, None).arg("-c").arg(&driver).stdin(Stdio::null()).output().expect(PYTHON);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let pid = lines.iter().find_map(|l| l["pid"].as_u64()).unwrap_or_else(|| panic!("spawn_in_job: {o:?}")) as u32;
+    // Started by this test (through the driver, which has exited): killed by pid at the end.
+    struct KillAtEnd(u32);
+    impl Drop for KillAtEnd {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the pid of the sleep this test started.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _kill = KillAtEnd(pid);
+    let unforced = lines[0]["unforced"].as_str().unwrap_or_default().to_string();
+    assert!(unforced.contains("which another manager owns"), "without force, the spawner's own cgroup is not allot's to take from: {o:?}");
+    let job = wait_for("the spawned process in its job", || job_with_pid(&show(&d), pid));
+    assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(300), Some("0.5!")), "{job}");
+    assert_eq!(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap(), b"sleep\x00300\x00", "the command runs under the spawned pid");
+    let first = wait_for("the command's first child", || std::fs::read_to_string(&seen).ok().filter(|s| !s.is_empty()));
+    let _ = std::fs::remove_file(&seen);
+    let in_job = cgroup_of(pid);
+    assert!(
+        !in_job.is_empty() && first.lines().any(|l| l.ends_with(&format!(":{in_job}"))),
+        "the command's first child was already in the job ({in_job}): {first}"
+    );
+}
