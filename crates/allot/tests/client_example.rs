@@ -119,8 +119,8 @@ fn the_python_client_runs_a_command_in_a_job_either_way_the_daemon_proves_the_ca
             .unwrap();
         assert_eq!(o.status.code(), Some(1), "{way}: {o:?}");
         assert!(String::from_utf8_lossy(&o.stderr).contains("may not run jobs in currency \\\"ci\\\""), "{way}: {o:?}");
-        assert!(!marker.exists(), "{way}: a refused run does not run the command");
-        let _ = std::fs::remove_file(&marker);
+        let ran = std::fs::remove_file(&marker).is_ok();
+        assert!(!ran, "{way}: a refused run does not run the command");
     }
 }
 
@@ -159,22 +159,23 @@ print(json.dumps({{"pid": spawn_in_job(argv, {A}, {A}, job, path={sock:?}, force
     let o = spawner.command(PYTHON, None).arg("-c").arg(&driver).stdin(Stdio::null()).output().expect(PYTHON);
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     let pid = lines.iter().find_map(|l| l["pid"].as_u64()).unwrap_or_else(|| panic!("spawn_in_job: {o:?}")) as u32;
-    // Started by this test (through the driver, which has exited): killed by pid at the end.
-    struct KillAtEnd(u32);
-    impl Drop for KillAtEnd {
+    // Started by this test (through the driver, which has exited): killed by pid at the end,
+    // and the file it wrote removed, even when an assertion fails.
+    struct AtEnd(u32, PathBuf);
+    impl Drop for AtEnd {
         fn drop(&mut self) {
             // SAFETY: kill(2) on the pid of the sleep this test started.
             unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+            let _ = std::fs::remove_file(&self.1);
         }
     }
-    let _kill = KillAtEnd(pid);
+    let _end = AtEnd(pid, seen.clone());
     let unforced = lines[0]["unforced"].as_str().unwrap_or_default().to_string();
     assert!(unforced.contains("which another manager owns"), "without force, the spawner's own cgroup is not allot's to take from: {o:?}");
     let job = wait_for("the spawned process in its job", || job_with_pid(&show(&d), pid));
     assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(300), Some("0.5!")), "{job}");
     assert_eq!(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap(), b"sleep\x00300\x00", "the command runs under the spawned pid");
     let first = wait_for("the command's first child", || std::fs::read_to_string(&seen).ok().filter(|s| !s.is_empty()));
-    let _ = std::fs::remove_file(&seen);
     let in_job = cgroup_of(pid);
     assert!(
         !in_job.is_empty() && first.lines().any(|l| l.ends_with(&format!(":{in_job}"))),
