@@ -16,6 +16,8 @@ mod overhead_bench;
 mod overhead_workload;
 mod policy_bench;
 mod proto;
+#[cfg(test)]
+mod proto_doc_tests;
 mod readings;
 mod selftest;
 mod top;

@@ -4,6 +4,7 @@
 //!
 //! Every line carries the protocol version `v`, so a CLI and a daemon of different
 //! versions (after an upgrade) say so in one sentence instead of failing on a field.
+//! docs/protocol.md describes it for other clients (proto_doc_tests.rs holds it to this).
 
 use serde::{Deserialize, Serialize};
 
