@@ -33,7 +33,15 @@ impl FromStr for Net {
                 _ => return Err(bad(&format!("the prefix length must be 0..{max}"))),
             },
         };
-        Ok(Net { addr, prefix })
+        // An IPv4-mapped IPv6 network (::ffff:10.0.0.0/104) is the IPv4 network it maps,
+        // as peers are compared (contains): its prefix counts the IPv4 bits.
+        match addr.to_canonical() {
+            IpAddr::V4(v4) if addr.is_ipv6() => match prefix.checked_sub(96) {
+                Some(p) => Ok(Net { addr: IpAddr::V4(v4), prefix: p }),
+                None => Err(bad("an IPv4-mapped network's prefix length must be 96..128")),
+            },
+            _ => Ok(Net { addr, prefix }),
+        }
     }
 }
 
@@ -51,7 +59,7 @@ impl Net {
         if w != pw {
             return false;
         }
-        let host = w - self.prefix as u32;
+        let host = w.saturating_sub(self.prefix as u32);
         host >= 128 || net >> host == peer >> host
     }
 }
@@ -95,6 +103,19 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_ipv4_mapped_network_is_the_ipv4_network_it_maps() {
+        // Before: ::ffff:10.0.0.0/104 compared 32 IPv4 bits against a prefix of 104, and the
+        // wrapped subtraction let every IPv4 peer in.
+        let n: Net = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert!(n.contains(ip("10.9.8.7")) && n.contains(ip("::ffff:10.1.2.3")));
+        assert!(!n.contains(ip("192.0.2.7")) && !n.contains(ip("::ffff:192.0.2.7")));
+        let one: Net = "::ffff:192.0.2.7".parse().unwrap();
+        assert!(one.contains(ip("192.0.2.7")) && !one.contains(ip("192.0.2.8")));
+        let e = "::ffff:10.0.0.0/64".parse::<Net>().unwrap_err();
+        assert!(e.contains("96..128") && e.contains("::ffff:10.0.0.0/64"), "{e}");
     }
 
     #[test]
