@@ -12,6 +12,7 @@ pub mod entitlement;
 pub mod nice;
 pub mod plan;
 pub mod policy;
+pub mod scope;
 pub mod units;
 pub mod usage;
 

@@ -68,6 +68,42 @@ check "the first session is untouched" sh -c "loginctl session-status $sa | grep
 check "allot-ta's job has 300 tickets" sh -c "$A --json show | grep -q '\"tickets\": 300'"
 # `allot metrics` and `allot top` read each job's throttling and pressure in the scope
 # systemd made for it (their THROTTLED and PSI columns, the alert rules' series).
+# Tickets against the user's own session (docs/concepts.md): jobs of 300 and 100 tickets
+# beside one busy login session of the same user, all on CPU 1, divide it 0.6 / 0.2 / 0.2,
+# as jobs beside a default job would: allot weighs its scope as its active jobs' tickets
+# together (systemd's default weights would give 0.375 / 0.125 / 0.5).
+cat > /tmp/tix.sh <<TIX
+#!/bin/sh
+taskset -c 1 sh -c 'echo \$\$ > /tmp/tix.s; while :; do :; done' &
+$A run -t 300 -- taskset -c 1 sh -c 'echo \$\$ > /tmp/tix.300; while :; do :; done' &
+$A run -t 100 -- taskset -c 1 sh -c 'echo \$\$ > /tmp/tix.100; while :; do :; done' &
+wait
+TIX
+chmod 0755 /tmp/tix.sh; rm -f /tmp/tix.s /tmp/tix.300 /tmp/tix.100
+login_session allot-ta /tmp/tix.sh > /dev/null
+wait_for -t 30 sh -c 'test -s /tmp/tix.s && test -s /tmp/tix.300 && test -s /tmp/tix.100' || true
+sleep 4
+tix=$(python3 - <<'PY'
+import time
+pids = {k: int(open(f"/tmp/tix.{k}").read()) for k in ("300", "100", "s")}
+def cpu(p):
+    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+a = {k: cpu(p) for k, p in pids.items()}
+time.sleep(8)
+b = {k: cpu(p) - a[k] for k, p in pids.items()}
+t = sum(b.values()) or 1
+print(" ".join(f"{k}={b[k] / t:.3f}" for k in ("300", "100", "s")))
+PY
+) || tix="unmeasured"
+echo "one CPU divided between allot-ta's jobs of 300 and 100 tickets and its session: $tix" >&2
+check "jobs of 300 and 100 tickets and a busy session of the same user: 0.6 / 0.2 / 0.2 (+-0.06)" python3 -c "
+import sys
+v = dict(x.split('=') for x in '$tix'.split() if '=' in x)
+w = {'300': 0.6, '100': 0.2, 's': 0.2}
+sys.exit(0 if all(k in v and abs(float(v[k]) - w[k]) <= 0.06 for k in w) else 1)"
+for f in /tmp/tix.s /tmp/tix.300 /tmp/tix.100; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
+sleep 6
 check "metrics read throttling and pressure in systemd's scopes" sh -c "$A metrics > /tmp/m && grep -q '^allot_job_throttled_periods_total{' /tmp/m && grep -q '^allot_job_pressure_cpu_waiting_seconds_total{' /tmp/m"
 
 # A stand-in container: a delegated service running as a uid >= 1000.

@@ -153,6 +153,13 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
         Ok(None)
     }
+    /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
+    /// (sessions, their user manager) in their slice: systemd only, through its API.
+    /// Nothing to do elsewhere, where a currency's directory is allot's own and its
+    /// weight is its funding.
+    fn set_scope_weight(&self, _rel: &str, _units: u32) -> Result<()> {
+        Ok(())
+    }
     /// The uids whose `user-UID.slice` exists now (logged in, or lingering): systemd only,
     /// where a user's currency is that slice; empty elsewhere.
     fn user_slices(&self) -> Result<Vec<u32>> {

@@ -281,6 +281,7 @@ impl Daemon {
         }
         // On a systemd host a user's slice exists without jobs, from the first login.
         self.fund_slices(&cur_ids);
+        self.weigh_scopes(&ids, &out.jobs);
         for (k, id) in ids.iter().enumerate() {
             let rel = self.desired.jobs[id].rel();
             let p = &out.jobs[k];

@@ -71,6 +71,31 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Weighs each currency's job scope as its active jobs together
+    /// ([`allot_model::scope::scope_weight`]): against a login session of the same user
+    /// they then divide the user's share as a default job and the jobs would in allot's
+    /// own tree. A systemd host only (elsewhere there is no session scope to weigh against).
+    pub(super) fn weigh_scopes(&mut self, ids: &[super::registry::JobId], jobs: &[allot_model::plan::JobPlan]) {
+        if !self.tree.cg.systemd() {
+            return;
+        }
+        let mut by_cur: std::collections::BTreeMap<CurrencyId, Vec<u32>> = Default::default();
+        for (id, p) in ids.iter().zip(jobs) {
+            let j = &self.desired.jobs[id];
+            let active = by_cur.entry(j.currency.clone()).or_default();
+            if !j.background && p.entitlement > 0.0 {
+                active.push(p.weight);
+            }
+        }
+        for (c, active) in by_cur {
+            if let Some(w) = allot_model::scope::scope_weight(active) {
+                self.tree.scope_weight(&currency_rel(Class::Foreground, &c), w);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,6 +114,23 @@ impl Tree {
         }
     }
 
+    /// Weighs the scope of currency `rel`'s jobs (systemd: against the user's sessions),
+    /// unless it is what was last written. Kept as applied under `rel` + `/#scope`, the key
+    /// the backend reports a failed held write under.
+    pub fn scope_weight(&mut self, rel: &str, w: u32) {
+        let key = format!("{rel}/#scope");
+        if self.applied.get(&key).is_some_and(|a| a.weight == Some(w)) {
+            return;
+        }
+        match self.cg.set_scope_weight(rel, w) {
+            Ok(()) => self.applied.entry(key).or_default().weight = Some(w),
+            Err(e) => {
+                self.applied.entry(key).or_default().weight = None;
+                self.report("set the scope weight of", rel, &w.to_string(), &e)
+            }
+        }
+    }
+
     /// Writes cpu.max (None: unlimited) unless it is what was last written.
     pub fn max(&mut self, rel: &str, cpus: Option<f64>) {
         let quota = cpus.map(|c| ((c * PERIOD_US as f64).round() as u64).max(1000));

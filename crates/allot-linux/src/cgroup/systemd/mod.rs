@@ -31,6 +31,9 @@ use std::time::{Duration, Instant};
 
 /// How often one slice's CPUWeight may be written.
 pub const WEIGHT_INTERVAL: Duration = Duration::from_secs(1);
+/// The rate limiter's key of a currency scope's own weight: the currency's rel and this
+/// (a name no currency or job directory can have).
+const SCOPE_WEIGHT: &str = "/#scope";
 /// How often [`CpuController::upkeep`] looks for scopes whose holder died.
 const HOLDER_CHECK: Duration = Duration::from_secs(10);
 
@@ -285,6 +288,23 @@ impl CpuController for SystemdTree {
         uids.sort_unstable();
         Ok(uids)
     }
+    fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()> {
+        let units = units.clamp(1, 10000);
+        let key = match Self::place(rel)? {
+            Place::Scope(key @ Key::Currency(_)) => key,
+            _ => return Err(unsupported("set the scope weight of", rel)),
+        };
+        let mut st = self.lock();
+        if !st.scopes.contains_key(&key) {
+            // No scope yet (its first job is being made): the next plan weighs it.
+            return Ok(());
+        }
+        let lim = format!("{rel}{SCOPE_WEIGHT}");
+        match st.limiter.offer(&lim, units, Instant::now()) {
+            Offer::Same | Offer::Held => Ok(()),
+            Offer::Send => self.send_weight(&mut st, &lim, &self.names.scope(&key), CpuWeight::Weight(units), units),
+        }
+    }
     fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
         let units = units.clamp(1, 10000);
         match Self::place(rel)? {
@@ -428,12 +448,17 @@ impl CpuController for SystemdTree {
         let mut st = self.lock();
         let now = Instant::now();
         for (rel, units) in st.limiter.due(now) {
-            let key = match names::parse(&rel) {
+            // A held scope weight (set_scope_weight) or a held slice weight (funding).
+            let (cur, of_scope) = match rel.strip_suffix(SCOPE_WEIGHT) {
+                Some(cur) => (cur, true),
+                None => (rel.as_str(), false),
+            };
+            let key = match names::parse(cur) {
                 Ok(Place::Scope(k)) => k,
                 _ => continue,
             };
-            let slice = self.names.slice(&key);
-            if let Err(e) = self.send_weight(&mut st, &rel, &slice, CpuWeight::Weight(units), units) {
+            let unit = if of_scope { self.names.scope(&key) } else { self.names.slice(&key) };
+            if let Err(e) = self.send_weight(&mut st, &rel, &unit, CpuWeight::Weight(units), units) {
                 errs.push((rel, e));
             }
         }
