@@ -1,43 +1,55 @@
-//! The dynamic policy's decisions, pure: boost, soft-cap hold, nice emulation. The
+//! The dynamic policy's decisions, pure: soft-cap hold, nice emulation (the boost
+//! rule is [`crate::plan::boost_rule`]). The
 //! daemon measures, calls these, and applies what changed (Petrou et al. 1999 §3's technique: a
 //! dynamic ticket adjustment while a condition holds, undone when it ends).
 
 use crate::nice::base_ticket_threshold;
 
-/// Boost settings.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BoostRule {
-    /// Boost while usage over the window is below this fraction of the entitlement.
-    pub below: f64,
+/// A held soft cap is released when more than this many CPUs sit idle on the CPUs its job may
+/// run on (a tenth of a CPU going to waste: nobody else wants them).
+pub const RELEASE_IDLE_CPUS: f64 = 0.1;
+
+/// Why a soft cap is or is not held: the branch of [`soft_cap_hold`] that decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Held from now: it ran above its cap while other jobs waited for CPU.
+    Imposed,
+    /// Still held: no more than [`RELEASE_IDLE_CPUS`] sat idle on its CPUs.
+    Kept,
+    /// Released: more than [`RELEASE_IDLE_CPUS`] sat idle on its CPUs.
+    Released,
+    /// Not held: it ran at or under its cap.
+    UnderCap,
+    /// Not held: above its cap, but no other job waited for CPU.
+    Alone,
 }
 
-impl Default for BoostRule {
-    fn default() -> Self {
-        Self { below: 0.5 }
+impl Hold {
+    /// The cap is held (written as cpu.max).
+    pub fn held(self) -> bool {
+        matches!(self, Hold::Imposed | Hold::Kept)
     }
 }
 
-/// Petrou et al. 1999 §3.3 (windowed ticket boost): a process that used a fraction f < 1 of the
-/// CPU it deserved over the window is deemed interactive and boosted; one asleep is
-/// given the maximum boost. allot's window is short (500 ms by default, not 10 × 1 s) so a
-/// job is boosted within about a second of turning interactive and loses it as fast
-/// when it turns CPU-bound (the paper needed about 7 s, Table 1); the threshold sits at
-/// half the entitlement so a CPU-bound job, which gets about its entitlement, is not
-/// boosted by noise. A focused job (Ross and Abel's foreground hint) is boosted regardless.
-pub fn boosted(rule: BoostRule, focus: bool, active: bool, window_usage: f64, entitlement: f64) -> bool {
-    focus || !active || window_usage < rule.below * entitlement
-}
-
 /// EBS soft caps (EBS 2004): a soft cap is held only while others want the CPU. Held:
-/// the job is limited to its cap; released when the CPUs it may run on sit idle (nobody
-/// else wants them). Not held: it is imposed when the job runs above its cap while other
-/// jobs wait for CPU.
-pub fn soft_cap_held(held: bool, usage: f64, cap: f64, others_waiting: bool, idle_cpus: f64) -> bool {
+/// the job is limited to its cap; released when the CPUs it may run on sit idle (more than
+/// [`RELEASE_IDLE_CPUS`]: nobody else wants them). Not held: it is imposed when the job runs
+/// above its cap while other jobs wait for CPU.
+pub fn soft_cap_hold(held: bool, usage: f64, cap: f64, others_waiting: bool, idle_cpus: f64) -> Hold {
     if held {
-        // Release when more than a tenth of a CPU goes to waste.
-        idle_cpus <= 0.1
+        if idle_cpus <= RELEASE_IDLE_CPUS {
+            Hold::Kept
+        } else {
+            Hold::Released
+        }
+    } else if usage > cap {
+        if others_waiting {
+            Hold::Imposed
+        } else {
+            Hold::Alone
+        }
     } else {
-        usage > cap && others_waiting
+        Hold::UnderCap
     }
 }
 
@@ -90,21 +102,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boost_follows_the_window() {
-        let r = BoostRule::default();
-        assert!(boosted(r, false, true, 0.05, 0.5), "interactive: 5 ms / 100 ms against 0.5 entitled");
-        assert!(!boosted(r, false, true, 0.5, 0.5), "CPU-bound at its entitlement");
-        assert!(boosted(r, false, false, 0.0, 0.0), "asleep: maximum boost, as Petrou et al. 1999 §3.3");
-        assert!(boosted(r, true, true, 1.0, 0.5), "focus wins");
-    }
-
-    #[test]
     fn soft_cap_holds_only_under_contention() {
-        assert!(soft_cap_held(false, 0.9, 0.5, true, 0.0));
-        assert!(!soft_cap_held(false, 0.9, 0.5, false, 0.0), "alone: free");
-        assert!(!soft_cap_held(false, 0.4, 0.5, true, 0.0), "under its cap");
-        assert!(soft_cap_held(true, 0.5, 0.5, false, 0.0), "held while the CPU is busy");
-        assert!(!soft_cap_held(true, 0.5, 0.5, false, 0.5), "released when CPU goes idle");
+        let held = |h: bool, u: f64, c: f64, o: bool, i: f64| soft_cap_hold(h, u, c, o, i).held();
+        assert_eq!(soft_cap_hold(false, 0.9, 0.5, true, 0.0), Hold::Imposed);
+        assert_eq!(soft_cap_hold(false, 0.9, 0.5, false, 0.0), Hold::Alone, "alone: free");
+        assert_eq!(soft_cap_hold(false, 0.4, 0.5, true, 0.0), Hold::UnderCap, "under its cap");
+        assert!(held(true, 0.5, 0.5, false, 0.0), "held while the CPU is busy");
+        assert!(!held(true, 0.5, 0.5, false, 0.5), "released when CPU goes idle");
+        // The release threshold is the constant's: at it, kept; just above, released.
+        assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS), Hold::Kept);
+        assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS + 1e-9), Hold::Released);
     }
 
     #[test]

@@ -510,7 +510,7 @@ impl Daemon {
         let mut todo = vec![];
         for j in self.desired.jobs.values().filter(|j| matches!(j.id, JobId::Default(_)) && !j.background) {
             let Some(t) = self.obs.jobs.get(&j.id) else { continue };
-            if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= 0.005) {
+            if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= plan::ACTIVE_CPUS) {
                 continue;
             }
             for pid in t.niced().take(16) {
