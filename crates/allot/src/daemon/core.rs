@@ -218,14 +218,7 @@ impl Daemon {
     }
 
     fn params(&self) -> Params {
-        let p = &self.cfg.policy;
-        Params {
-            boost: p.boost,
-            boost_below: p.boost_below,
-            boost_weight: p.boost_weight,
-            boost_slice_ns: (self.features.custom_slices && p.boost_slice_us > 0).then_some(p.boost_slice_us * 1000),
-            nice_emulation: p.nice_emulation,
-        }
+        self.cfg.policy.params(self.features.custom_slices)
     }
 
     fn machine(&self) -> Machine {
