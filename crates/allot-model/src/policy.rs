@@ -1,4 +1,4 @@
-//! The dynamic policy's decisions, pure: soft-cap hold, nice emulation (the boost
+//! The dynamic policy's decisions, pure: soft-cap hold, waiting, nice emulation (the boost
 //! rule is [`crate::plan::boost_rule`]). The
 //! daemon measures, calls these, and applies what changed (Petrou et al. 1999 §3's technique: a
 //! dynamic ticket adjustment while a condition holds, undone when it ends).
@@ -8,6 +8,16 @@ use crate::nice::base_ticket_threshold;
 /// A held soft cap is released when more than this many CPUs sit idle on the CPUs its job may
 /// run on (a tenth of a CPU going to waste: nobody else wants them).
 pub const RELEASE_IDLE_CPUS: f64 = 0.1;
+
+/// A job whose threads waited for CPU more than this fraction of a tick wants CPU it is not
+/// getting (the "others waiting" of [`soft_cap_hold`]).
+pub const WAITING_FRACTION: f64 = 0.05;
+
+/// Its threads waited `waited_ns` (summed) during a tick of `dt_s` seconds: more than
+/// [`WAITING_FRACTION`] of the tick is waiting.
+pub fn waiting(waited_ns: f64, dt_s: f64) -> bool {
+    dt_s > 0.0 && waited_ns > WAITING_FRACTION * dt_s * 1e9
+}
 
 /// Why a soft cap is or is not held: the branch of [`soft_cap_hold`] that decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +122,14 @@ mod tests {
         // The release threshold is the constant's: at it, kept; just above, released.
         assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS), Hold::Kept);
         assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS + 1e-9), Hold::Released);
+    }
+
+    #[test]
+    fn waiting_is_more_than_the_fraction_of_a_tick() {
+        // A 100 ms tick: waiting above WAITING_FRACTION × 100 ms, not at it.
+        let at = WAITING_FRACTION * 0.1 * 1e9;
+        assert!(!waiting(at, 0.1) && waiting(at + 1.0, 0.1));
+        assert!(!waiting(1e9, 0.0), "no tick, no waiting");
     }
 
     #[test]
