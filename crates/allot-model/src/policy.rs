@@ -63,6 +63,24 @@ pub fn soft_cap_hold(held: bool, usage: f64, cap: f64, others_waiting: bool, idl
     }
 }
 
+/// How nice emulation bounds a niced job's base tickets (Petrou et al. 1999 §3.4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NiceBound {
+    /// Niced down (n > 0): it holds at most this many base tickets.
+    AtMost(f64),
+    /// Niced up (n < 0): it holds at least this many.
+    AtLeast(f64),
+}
+
+/// The bound nice `n` puts on a job's base tickets; None at nice 0 (its base stands).
+pub fn nice_bound(n: i32) -> Option<NiceBound> {
+    match n {
+        n if n > 0 => Some(NiceBound::AtMost(base_ticket_threshold(n))),
+        n if n < 0 => Some(NiceBound::AtLeast(base_ticket_threshold(n))),
+        _ => None,
+    }
+}
+
 /// One job as nice emulation sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NiceClaim {
@@ -93,10 +111,10 @@ pub fn nice_emulation(funding: f64, jobs: &[NiceClaim]) -> (f64, Vec<f64>) {
         .iter()
         .map(|j| {
             let base = funding * j.tickets / active_tickets;
-            let eff = match j.nice {
-                n if n > 0 => base.min(base_ticket_threshold(n)),
-                n if n < 0 => base.max(base_ticket_threshold(n)),
-                _ => base,
+            let eff = match nice_bound(j.nice) {
+                Some(NiceBound::AtMost(t)) => base.min(t),
+                Some(NiceBound::AtLeast(t)) => base.max(t),
+                None => base,
             };
             if j.active {
                 currency += eff;
@@ -156,6 +174,13 @@ mod tests {
         // Inactive niced jobs change nothing.
         let (w, _) = nice_emulation(100.0, &[jobs[0], NiceClaim { active: false, ..jobs[1] }]);
         assert_eq!(w, 100.0);
+    }
+
+    #[test]
+    fn the_bound_follows_the_sign_of_nice() {
+        assert_eq!(nice_bound(19), Some(NiceBound::AtMost(base_ticket_threshold(19))));
+        assert_eq!(nice_bound(-5), Some(NiceBound::AtLeast(base_ticket_threshold(-5))));
+        assert_eq!(nice_bound(0), None);
     }
 
     #[test]

@@ -8,9 +8,8 @@ use super::registry::JobId;
 use super::tree::PERIOD_US;
 use super::trust::Peer;
 use crate::proto::{ExplainView, Reason, Response};
-use allot_model::nice::base_ticket_threshold;
 use allot_model::plan::Boost;
-use allot_model::policy::{Hold, RELEASE_IDLE_CPUS};
+use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS};
 
 impl Daemon {
     /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
@@ -76,11 +75,14 @@ impl Daemon {
         }
         let nice = t.map_or(0, |t| t.nice);
         if p.niced || nice != 0 {
+            let bound = match nice_bound(nice) {
+                Some(NiceBound::AtMost(t)) => format!("at most {t:.1}"),
+                Some(NiceBound::AtLeast(t)) => format!("at least {t:.1}"),
+                None => "its share of".into(),
+            };
             let because = if p.niced {
                 format!(
-                    "its processes' lowest nice is {nice}: under nice emulation it holds {} {:.1} base tickets of its currency's funding {}, so its weight is {}",
-                    if nice > 0 { "at most" } else { "at least" },
-                    base_ticket_threshold(nice),
+                    "its processes' lowest nice is {nice}: under nice emulation it holds {bound} base tickets of its currency's funding {}, so its weight is {}",
                     self.funding_of(&j.currency),
                     p.weight
                 )

@@ -554,4 +554,13 @@ fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
     assert!(b.on && b.because.starts_with("interactive"), "{b:?}");
     assert!(b.because.contains(&format!("(below {BOOST_LAST_TICK_BELOW} × ")), "{b:?}");
     assert_eq!(x.threshold, d.planned.jobs[&id].boost_limits.window, "the plan's threshold, not a recomputed one");
+    // Niced to 19: the bound nice emulation put on its base tickets, in the model's numbers.
+    w.lock().unwrap().procs.get_mut(&100).unwrap().nice = 19;
+    for k in 40..45u32 {
+        w.lock().unwrap().dirs.get_mut(&dir).unwrap().usage_ns += 3_000_000;
+        d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+    }
+    let n = explain(&d).reasons.into_iter().find(|r| r.state == "nice").unwrap();
+    let bound = allot_model::nice::base_ticket_threshold(19);
+    assert!(n.on && n.because.contains(&format!("it holds at most {bound:.1} base tickets")), "{n:?}");
 }
