@@ -8,8 +8,10 @@
 //!   [`crate::entitlements`] over the *effective* weights (nice emulation applied), the
 //!   threads a job can actually run, the CPUs it may use, and the CPU that load outside
 //!   allot takes; [`entitlement_if_joined`] is the same formula with an idle job added;
-//! - **boost** (Petrou et al. 1999 §3.3, windowed ticket boost) — one rule, [`boost_rule`];
-//! - **soft caps** (EBS 2004) — held while others want the CPU, [`crate::policy::soft_cap_held`];
+//! - **boost** (Petrou et al. 1999 §3.3, windowed ticket boost) — one rule, [`boost_rule`],
+//!   which returns why ([`Boost`]);
+//! - **soft caps** (EBS 2004) — held while others want the CPU, [`crate::policy::soft_cap_hold`],
+//!   which returns why ([`crate::policy::Hold`]);
 //! - **nice emulation** (Petrou et al. 1999 §3.4) — [`crate::policy::nice_emulation`];
 //! - **cpu.max** — one composition: a hard cap, or a soft cap while it is held. Nothing else
 //!   ever writes a quota, so a program that sizes its thread pool from the cgroup quota (Rust's
@@ -19,10 +21,35 @@
 //! The boost buys latency, never CPU: its weight is withdrawn at the first tick in which the
 //! job used its entitlement (see [`boost_rule`]), and nothing about it survives a restart,
 //! because every adjustment is recomputed from the users' settings, never read back.
+//!
+//! Each decision comes with its reason and the thresholds that made it ([`JobPlan::boost`],
+//! [`JobPlan::boost_limits`], [`JobPlan::hold`]): `allot explain` renders these, never
+//! recomputes them. Every threshold is a named constant here or in [`crate::policy`].
 
 use crate::entitlement::{entitlements, Claimant, CurrencyClaim};
-use crate::policy::{nice_emulation, soft_cap_held, NiceClaim};
+use crate::policy::{nice_emulation, soft_cap_hold, Hold, NiceClaim};
 use crate::Cap;
+
+/// A job that used more than this many CPUs, over the boost window or in the last tick, is
+/// active: it competes for CPU now and counts in the water-fill (half a percent of a CPU).
+pub const ACTIVE_CPUS: f64 = 0.005;
+
+/// A job that used at least this fraction of its entitlement in the last tick loses its
+/// boost at once, whatever its window says, so the boost's weight never buys CPU for longer
+/// than one tick (see [`boost_rule`]).
+pub const BOOST_LAST_TICK_BELOW: f64 = 0.75;
+
+/// Default [`Params::boost_below`]: half the entitlement, so a CPU-bound job, which gets
+/// about its entitlement, is not boosted by noise (docs/policy.md).
+pub const DEFAULT_BOOST_BELOW: f64 = 0.5;
+
+/// Default [`Params::boost_weight`]: a boosted job's weight is its own times 100 (at most
+/// 10000), so it is eligible whenever it wakes.
+pub const DEFAULT_BOOST_WEIGHT: f64 = 100.0;
+
+/// Default boost window, ms: the usage compared with the entitlement is taken over this
+/// long (the daemon's `policy.boost_window_ms`; Petrou et al. 1999 used 10 × 1 s).
+pub const DEFAULT_BOOST_WINDOW_MS: u64 = 500;
 
 /// The policy's parameters (the daemon's `[policy]` config).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,7 +68,7 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Self { boost: true, boost_below: 0.5, boost_weight: 100.0, boost_slice_ns: None, nice_emulation: true }
+        Self { boost: true, boost_below: DEFAULT_BOOST_BELOW, boost_weight: DEFAULT_BOOST_WEIGHT, boost_slice_ns: None, nice_emulation: true }
     }
 }
 
@@ -70,6 +97,13 @@ pub struct Usage {
     pub last: f64,
 }
 
+impl Usage {
+    /// It used more than [`ACTIVE_CPUS`] over the window or in the last tick.
+    pub fn active(&self) -> bool {
+        self.window > ACTIVE_CPUS || self.last > ACTIVE_CPUS
+    }
+}
+
 /// One job's input: what its user asked for and what was measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobIn {
@@ -95,14 +129,15 @@ pub struct JobIn {
     pub waiting: bool,
     /// Its soft cap was held in the previous plan (holding has hysteresis).
     pub held: bool,
-    /// Idle CPU lately on the CPUs it may run on (a held soft cap is released when > 0.1).
+    /// Idle CPU lately on the CPUs it may run on (a held soft cap is released when more than
+    /// [`crate::policy::RELEASE_IDLE_CPUS`]).
     pub idle_cpus: f64,
 }
 
 impl JobIn {
-    /// Competing for CPU now: it used at least half a percent of a CPU lately.
+    /// Competing for CPU now: it used more than [`ACTIVE_CPUS`] lately ([`Usage::active`]).
     pub fn active(&self) -> bool {
-        self.usage.is_some_and(|u| u.window > 0.005 || u.last > 0.005)
+        self.usage.is_some_and(|u| u.active())
     }
 }
 
@@ -112,10 +147,16 @@ pub struct JobPlan {
     /// CPUs it gets now among the active claimants (for an idle job: 0; see
     /// [`entitlement_if_joined`]).
     pub entitlement: f64,
-    /// Boosted: its weight is multiplied and its tasks get the boost slice.
+    /// Boosted: its weight is multiplied and its tasks get the boost slice (`boost.on()`).
     pub boosted: bool,
-    /// Its soft cap is held (written as cpu.max).
+    /// Why it is or is not boosted.
+    pub boost: Boost,
+    /// The usages at which its boost ends, for its entitlement now.
+    pub boost_limits: BoostLimits,
+    /// Its soft cap is held (written as cpu.max; `hold.is_some_and(Hold::held)`).
     pub held: bool,
+    /// Why its soft cap is or is not held; None: it has no soft cap (or is background).
+    pub hold: Option<Hold>,
     /// Nice emulation lowered (or raised) its weight.
     pub niced: bool,
     /// The job's weight, 1..10000.
@@ -152,25 +193,88 @@ pub fn weight(w: f64) -> u32 {
     }
 }
 
+/// Why a job is or is not boosted: the branch of [`boost_rule`] that decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boost {
+    /// Not boosted: the boost is off ([`Params::boost`]).
+    Off,
+    /// Not boosted: background jobs take only idle CPU.
+    Background,
+    /// Boosted: focused by its user, whatever it uses.
+    Focused,
+    /// Boosted: not measured yet, so it counts as having used none of its entitlement.
+    New,
+    /// Boosted: it used at most [`ACTIVE_CPUS`], over the window and in the last tick.
+    Asleep,
+    /// Boosted: below both [`BoostLimits`].
+    Interactive,
+    /// Not boosted: it used at least [`BoostLimits::last`] in the last tick.
+    CpuBound,
+    /// Not boosted: it used at least [`BoostLimits::window`] over the window.
+    Busy,
+}
+
+impl Boost {
+    /// Boosted.
+    pub fn on(self) -> bool {
+        matches!(self, Boost::Focused | Boost::New | Boost::Asleep | Boost::Interactive)
+    }
+}
+
+/// The usages at which a measured, active job stops being boosted, for its entitlement now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BoostLimits {
+    /// The job's entitlement, CPUs.
+    pub entitlement: f64,
+    /// [`Params::boost_below`].
+    pub window_fraction: f64,
+    /// Boosted only while the window's usage is below this: `window_fraction` × entitlement.
+    pub window: f64,
+    /// [`BOOST_LAST_TICK_BELOW`].
+    pub last_fraction: f64,
+    /// Boosted only while the last tick's usage is below this: `last_fraction` × entitlement.
+    pub last: f64,
+}
+
+impl BoostLimits {
+    /// The limits for an entitlement.
+    pub fn new(p: &Params, entitlement: f64) -> Self {
+        Self {
+            entitlement,
+            window_fraction: p.boost_below,
+            window: p.boost_below * entitlement,
+            last_fraction: BOOST_LAST_TICK_BELOW,
+            last: BOOST_LAST_TICK_BELOW * entitlement,
+        }
+    }
+}
+
 /// The boost rule (Petrou et al. 1999 §3.3): a job that used less than it deserved is interactive
 /// and boosted; one asleep or never measured (f = 0, "the maximum boost") is too, and so
 /// is a focused job. Two differences from the paper, both measured in docs/policy.md:
 /// the threshold is half the entitlement over a short window (a CPU-bound job at its
 /// entitlement is not boosted by noise, and the boost follows a change within a few
-/// ticks, where the paper needed about 7 s); and a job that used its entitlement in the
-/// last tick loses the boost at once, so the boost's weight never buys CPU for longer
-/// than one tick. Background jobs are never boosted: they take only idle CPU.
-pub fn boost_rule(p: &Params, job: &JobIn, entitlement: f64) -> bool {
-    if !p.boost || job.background {
-        return false;
+/// ticks, where the paper needed about 7 s); and a job that used at least [`BOOST_LAST_TICK_BELOW`] of
+/// its entitlement in the last tick loses the boost at once, so the boost's weight never
+/// buys CPU for longer than one tick. Background jobs are never boosted: they take only idle
+/// CPU. Returns the branch that decided ([`Boost::on`]: boosted).
+pub fn boost_rule(p: &Params, job: &JobIn, entitlement: f64) -> Boost {
+    if job.background {
+        return Boost::Background;
+    }
+    if !p.boost {
+        return Boost::Off;
     }
     if job.focus {
-        return true;
+        return Boost::Focused;
     }
+    let l = BoostLimits::new(p, entitlement);
     match job.usage {
-        None => true,
-        Some(_) if !job.active() => true,
-        Some(u) => u.window < p.boost_below * entitlement && u.last < 0.75 * entitlement,
+        None => Boost::New,
+        Some(u) if !u.active() => Boost::Asleep,
+        Some(u) if u.window < l.window && u.last < l.last => Boost::Interactive,
+        Some(u) if u.last >= l.last => Boost::CpuBound,
+        Some(_) => Boost::Busy,
     }
 }
 
@@ -260,22 +364,24 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
     let (cur_w, job_w, niced) = effective_weights(p, currencies, jobs);
     // Soft caps first: a held cap is a ceiling the entitlement must respect.
     let others_waiting = jobs.iter().filter(|j| j.waiting).count();
-    let held: Vec<bool> = jobs
+    let hold: Vec<Option<Hold>> = jobs
         .iter()
         .map(|j| match j.cap {
             Some(c) if !c.hard && !j.background => {
                 let others = others_waiting - usize::from(j.waiting) > 0;
-                soft_cap_held(j.held, j.usage.map_or(0.0, |u| u.window), c.cpus, others, j.idle_cpus)
+                Some(soft_cap_hold(j.held, j.usage.map_or(0.0, |u| u.window), c.cpus, others, j.idle_cpus))
             }
-            _ => false,
+            _ => None,
         })
         .collect();
+    let held: Vec<bool> = hold.iter().map(|h| h.is_some_and(Hold::held)).collect();
     let ent = water(m, &cur_w, &job_w, jobs, &held, |i| jobs[i].active());
     let out = jobs
         .iter()
         .enumerate()
         .map(|(i, j)| {
-            let boosted = boost_rule(p, j, ent[i]);
+            let boost = boost_rule(p, j, ent[i]);
+            let boosted = boost.on();
             let mut w = if j.background { j.tickets as f64 } else { job_w[i] };
             if boosted {
                 w *= p.boost_weight;
@@ -284,7 +390,10 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
             JobPlan {
                 entitlement: ent[i],
                 boosted,
+                boost,
+                boost_limits: BoostLimits::new(p, ent[i]),
                 held: held[i],
+                hold: hold[i],
                 niced: niced[i],
                 weight: weight(w),
                 quota,

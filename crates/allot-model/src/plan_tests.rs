@@ -71,6 +71,34 @@ fn nice_19_lowers_the_entitlement_and_a_cpu_bound_niced_job_is_not_boosted() {
 }
 
 #[test]
+fn the_boost_reason_names_the_branch_and_its_thresholds() {
+    let p = Params::default();
+    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
+    // Two hogs on one CPU: entitlement 0.5 each.
+    let reason = |a: JobIn| {
+        let pl = plan(&p, &m(1), &cur, &[a, hog(1, 100, 0.9)]);
+        (pl.jobs[0].boost, pl.jobs[0].boost_limits)
+    };
+    let (b, l) = reason(hog(0, 100, 0.9));
+    assert_eq!(b, Boost::CpuBound);
+    assert!(close(l.entitlement, 0.5));
+    assert_eq!((l.last_fraction, l.window_fraction), (BOOST_LAST_TICK_BELOW, DEFAULT_BOOST_BELOW), "the constants, not copies");
+    assert!(close(l.last, BOOST_LAST_TICK_BELOW * 0.5) && close(l.window, DEFAULT_BOOST_BELOW * 0.5));
+    // Just under the last tick's limit but at the window's: busy, not boosted.
+    let under = BOOST_LAST_TICK_BELOW * 0.5 - 0.01;
+    assert_eq!(reason(JobIn { usage: Some(Usage { window: DEFAULT_BOOST_BELOW * 0.5, last: under }), ..hog(0, 100, 0.0) }).0, Boost::Busy);
+    assert_eq!(reason(hog(0, 100, 0.05)).0, Boost::Interactive);
+    // Active is the constant's: at ACTIVE_CPUS asleep, just above it not.
+    assert_eq!(reason(hog(0, 100, ACTIVE_CPUS)).0, Boost::Asleep);
+    assert_eq!(reason(hog(0, 100, ACTIVE_CPUS * 2.0)).0, Boost::Interactive);
+    assert_eq!(reason(JobIn { usage: None, ..hog(0, 100, 0.0) }).0, Boost::New);
+    assert_eq!(reason(JobIn { focus: true, ..hog(0, 100, 0.9) }).0, Boost::Focused);
+    assert_eq!(reason(JobIn { background: true, ..hog(0, 100, 0.0) }).0, Boost::Background);
+    let off = plan(&Params { boost: false, ..p }, &m(1), &cur, &[hog(0, 100, 0.0)]);
+    assert_eq!(off.jobs[0].boost, Boost::Off);
+}
+
+#[test]
 fn the_boost_follows_the_job() {
     let p = Params::default();
     let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
@@ -206,6 +234,10 @@ proptest! {
                 prop_assert!(!o.held);
             }
             if !p.boost { prop_assert!(!o.boosted && o.slice_ns.is_none()); }
+            // The reasons are the decisions: one never says other than the flag.
+            prop_assert_eq!(o.boosted, o.boost.on());
+            prop_assert_eq!(o.held, o.hold.is_some_and(crate::policy::Hold::held));
+            prop_assert_eq!(o.boost_limits, BoostLimits::new(&p, o.entitlement));
             if o.boosted != o.slice_ns.is_some() { prop_assert!(o.slice_ns.is_none()); }
         }
         for c in &pl.currencies {

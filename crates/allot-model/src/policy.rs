@@ -1,43 +1,83 @@
-//! The dynamic policy's decisions, pure: boost, soft-cap hold, nice emulation. The
+//! The dynamic policy's decisions, pure: soft-cap hold, waiting, nice emulation (the boost
+//! rule is [`crate::plan::boost_rule`]). The
 //! daemon measures, calls these, and applies what changed (Petrou et al. 1999 §3's technique: a
 //! dynamic ticket adjustment while a condition holds, undone when it ends).
 
 use crate::nice::base_ticket_threshold;
 
-/// Boost settings.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BoostRule {
-    /// Boost while usage over the window is below this fraction of the entitlement.
-    pub below: f64,
+/// A held soft cap is released when more than this many CPUs sit idle on the CPUs its job may
+/// run on (a tenth of a CPU going to waste: nobody else wants them).
+pub const RELEASE_IDLE_CPUS: f64 = 0.1;
+
+/// A job whose threads waited for CPU more than this fraction of a tick wants CPU it is not
+/// getting (the "others waiting" of [`soft_cap_hold`]).
+pub const WAITING_FRACTION: f64 = 0.05;
+
+/// Its threads waited `waited_ns` (summed) during a tick of `dt_s` seconds: more than
+/// [`WAITING_FRACTION`] of the tick is waiting.
+pub fn waiting(waited_ns: f64, dt_s: f64) -> bool {
+    dt_s > 0.0 && waited_ns > WAITING_FRACTION * dt_s * 1e9
 }
 
-impl Default for BoostRule {
-    fn default() -> Self {
-        Self { below: 0.5 }
+/// Why a soft cap is or is not held: the branch of [`soft_cap_hold`] that decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Held from now: it ran above its cap while other jobs waited for CPU.
+    Imposed,
+    /// Still held: no more than [`RELEASE_IDLE_CPUS`] sat idle on its CPUs.
+    Kept,
+    /// Released: more than [`RELEASE_IDLE_CPUS`] sat idle on its CPUs.
+    Released,
+    /// Not held: it ran at or under its cap.
+    UnderCap,
+    /// Not held: above its cap, but no other job waited for CPU.
+    Alone,
+}
+
+impl Hold {
+    /// The cap is held (written as cpu.max).
+    pub fn held(self) -> bool {
+        matches!(self, Hold::Imposed | Hold::Kept)
     }
 }
 
-/// Petrou et al. 1999 §3.3 (windowed ticket boost): a process that used a fraction f < 1 of the
-/// CPU it deserved over the window is deemed interactive and boosted; one asleep is
-/// given the maximum boost. allot's window is short (500 ms by default, not 10 × 1 s) so a
-/// job is boosted within about a second of turning interactive and loses it as fast
-/// when it turns CPU-bound (the paper needed about 7 s, Table 1); the threshold sits at
-/// half the entitlement so a CPU-bound job, which gets about its entitlement, is not
-/// boosted by noise. A focused job (Ross and Abel's foreground hint) is boosted regardless.
-pub fn boosted(rule: BoostRule, focus: bool, active: bool, window_usage: f64, entitlement: f64) -> bool {
-    focus || !active || window_usage < rule.below * entitlement
+/// EBS soft caps (EBS 2004): a soft cap is held only while others want the CPU. Held:
+/// the job is limited to its cap; released when the CPUs it may run on sit idle (more than
+/// [`RELEASE_IDLE_CPUS`]: nobody else wants them). Not held: it is imposed when the job runs
+/// above its cap while other jobs wait for CPU.
+pub fn soft_cap_hold(held: bool, usage: f64, cap: f64, others_waiting: bool, idle_cpus: f64) -> Hold {
+    if held {
+        if idle_cpus <= RELEASE_IDLE_CPUS {
+            Hold::Kept
+        } else {
+            Hold::Released
+        }
+    } else if usage > cap {
+        if others_waiting {
+            Hold::Imposed
+        } else {
+            Hold::Alone
+        }
+    } else {
+        Hold::UnderCap
+    }
 }
 
-/// EBS soft caps (EBS 2004): a soft cap is held only while others want the CPU. Held:
-/// the job is limited to its cap; released when the CPUs it may run on sit idle (nobody
-/// else wants them). Not held: it is imposed when the job runs above its cap while other
-/// jobs wait for CPU.
-pub fn soft_cap_held(held: bool, usage: f64, cap: f64, others_waiting: bool, idle_cpus: f64) -> bool {
-    if held {
-        // Release when more than a tenth of a CPU goes to waste.
-        idle_cpus <= 0.1
-    } else {
-        usage > cap && others_waiting
+/// How nice emulation bounds a niced job's base tickets (Petrou et al. 1999 §3.4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NiceBound {
+    /// Niced down (n > 0): it holds at most this many base tickets.
+    AtMost(f64),
+    /// Niced up (n < 0): it holds at least this many.
+    AtLeast(f64),
+}
+
+/// The bound nice `n` puts on a job's base tickets; None at nice 0 (its base stands).
+pub fn nice_bound(n: i32) -> Option<NiceBound> {
+    match n {
+        n if n > 0 => Some(NiceBound::AtMost(base_ticket_threshold(n))),
+        n if n < 0 => Some(NiceBound::AtLeast(base_ticket_threshold(n))),
+        _ => None,
     }
 }
 
@@ -71,10 +111,10 @@ pub fn nice_emulation(funding: f64, jobs: &[NiceClaim]) -> (f64, Vec<f64>) {
         .iter()
         .map(|j| {
             let base = funding * j.tickets / active_tickets;
-            let eff = match j.nice {
-                n if n > 0 => base.min(base_ticket_threshold(n)),
-                n if n < 0 => base.max(base_ticket_threshold(n)),
-                _ => base,
+            let eff = match nice_bound(j.nice) {
+                Some(NiceBound::AtMost(t)) => base.min(t),
+                Some(NiceBound::AtLeast(t)) => base.max(t),
+                None => base,
             };
             if j.active {
                 currency += eff;
@@ -90,21 +130,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn boost_follows_the_window() {
-        let r = BoostRule::default();
-        assert!(boosted(r, false, true, 0.05, 0.5), "interactive: 5 ms / 100 ms against 0.5 entitled");
-        assert!(!boosted(r, false, true, 0.5, 0.5), "CPU-bound at its entitlement");
-        assert!(boosted(r, false, false, 0.0, 0.0), "asleep: maximum boost, as Petrou et al. 1999 §3.3");
-        assert!(boosted(r, true, true, 1.0, 0.5), "focus wins");
+    fn soft_cap_holds_only_under_contention() {
+        let held = |h: bool, u: f64, c: f64, o: bool, i: f64| soft_cap_hold(h, u, c, o, i).held();
+        assert_eq!(soft_cap_hold(false, 0.9, 0.5, true, 0.0), Hold::Imposed);
+        assert_eq!(soft_cap_hold(false, 0.9, 0.5, false, 0.0), Hold::Alone, "alone: free");
+        assert_eq!(soft_cap_hold(false, 0.4, 0.5, true, 0.0), Hold::UnderCap, "under its cap");
+        assert!(held(true, 0.5, 0.5, false, 0.0), "held while the CPU is busy");
+        assert!(!held(true, 0.5, 0.5, false, 0.5), "released when CPU goes idle");
+        // The release threshold is the constant's: at it, kept; just above, released.
+        assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS), Hold::Kept);
+        assert_eq!(soft_cap_hold(true, 0.5, 0.5, false, RELEASE_IDLE_CPUS + 1e-9), Hold::Released);
     }
 
     #[test]
-    fn soft_cap_holds_only_under_contention() {
-        assert!(soft_cap_held(false, 0.9, 0.5, true, 0.0));
-        assert!(!soft_cap_held(false, 0.9, 0.5, false, 0.0), "alone: free");
-        assert!(!soft_cap_held(false, 0.4, 0.5, true, 0.0), "under its cap");
-        assert!(soft_cap_held(true, 0.5, 0.5, false, 0.0), "held while the CPU is busy");
-        assert!(!soft_cap_held(true, 0.5, 0.5, false, 0.5), "released when CPU goes idle");
+    fn waiting_is_more_than_the_fraction_of_a_tick() {
+        // A 100 ms tick: waiting above WAITING_FRACTION × 100 ms, not at it.
+        let at = WAITING_FRACTION * 0.1 * 1e9;
+        assert!(!waiting(at, 0.1) && waiting(at + 1.0, 0.1));
+        assert!(!waiting(1e9, 0.0), "no tick, no waiting");
     }
 
     #[test]
@@ -131,6 +174,13 @@ mod tests {
         // Inactive niced jobs change nothing.
         let (w, _) = nice_emulation(100.0, &[jobs[0], NiceClaim { active: false, ..jobs[1] }]);
         assert_eq!(w, 100.0);
+    }
+
+    #[test]
+    fn the_bound_follows_the_sign_of_nice() {
+        assert_eq!(nice_bound(19), Some(NiceBound::AtMost(base_ticket_threshold(19))));
+        assert_eq!(nice_bound(-5), Some(NiceBound::AtLeast(base_ticket_threshold(-5))));
+        assert_eq!(nice_bound(0), None);
     }
 
     #[test]

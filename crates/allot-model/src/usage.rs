@@ -8,6 +8,7 @@
 //! loop still has the configured half-life.
 
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 /// Default response half-life (EBS 2004).
 pub const DEFAULT_HALF_LIFE_MS: u64 = 5000;
@@ -62,6 +63,30 @@ impl UsageRate {
     }
 }
 
+/// A job's usage over the boost window and over the last tick, the [`crate::plan::Usage`] the
+/// boost rule compares with the entitlement (Petrou et al. 1999 §3.3 used 10 × 1 s windows;
+/// allot's is [`crate::plan::DEFAULT_BOOST_WINDOW_MS`] by default). It keeps the latest ticks
+/// whose length, the oldest left out, is still short of the window: so it always spans at
+/// least the window once there is that much history, and never fewer than one tick.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoostWindow {
+    /// (CPU seconds used, seconds) per tick, oldest first.
+    ticks: VecDeque<(f64, f64)>,
+}
+
+impl BoostWindow {
+    /// Adds a tick in which `used_s` CPU seconds were used over `dt` seconds, drops ticks
+    /// older than `window_s` needs, and returns the usage over the window and the last tick.
+    pub fn push(&mut self, used_s: f64, dt: f64, window_s: f64) -> crate::plan::Usage {
+        self.ticks.push_back((used_s, dt));
+        while self.ticks.len() > 1 && self.ticks.iter().skip(1).map(|w| w.1).sum::<f64>() >= window_s {
+            self.ticks.pop_front();
+        }
+        let (u, w) = self.ticks.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
+        crate::plan::Usage { window: if w > 0.0 { u / w } else { 0.0 }, last: if dt > 0.0 { used_s / dt } else { 0.0 } }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +126,21 @@ mod tests {
             assert_eq!(format!("{c:.2}"), "0.00");
         }
         assert_eq!(cpus_used(0.25), 0.25);
+    }
+
+    #[test]
+    fn the_boost_window_spans_the_window_and_the_last_tick_is_its_own() {
+        let mut w = BoostWindow::default();
+        // 100 ms ticks, a 500 ms window: five ticks of a whole CPU, then one idle tick.
+        for _ in 0..5 {
+            w.push(0.1, 0.1, 0.5);
+        }
+        let u = w.push(0.0, 0.1, 0.5);
+        assert!((u.window - 0.8).abs() < 1e-9 && u.last == 0.0, "{u:?}: 4 busy ticks of the 5 kept");
+        // One long tick longer than the window: it alone is the window.
+        let u = w.push(0.3, 1.0, 0.5);
+        assert!((u.window - 0.3).abs() < 1e-9 && (u.last - 0.3).abs() < 1e-9, "{u:?}");
+        assert_eq!(BoostWindow::default().push(0.0, 0.0, 0.5), crate::plan::Usage { window: 0.0, last: 0.0 }, "no time, no usage");
     }
 
     #[test]

@@ -206,8 +206,32 @@ pub struct Policy {
 }
 
 impl Default for Policy {
+    /// The model's defaults (allot_model::plan): they have one home.
     fn default() -> Self {
-        Self { boost: true, boost_window_ms: 500, boost_below: 0.5, boost_slice_us: 0, boost_weight: 100.0, nice_emulation: true }
+        let p = allot_model::plan::Params::default();
+        let boost_slice_us = p.boost_slice_ns.map_or(0, |ns| ns / 1000);
+        let boost_window_ms = allot_model::plan::DEFAULT_BOOST_WINDOW_MS;
+        Self {
+            boost: p.boost,
+            boost_window_ms,
+            boost_below: p.boost_below,
+            boost_slice_us,
+            boost_weight: p.boost_weight,
+            nice_emulation: p.nice_emulation,
+        }
+    }
+}
+
+impl Policy {
+    /// The plan's parameters; the boost slice only where the kernel has custom slices.
+    pub fn params(&self, custom_slices: bool) -> allot_model::plan::Params {
+        allot_model::plan::Params {
+            boost: self.boost,
+            boost_below: self.boost_below,
+            boost_weight: self.boost_weight,
+            boost_slice_ns: (custom_slices && self.boost_slice_us > 0).then_some(self.boost_slice_us * 1000),
+            nice_emulation: self.nice_emulation,
+        }
     }
 }
 
@@ -527,6 +551,9 @@ mod tests {
         assert_eq!(c.default_funding, 100);
         assert!(c.users.auto_place && c.users.min_uid.is_none());
         assert_eq!(c.placement.from, vec!["/".to_string()]);
+        // The policy's defaults are the model's, through the mapping the daemon uses.
+        assert_eq!(c.policy.params(true), allot_model::plan::Params::default());
+        assert_eq!(c.policy.boost_window_ms, allot_model::plan::DEFAULT_BOOST_WINDOW_MS);
     }
 
     #[test]

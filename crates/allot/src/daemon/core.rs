@@ -218,14 +218,7 @@ impl Daemon {
     }
 
     fn params(&self) -> Params {
-        let p = &self.cfg.policy;
-        Params {
-            boost: p.boost,
-            boost_below: p.boost_below,
-            boost_weight: p.boost_weight,
-            boost_slice_ns: (self.features.custom_slices && p.boost_slice_us > 0).then_some(p.boost_slice_us * 1000),
-            nice_emulation: p.nice_emulation,
-        }
+        self.cfg.policy.params(self.features.custom_slices)
     }
 
     fn machine(&self) -> Machine {
@@ -511,7 +504,7 @@ impl Daemon {
         let mut todo = vec![];
         for j in self.desired.jobs.values().filter(|j| matches!(j.id, JobId::Default(_)) && !j.background) {
             let Some(t) = self.obs.jobs.get(&j.id) else { continue };
-            if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= 0.005) {
+            if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= plan::ACTIVE_CPUS) {
                 continue;
             }
             for pid in t.niced().take(16) {

@@ -1,12 +1,15 @@
 //! `allot explain`: why a job is boosted, held, capped, niced or background right now,
-//! since when, and the numbers that decided it — the plan's own inputs and thresholds
-//! (allot_model::plan), so the explanation cannot drift from what was applied.
+//! since when, and the numbers that decided it. The reasons and thresholds are the plan's own
+//! (allot_model::plan returns them with each decision): this file only renders them, so the
+//! explanation cannot drift from what was applied.
 
 use super::core::Daemon;
 use super::registry::JobId;
+use super::tree::PERIOD_US;
 use super::trust::Peer;
 use crate::proto::{ExplainView, Reason, Response};
-use allot_model::nice::base_ticket_threshold;
+use allot_model::plan::Boost;
+use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS};
 
 impl Daemon {
     /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
@@ -16,36 +19,27 @@ impl Daemon {
         let t = self.obs.jobs.get(&id);
         let p = self.planned.jobs.get(&id).ok_or_else(|| format!("job {target} has not been planned yet; ask again in a moment"))?;
         let pol = &self.cfg.policy;
-        let usage = t.and_then(|t| t.usage);
-        let (window, last) = usage.map_or((0.0, 0.0), |u| (u.window, u.last));
-        let ent = p.entitlement;
-        let threshold = pol.boost_below * ent;
+        let (window, last) = t.and_then(|t| t.usage).map_or((0.0, 0.0), |u| (u.window, u.last));
+        let l = p.boost_limits;
+        let (ent, threshold) = (l.entitlement, l.window);
         let since = self.since.get(&id).copied().unwrap_or_default();
         let ago = |i: usize| since[i].map(|t| t.elapsed().as_secs_f64());
         let win = pol.boost_window_ms;
         let mut reasons = vec![];
-        let boost = if j.background {
-            "background jobs are never boosted: they take only idle CPU".to_string()
-        } else if !pol.boost {
-            "the boost is off (policy.boost = false)".to_string()
-        } else if j.focus {
-            "focused by its user (allot focus): boosted whatever it uses".to_string()
-        } else if usage.is_none() {
-            "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string()
-        } else if window <= 0.005 && last <= 0.005 {
-            format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost")
-        } else if p.boosted {
-            format!(
-                "interactive: it used {window:.3} CPU over the last {win} ms, below {:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below 0.75 × {ent:.3})",
-                pol.boost_below
-            )
-        } else if last >= 0.75 * ent {
-            format!("CPU-bound: it used {last:.3} CPU in the last tick, at least 0.75 × its entitlement {ent:.3}: the boost would buy it CPU, not latency")
-        } else {
-            format!(
-                "busy: it used {window:.3} CPU over the last {win} ms, not below {:.2} × its entitlement {ent:.3} = {threshold:.3}",
-                pol.boost_below
-            )
+        let (wf, lf) = (l.window_fraction, l.last_fraction);
+        let boost = match p.boost {
+            Boost::Background => "background jobs are never boosted: they take only idle CPU".to_string(),
+            Boost::Off => "the boost is off (policy.boost = false)".to_string(),
+            Boost::Focused => "focused by its user (allot focus): boosted whatever it uses".to_string(),
+            Boost::New => "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string(),
+            Boost::Asleep => format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost"),
+            Boost::Interactive => format!(
+                "interactive: it used {window:.3} CPU over the last {win} ms, below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below {lf} × {ent:.3})"
+            ),
+            Boost::CpuBound => format!(
+                "CPU-bound: it used {last:.3} CPU in the last tick, at least {lf} × its entitlement {ent:.3}: the boost would buy it CPU, not latency"
+            ),
+            Boost::Busy => format!("busy: it used {window:.3} CPU over the last {win} ms, not below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}"),
         };
         let mechanism = if p.boosted {
             format!(
@@ -60,13 +54,14 @@ impl Daemon {
         reasons.push(Reason { state: "boost".into(), on: p.boosted, since_s: ago(0), because: boost + &mechanism });
         if let Some(c) = j.cap.filter(|c| !c.hard) {
             let idle = t.map_or(0.0, |t| t.idle_cpus);
-            let because = if p.held {
-                format!(
-                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than 0.1 CPU sits idle on its CPUs (now {idle:.2})",
+            let because = match p.hold {
+                Some(Hold::Imposed | Hold::Kept) => format!(
+                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than {RELEASE_IDLE_CPUS} CPU sits idle on its CPUs (now {idle:.2})",
                     c.cpus
-                )
-            } else {
-                format!("soft cap {c}: not held — it is under its cap, or no other job waits, or its CPUs have idle time ({idle:.2} CPU now)")
+                ),
+                Some(Hold::Released | Hold::UnderCap | Hold::Alone) | None => {
+                    format!("soft cap {c}: not held — it is under its cap, or no other job waits, or its CPUs have idle time ({idle:.2} CPU now)")
+                }
             };
             reasons.push(Reason { state: "held".into(), on: p.held, since_s: ago(1), because });
         }
@@ -75,16 +70,19 @@ impl Daemon {
                 state: "cap".into(),
                 on: true,
                 since_s: None,
-                because: format!("hard cap {c}: cpu.max {} µs per 100 ms, always", (c.cpus * 100_000.0).round()),
+                because: format!("hard cap {c}: cpu.max {} µs per {} ms, always", (c.cpus * PERIOD_US as f64).round(), PERIOD_US / 1000),
             });
         }
         let nice = t.map_or(0, |t| t.nice);
         if p.niced || nice != 0 {
+            let bound = match nice_bound(nice) {
+                Some(NiceBound::AtMost(t)) => format!("at most {t:.1}"),
+                Some(NiceBound::AtLeast(t)) => format!("at least {t:.1}"),
+                None => "its share of".into(),
+            };
             let because = if p.niced {
                 format!(
-                    "its processes' lowest nice is {nice}: under nice emulation it holds {} {:.1} base tickets of its currency's funding {}, so its weight is {}",
-                    if nice > 0 { "at most" } else { "at least" },
-                    base_ticket_threshold(nice),
+                    "its processes' lowest nice is {nice}: under nice emulation it holds {bound} base tickets of its currency's funding {}, so its weight is {}",
                     self.funding_of(&j.currency),
                     p.weight
                 )

@@ -20,8 +20,9 @@ use super::host::Host;
 use super::registry::{currency_rel, Class, CurrencyId, JobId, JobSpec};
 use allot_linux::cgroup::CpuController;
 use allot_model::plan::Usage;
+use allot_model::usage::BoostWindow;
 use allot_model::UsageRate;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 /// What is known of one job.
@@ -35,7 +36,7 @@ pub struct Tracker {
     last: Option<(u64, Instant)>,
     /// EBS usage rate (EBS 2004: EWMA with a half-life).
     pub rate: UsageRate,
-    window: VecDeque<(f64, f64)>,
+    window: BoostWindow,
     /// Usage over the window and over the last tick; None until measured twice.
     pub usage: Option<Usage>,
     /// Thread ids in it.
@@ -74,7 +75,7 @@ impl Tracker {
             reap_after: None,
             last: None,
             rate: UsageRate::new(half_life_ms),
-            window: VecDeque::new(),
+            window: BoostWindow::default(),
             usage: None,
             threads: vec![],
             procs: vec![],
@@ -96,12 +97,7 @@ impl Tracker {
 
     fn account(&mut self, used_s: f64, dt: f64, window_s: f64) {
         self.rate.observe(used_s, dt);
-        self.window.push_back((used_s, dt));
-        while self.window.len() > 1 && self.window.iter().skip(1).map(|w| w.1).sum::<f64>() >= window_s {
-            self.window.pop_front();
-        }
-        let (u, w) = self.window.iter().fold((0.0, 0.0), |a, x| (a.0 + x.0, a.1 + x.1));
-        self.usage = Some(Usage { window: if w > 0.0 { u / w } else { 0.0 }, last: if dt > 0.0 { used_s / dt } else { 0.0 } });
+        self.usage = Some(self.window.push(used_s, dt, window_s));
     }
 }
 
@@ -336,8 +332,8 @@ fn sample(c: &Ctx, t: &mut Tracker, dt: f64) {
     }
     let scale = if k == 0 { 0.0 } else { n as f64 / k as f64 };
     t.runnable = (runnable as f64 * scale).ceil() as u32;
-    // Waited more than 5% of the interval: it wants CPU it is not getting.
-    t.waiting = dt > 0.0 && waited as f64 * scale > 0.05 * dt * 1e9;
+    // Waited more than a fraction of the interval: it wants CPU it is not getting.
+    t.waiting = allot_model::policy::waiting(waited as f64 * scale, dt);
 }
 
 impl Tracker {

@@ -510,3 +510,57 @@ fn set_on_a_session_process_warns_that_it_left_its_session() {
     let Ok(Response::Changed(again)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("second set refused") };
     assert!(again.warnings.is_empty(), "{again:?}");
 }
+
+/// `explain` renders the plan's reason and the model's thresholds, never its own copy of
+/// them: the numbers in its words are formatted from allot_model's constants.
+#[test]
+fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
+    use allot_model::plan::{Boost, BOOST_LAST_TICK_BELOW};
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    d.ncpu = 1;
+    let Ok(Response::Job(made)) =
+        d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100))
+    else {
+        panic!("run refused")
+    };
+    let dir = path_of(&w, 100);
+    let explain = |d: &Daemon| match d.explain(&peer(&w, 3000, 100), &made.job) {
+        Ok(Response::Explain(x)) => x,
+        r => panic!("{r:?}"),
+    };
+    let boost = |d: &Daemon| explain(d).reasons.into_iter().find(|r| r.state == "boost").unwrap();
+    assert!(boost(&d).because.starts_with("new"), "{:?}", boost(&d));
+    let t0 = std::time::Instant::now();
+    // It uses the whole CPU through 2 s of ticks: CPU-bound in the last tick.
+    for k in 0..20u32 {
+        w.lock().unwrap().dirs.get_mut(&dir).unwrap().usage_ns += 100_000_000;
+        d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+    }
+    let id = d.desired.jobs.values().find(|j| d.show_id(j) == made.job).unwrap().id;
+    assert_eq!(d.planned.jobs[&id].boost, Boost::CpuBound);
+    let b = boost(&d);
+    assert!(!b.on, "{b:?}");
+    let ent = d.planned.jobs[&id].boost_limits.entitlement;
+    assert!(b.because.contains(&format!("at least {BOOST_LAST_TICK_BELOW} × its entitlement {ent:.3}")), "{b:?}");
+    // Then it uses 3% of it: interactive, below both limits, named from the plan.
+    for k in 20..40u32 {
+        w.lock().unwrap().dirs.get_mut(&dir).unwrap().usage_ns += 3_000_000;
+        d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+    }
+    let x = explain(&d);
+    let b = x.reasons.iter().find(|r| r.state == "boost").unwrap();
+    assert!(b.on && b.because.starts_with("interactive"), "{b:?}");
+    assert!(b.because.contains(&format!("(below {BOOST_LAST_TICK_BELOW} × ")), "{b:?}");
+    assert_eq!(x.threshold, d.planned.jobs[&id].boost_limits.window, "the plan's threshold, not a recomputed one");
+    // Niced to 19: the bound nice emulation put on its base tickets, in the model's numbers.
+    w.lock().unwrap().procs.get_mut(&100).unwrap().nice = 19;
+    for k in 40..45u32 {
+        w.lock().unwrap().dirs.get_mut(&dir).unwrap().usage_ns += 3_000_000;
+        d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
+    }
+    let n = explain(&d).reasons.into_iter().find(|r| r.state == "nice").unwrap();
+    let bound = allot_model::nice::base_ticket_threshold(19);
+    assert!(n.on && n.because.contains(&format!("it holds at most {bound:.1} base tickets")), "{n:?}");
+}

@@ -144,10 +144,7 @@ impl Daemon {
         ids.iter()
             .map(|c| {
                 let jobs: Vec<&JobSpec> = self.desired.jobs.values().filter(|j| &j.currency == c).collect();
-                let active = jobs
-                    .iter()
-                    .filter(|j| self.obs.jobs.get(&j.id).and_then(|t| t.usage).is_some_and(|u| u.window > 0.005 || u.last > 0.005))
-                    .count();
+                let active = jobs.iter().filter(|j| self.obs.jobs.get(&j.id).and_then(|t| t.usage).is_some_and(|u| u.active())).count();
                 CurrencyView {
                     name: self.currency_name(c),
                     kind: match c {
