@@ -343,6 +343,7 @@ fn scope(sd: &mut Systemd, unit: &str) -> allot_linux::Result<()> {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_flood_of_huge_signals_costs_no_memory_and_no_time() {
     const TEST: &str = "a_flood_of_huge_signals_costs_no_memory_and_no_time";
     if common::role().is_some() {
@@ -425,6 +426,7 @@ fn forged_result(test: &str, forged: &'static str, real: &'static str) {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_forged_failure_does_not_fail_a_start() {
     if common::role().is_some() {
         return play_hostile();
@@ -433,6 +435,7 @@ fn a_forged_failure_does_not_fail_a_start() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_forged_success_does_not_end_a_start_early() {
     if common::role().is_some() {
         return play_hostile();
@@ -443,6 +446,7 @@ fn a_forged_success_does_not_end_a_start_early() {
 /// systemd restarts (here: the name passes to a new connection): signals are taken
 /// from the new owner, and the old one is no longer believed.
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_new_systemd_is_followed_and_the_old_one_not_believed() {
     if common::role().is_some() {
         return play_hostile();

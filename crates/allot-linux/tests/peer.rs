@@ -35,6 +35,7 @@ fn read_message(s: &UnixStream) -> Message {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn peer_cred_groups_and_inherited_passcred_of_a_non_root_client() {
     if role().is_some() {
         let mut s = connect();
@@ -75,6 +76,7 @@ fn peer_cred_groups_and_inherited_passcred_of_a_non_root_client() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_non_root_client_cannot_forge_another_process() {
     if role().is_some() {
         let victim: i32 = std::env::var("VICTIM").unwrap().parse().unwrap();
@@ -150,6 +152,7 @@ fn a_non_root_client_cannot_forge_another_process() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_sender_that_exits_before_the_check_is_refused() {
     if role().is_some() {
         let s = connect();
@@ -180,6 +183,7 @@ fn a_sender_that_exits_before_the_check_is_refused() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn hostile_descriptors_are_refused_and_closed() {
     require_root();
     let (a, b) = UnixStream::pair().unwrap();
@@ -255,6 +259,7 @@ fn hostile_descriptors_are_refused_and_closed() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_message_split_over_writes_and_writers() {
     require_root();
     let (a, b) = UnixStream::pair().unwrap();
@@ -278,6 +283,7 @@ fn a_message_split_over_writes_and_writers() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_silent_or_oob_client_does_not_block_the_reader() {
     require_root();
     let (a, b) = UnixStream::pair().unwrap();
@@ -359,6 +365,7 @@ fn linger_bit_the_closer(since: Instant) {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_lingering_tcp_socket_does_not_block_the_reader() {
     if in_own_process("a_lingering_tcp_socket_does_not_block_the_reader") {
         return;
@@ -385,6 +392,7 @@ fn a_lingering_tcp_socket_does_not_block_the_reader() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn fds_on_an_oob_byte_or_left_in_the_socket_do_not_block_the_daemon() {
     if in_own_process("fds_on_an_oob_byte_or_left_in_the_socket_do_not_block_the_daemon") {
         return;
@@ -432,6 +440,7 @@ fn fds_on_an_oob_byte_or_left_in_the_socket_do_not_block_the_daemon() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn so_peerpidfd_names_the_connector_even_after_it_forks_and_exits() {
     if role().is_some() {
         let s = connect();
@@ -484,6 +493,7 @@ fn so_peerpidfd_names_the_connector_even_after_it_forks_and_exits() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn creds_before_accept_and_the_passcred_window() {
     require_root();
     let dir = TempDir::new("peer-window");

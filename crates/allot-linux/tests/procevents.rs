@@ -6,13 +6,18 @@
 //! run one after another, so each sees only its own children's events among the
 //! machine's. Every child is started here and waited for by pid; none outlives its test.
 //!
-//! Run: `cargo test -p allot-linux --test procevents [-- NAME]` (as root).
+//! Like the other root tests, they are ignored by a plain `cargo test` (each reported as
+//! ignored) and run when asked: `cargo test -p allot-linux --test procevents --
+//! --include-ignored [NAME]` (as root), which `scripts/test` does.
 
 use allot_linux::procevents::{Kinds, Listener, Options, ProcEvent};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// Why a plain `cargo test` does not run these tests (libtest's `#[ignore = ...]` reason).
+const IGNORED: &str = "root: kernel tier, run by scripts/test";
 
 /// A uid with no passwd entry, used by children that change uid.
 const UID: u32 = 61000;
@@ -423,6 +428,9 @@ fn main() {
         println!("{}", unsafe { libc::geteuid() });
         return;
     }
+    // As libtest does for `#[ignore]`d tests: listed, reported as ignored, and run only
+    // with --ignored or --include-ignored (all of this file's tests are ignored ones).
+    let run_ignored = args.iter().any(|a| a == "--ignored" || a == "--include-ignored");
     if args.iter().any(|a| a == "--list") {
         for (name, _) in tests {
             println!("{name}: test");
@@ -430,6 +438,17 @@ fn main() {
         return;
     }
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if !run_ignored {
+        let mut ignored = 0;
+        for (name, _) in tests {
+            if filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())) {
+                eprintln!("test {name} ... ignored, {IGNORED}");
+                ignored += 1;
+            }
+        }
+        eprintln!("\n0 passed, 0 failed, {ignored} ignored (run them as root with --include-ignored)");
+        return;
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("procevents kernel tests must run as root (CI runs them as root); they fail, never skip");

@@ -46,6 +46,7 @@ fn child_checks() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_user_only_in_extrausers_is_found() {
     if role().is_some() {
         return child_checks();

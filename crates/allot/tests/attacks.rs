@@ -183,6 +183,7 @@ fn reuse(no_peerpidfd: bool, how: Send) {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn run_refuses_a_recycled_connector_pid() {
     require_root();
     let _s = serial();
@@ -205,6 +206,7 @@ fn timed_status(socket: &std::path::Path) -> Duration {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn one_user_cannot_lock_out_the_others() {
     require_root();
     let _s = serial();
@@ -264,6 +266,7 @@ impl WaitOutput for std::process::Child {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served() {
     require_root();
     let _s = serial();

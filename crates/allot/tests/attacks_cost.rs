@@ -60,6 +60,7 @@ fn load() -> String {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn huge_command_lines_and_looping_shows_slow_no_one_else() {
     require_root();
     let _s = serial();
@@ -157,6 +158,7 @@ fn get(port: u16) -> (Duration, String) {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn trickling_metrics_readers_hold_no_one_up_and_see_no_other_users_processes() {
     require_root();
     let _s = serial();

@@ -6,6 +6,7 @@ use common::*;
 use std::process::Stdio;
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn pids_from_another_pid_namespace_are_refused_not_misread() {
     require_root();
     let _s = serial();
@@ -33,6 +34,7 @@ fn pids_from_another_pid_namespace_are_refused_not_misread() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn two_daemons_never_race_for_the_processes_of_one_source() {
     require_root();
     let _s = serial();

@@ -270,6 +270,7 @@ fn assert_user(j: &serde_json::Value, uid: u32, what: &str) {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn odd_processes_started_while_the_daemon_is_down_are_placed_at_start_and_root_can_set_them() {
     require_root();
     let _s = serial();
@@ -304,6 +305,7 @@ fn odd_processes_started_while_the_daemon_is_down_are_placed_at_start_and_root_c
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn odd_processes_started_in_a_login_burst_are_all_placed() {
     require_root();
     let _s = serial();
@@ -328,6 +330,7 @@ fn odd_processes_started_in_a_login_burst_are_all_placed() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_rule_never_grants_a_currency_its_user_may_not_use() {
     require_root();
     let _s = serial();
@@ -364,6 +367,7 @@ fn a_rule_never_grants_a_currency_its_user_may_not_use() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn children_forked_after_a_user_change_go_with_their_parent() {
     require_root();
     let _s = serial();
@@ -418,6 +422,7 @@ fn re_exec_loop(d: &PrivateDaemon, kids: &mut Kids, uid: u32, count: &Path, args
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn an_exec_storm_with_a_huge_command_line_keeps_the_daemon_cheap() {
     require_root();
     let _s = serial();

@@ -13,6 +13,7 @@ fn rt_groups() -> bool {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn short_jobs_by_the_hundred_leave_every_real_time_write_accepted() {
     require_root();
     let _s = serial();
@@ -46,6 +47,7 @@ fn short_jobs_by_the_hundred_leave_every_real_time_write_accepted() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_job_emptied_by_move_or_set_is_reaped() {
     require_root();
     let _s = serial();
@@ -68,6 +70,7 @@ fn a_job_emptied_by_move_or_set_is_reaped() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_job_removed_by_hand_from_one_hierarchy_only_is_reported_once() {
     require_root();
     let _s = serial();

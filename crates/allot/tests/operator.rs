@@ -136,6 +136,7 @@ fn usage_now(d: &PrivateDaemon, id: &str) -> f64 {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn top_in_tmux_lists_sorts_filters_narrows_and_quits() {
     require_root();
     let _s = serial();
@@ -285,6 +286,7 @@ fn json(o: std::process::Output) -> Value {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     require_root();
     let _s = serial();
@@ -451,6 +453,7 @@ wait $D
 /// cgroup v2 (this machine has v1): pressure and throttled_usec in a VM on Debian's
 /// cloud kernel, through tests/vm/run.sh (which fails, never skips, when it cannot run).
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn top_and_metrics_read_pressure_and_throttling_on_cgroup_v2_in_a_vm() {
     require_root();
     let _s = serial();

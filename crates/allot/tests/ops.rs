@@ -13,6 +13,7 @@ fn json(o: &std::process::Output) -> serde_json::Value {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn every_change_is_audited_and_explained() {
     require_root();
     let _s = serial();
@@ -117,6 +118,7 @@ currency = "ci"
 "#;
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn rules_place_processes_by_every_kind_of_match() {
     require_root();
     let _s = serial();
@@ -179,6 +181,7 @@ fn rules_place_processes_by_every_kind_of_match() {
 /// wake it a thousand times a second for nothing): a reload that adds the first rule
 /// subscribes to them, and the rule applies at the next exec of a process already placed.
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_rule_added_by_a_reload_applies_at_the_next_exec() {
     require_root();
     let _s = serial();
@@ -205,6 +208,7 @@ fn a_rule_added_by_a_reload_applies_at_the_next_exec() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn metrics_are_served_on_loopback_and_sighup_reloads() {
     require_root();
     let _s = serial();
@@ -254,6 +258,7 @@ fn metrics_are_served_on_loopback_and_sighup_reloads() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn real_time_tasks_work_in_jobs() {
     require_root();
     let _s = serial();
@@ -276,6 +281,7 @@ fn real_time_tasks_work_in_jobs() {
 /// `[outside] weight`: allot's whole tree against a process outside it, on one CPU (the
 /// jobs' share follows the weight, 300:100 then 100:100 after a SIGHUP reload).
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn the_tree_weighs_what_the_config_says_against_load_outside() {
     require_root();
     let _s = serial();

@@ -17,6 +17,7 @@ fn tmpdir(tag: &str) -> PathBuf {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     require_root();
     let _s = serial();
@@ -75,6 +76,7 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn users_and_groups_come_through_nss() {
     require_root();
     let _s = serial();

@@ -24,6 +24,7 @@ fn settings(v: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_crash_never_turns_an_adjustment_into_a_setting() {
     require_root();
     let _s = serial();
@@ -100,6 +101,7 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     require_root();
     let _s = serial();
@@ -139,6 +141,7 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn an_outside_change_is_reasserted_within_a_second_and_logged_once() {
     require_root();
     let _s = serial();
@@ -185,6 +188,7 @@ fn an_outside_change_is_reasserted_within_a_second_and_logged_once() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
     require_root();
     let _s = serial();
@@ -206,6 +210,7 @@ fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
 /// takes allot's own tree down, and every process runs on, moved back where placement
 /// found it.
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn release_lets_go_of_everything_and_keeps_every_process_running() {
     require_root();
     let _s = serial();

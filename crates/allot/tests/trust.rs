@@ -81,6 +81,7 @@ fn cell(d: &PrivateDaemon, what: &str, caller: Caller, args: &[&str], want: bool
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn permission_matrix() {
     require_root();
     let _s = serial();
@@ -218,6 +219,7 @@ fn as_user_with_hidepid(d: &PrivateDaemon, uid: u32, script: &str) -> String {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn show_respects_proc_privacy_and_escapes_what_processes_say() {
     require_root();
     let _s = serial();

@@ -21,6 +21,7 @@ fn strings(v: &Value) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
     require_root();
     let _s = serial();
@@ -77,6 +78,7 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn why_says_allot_is_not_managing_a_process_in_no_job_or_without_a_daemon() {
     require_root();
     let _s = serial();

@@ -83,10 +83,11 @@ pub fn role() -> Option<String> {
 }
 
 /// This test binary again, running only `test` (which sees `role`), as `uid` with
-/// supplementary `groups` when given (set in the child before exec).
+/// supplementary `groups` when given (set in the child before exec). `--include-ignored`:
+/// the root tests are `#[ignore]`d for a plain `cargo test`, and the client is one of them.
 pub fn client(test: &str, role: &str, uid: Option<u32>, groups: &[u32], env: &[(&str, String)]) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"]).env(ROLE, role).stdout(Stdio::piped());
+    c.args([test, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"]).env(ROLE, role).stdout(Stdio::piped());
     for (k, v) in env {
         c.env(k, v);
     }
