@@ -265,8 +265,8 @@ pub struct RulesView {
 /// One reason in `explain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reason {
-    /// "boost", "held", "cap", "nice", "background", "focus", or the same with "no " when
-    /// the condition does not hold.
+    /// "boost", "held", "cap", "currency cap", "nice", "background", "focus", or the same
+    /// with "no " when the condition does not hold.
     pub state: String,
     /// Whether it holds now.
     pub on: bool,

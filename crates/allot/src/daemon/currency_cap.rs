@@ -129,6 +129,15 @@ mod tests {
             r => panic!("{r:?}"),
         };
         assert_eq!(show(&mut d).as_deref(), Some("0.5!"));
+        // explain names it beside the currency's funding.
+        let job = d.desired.jobs.values().next().map(|j| d.show_id(j)).unwrap();
+        match d.handle(Request::Explain { target: job }, &root).unwrap() {
+            Response::Explain(x) => {
+                let r = x.reasons.iter().find(|r| r.state == "currency cap").expect("a currency cap reason");
+                assert!(r.on && r.because.contains("funding 100") && r.because.contains("hard cap of 0.5!"), "{}", r.because);
+            }
+            r => panic!("{r:?}"),
+        }
         d.handle(fund("none"), &root).unwrap();
         assert_eq!(max_of(&w, "/fake/user-3000"), None);
         assert_eq!(d.desired.caps[&super::CurrencyId::User(3000)], None, "kept as none: it wins over the config");
