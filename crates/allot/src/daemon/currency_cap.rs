@@ -15,6 +15,14 @@ use super::core::Daemon;
 use super::registry::{currency_rel, Class, CurrencyId};
 use allot_model::Cap;
 
+/// Whether a user's slice gets a `CPUQuota=` write: when the currency has a cap, or to
+/// take one off that allot put there (`ours`: written since this start; `asked`: `allot
+/// fund --cap` recorded a cap or none for it). An uncapped slice allot never capped is
+/// left alone, so an admin's own `CPUQuota=` on it stands.
+fn write_slice(capped: bool, ours: bool, asked: bool) -> bool {
+    capped || ours || asked
+}
+
 impl Daemon {
     /// A currency's hard cap: set with `allot fund --cap` (unless funding_authority is
     /// "config"), else the config's (`[funding]`, then the user's groups' currency_cap).
@@ -36,7 +44,7 @@ impl Daemon {
         let cap = self.currency_cap(c);
         if self.tree.cg.systemd() && class == Class::Foreground {
             let ours = self.tree.applied.get(&rel).is_some_and(|a| matches!(a.max, Some(Some(_))));
-            if cap.is_none() && !ours && !self.desired.caps.contains_key(c) {
+            if !write_slice(cap.is_some(), ours, self.desired.caps.contains_key(c)) {
                 return;
             }
         } else if !self.tree.applied.contains_key(&rel) {
@@ -94,6 +102,14 @@ mod tests {
 
     fn max_of(w: &super::super::fake::Shared, path: &str) -> Option<Max> {
         w.lock().unwrap().dirs[path].max
+    }
+
+    #[test]
+    fn a_slice_allot_never_capped_keeps_the_admins_quota() {
+        assert!(super::write_slice(true, false, false), "a cap is written");
+        assert!(super::write_slice(false, true, false), "a cap allot wrote since start is taken off");
+        assert!(super::write_slice(false, false, true), "--cap none takes one off after a restart too");
+        assert!(!super::write_slice(false, false, false), "an uncapped slice allot never capped is not touched");
     }
 
     fn fund(cap: &str) -> Request {
