@@ -66,6 +66,29 @@ mod tests {
         assert_eq!(c.groups["students"].currency_cap.as_deref(), Some("2!"));
     }
 
+    /// Every funding 1..10000 in both forms, and caps across their range in each form
+    /// (decimal, fraction, percent), read back as they were written.
+    #[test]
+    fn every_accepted_entry_reads_back_as_written() {
+        for f in (1..=10_000).step_by(37).chain([10_000]) {
+            let c = Config::parse("t.toml".as_ref(), &format!("[funding]\na = {f}\nb = {{ funding = {f} }}\n")).unwrap();
+            assert_eq!((c.funding["a"].funding, c.funding["b"].funding), (Some(f), Some(f)));
+        }
+        for hundredths in (1..=409_600u32).step_by(997) {
+            let cpus = hundredths as f64 / 100.0;
+            for text in [format!("{cpus}!"), format!("{hundredths}/100!"), format!("{hundredths}%!")] {
+                let c = Config::parse("t.toml".as_ref(), &format!("[funding]\na = {{ cap = \"{text}\" }}\n")).unwrap();
+                let cap = c.funding["a"].cap.unwrap();
+                assert!(cap.hard && (cap.cpus - cpus).abs() < 1e-9, "{text}: {cap:?}");
+                let again = allot_model::Cap::parse_currency(&cap.to_string()).unwrap();
+                assert!((again.cpus - cap.cpus).abs() <= 0.0005, "{text} -> {cap} -> {again:?}");
+            }
+        }
+        for bad in (10_001..10_010).chain([0, -1, i64::MAX]) {
+            assert!(Config::parse("t.toml".as_ref(), &format!("[funding]\na = {{ funding = {bad} }}\n")).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn a_wrong_entry_is_named_at_its_line_with_the_forms() {
         for (text, line, want) in [
