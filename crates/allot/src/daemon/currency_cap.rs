@@ -38,7 +38,8 @@ impl Daemon {
         }
     }
 
-    /// Writes a currency's cap to one of its directories, `rel` in `class`.
+    /// Writes a currency's cap (or its absence) to its directory in `class`: one allot made
+    /// or adopted, or on a systemd host its user's slice as [`write_slice`] decides.
     fn cap_in(&mut self, class: Class, c: &CurrencyId) {
         let rel = currency_rel(class, c);
         let cap = self.currency_cap(c);
