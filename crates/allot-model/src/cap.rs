@@ -105,6 +105,21 @@ impl Cap {
     }
 }
 
+impl Cap {
+    /// A currency's cap: the job grammar ([`FromStr`]) but hard only. A currency's cap
+    /// bounds all of its jobs together (and, on a systemd host, everything in the user's
+    /// slice) at every moment, as systemd's `CPUQuota=` does; a soft one would need the
+    /// plan to hold a whole currency, which it does not, so `4` is refused rather than
+    /// read as `4!` (a plain number means soft everywhere else).
+    pub fn parse_currency(s: &str) -> Result<Cap, ModelError> {
+        let cap: Cap = s.parse()?;
+        if !cap.hard {
+            return Err(ModelError::SoftCurrencyCap { got: s.to_string() });
+        }
+        Ok(cap)
+    }
+}
+
 impl FromStr for Cap {
     type Err = ModelError;
     /// [`Cap::parse_form`] and allot's bounds: at most [`MAX_CPUS`] (the daemon also
@@ -222,6 +237,21 @@ mod tests {
             assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
             assert!(e.contains("percent of one CPU (50%)"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_currency_cap_is_hard_only() {
+        assert_eq!(Cap::parse_currency("4!").unwrap(), Cap { cpus: 4.0, hard: true });
+        assert_eq!(Cap::parse_currency("50%!").unwrap(), Cap { cpus: 0.5, hard: true });
+        assert_eq!(Cap::parse_currency("1/2!").unwrap(), Cap { cpus: 0.5, hard: true });
+        for soft in ["4", "0", "1/2", "50%"] {
+            let e = Cap::parse_currency(soft).unwrap_err().to_string();
+            assert!(e.contains(&format!("currency cap {soft:?} is not a hard cap")), "{e}");
+            assert!(e.contains("4!, 1/2!, 50%!"), "{e}");
+        }
+        // The job grammar's own refusals come through as they are.
+        assert!(Cap::parse_currency("0!").unwrap_err().to_string().contains("hard cap of 0"));
+        assert!(Cap::parse_currency("x!").unwrap_err().to_string().contains("not a number"));
     }
 
     #[test]

@@ -21,11 +21,14 @@ pub struct Claimant {
     pub background: bool,
 }
 
-/// One currency's claim: its funding and its jobs.
+/// One currency's claim: its funding, its hard cap and its jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CurrencyClaim {
     /// Base tickets.
     pub funding: f64,
+    /// The currency's hard cap, CPUs (`f64::INFINITY`: none): its jobs of one class
+    /// together never get more (cpu.max on the currency's directory in each class).
+    pub cap: f64,
     /// Its jobs.
     pub jobs: Vec<Claimant>,
 }
@@ -64,7 +67,7 @@ pub fn entitlements(ncpu: f64, currencies: &[CurrencyClaim]) -> Vec<Vec<f64>> {
             .map(|c| {
                 let ceiling: f64 = c.jobs.iter().filter(|j| in_class(j)).map(|j| j.ceiling).sum();
                 let any = c.jobs.iter().any(in_class);
-                (if any { c.funding } else { 0.0 }, ceiling)
+                (if any { c.funding } else { 0.0 }, ceiling.min(c.cap))
             })
             .collect();
         let per_currency = water_fill(left, &level);
@@ -95,15 +98,15 @@ mod tests {
 
     #[test]
     fn tickets_divide_a_currency_321() {
-        let e = entitlements(1.0, &[CurrencyClaim { funding: 100.0, jobs: vec![job(300.0), job(200.0), job(100.0)] }]);
+        let e = entitlements(1.0, &[CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(300.0), job(200.0), job(100.0)] }]);
         assert!(close(e[0][0], 0.5) && close(e[0][1], 1.0 / 3.0) && close(e[0][2], 1.0 / 6.0), "{e:?}");
     }
 
     #[test]
     fn currencies_insulate_one_against_five() {
         // Petrou et al. 1999 Table 5: one user's 1 process vs another's 5, equal funding.
-        let a = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0)] };
-        let b = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0); 5] };
+        let a = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0)] };
+        let b = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0); 5] };
         let e = entitlements(1.0, &[a.clone(), b.clone()]);
         assert!(close(e[0][0], 0.5));
         assert!(e[1].iter().all(|&x| close(x, 0.1)));
@@ -116,24 +119,24 @@ mod tests {
     fn what_a_claimant_cannot_use_flows_to_the_others() {
         // Two CPUs; currency A has one single-threaded job, B has two: A's job cannot
         // use its whole CPU-share beyond 1 CPU, and nothing is lost.
-        let a = CurrencyClaim { funding: 300.0, jobs: vec![job(100.0)] };
-        let b = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0), job(100.0)] };
+        let a = CurrencyClaim { funding: 300.0, cap: f64::INFINITY, jobs: vec![job(100.0)] };
+        let b = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0), job(100.0)] };
         let e = entitlements(2.0, &[a, b]);
         assert!(close(e[0][0], 1.0) && close(e[1][0], 0.5) && close(e[1][1], 0.5), "{e:?}");
         // A hard cap is a ceiling.
-        let capped = CurrencyClaim { funding: 100.0, jobs: vec![Claimant { ceiling: 0.25, ..job(100.0) }] };
-        let other = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0)] };
+        let capped = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![Claimant { ceiling: 0.25, ..job(100.0) }] };
+        let other = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0)] };
         let e = entitlements(1.0, &[capped, other]);
         assert!(close(e[0][0], 0.25) && close(e[1][0], 0.75), "{e:?}");
     }
 
     #[test]
     fn background_takes_only_what_is_left_and_inactive_takes_nothing() {
-        let fg = CurrencyClaim { funding: 100.0, jobs: vec![job(100.0), Claimant { active: false, ..job(100.0) }] };
-        let bg = CurrencyClaim { funding: 10000.0, jobs: vec![Claimant { background: true, ceiling: 4.0, ..job(10000.0) }] };
+        let fg = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0), Claimant { active: false, ..job(100.0) }] };
+        let bg = CurrencyClaim { funding: 10000.0, cap: f64::INFINITY, jobs: vec![Claimant { background: true, ceiling: 4.0, ..job(10000.0) }] };
         let e = entitlements(2.0, &[fg.clone(), bg.clone()]);
         assert!(close(e[0][0], 1.0) && close(e[0][1], 0.0) && close(e[1][0], 1.0), "{e:?}");
-        let busy = CurrencyClaim { funding: 1.0, jobs: vec![Claimant { ceiling: 2.0, ..job(1.0) }] };
+        let busy = CurrencyClaim { funding: 1.0, cap: f64::INFINITY, jobs: vec![Claimant { ceiling: 2.0, ..job(1.0) }] };
         let e = entitlements(2.0, &[busy, bg]);
         assert!(close(e[0][0], 2.0) && close(e[1][0], 0.0), "{e:?}");
     }
@@ -145,5 +148,14 @@ mod tests {
         assert!(close(out.iter().sum::<f64>(), 2.0), "{out:?}");
         assert!(out.iter().zip(claims).all(|(o, c)| *o <= c.1 + 1e-12));
         assert_eq!(out[3], 0.0);
+    }
+
+    #[test]
+    fn a_currency_cap_bounds_its_jobs_together_and_the_rest_flows_to_others() {
+        let capped = CurrencyClaim { funding: 300.0, cap: 0.5, jobs: vec![job(100.0), job(300.0)] };
+        let other = CurrencyClaim { funding: 100.0, cap: f64::INFINITY, jobs: vec![job(100.0); 2] };
+        let e = entitlements(2.0, &[capped, other]);
+        assert!(close(e[0][0], 0.125) && close(e[0][1], 0.375), "{e:?}");
+        assert!(close(e[1][0], 0.75) && close(e[1][1], 0.75), "{e:?}");
     }
 }

@@ -58,6 +58,14 @@ pub enum ModelError {
         /// The machine's CPUs.
         ncpu: usize,
     },
+    /// A currency's cap that is not hard ([`Cap::parse_currency`]).
+    #[error(
+        "currency cap {got:?} is not a hard cap: a currency's cap is hard only, CPUs with ! (4!, 1/2!, 50%!); soft caps and 0 (background) are for jobs"
+    )]
+    SoftCurrencyCap {
+        /// What was given.
+        got: String,
+    },
     /// A nice value outside -20..19.
     #[error("nice must be -20..19, got {0}")]
     BadNice(i64),

@@ -86,6 +86,8 @@ pub struct Machine {
 pub struct CurrencyIn {
     /// Its funding, 1..10000.
     pub funding: u32,
+    /// Its hard cap, CPUs (None: none): its jobs together are entitled to no more.
+    pub cap: Option<f64>,
 }
 
 /// What was measured of a job (None in [`JobIn::usage`]: not measured yet, a new job).
@@ -344,8 +346,17 @@ fn capacity(m: &Machine, jobs: &[JobIn], active: impl Fn(usize) -> bool) -> f64 
     (cpus - m.outside.max(0.0)).max(0.0)
 }
 
-fn water(m: &Machine, cur_w: &[f64], job_w: &[f64], jobs: &[JobIn], held: &[bool], active: impl Fn(usize) -> bool + Copy) -> Vec<f64> {
-    let mut claims: Vec<CurrencyClaim> = cur_w.iter().map(|&f| CurrencyClaim { funding: f, jobs: vec![] }).collect();
+fn water(
+    m: &Machine,
+    cur: &[CurrencyIn],
+    cur_w: &[f64],
+    job_w: &[f64],
+    jobs: &[JobIn],
+    held: &[bool],
+    active: impl Fn(usize) -> bool + Copy,
+) -> Vec<f64> {
+    let mut claims: Vec<CurrencyClaim> =
+        cur_w.iter().zip(cur).map(|(&f, c)| CurrencyClaim { funding: f, cap: c.cap.unwrap_or(f64::INFINITY), jobs: vec![] }).collect();
     let mut place = Vec::with_capacity(jobs.len());
     for (i, j) in jobs.iter().enumerate() {
         let Some(c) = claims.get_mut(j.currency) else {
@@ -375,7 +386,7 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
         })
         .collect();
     let held: Vec<bool> = hold.iter().map(|h| h.is_some_and(Hold::held)).collect();
-    let ent = water(m, &cur_w, &job_w, jobs, &held, |i| jobs[i].active());
+    let ent = water(m, currencies, &cur_w, &job_w, jobs, &held, |i| jobs[i].active());
     let out = jobs
         .iter()
         .enumerate()
@@ -415,7 +426,7 @@ pub fn entitlement_if_joined(p: &Params, m: &Machine, currencies: &[CurrencyIn],
     woke[job].usage = Some(Usage { window: 1.0, last: 1.0 });
     let (cur_w, job_w, _) = effective_weights(p, currencies, &woke);
     let held: Vec<bool> = woke.iter().map(|j| j.held).collect();
-    water(m, &cur_w, &job_w, &woke, &held, |i| woke[i].active())[job]
+    water(m, currencies, &cur_w, &job_w, &woke, &held, |i| woke[i].active())[job]
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn tickets_and_currencies_divide_the_machine() {
     // Petrou et al. 1999 Table 5's insulation: user A's one job against user B's five, one CPU.
-    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
     let mut jobs = vec![hog(0, 100, 0.5)];
     jobs.extend((0..5).map(|_| hog(1, 100, 0.1)));
     let pl = plan(&Params::default(), &m(1), &cur, &jobs);
@@ -46,7 +46,7 @@ fn tickets_and_currencies_divide_the_machine() {
 fn a_sleeping_parent_does_not_raise_the_entitlement() {
     // One single-threaded hog whose shell sleeps: one runnable thread, not two.
     let j = JobIn { runnable: 1, ..hog(0, 100, 1.0) };
-    let pl = plan(&Params::default(), &m(2), &[CurrencyIn { funding: 100 }], &[j]);
+    let pl = plan(&Params::default(), &m(2), &[CurrencyIn { funding: 100, cap: None }], &[j]);
     assert!(close(pl.jobs[0].entitlement, 1.0), "{:?}", pl.jobs[0]);
 }
 
@@ -54,14 +54,14 @@ fn a_sleeping_parent_does_not_raise_the_entitlement() {
 fn load_outside_allot_is_not_given_away() {
     // A lone hog against three of root's (outside allot) on two CPUs gets about half.
     let m = Machine { ncpu: 2, outside: 1.49 };
-    let pl = plan(&Params::default(), &m, &[CurrencyIn { funding: 100 }], &[hog(0, 100, 0.51)]);
+    let pl = plan(&Params::default(), &m, &[CurrencyIn { funding: 100, cap: None }], &[hog(0, 100, 0.51)]);
     assert!(close(pl.jobs[0].entitlement, 0.51), "{}", pl.jobs[0].entitlement);
 }
 
 #[test]
 fn nice_19_lowers_the_entitlement_and_a_cpu_bound_niced_job_is_not_boosted() {
     // A nice-19 hog of user A against user B's hog, one CPU: 11.2 vs 100 (Petrou et al. 1999 §3.4).
-    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
     let a = JobIn { nice: 19, ..hog(0, 100, 0.098) };
     let pl = plan(&Params::default(), &m(1), &cur, &[a, hog(1, 100, 0.9)]);
     assert!((pl.jobs[0].entitlement - 11.22 / 111.22).abs() < 0.01, "{}", pl.jobs[0].entitlement);
@@ -73,7 +73,7 @@ fn nice_19_lowers_the_entitlement_and_a_cpu_bound_niced_job_is_not_boosted() {
 #[test]
 fn the_boost_reason_names_the_branch_and_its_thresholds() {
     let p = Params::default();
-    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
     // Two hogs on one CPU: entitlement 0.5 each.
     let reason = |a: JobIn| {
         let pl = plan(&p, &m(1), &cur, &[a, hog(1, 100, 0.9)]);
@@ -101,7 +101,7 @@ fn the_boost_reason_names_the_branch_and_its_thresholds() {
 #[test]
 fn the_boost_follows_the_job() {
     let p = Params::default();
-    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 100 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
     // Interactive: 5% of a CPU against an entitlement of 0.5.
     let pl = plan(&p, &m(1), &cur, &[hog(0, 100, 0.05), hog(1, 100, 0.95)]);
     assert!(pl.jobs[0].boosted && !pl.jobs[1].boosted);
@@ -133,7 +133,7 @@ fn the_boost_follows_the_job() {
 #[test]
 fn soft_caps_hold_only_under_contention_and_hard_caps_always() {
     let p = Params::default();
-    let cur = [CurrencyIn { funding: 100 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }];
     let soft = JobIn { cap: Some(Cap { cpus: 0.5, hard: false }), ..hog(0, 100, 0.9) };
     let rival = JobIn { waiting: true, ..hog(0, 50, 0.1) };
     let pl = plan(&p, &m(1), &cur, &[soft.clone(), rival]);
@@ -151,7 +151,7 @@ fn soft_caps_hold_only_under_contention_and_hard_caps_always() {
 #[test]
 fn an_idle_job_is_entitled_to_what_it_would_get_if_it_joined() {
     let p = Params::default();
-    let cur = [CurrencyIn { funding: 100 }, CurrencyIn { funding: 300 }];
+    let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 300, cap: None }];
     let jobs = [hog(0, 100, 1.0), idle(1, 100)];
     let pl = plan(&p, &m(1), &cur, &jobs);
     assert_eq!(pl.jobs[1].entitlement, 0.0);
@@ -193,7 +193,7 @@ fn arb_input() -> impl Strategy<Value = (Params, Machine, Vec<CurrencyIn>, Vec<J
         (
             Just(Params { boost, nice_emulation: nice, ..Params::default() }),
             Just(Machine { ncpu, outside }),
-            prop::collection::vec((1u32..=10_000).prop_map(|funding| CurrencyIn { funding }), ncur),
+            prop::collection::vec((1u32..=10_000).prop_map(|funding| CurrencyIn { funding, cap: None }), ncur),
             prop::collection::vec(arb_job(ncur, ncpu), 0..12),
         )
     })
@@ -251,4 +251,17 @@ proptest! {
         prop_assert!(e >= 0.0 && e <= m.ncpu as f64 + 1e-9);
         if k >= jobs.len() { prop_assert_eq!(e, 0.0); }
     }
+}
+
+#[test]
+fn a_capped_currencys_jobs_are_entitled_to_its_cap_together_and_not_boosted_at_it() {
+    let cur = [CurrencyIn { funding: 100, cap: Some(0.5) }, CurrencyIn { funding: 100, cap: None }];
+    let jobs = [hog(0, 100, 0.25), hog(0, 300, 0.25), hog(1, 100, 1.0)];
+    let pl = plan(&Params::default(), &m(2), &cur, &jobs);
+    let e: Vec<f64> = pl.jobs.iter().map(|j| j.entitlement).collect();
+    assert!(close(e[0], 0.125) && close(e[1], 0.375) && close(e[2], 1.0), "{e:?}");
+    // Without the cap each would be entitled to more than it uses, and boosted for it.
+    let free = plan(&Params::default(), &m(2), &[CurrencyIn { cap: None, ..cur[0] }, cur[1]], &jobs);
+    assert!(free.jobs[1].entitlement > 0.6 && free.jobs[1].boosted, "{:?}", free.jobs[1]);
+    assert!(!pl.jobs[1].boosted, "at its share of the cap it is not starved");
 }

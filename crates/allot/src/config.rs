@@ -33,8 +33,8 @@ pub struct Config {
     /// Who decides funding: "local" (`allot fund`, over the config's) or "config" (the
     /// config's `[funding]` and group defaults only: a fleet managed centrally).
     pub funding_authority: FundingAuthority,
-    /// Funding by user name or uid (or named currency).
-    pub funding: BTreeMap<String, u32>,
+    /// Funding, and a currency cap, by user name or uid (or named currency).
+    pub funding: BTreeMap<String, crate::config_funding::FundingEntry>,
     /// Defaults for members of a group: funding of their currencies, a cap on their
     /// default jobs.
     pub groups: BTreeMap<String, GroupDefaults>,
@@ -96,6 +96,8 @@ pub struct GroupDefaults {
     pub funding: Option<u32>,
     /// Cap of each member's default job, e.g. "1!".
     pub default_cap: Option<String>,
+    /// Hard cap of each member's own currency, all their jobs together, e.g. "4!".
+    pub currency_cap: Option<String>,
 }
 
 /// One `[[rules]]` entry.
@@ -505,11 +507,6 @@ impl Config {
         if l.request_burst.is_nan() || l.request_burst < 1.0 {
             return bad("limits.request_burst", format!("limits.request_burst must be >= 1, got {}", l.request_burst));
         }
-        for (who, f) in &self.funding {
-            if let Err(e) = allot_model::Funding::new(*f as i64) {
-                return bad(&format!("funding.{who}"), format!("funding.{who}: {e}"));
-            }
-        }
         for (g, d) in &self.groups {
             if let Some(f) = d.funding {
                 if let Err(e) = allot_model::Funding::new(f as i64) {
@@ -524,6 +521,12 @@ impl Config {
                 };
                 if cap.is_background() {
                     return bad(&key, format!("{key}: {c:?} would put every login in the background; give a cap above 0"));
+                }
+            }
+            if let Some(c) = &d.currency_cap {
+                let key = format!("groups.{g}.currency_cap");
+                if let Err(e) = allot_model::Cap::parse_currency(c) {
+                    return bad(&key, format!("{key}: {e}"));
                 }
             }
         }

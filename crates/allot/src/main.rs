@@ -6,6 +6,7 @@
 mod client;
 mod config;
 mod config_check;
+mod config_funding;
 mod daemon;
 mod daemon_bench;
 mod docgen;
@@ -117,13 +118,17 @@ enum Command {
         #[arg(long)]
         user: Option<String>,
     },
-    /// Show or set a currency's funding (setting it is root's).
+    /// Show or set a currency's funding and hard cap (setting them is root's).
     Fund {
         /// Currency or user.
         currency: Option<String>,
         /// New funding: base tickets, 1..10000.
         #[arg(allow_hyphen_values = true)]
         base: Option<String>,
+        /// Hard cap of the whole currency, all its jobs together: CPUs with ! (4!, 1/2!,
+        /// 50%!); none removes it. On a systemd host it is the user's slice's CPUQuota=.
+        #[arg(long, allow_hyphen_values = true)]
+        cap: Option<String>,
     },
     /// Mark the job you are waiting on: boosted whatever its usage history, still bounded
     /// by its entitlement. Owner or root.
@@ -251,6 +256,13 @@ fn num(what: &str, s: &str) -> anyhow::Result<i64> {
     v.map(i64::from).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// Checks a currency's cap here too: hard only, within the machine's CPUs.
+fn currency_cap_arg(c: &Option<String>) -> anyhow::Result<()> {
+    let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
+    let cap = allot_model::Cap::parse_currency(c).map_err(|e| anyhow::anyhow!("{e}"))?;
+    cap.within(c, allot_linux::ncpu()).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 /// Checks a cap here too, its form and the machine's CPUs (the daemon checks again).
 fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
     let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
@@ -352,9 +364,10 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             output::print(json, &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force })?)
         }
         Command::Show { user } => output::print(json, &client::call(&sock, &Request::Show { user })?),
-        Command::Fund { currency, base } => {
+        Command::Fund { currency, base, cap } => {
             let funding = base.map(|b| num("funding", &b)).transpose()?;
-            output::print(json, &client::call(&sock, &Request::Fund { currency, funding })?)
+            currency_cap_arg(&cap)?;
+            output::print(json, &client::call(&sock, &Request::Fund { currency, funding, cap })?)
         }
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
         Command::Move { pid, currency, force } => output::print(json, &client::call(&sock, &Request::Move { pid: pid_arg(&pid)?, currency, force })?),
@@ -382,5 +395,34 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Selftest(a) => selftest::run(a, json),
         Command::Completions(a) => docgen::completions::<Cli>(a),
         Command::Manpages(a) => docgen::manpages::<Cli>(a),
+    }
+}
+
+#[cfg(test)]
+mod cli_tests {
+    use super::*;
+
+    #[test]
+    fn fund_takes_a_hard_currency_cap_or_none_and_names_a_bad_one() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map(|c| c.command);
+        match parse(&["allot", "fund", "alice", "300", "--cap", "4!"]).unwrap() {
+            Command::Fund { currency, base, cap } => {
+                assert_eq!((currency.as_deref(), base.as_deref(), cap.as_deref()), (Some("alice"), Some("300"), Some("4!")))
+            }
+            c => panic!("{c:?}"),
+        }
+        match parse(&["allot", "fund", "alice", "--cap", "none"]).unwrap() {
+            Command::Fund { base, cap, .. } => assert_eq!((base, cap.as_deref()), (None, Some("none"))),
+            c => panic!("{c:?}"),
+        }
+        assert!(currency_cap_arg(&Some("none".into())).is_ok() && currency_cap_arg(&None).is_ok());
+        assert!(currency_cap_arg(&Some("1/2!".into())).is_ok());
+        for (bad, why) in [("4", "not a hard cap"), ("0", "not a hard cap"), ("0!", "hard cap of 0"), ("x!", "not a number"), ("99999!", "more CPUs")]
+        {
+            let e = currency_cap_arg(&Some(bad.into())).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+        let many = format!("{}!", allot_linux::ncpu() + 1);
+        assert!(currency_cap_arg(&Some(many.clone())).unwrap_err().to_string().contains("more than this machine's"), "{many}");
     }
 }

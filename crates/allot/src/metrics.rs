@@ -142,6 +142,14 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
     out.push(cur("allot_currency_weight", "The weight written to the kernel for the currency now (nice emulation may lower it).", &|c| {
         c.weight as f64
     }));
+    let mut capped =
+        Family::new("allot_currency_cap_cpus", Gauge, "The currency's hard cap, CPUs: all its jobs together use at most this (absent: no cap).");
+    for c in &show.currencies {
+        if let Some(cap) = c.cap.as_deref().and_then(|x| x.parse::<allot_model::Cap>().ok()) {
+            capped.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], cap.cpus);
+        }
+    }
+    out.push(capped);
     out.push(cur("allot_currency_jobs", "Jobs in the currency.", &|c| c.jobs as f64));
     out.push(cur("allot_currency_active_jobs", "Jobs of the currency using CPU now.", &|c| c.active as f64));
     out.push(cur("allot_currency_usage_cpus", "The currency's summed usage rate, CPUs.", &|c| c.usage));

@@ -130,16 +130,27 @@ pub fn show(d: &ShowView) -> String {
 }
 
 fn currencies(c: &[CurrencyView]) -> String {
-    Table::new(["CURRENCY", "KIND", "FUNDING", "WEIGHT", "JOBS", "ACTIVE", "USAGE"])
-        .aligns(&[Align::Left, Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right])
+    Table::new(["CURRENCY", "KIND", "FUNDING", "CAP", "WEIGHT", "JOBS", "ACTIVE", "USAGE"])
+        .aligns(&[Align::Left, Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right])
         .with_rows(c.iter().map(|c| {
-            [c.name.clone(), c.kind.clone(), c.funding.to_string(), c.weight.to_string(), c.jobs.to_string(), c.active.to_string(), cpus(c.usage)]
+            let cap = c.cap.clone().unwrap_or_else(|| "-".into());
+            [
+                c.name.clone(),
+                c.kind.clone(),
+                c.funding.to_string(),
+                cap,
+                c.weight.to_string(),
+                c.jobs.to_string(),
+                c.active.to_string(),
+                cpus(c.usage),
+            ]
         }))
         .render()
 }
 
 fn funding(f: &FundingView) -> String {
-    format!("{}: funding {}\n", for_terminal(&f.currency), f.funding)
+    let cap = f.cap.as_deref().map(|c| format!(", cap {} (all its jobs together)", for_terminal(c))).unwrap_or_default();
+    format!("{}: funding {}{cap}\n", for_terminal(&f.currency), f.funding)
 }
 
 fn changed(c: &Changed) -> String {

@@ -71,6 +71,9 @@ pub enum Request {
         /// New funding (1..10000); None shows.
         #[serde(default)]
         funding: Option<i64>,
+        /// New hard cap of the currency ("4!"; "none" clears); None leaves it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cap: Option<String>,
     },
     /// Mark the job of a process as the one its user is waiting on (focus: boosted).
     Focus {
@@ -262,8 +265,8 @@ pub struct RulesView {
 /// One reason in `explain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reason {
-    /// "boost", "held", "cap", "nice", "background", "focus", or the same with "no " when
-    /// the condition does not hold.
+    /// "boost", "held", "cap", "currency cap", "nice", "background", "focus", or the same
+    /// with "no " when the condition does not hold.
     pub state: String,
     /// Whether it holds now.
     pub on: bool,
@@ -374,6 +377,9 @@ pub struct FundingView {
     pub currency: String,
     /// Its funding.
     pub funding: u32,
+    /// Its hard cap, CPUs ("4!"; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<String>,
 }
 
 /// Every currency.
@@ -448,6 +454,9 @@ pub struct CurrencyView {
     pub kind: String,
     /// Base tickets.
     pub funding: u32,
+    /// Its hard cap, CPUs ("4!"; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<String>,
     /// The weight written to the kernel now (nice emulation may lower it).
     pub weight: u32,
     /// Jobs in it.
@@ -565,11 +574,11 @@ mod tests {
 
     #[test]
     fn every_response_encodes() {
-        let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, weight: 1, jobs: 0, active: 0, usage: 0.0 };
+        let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, cap: None, weight: 1, jobs: 0, active: 0, usage: 0.0 };
         for r in [
             Response::Currencies(CurrenciesView { currencies: vec![c] }),
             Response::Changed(Changed { jobs: vec!["1".into()], focus: None, warnings: vec!["process 5 left its login session".into()] }),
-            Response::Funding(FundingView { currency: "x".into(), funding: 5 }),
+            Response::Funding(FundingView { currency: "x".into(), funding: 5, cap: Some("4!".into()) }),
         ] {
             let line = Reply::ok(r.clone()).encode();
             let back: Reply = serde_json::from_slice(&line).unwrap();

@@ -181,8 +181,26 @@ mod tests {
         let bobs = JobView { uid: 1001, user: "bob".into(), currency: "bob".into(), ..job("6", None) };
         s.jobs.extend([capped.clone(), idle, bobs]);
         s.currencies[0].usage = 0.8;
-        s.currencies.push(CurrencyView { name: "bob".into(), kind: "user".into(), funding: 200, weight: 200, jobs: 1, active: 1, usage: 1.0 });
-        s.currencies.push(CurrencyView { name: "ci".into(), kind: "named".into(), funding: 300, weight: 300, jobs: 0, active: 0, usage: 0.0 });
+        s.currencies.push(CurrencyView {
+            name: "bob".into(),
+            kind: "user".into(),
+            funding: 200,
+            cap: None,
+            weight: 200,
+            jobs: 1,
+            active: 1,
+            usage: 1.0,
+        });
+        s.currencies.push(CurrencyView {
+            name: "ci".into(),
+            kind: "named".into(),
+            funding: 300,
+            cap: None,
+            weight: 300,
+            jobs: 0,
+            active: 0,
+            usage: 0.0,
+        });
         let e = ExplainView {
             job: "2".into(),
             currency: "alice".into(),

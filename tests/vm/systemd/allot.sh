@@ -179,6 +179,11 @@ rm /etc/allot/allot.toml
 systemctl reload allot
 rmdir /etc/allot
 
+# A currency's hard cap on a systemd host is the user's slice's CPUQuota=, set through
+# systemd (runtime), and taken off again with --cap none (nothing left set).
+check "allot fund --cap gives allot-tb's slice CPUQuota=50%" sh -c "$A fund allot-tb 100 --cap 0.5! && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = 500ms ]"
+check "allot fund --cap none unsets it" sh -c "$A fund allot-tb --cap none && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = infinity ]"
+
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100

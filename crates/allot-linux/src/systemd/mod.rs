@@ -56,6 +56,37 @@ impl CpuWeight {
     }
 }
 
+/// `CPUQuota=` as systemd takes it over D-Bus: `CPUQuotaPerSecUSec`, a `t` of µs of CPU
+/// time per second (systemd's dbus-cgroup.c refuses 0; u64::MAX unsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuQuota {
+    /// µs of CPU per second: 500000 is half a CPU (`CPUQuota=50%`).
+    PerSecUsec(u64),
+    /// `CPUQuota=` (empty): no quota.
+    Unset,
+}
+
+impl From<Option<crate::cgroup::Max>> for CpuQuota {
+    /// A cgroup quota per period as systemd's per second (at least 1 µs: 0 is refused).
+    fn from(m: Option<crate::cgroup::Max>) -> Self {
+        match m {
+            Some(m) => CpuQuota::PerSecUsec((m.quota_us.saturating_mul(1_000_000) / m.period_us.max(1)).max(1)),
+            None => CpuQuota::Unset,
+        }
+    }
+}
+
+impl CpuQuota {
+    /// The property.
+    pub fn prop(self) -> Value {
+        let t = match self {
+            CpuQuota::PerSecUsec(us) => us,
+            CpuQuota::Unset => u64::MAX,
+        };
+        prop("CPUQuotaPerSecUSec", Value::U64(t))
+    }
+}
+
 /// A unit as ListUnitsByPatterns lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnitInfo {
@@ -418,6 +449,24 @@ mod tests {
         assert_eq!(t(CpuWeight::Weight(20000)), 10000);
         assert_eq!(t(CpuWeight::Idle), 0);
         assert_eq!(t(CpuWeight::Unset), u64::MAX);
+    }
+
+    #[test]
+    fn quotas_encode_per_second_as_systemd_reads_them() {
+        let t = |m: Option<crate::cgroup::Max>| match CpuQuota::from(m).prop() {
+            Value::Struct(f) => {
+                assert_eq!(f[0].as_str(), Some("CPUQuotaPerSecUSec"));
+                f[1].as_u64().unwrap()
+            }
+            _ => unreachable!(),
+        };
+        let max = |q, p| Some(crate::cgroup::Max { quota_us: q, period_us: p });
+        // 0.5 CPU: `systemctl show -p CPUQuotaPerSecUSec` says 500ms.
+        assert_eq!(t(max(50_000, 100_000)), 500_000);
+        assert_eq!(t(max(400_000, 100_000)), 4_000_000);
+        assert_eq!(t(max(1_000, 100_000)), 10_000);
+        assert_eq!(t(max(0, 100_000)), 1, "0 is refused by systemd");
+        assert_eq!(t(None), u64::MAX);
     }
 
     #[test]

@@ -66,8 +66,9 @@ impl Features {
     }
 }
 
-/// The config's defaults for one user: funding of their currency, cap of their default job.
-pub type UserDefaults = (Option<u32>, Option<allot_model::Cap>);
+/// The config's defaults for one user: funding of their currency, cap of their default job,
+/// hard cap of their currency.
+pub type UserDefaults = (Option<u32>, Option<allot_model::Cap>, Option<allot_model::Cap>);
 
 /// The last plan, kept for `show`.
 #[derive(Debug, Default)]
@@ -133,16 +134,20 @@ impl Daemon {
             }
         }
         match c {
-            CurrencyId::Named(n) => {
-                self.cfg.funding.get(n).copied().or_else(|| self.cfg.currencies.get(n).and_then(|x| x.funding)).unwrap_or(self.cfg.default_funding)
-            }
+            CurrencyId::Named(n) => self
+                .cfg
+                .funding
+                .get(n)
+                .and_then(|e| e.funding)
+                .or_else(|| self.cfg.currencies.get(n).and_then(|x| x.funding))
+                .unwrap_or(self.cfg.default_funding),
             CurrencyId::User(uid) => self.user_defaults(*uid).0.unwrap_or(self.cfg.default_funding),
         }
     }
 
-    /// The config's funding and default-job cap for a user: `[funding]` by name or uid,
-    /// else the first of its groups (in name order) in `[groups]` that sets them. Looked up
-    /// through NSS once per user and kept until the config is reloaded.
+    /// The config's funding, default-job cap and currency cap for a user: `[funding]` by
+    /// name or uid, else the first of its groups (in name order) in `[groups]` that sets
+    /// each. Looked up through NSS once per user and kept until the config is reloaded.
     pub fn user_defaults(&self, uid: u32) -> UserDefaults {
         if let Some(v) = self.defaults_cache.borrow().get(&uid) {
             return *v;
@@ -151,19 +156,19 @@ impl Daemon {
         let named = user.as_ref().and_then(|u| self.cfg.funding.get(&u.name)).or_else(|| self.cfg.funding.get(&uid.to_string())).copied();
         let groups: Vec<u32> = user.as_ref().map(allot_linux::users::groups_of).unwrap_or_default();
         let member = |g: &str| allot_linux::users::group_by_name(g).is_some_and(|g| groups.contains(&g.gid));
-        let mut funding = named;
-        let mut cap = None;
+        let (mut funding, mut cap, mut ccap) = (named.and_then(|e| e.funding), None, named.and_then(|e| e.cap));
         for (g, d) in &self.cfg.groups {
-            if (funding.is_some() || d.funding.is_none()) && (cap.is_some() || d.default_cap.is_none()) {
-                continue;
-            }
-            if member(g) {
+            let wants = (funding.is_none() && d.funding.is_some())
+                || (cap.is_none() && d.default_cap.is_some())
+                || (ccap.is_none() && d.currency_cap.is_some());
+            if wants && member(g) {
                 funding = funding.or(d.funding);
                 cap = cap.or_else(|| d.default_cap.as_deref().and_then(|c| c.parse().ok()));
+                ccap = ccap.or_else(|| d.currency_cap.as_deref().and_then(|c| allot_model::Cap::parse_currency(c).ok()));
             }
         }
-        self.defaults_cache.borrow_mut().insert(uid, (funding, cap));
-        (funding, cap)
+        self.defaults_cache.borrow_mut().insert(uid, (funding, cap, ccap));
+        (funding, cap, ccap)
     }
 
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
@@ -238,7 +243,7 @@ impl Daemon {
                 Some(i) => i,
                 None => {
                     cur_ids.push(j.currency.clone());
-                    cur_in.push(CurrencyIn { funding: self.funding_of(&j.currency) });
+                    cur_in.push(CurrencyIn { funding: self.funding_of(&j.currency), cap: self.currency_cap(&j.currency).map(|c| c.cpus) });
                     cur_ids.len() - 1
                 }
             };
@@ -275,6 +280,7 @@ impl Daemon {
         // On a systemd host a user's slice exists without jobs, from the first login.
         self.fund_slices(&cur_ids);
         self.weigh_scopes(&ids, &out.jobs);
+        self.apply_currency_caps(&cur_ids);
         for (k, id) in ids.iter().enumerate() {
             let rel = self.desired.jobs[id].rel();
             let p = &out.jobs[k];
@@ -484,6 +490,7 @@ impl Daemon {
         if fresh_currency {
             let f = self.funding_of(&spec.currency);
             self.tree.weight(&crel, f);
+            self.cap_currency_dir(&crel, &spec.currency);
             self.watch.watch(self.tree.cg.as_ref(), &crel);
         }
         let rel = spec.rel();

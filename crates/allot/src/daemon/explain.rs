@@ -73,6 +73,20 @@ impl Daemon {
                 because: format!("hard cap {c}: cpu.max {} µs per {} ms, always", (c.cpus * PERIOD_US as f64).round(), PERIOD_US / 1000),
             });
         }
+        if let Some(c) = self.currency_cap(&j.currency) {
+            let how = if self.tree.cg.systemd() { "its slice's CPUQuota=" } else { "cpu.max on the currency's directory" };
+            reasons.push(Reason {
+                state: "currency cap".into(),
+                on: true,
+                since_s: None,
+                because: format!(
+                    "its currency {} (funding {}) has a hard cap of {c}: all its jobs together use at most {} CPU ({how}), whatever their tickets",
+                    self.currency_name(&j.currency),
+                    self.funding_of(&j.currency),
+                    c.cpus
+                ),
+            });
+        }
         let nice = t.map_or(0, |t| t.nice);
         if p.niced || nice != 0 {
             let bound = match nice_bound(nice) {

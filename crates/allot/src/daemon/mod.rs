@@ -11,6 +11,7 @@ pub mod allow;
 pub mod audit;
 pub mod claims;
 pub mod core;
+mod currency_cap;
 pub mod explain;
 #[cfg(test)]
 mod fake;

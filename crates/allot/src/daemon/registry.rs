@@ -1,6 +1,6 @@
 //! The *desired* state: what users and the admin asked for, and nothing else. Every job
 //! (a user's default job and the jobs nice emulation splits off included), its tickets,
-//! cap, background and focus, and every funding set with `allot fund`. Persisted whole
+//! cap, background and focus, and every funding and currency cap set with `allot fund`. Persisted whole
 //! and atomically after every change (state.rs); after a crash or restart this is the
 //! only source of intent — the kernel tree holds adjusted values and is never read back
 //! as a setting.
@@ -142,6 +142,9 @@ impl fmt::Display for JobId {
 pub struct Desired {
     /// Funding set with `allot fund` (currencies not here have the config's).
     pub funding: BTreeMap<CurrencyId, u32>,
+    /// Currency caps set with `allot fund NAME --cap` (None: `--cap none`, no cap whatever
+    /// the config says; currencies not here have the config's). Hard caps only.
+    pub caps: BTreeMap<CurrencyId, Option<Cap>>,
     /// Every job.
     pub jobs: BTreeMap<JobId, JobSpec>,
     /// The next numbered job's id.

@@ -46,8 +46,10 @@ impl Daemon {
         };
         let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
         let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
-        // A user's own currency's funding is their business too.
-        owners.extend(self.desired.funding.keys().filter(|c| before.funding.get(*c) != self.desired.funding.get(*c)).filter_map(|c| match c {
+        // A user's own currency's funding and cap are their business too.
+        let funded = self.desired.funding.keys().filter(|c| before.funding.get(*c) != self.desired.funding.get(*c));
+        let capped = self.desired.caps.keys().filter(|c| before.caps.get(*c) != self.desired.caps.get(*c));
+        owners.extend(funded.chain(capped).filter_map(|c| match c {
             CurrencyId::User(u) => Some(*u),
             CurrencyId::Named(_) => None,
         }));
@@ -73,7 +75,7 @@ impl Daemon {
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
             Request::Run { tickets, currency, cap, background, force } => self.run(peer, tickets, currency, cap, background, force),
             Request::Set { pids, tickets, cap, background, force } => self.set(peer, pids, tickets, cap, background, force),
-            Request::Fund { currency, funding } => self.fund(peer, currency, funding),
+            Request::Fund { currency, funding, cap } => self.fund(peer, currency, funding, cap),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
             Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
@@ -465,40 +467,52 @@ impl Daemon {
         Ok(Response::Job(made))
     }
 
-    fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<i64>) -> R<Response> {
+    fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<i64>, cap: Option<String>) -> R<Response> {
         let Some(name) = currency else {
-            if funding.is_some() {
-                return Err("give the currency or user to fund: allot fund NAME BASE".into());
+            if funding.is_some() || cap.is_some() {
+                return Err("give the currency or user to fund: allot fund NAME BASE [--cap N!]".into());
             }
             return Ok(Response::Currencies(crate::proto::CurrenciesView { currencies: self.currency_views() }));
         };
         let cur = self.resolve_currency(&name)?;
-        let Some(f) = funding else {
-            return Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: self.funding_of(&cur) }));
-        };
-        let f = Funding::new(f).map_err(|e| e.to_string())?;
+        let view =
+            |d: &Self| FundingView { currency: d.currency_name(&cur), funding: d.funding_of(&cur), cap: d.currency_cap(&cur).map(|c| c.to_string()) };
+        if funding.is_none() && cap.is_none() {
+            return Ok(Response::Funding(view(self)));
+        }
+        let f = funding.map(|f| Funding::new(f).map_err(|e| e.to_string())).transpose()?;
+        let c = cap.as_deref().map(|c| self.parse_currency_cap(c)).transpose()?;
+        let what = if cap.is_some() { "funding and currency caps on this machine are" } else { "funding on this machine is" };
         if self.cfg.funding_authority == crate::config::FundingAuthority::Config {
-            return Err(
-                "funding on this machine is set by its config (funding_authority = \"config\": a centrally managed fleet); change it there".into()
-            );
+            return Err(format!("{what} set by its config (funding_authority = \"config\": a centrally managed fleet); change it there"));
         }
         if !self.may_fund(peer, &cur) {
-            return Err(format!(
-                "setting funding of {:?} is root's (or a config-listed owner's); you are uid {}",
-                self.currency_name(&cur),
-                peer.uid
-            ));
+            let what = if cap.is_some() { "the cap" } else { "funding" };
+            return Err(format!("setting {what} of {:?} is root's (or a config-listed owner's); you are uid {}", self.currency_name(&cur), peer.uid));
         }
-        let before = self.desired.funding.insert(cur.clone(), f.get());
+        let (funding_before, caps_before) = (self.desired.funding.clone(), self.desired.caps.clone());
+        if let Some(f) = f {
+            self.desired.funding.insert(cur.clone(), f.get());
+        }
+        if let Some(c) = c {
+            self.desired.caps.insert(cur.clone(), c);
+        }
         if let Err(e) = self.save() {
-            match before {
-                Some(b) => self.desired.funding.insert(cur, b),
-                None => self.desired.funding.remove(&cur),
-            };
+            (self.desired.funding, self.desired.caps) = (funding_before, caps_before);
             return Err(Self::unsaved(&e));
         }
         self.replan();
-        Ok(Response::Funding(FundingView { currency: self.currency_name(&cur), funding: f.get() }))
+        Ok(Response::Funding(view(self)))
+    }
+
+    /// A currency's cap argument: "none", or a hard cap within the machine's CPUs.
+    fn parse_currency_cap(&self, cap: &str) -> R<Option<Cap>> {
+        if cap == "none" {
+            return Ok(None);
+        }
+        let c = Cap::parse_currency(cap).map_err(|e| e.to_string())?;
+        c.within(cap, self.ncpu).map_err(|e| e.to_string())?;
+        Ok(Some(c))
     }
 }
 

@@ -23,6 +23,9 @@ struct FileV2 {
     version: u32,
     next_id: u64,
     funding: BTreeMap<String, u32>,
+    /// Currency caps ("4!", or "none"); absent in files written before caps existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    caps: BTreeMap<String, String>,
     jobs: Vec<JobRecord>,
 }
 
@@ -72,6 +75,7 @@ fn to_file(d: &Desired) -> FileV2 {
         version: 2,
         next_id: d.next_id,
         funding: d.funding.iter().map(|(c, f)| (c.dir(), *f)).collect(),
+        caps: d.caps.iter().map(|(c, cap)| (c.dir(), cap.map_or("none".into(), |x| x.to_string()))).collect(),
         jobs: d
             .jobs
             .values()
@@ -98,6 +102,10 @@ fn from_v2(f: FileV2, path: &Path) -> anyhow::Result<Desired> {
     for (c, v) in f.funding {
         allot_model::Funding::new(v as i64).map_err(|e| bad(format!("funding of {c}: {e}")))?;
         d.funding.insert(CurrencyId::from_dir(&c), v);
+    }
+    for (c, v) in f.caps {
+        let cap = if v == "none" { None } else { Some(Cap::parse_currency(&v).map_err(|e| bad(format!("cap of {c}: {e}")))?) };
+        d.caps.insert(CurrencyId::from_dir(&c), cap);
     }
     for r in f.jobs {
         let currency = CurrencyId::from_dir(&r.currency);
@@ -217,6 +225,30 @@ mod tests {
         assert!(load(&p).err().unwrap().to_string().contains("funding of x"));
         std::fs::write(&p, r#"{"version":9}"#).unwrap();
         assert!(load(&p).err().unwrap().to_string().contains("newer than this allot"));
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn currency_caps_round_trip_and_a_file_without_them_loads() {
+        let p = tmp("caps");
+        // As written before currency caps existed: no "caps" key.
+        std::fs::write(&p, r#"{"version":2,"next_id":1,"funding":{"user-1000":300},"jobs":[]}"#).unwrap();
+        let old = load(&p).unwrap().desired;
+        assert!(old.caps.is_empty());
+        assert_eq!(old.funding[&CurrencyId::User(1000)], 300);
+        let mut d = Desired::default();
+        d.caps.insert(CurrencyId::User(1000), Some(Cap::parse_currency("4!").unwrap()));
+        d.caps.insert(CurrencyId::Named("ci".into()), None);
+        save(&p, &d).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(r#""user-1000": "4!""#) && text.contains(r#""ci": "none""#), "{text}");
+        assert_eq!(load(&p).unwrap().desired, d);
+        // Without caps the key is left out, so an older allot still reads the file.
+        save(&p, &Desired::default()).unwrap();
+        assert!(!std::fs::read_to_string(&p).unwrap().contains("caps"));
+        std::fs::write(&p, r#"{"version":2,"next_id":1,"funding":{},"caps":{"user-1000":"4"},"jobs":[]}"#).unwrap();
+        let e = load(&p).err().unwrap().to_string();
+        assert!(e.contains("cap of user-1000") && e.contains("not a hard cap"), "{e}");
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 

@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex};
 
 const CFG: &str = "[users]\nmin_uid = 3000\nmax_uid = 60000\n";
 
-fn world() -> Shared {
+pub(super) fn world() -> Shared {
     Arc::new(Mutex::new(World::default()))
 }
 
-fn start(w: &Shared, state: Option<std::path::PathBuf>) -> Daemon {
+pub(super) fn start(w: &Shared, state: Option<std::path::PathBuf>) -> Daemon {
     let cfg: Config = toml::from_str(CFG).unwrap();
     Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, state, false).unwrap()
 }
 
-fn peer(w: &Shared, uid: u32, pid: i32) -> Peer {
+pub(super) fn peer(w: &Shared, uid: u32, pid: i32) -> Peer {
     let start = w.lock().unwrap().procs.get(&pid).map_or(0, |p| p.start);
     Peer { uid, gid: uid, groups: vec![], pid, caller: Some(Proc { pid, start, fd: None }) }
 }
@@ -32,7 +32,7 @@ fn show(d: &mut Daemon, uid: u32) -> ShowView {
     }
 }
 
-fn path_of(w: &Shared, pid: i32) -> String {
+pub(super) fn path_of(w: &Shared, pid: i32) -> String {
     w.lock().unwrap().procs[&pid].path.clone()
 }
 

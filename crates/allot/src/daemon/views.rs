@@ -138,6 +138,7 @@ impl Daemon {
     pub fn currency_views(&self) -> Vec<CurrencyView> {
         let mut ids: Vec<CurrencyId> = self.desired.jobs.values().map(|j| j.currency.clone()).collect();
         ids.extend(self.desired.funding.keys().cloned());
+        ids.extend(self.desired.caps.keys().cloned());
         ids.extend(self.cfg.currencies.keys().map(|n| CurrencyId::Named(n.clone())));
         ids.sort();
         ids.dedup();
@@ -152,6 +153,7 @@ impl Daemon {
                         CurrencyId::Named(_) => "named".into(),
                     },
                     funding: self.funding_of(c),
+                    cap: self.currency_cap(c).map(|x| x.to_string()),
                     weight: self.planned.currencies.get(c).copied().unwrap_or_else(|| self.funding_of(c)),
                     jobs: jobs.len(),
                     active,

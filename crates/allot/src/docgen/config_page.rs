@@ -157,8 +157,8 @@ pub const TABLES: &[Table] = &[
         header: "[funding]",
         field: "funding",
         probe: "[funding]",
-        text: "Funding by currency: each key is a user name, a uid or a named currency of [currencies]. A key that is none of these loads, but `allot config check` warns about it (a top-level setting written below [funding] becomes one).",
-        keys: &[key("USER", "integer", Said("default_funding"), FUNDING, "The funding of USER's currency (or of the named currency USER).")],
+        text: "Funding by currency: each key is a user name, a uid or a named currency of [currencies]. A key that is none of these loads, but `allot config check` warns about it (a top-level setting written below [funding] becomes one). The value is a funding (alice = 300) or a table that may also cap the currency (alice = { funding = 300, cap = \"4!\" }).",
+        keys: &[key("USER", "integer or table", Said("default_funding"), FUNDING, "The funding of USER's currency (or of the named currency USER). As a table: funding (as above; unset: default_funding or a group's) and cap, a hard cap on the whole currency, all its jobs together, in CPUs with ! (\"4!\", \"1/2!\", \"50%!\"); a soft cap is refused. On a systemd host the cap is the user's slice's CPUQuota=.")],
     },
     Table {
         header: "[groups.GROUP]",
@@ -168,6 +168,7 @@ pub const TABLES: &[Table] = &[
         keys: &[
             key("funding", "integer", Said("unset (default_funding)"), FUNDING, "The funding of each member's own currency."),
             key("default_cap", "string", Said("unset (no cap)"), Words("a cap above 0: 0.5, 1/2, 50% (soft) or 1!, 50%! (hard)"), "The cap of each member's default job (the job that gathers their processes in no other job)."),
+            key("currency_cap", "string", Said("unset (no cap)"), Words("a hard cap: 4!, 1/2!, 50%!"), "A hard cap on each member's own currency: all their jobs together (default_cap caps one job, their default one). [funding] and `allot fund --cap` win over it."),
         ],
     },
     Table {

@@ -54,8 +54,8 @@ pub const COLS: [Col; 15] = [
 pub const DROP: [Col; 10] = [Col::Psi, Col::Funding, Col::Currency, Col::Throttled, Col::Pids, Col::Cap, Col::Wait, Col::Bar, Col::State, Col::User];
 
 /// The currency table's columns, and those it drops first.
-pub const CURRENCY_COLS: [Col; 8] = [Col::Currency, Col::Kind, Col::Funding, Col::Jobs, Col::Active, Col::Entitled, Col::Usage, Col::Bar];
-pub const CURRENCY_DROP: [Col; 4] = [Col::Kind, Col::Jobs, Col::Active, Col::Bar];
+pub const CURRENCY_COLS: [Col; 9] = [Col::Currency, Col::Kind, Col::Funding, Col::Cap, Col::Jobs, Col::Active, Col::Entitled, Col::Usage, Col::Bar];
+pub const CURRENCY_DROP: [Col; 5] = [Col::Kind, Col::Jobs, Col::Active, Col::Cap, Col::Bar];
 
 /// COMMAND keeps at least this many columns before another column is dropped (enough
 /// for "make -j8"; at 80 columns that keeps WAIT beside a 13-character job id).

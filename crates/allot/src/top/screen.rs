@@ -267,7 +267,7 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
     let cscale = scale_of(f.show.currencies.iter().map(|c| c.usage.max(currency_entitlement(f.show, &c.name))), f.show.ncpu);
     let mut out = vec![Line::new(Style::Title, fit_w(&title(f, f.show.ncpu)))];
 
-    // Currencies: funding, jobs, and the summed entitlement of their active jobs.
+    // Currencies: funding, hard cap, jobs, and the summed entitlement of their active jobs.
     let crow: Vec<Vec<String>> = f
         .show
         .currencies
@@ -278,6 +278,7 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
                 fit(&for_terminal(&c.name), Col::Currency.max()).into_owned(),
                 fit(&for_terminal(&c.kind), 8).into_owned(),
                 c.funding.to_string(),
+                fit(&for_terminal(c.cap.as_deref().unwrap_or("-")), Col::Cap.max()).into_owned(),
                 c.jobs.to_string(),
                 c.active.to_string(),
                 cpus(e),

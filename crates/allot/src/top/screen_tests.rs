@@ -139,6 +139,8 @@ fn a_plain_frame_has_every_column_every_row_and_the_legend_but_no_escapes() {
     assert!(row.text.contains("10%"), "wait: {}", row.text);
     assert!(row.text.ends_with("  allot workload cpu --duration 60s"), "the program without its directory: {}", row.text);
     assert!(!text.contains("-0.00"), "no negative zero for a currency without active jobs:\n{text}");
+    let cur = lines.iter().find(|l| l.text.starts_with("CURRENCY")).unwrap();
+    assert!(cur.text.contains("FUNDING  CAP"), "the currency table has a CAP column: {:?}", cur.text);
     let idle = lines.iter().find(|l| l.text.starts_with("17 ")).unwrap();
     assert!(idle.text.contains("(0.75)") && idle.text.contains("(hidden)"), "{}", idle.text);
     assert_eq!(order(&lines), ["1", "17", "2"]);

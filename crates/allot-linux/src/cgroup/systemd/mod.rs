@@ -6,6 +6,7 @@
 //!   beside it. Its funding is the slice's `CPUWeight`, set over D-Bus (runtime), at
 //!   most once a second per slice ([`names::Limiter`]; [`CpuController::upkeep`] sends
 //!   what was held back).
+//! - A currency's hard cap is the slice's `CPUQuota=`, also set over D-Bus (runtime).
 //! - A currency's jobs live in one scope allot starts in that slice (`Delegate=cpu`),
 //!   kept alive by a holder in `.holder/`; inside it allot makes the job leaves and
 //!   writes their `cpu.weight` and `cpu.max` itself.
@@ -21,7 +22,7 @@ mod scopes;
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
 use crate::systemd::holder::Holder;
-use crate::systemd::{CpuWeight, Session, Systemd};
+use crate::systemd::{CpuQuota, CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
 use names::{Key, Limiter, Names, Offer, Place};
 use std::collections::BTreeMap;
@@ -334,14 +335,27 @@ impl CpuController for SystemdTree {
         Ok(read_u64(file)?.clamp(1, 10000) as u32)
     }
     fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
-        if !matches!(Self::place(rel)?, Place::Inside(..)) {
-            return Err(unsupported("set cpu.max of", rel));
+        match Self::place(rel)? {
+            Place::Inside(..) => {}
+            // A currency's cap is its slice's CPUQuota=, set through systemd (the slice's
+            // cgroup files are systemd's, never written here).
+            Place::Scope(key @ Key::Currency(_)) => {
+                return self.lock().sd.set_properties(&self.names.slice(&key), true, vec![CpuQuota::from(max).prop()]);
+            }
+            _ => return Err(unsupported("set cpu.max of", rel)),
         }
         let v = max.map_or("max".to_string(), |m| format!("{} {}", m.quota_us, m.period_us));
         write(self.dir(rel).join("cpu.max"), &v)
     }
     fn max(&self, rel: &str) -> Result<Option<Max>> {
-        let p = self.dir(rel).join("cpu.max");
+        let p = match Self::place(rel)? {
+            // What systemd wrote for the slice's CPUQuota= (see set_max).
+            Place::Scope(key @ Key::Currency(_)) => {
+                let mut st = self.lock();
+                self.slice_dir(&mut st, &self.names.slice(&key))?.join("cpu.max")
+            }
+            _ => self.dir(rel).join("cpu.max"),
+        };
         let s = read(&p)?;
         let mut it = s.split_whitespace();
         let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));

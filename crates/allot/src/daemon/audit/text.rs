@@ -46,6 +46,12 @@ pub fn diff(a: &Desired, b: &Desired, name: impl Fn(&CurrencyId) -> String) -> (
             change(format!("currency {}", name(c)), a.funding.get(c).map_or("-".into(), |x| format!("funding {x}")), format!("funding {f}"));
         }
     }
+    let cap = |c: &Option<allot_model::Cap>| format!("cap {}", c.map_or("none".into(), |x| x.to_string()));
+    for (c, x) in &b.caps {
+        if a.caps.get(c) != Some(x) {
+            change(format!("currency {}", name(c)), a.caps.get(c).map_or("-".into(), cap), cap(x));
+        }
+    }
     (out, touched)
 }
 
@@ -115,11 +121,12 @@ pub fn describe(r: &Request) -> String {
             },
             force(*f)
         ),
-        Request::Fund { currency, funding } => {
+        Request::Fund { currency, funding, cap } => {
             format!(
-                "fund{}{}",
+                "fund{}{}{}",
                 currency.as_ref().map(|c| format!(" {}", arg(c))).unwrap_or_default(),
-                funding.map(|f| format!(" {f}")).unwrap_or_default()
+                funding.map(|f| format!(" {f}")).unwrap_or_default(),
+                opt("--cap", cap)
             )
         }
         Request::Focus { pid, on } => format!("focus{} {pid}", if *on { "" } else { " --off" }),
@@ -136,7 +143,7 @@ pub fn describe(r: &Request) -> String {
 pub fn changes_something(r: &Request) -> bool {
     match r {
         Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } | Request::RulesTest { .. } => false,
-        Request::Fund { funding, .. } => funding.is_some(),
+        Request::Fund { funding, cap, .. } => funding.is_some() || cap.is_some(),
         _ => true,
     }
 }
@@ -161,5 +168,25 @@ mod tests {
         let long = arg(&format!("0.5{}", "0".repeat(50_000)));
         assert!(long.len() < 100 && long.ends_with("…(50003 bytes)"), "{long}");
         assert_eq!(describe(&Request::Move { pid: 5, currency: "a\"b".into(), force: true }), r#"move 5 "a\"b" --force"#);
+    }
+
+    #[test]
+    fn a_currency_cap_is_described_and_its_change_recorded() {
+        let fund = |funding, cap: Option<&str>| Request::Fund { currency: Some("alice".into()), funding, cap: cap.map(String::from) };
+        assert_eq!(describe(&fund(Some(300), Some("4!"))), "fund alice 300 --cap 4!");
+        assert_eq!(describe(&fund(None, Some("none"))), "fund alice --cap none");
+        assert!(changes_something(&fund(None, Some("none"))) && !changes_something(&fund(None, None)));
+        let a = Desired::default();
+        let mut b = a.clone();
+        b.caps.insert(CurrencyId::User(1000), Some(allot_model::Cap::parse_currency("4!").unwrap()));
+        let mut c = b.clone();
+        c.caps.insert(CurrencyId::User(1000), None);
+        let said = |x: &Desired, y: &Desired| {
+            let ch = diff(x, y, |_| "alice".into()).0;
+            ch.iter().map(|c| format!("{}: {} -> {}", c.what, c.before, c.after)).collect::<Vec<_>>()
+        };
+        assert_eq!(said(&a, &b), ["currency alice: - -> cap 4!"]);
+        assert_eq!(said(&b, &c), ["currency alice: cap 4! -> cap none"]);
+        assert!(said(&c, &c).is_empty());
     }
 }

@@ -1,0 +1,57 @@
+//! A currency's hard cap on this machine's real cgroups: two jobs of one user, each a CPU
+//! hog, under `allot fund USER --cap 0.5!` use 0.5 CPU together, and `--cap none` takes
+//! the quota off the currency's directory again.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+/// CPUs a set of processes used together over the next `secs` seconds.
+fn rate_of(pids: &[u32], secs: f64) -> f64 {
+    let cpu = |p: u32| allot_linux::procfs::stat(p as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64).unwrap_or(0.0);
+    let sum = || pids.iter().map(|&p| cpu(p)).sum::<f64>();
+    let a = sum();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    (sum() - a) / t0.elapsed().as_secs_f64()
+}
+
+/// The quota on a directory: cgroup v2's cpu.max, or v1's cpu.cfs_quota_us (-1: none).
+fn quota(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("cpu.max")).or_else(|_| std::fs::read_to_string(dir.join("cpu.cfs_quota_us"))).unwrap().trim().to_string()
+}
+
+#[test]
+fn a_users_two_hogs_under_a_currency_cap_of_half_a_cpu_use_half_a_cpu() {
+    require_root();
+    let _s = serial();
+    let mut d = PrivateDaemon::start(exe(), "").unwrap();
+    let e = exe().to_string_lossy().into_owned();
+    let hog = [e.as_str(), "workload", "cpu", "--duration", "60s"];
+    let a = d.run_job(&[], &hog, Some(A)).unwrap();
+    let b = d.run_job(&[], &hog, Some(A)).unwrap();
+    d.wait_exec(a).unwrap();
+    d.wait_exec(b).unwrap();
+    let user = A.to_string();
+    let out = ok(&d.cli(&["fund", &user, "--cap", "0.5!"], None).unwrap());
+    assert!(out.contains("cap 0.5!"), "{out}");
+    let v = show(&d);
+    let cur = v["currencies"].as_array().unwrap().iter().find(|c| c["name"] == user.as_str()).cloned().unwrap();
+    assert_eq!(cur["cap"], "0.5!", "{cur}");
+    // The currency's directory is the parent of each job's.
+    let job = job_with_pid(&v, a).expect("the first hog is in a job");
+    let dir = std::path::PathBuf::from(job["dir"].as_str().unwrap());
+    let cdir = dir.parent().unwrap().to_path_buf();
+    let q = quota(&cdir);
+    assert!(q == "50000" || q == "50000 100000", "{}: {q}", cdir.display());
+    // A user may not lift it.
+    refused(&d.cli(&["fund", &user, "--cap", "none"], Some(A)).unwrap(), &["setting the cap of", "root's"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let used = rate_of(&[a, b], 6.0);
+    eprintln!("two hogs of uid {A} under a currency cap of 0.5!: {used:.3} CPU together");
+    assert!((used - 0.5).abs() <= 0.05, "two hogs under a currency cap of 0.5! used {used:.3} CPU");
+    ok(&d.cli(&["fund", &user, "--cap", "none"], None).unwrap());
+    let q = quota(&cdir);
+    assert!(q == "-1" || q.starts_with("max"), "{}: {q}", cdir.display());
+    d.stop().unwrap();
+}
