@@ -182,6 +182,24 @@ rmdir /etc/allot
 # A currency's hard cap on a systemd host is the user's slice's CPUQuota=, set through
 # systemd (runtime), and taken off again with --cap none (nothing left set).
 check "allot fund --cap gives allot-tb's slice CPUQuota=50%" sh -c "$A fund allot-tb 100 --cap 0.5! && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = 500ms ]"
+# The cap holds the user's whole slice, whatever they run: two hogs in a login session,
+# no allot job, measured from the slice's own cpu.stat over 6 s.
+cat > /tmp/capped.sh <<CAPPED
+#!/bin/sh
+sh -c 'echo \$\$ > /tmp/capped.1; while :; do :; done' &
+sh -c 'echo \$\$ > /tmp/capped.2; while :; do :; done' &
+wait
+CAPPED
+chmod 0755 /tmp/capped.sh; rm -f /tmp/capped.1 /tmp/capped.2
+login_session allot-tb /tmp/capped.sh > /dev/null
+wait_for -t 30 sh -c 'test -s /tmp/capped.1 && test -s /tmp/capped.2' || true
+sleep 2
+slice_usec() { sed -n 's/^usage_usec //p' /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat; }
+u0=$(slice_usec); t0=$(date +%s%N); sleep 6; u1=$(slice_usec); t1=$(date +%s%N)
+capped=$(awk -v a="$u0" -v b="$u1" -v s="$t0" -v e="$t1" 'BEGIN { printf "%.3f", (b - a) * 1000 / (e - s) }')
+echo "allot-tb's slice under a cap of 0.5! with two hogs in a session: $capped CPU" >&2
+check "a currency cap of 0.5! holds the whole slice at 0.5 CPU (+-0.03): $capped" awk -v c="$capped" 'BEGIN { exit !(c >= 0.47 && c <= 0.53) }'
+for f in /tmp/capped.1 /tmp/capped.2; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
 check "allot fund --cap none unsets it" sh -c "$A fund allot-tb --cap none && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = infinity ]"
 
 # Leave it as found: funding back, the stand-in container gone, then the package removed
