@@ -84,6 +84,8 @@
 mod filter;
 mod listener;
 mod wire;
+#[cfg(test)]
+mod wire_props;
 
 pub use listener::{Listener, Refilter};
 

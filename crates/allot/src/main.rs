@@ -7,6 +7,8 @@ mod client;
 mod config;
 mod config_check;
 mod config_funding;
+#[cfg(test)]
+mod config_props;
 mod daemon;
 mod daemon_bench;
 mod docgen;
@@ -19,6 +21,8 @@ mod policy_bench;
 mod proto;
 #[cfg(test)]
 mod proto_doc_tests;
+#[cfg(test)]
+mod proto_props;
 mod readings;
 mod selftest;
 mod top;

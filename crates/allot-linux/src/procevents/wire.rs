@@ -78,8 +78,10 @@ pub(crate) enum Message {
     Other,
     /// NLMSG_OVERRUN: the kernel says data was lost.
     Overrun,
-    /// Bytes that do not parse (short, lengths that point outside the datagram). The rest
-    /// of the datagram is not trusted either and is skipped.
+    /// Bytes that do not parse (short, lengths that point outside the datagram). When the
+    /// netlink header's own length is bad, the rest of the datagram is not trusted either
+    /// and is skipped; a bad connector message inside a well-framed netlink message is
+    /// only that message, and the next is read.
     Malformed,
 }
 
