@@ -283,21 +283,52 @@ fn arb_sig() -> impl Strategy<Value = String> {
 
 proptest! {
     // 256 cases each (proptest's default); the four run in well under a second.
+    /// Any bytes, and any bytes behind a fixed header that frames them exactly.
     #[test]
-    fn any_bytes_decode_or_are_refused(b in prop::collection::vec(any::<u8>(), 0..512)) {
+    fn any_bytes_decode_or_are_refused(mut b in prop::collection::vec(any::<u8>(), 0..512), framed in any::<bool>(), fields in any::<prop::sample::Index>()) {
+        if framed && b.len() >= 16 {
+            let big = b[0] % 2 == 1;
+            b[0] = if big { b'B' } else { b'l' };
+            b[3] = 1;
+            let fields_len = fields.index(b.len() - 15);
+            let body_len = b.len().saturating_sub((16 + fields_len).div_ceil(8) * 8);
+            let put = |x: usize| if big { (x as u32).to_be_bytes() } else { (x as u32).to_le_bytes() };
+            b[4..8].copy_from_slice(&put(body_len));
+            b[12..16].copy_from_slice(&put(fields_len));
+        }
         if let Ok(m) = Message::decode(&b) {
             bounded_by(&m.body, header_text(&m), b.len())?;
         }
     }
 
+    /// A fixed header is taken exactly when its byte order, version and length are allowed.
     #[test]
-    fn any_fixed_header_frames_within_the_specification(head in any::<[u8; 16]>()) {
-        if let Ok(f) = Message::fixed(&head) {
-            prop_assert!(f.total() <= super::message::MAX_MESSAGE);
-            prop_assert_eq!(f.header_len() % 8, 0);
-            prop_assert!(f.header_len() >= 16 + f.fields_len && f.header_len() < 16 + f.fields_len + 8);
-            prop_assert_eq!(f.total(), f.header_len() + f.body_len);
-            prop_assert_eq!(Message::length(&head), Ok(f.total()));
+    fn any_fixed_header_frames_within_the_specification(
+        mark in prop::sample::select(vec![b'l', b'B', b'b', 0]),
+        version in prop::sample::select(vec![1u8, 0, 2]),
+        lengths in prop::array::uniform2(prop_oneof![0u32..1 << 20, (1u32 << 26)..(1 << 28), any::<u32>()]),
+        rest in any::<[u8; 6]>(),
+    ) {
+        let big = mark == b'B';
+        let put = |x: u32| if big { x.to_be_bytes() } else { x.to_le_bytes() };
+        let mut head = [0u8; 16];
+        head[0] = mark;
+        head[1..3].copy_from_slice(&rest[..2]);
+        head[3] = version;
+        head[4..8].copy_from_slice(&put(lengths[0]));
+        head[8..12].copy_from_slice(&rest[2..]);
+        head[12..16].copy_from_slice(&put(lengths[1]));
+        let total = (16 + lengths[1] as usize).div_ceil(8) * 8 + lengths[0] as usize;
+        let allowed = matches!(mark, b'l' | b'B') && version == 1 && total <= super::message::MAX_MESSAGE;
+        match Message::fixed(&head) {
+            Ok(f) => {
+                prop_assert!(allowed, "{:?} taken", head);
+                prop_assert_eq!((f.big, f.body_len, f.fields_len), (big, lengths[0] as usize, lengths[1] as usize));
+                prop_assert_eq!(f.header_len() % 8, 0);
+                prop_assert_eq!(f.total(), total);
+                prop_assert_eq!(Message::length(&head), Ok(total));
+            }
+            Err(e) => prop_assert!(!allowed, "{:?} refused: {}", head, e),
         }
     }
 
