@@ -277,10 +277,12 @@ impl Daemon {
                 self.tree.weight(&bg, cur_in[i].funding);
             }
         }
-        // On a systemd host a user's slice exists without jobs, from the first login.
-        self.fund_slices(&cur_ids);
+        // On a systemd host a user's slice exists without jobs, from the first login:
+        // the slices are listed once per plan, for funding and caps alike.
+        let logged_in = self.logged_in();
+        self.fund_slices(&cur_ids, &logged_in);
         self.weigh_scopes(&ids, &out.jobs);
-        self.apply_currency_caps(&cur_ids);
+        self.apply_currency_caps(&cur_ids, &logged_in);
         for (k, id) in ids.iter().enumerate() {
             let rel = self.desired.jobs[id].rel();
             let p = &out.jobs[k];

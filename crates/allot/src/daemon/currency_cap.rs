@@ -65,14 +65,13 @@ impl Daemon {
     /// with jobs, those capped or uncapped with `allot fund`, and on a systemd host the
     /// slices of logged-in users when the config caps currencies. Each tree write goes out
     /// only when it differs from the last (tree.rs), so this is cheap every plan.
-    pub(super) fn apply_currency_caps(&mut self, with_jobs: &[CurrencyId]) {
+    pub(super) fn apply_currency_caps(&mut self, with_jobs: &[CurrencyId], logged_in: &[u32]) {
         let mut cs: Vec<CurrencyId> = with_jobs.to_vec();
         cs.extend(self.desired.caps.keys().cloned());
         let config_caps = self.cfg.funding.values().any(|e| e.cap.is_some()) || self.cfg.groups.values().any(|g| g.currency_cap.is_some());
         if self.tree.cg.systemd() {
             if config_caps {
-                let uids = self.tree.cg.user_slices().unwrap_or_default();
-                cs.extend(uids.into_iter().filter(|u| self.placement.is_human(*u)).map(CurrencyId::User));
+                cs.extend(logged_in.iter().copied().filter(|u| self.placement.is_human(*u)).map(CurrencyId::User));
             }
             // Slices capped since start whose currency has no job now: a cap taken away
             // (config reload) is taken off too.

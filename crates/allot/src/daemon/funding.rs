@@ -45,22 +45,31 @@ pub fn to_fund(
 }
 
 impl Daemon {
+    /// The uids whose `user-UID.slice` exists now: on a systemd host, every user with a
+    /// login (or lingering); elsewhere none, since a currency's directory exists only while
+    /// it has jobs. Listed once per plan.
+    pub(super) fn logged_in(&self) -> Vec<u32> {
+        if !self.tree.cg.systemd() {
+            return vec![];
+        }
+        self.tree.cg.user_slices().unwrap_or_else(|e| {
+            log::debug!("could not list the users' slices: {e}");
+            vec![]
+        })
+    }
+
     /// Writes the funding of every job-less currency whose slice should carry one
     /// ([`to_fund`]). A systemd host only: elsewhere a currency's directory exists only
     /// while it has jobs.
-    pub(super) fn fund_slices(&mut self, with_jobs: &[CurrencyId]) {
+    pub(super) fn fund_slices(&mut self, with_jobs: &[CurrencyId], logged_in: &[u32]) {
         if !self.tree.cg.systemd() {
             return;
         }
-        let logged_in = self.tree.cg.user_slices().unwrap_or_else(|e| {
-            log::debug!("could not list the users' slices: {e}");
-            vec![]
-        });
         let funded: Vec<CurrencyId> = self.desired.funding.keys().cloned().collect();
         let list = to_fund(
             with_jobs,
             &funded,
-            &logged_in,
+            logged_in,
             |uid| self.placement.is_human(uid),
             |c| self.funding_of(c),
             |c| self.tree.applied.get(&currency_rel(Class::Foreground, c)).is_some_and(|a| a.weight.is_some()),
