@@ -1,4 +1,4 @@
-//! Kernel tests for the instruments (issue 3 acceptance): `why`'s three verdicts, the
+//! Kernel tests for the instruments: `why`'s three verdicts, the
 //! probe's worst lateness agreeing with its own kernel-reported wait (the starved-task tutorial step 3),
 //! and one clear error for bad input. They start CPU hogs as child processes and kill
 //! exactly those, by pid, even when an assertion fails (a guard with Drop).

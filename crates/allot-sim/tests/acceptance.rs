@@ -1,4 +1,4 @@
-//! The acceptance numbers of issue 5, asserted on the built-in scenarios with fixed
+//! The simulator's acceptance numbers, asserted on the built-in scenarios with fixed
 //! seeds. Each tolerance is stated where it is asserted, with why it is enough.
 //! Everything here runs in well under a minute in debug mode; CI runs
 //! `cargo test --workspace --release`.
