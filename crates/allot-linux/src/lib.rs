@@ -58,6 +58,10 @@ pub enum Error {
     /// message says what the peer sent and what was expected. Refuse the request.
     #[error("client identity refused: {0}")]
     Identity(String),
+    /// A client's message was refused before it ended ([`peer::recv_message`]): the
+    /// [`peer::Refusal`] says which way, so a server answers by kind, not by wording.
+    #[error("client message refused: {0}")]
+    Message(peer::Refusal),
     /// A system call failed in a way the caller can act on: `hint` says what to do.
     #[error("{call}: {source}; {hint}")]
     SysHint {

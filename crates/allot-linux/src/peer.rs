@@ -484,6 +484,31 @@ pub fn verify_sender(r: &mut Received) -> Result<Sender> {
     Ok(Sender { cred, pidfd })
 }
 
+/// Why [`recv_message`] refused a message before its end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// More than `max` bytes came without the end byte.
+    #[error("message longer than {max} bytes")]
+    TooLong {
+        /// The most the reader takes.
+        max: usize,
+    },
+    /// Two processes wrote into one message (their credentials, as received).
+    #[error("one message written by two processes ({first} then {then})")]
+    TwoWriters {
+        /// The first chunk's credentials.
+        first: String,
+        /// The differing chunk's.
+        then: String,
+    },
+    /// The client hung up after `after` bytes, before the end byte.
+    #[error("the client closed the connection after {after} bytes, before the end of its message")]
+    Closed {
+        /// Bytes that came.
+        after: usize,
+    },
+}
+
 /// A whole client message read by [`recv_message`].
 #[derive(Debug)]
 pub struct Message {
@@ -501,7 +526,7 @@ pub struct Message {
 /// time (an error of kind TimedOut). Needs SO_PASSCRED on the socket; sets SO_OOBINLINE
 /// (see [`set_oobinline`]). Reads never block beyond `within`, whatever the socket's mode.
 pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize, within: std::time::Duration) -> Result<Message> {
-    let refuse = |why: String| Err(Error::Identity(why));
+    let refuse = |why: Refusal| Err(Error::Message(why));
     let deadline = std::time::Instant::now() + within;
     let mut data = Vec::new();
     let mut acc = Received { len: 0, creds: None, fds: Vec::new(), truncated: false, scm_pidfd: None };
@@ -530,13 +555,13 @@ pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize, within:
             Err(e) => return Err(e),
         };
         if r.len == 0 {
-            return refuse(format!("the client closed the connection after {} bytes, before the end of its message", data.len()));
+            return refuse(Refusal::Closed { after: data.len() });
         }
         if first {
             acc.creds = r.creds;
             first = false;
         } else if r.creds != acc.creds {
-            return refuse(format!("one message written by two processes ({:?} then {:?})", acc.creds, r.creds));
+            return refuse(Refusal::TwoWriters { first: format!("{:?}", acc.creds), then: format!("{:?}", r.creds) });
         }
         acc.truncated |= r.truncated;
         acc.fds.append(&mut r.fds);
@@ -547,7 +572,7 @@ pub fn recv_message(fd: BorrowedFd, max: usize, end: u8, max_fds: usize, within:
             return Ok(Message { data, received: acc });
         }
         if data.len() > max {
-            return refuse(format!("message longer than {max} bytes"));
+            return refuse(Refusal::TooLong { max });
         }
     }
 }

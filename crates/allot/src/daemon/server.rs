@@ -206,10 +206,10 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>, budgets: &supe
     // One line within the deadline for the whole request, however it is split.
     let mut msg = match peer::recv_message(conn.as_fd(), MAX_REQUEST, b'\n', 1, DEADLINE) {
         Ok(m) => m,
-        Err(allot_linux::Error::Identity(why)) if why.starts_with("message longer") => {
+        Err(allot_linux::Error::Message(peer::Refusal::TooLong { .. })) => {
             return reply(conn, deadline, &Reply::err(format!("request larger than {MAX_REQUEST} bytes refused")));
         }
-        Err(allot_linux::Error::Identity(why)) if why.contains("two processes") => return reply(conn, deadline, &Reply::err(why)),
+        Err(allot_linux::Error::Message(why @ peer::Refusal::TwoWriters { .. })) => return reply(conn, deadline, &Reply::err(why.to_string())),
         Err(_) => return, // silent, too slow or gone mid-request: nothing was done
     };
     let req = match decode_request(&msg.data) {
