@@ -55,6 +55,16 @@ pub fn nice(pid: i32) -> Result<i32> {
     }
 }
 
+/// Sets the nice of a process (setpriority(2); `pid` 0: the caller). Lowering it needs
+/// CAP_SYS_NICE.
+pub fn set_nice(pid: i32, nice: i32) -> Result<()> {
+    // SAFETY: setpriority has no memory arguments.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid as libc::id_t, nice) } != 0 {
+        return Err(Error::Sys { call: format!("setpriority({pid}, {nice})"), source: std::io::Error::last_os_error() });
+    }
+    Ok(())
+}
+
 /// Reads a task's attributes.
 pub fn get(tid: i32) -> Result<SchedAttr> {
     let mut a = SchedAttr { size: std::mem::size_of::<SchedAttr>() as u32, ..Default::default() };

@@ -87,6 +87,16 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
         bail!("allot selftest must run as root (it starts a private daemon that writes cgroups)");
     }
     let exe = std::env::current_exe().context("find the allot binary")?;
+    // The checks measure enforcement at nice 0: started under `nice`, the hogs would
+    // inherit it and the daemon's nice emulation would (rightly) weigh them less and keep
+    // them apart from a user's nice-0 processes, so every check would measure that instead.
+    let was = allot_linux::sched::nice(0).unwrap_or(0);
+    if was != 0 {
+        allot_linux::sched::set_nice(0, 0).context("run the checks at nice 0")?;
+        if !json {
+            println!("note: started at nice {was}; the checks run at nice 0");
+        }
+    }
     let checks = if args.checks.is_empty() { vec![Check::Ratio, Check::Insulation, Check::Cap, Check::Background] } else { args.checks };
     // Chosen before any check runs, so a range with no free uids is the only error.
     let users = if checks.contains(&Check::Insulation) { args.uids.pick(2)? } else { vec![] };
