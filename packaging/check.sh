@@ -16,6 +16,8 @@
 #              (sha256), modulo the paths each family puts them at; only the files of one
 #              family's own conventions (listed below) may differ; both hold the binary,
 #              allot(1), allot-run(1), allot.toml(5) and the example config
+#   product    the packaged binary has none of the lab's commands (simulator, benchmarks,
+#              selftest, load generators: allot-lab, never packaged)
 # Needs root (unshare for the scripts' namespace), dpkg-deb, lintian, rpm, rpmbuild, rpmlint.
 set -euo pipefail
 TARGET=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}")
@@ -208,5 +210,18 @@ if diff -u "$W/deb-sums" "$W/rpm-sums" > "$W/sums.diff"; then
 else
   cat "$W/sums.diff" >&2; fail "files differ in content between the packages (- deb, + rpm)"
 fi
+
+echo "== the product only: no lab, no load generator"
+# The packages carry `allot` (CLI and daemon); the simulator, benchmarks, selftest and
+# load generators are allot-lab's, which no package installs.
+LAB_BEFORE=$FAILED; FAILED=0
+if grep -q 'allot-lab' "$W/deb-files" "$W/rpm-files"; then fail "a package holds allot-lab"; fi
+for cmd in workload flood launcher selftest bench sim; do
+  if "$W/deb/root/usr/bin/allot" "$cmd" --help >/dev/null 2>&1; then fail "the packaged allot has the lab's command $cmd"; fi
+done
+"$W/deb/root/usr/bin/allot" --help > "$W/help.txt"
+grep -q '^  run ' "$W/help.txt" || fail "the packaged allot --help lists no run (is it the product?)"
+[ $FAILED = 0 ] && echo "ok: the packaged allot has none of workload, flood, launcher, selftest, bench, sim"
+[ $LAB_BEFORE = 0 ] || FAILED=1
 
 if [ $FAILED = 0 ]; then echo "packaging/check.sh: both packages pass"; else echo "packaging/check.sh: FAILED (above)" >&2; exit 1; fi

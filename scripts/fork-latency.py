@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a fork takes to run its child, with N sleeping processes beside it, no allot.
 
-`allot bench daemon` times placement from a login's setuid and reports its fork-to-setuid
+`allot-lab bench daemon` times placement from a login's setuid and reports its fork-to-setuid
 time apart (START P99), because on some machines a fork waits for reasons of the machine's
 own. This shows that wait without allot: it starts N `sleep`s (killed at the end, by pid),
 then forks --forks times, one every 10-40 ms; each child reads CLOCK_MONOTONIC first thing

@@ -2,12 +2,15 @@
 # Run allot (or a shell script) as the only program on a pure cgroup v2 kernel
 # inside qemu (TCG), and exit with its exit code.
 #
-#   tests/vm/run.sh [options] [--allot PATH] -- ARGS...    runs: allot ARGS...
+#   tests/vm/run.sh [options] [--allot PATH] -- ARGS...    runs: allot-lab ARGS... (the
+#                                     lab passes product commands to allot), or allot ARGS...
+#                                     when no allot-lab is beside PATH
 #   tests/vm/run.sh [options] [--allot PATH] --shell 'SCRIPT' [-- ARGS...]
 #                                     runs: sh SCRIPT ARGS... (busybox ash; allot at
 #                                     /bin/allot too when --allot is given)
 # Options:
-#   --allot PATH     the allot binary to put at /bin/allot, with the shared libraries ldd
+#   --allot PATH     the allot binary to put at /bin/allot (and allot-lab beside it, when
+#                    there, at /bin/allot-lab), with the shared libraries ldd
 #                    names for it (default: target/release/allot when it exists;
 #                    required unless --shell is given)
 #   --shell SCRIPT   run this sh script instead of allot
@@ -188,6 +191,12 @@ done
 
 # copy a file (following symlinks) to the same absolute path inside the root
 copy_in() { mkdir -p "$ROOT$(dirname "$1")"; cp -L "$1" "$ROOT$1"; }
+LAB=""
+if [ -n "$ALLOT" ] && [ -x "$(dirname "$ALLOT")/allot-lab" ]; then
+  LAB="$(dirname "$ALLOT")/allot-lab"
+  cp "$LAB" "$ROOT/bin/allot-lab"
+  chmod 0755 "$ROOT/bin/allot-lab"
+fi
 if [ -n "$ALLOT" ]; then
   cp "$ALLOT" "$ROOT/bin/allot"
   chmod 0755 "$ROOT/bin/allot"
@@ -239,6 +248,8 @@ shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 if [ "$HAVE_SHELL" = 1 ]; then
   printf '%s\n' "$SHELL_SCRIPT" > "$ROOT/etc/allot-vm-script"
   RUN_LINE='sh /etc/allot-vm-script "$@"'
+elif [ -n "$LAB" ]; then
+  RUN_LINE='/bin/allot-lab "$@"'
 else
   RUN_LINE='/bin/allot "$@"'
 fi

@@ -137,7 +137,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Kernel files report no size, so std's `read_to_string` (a statx for a size hint, then
 /// a 32-byte probe read) costs two system calls more than this: open, read into a page,
 /// read again for the end, close. The daemon reads a few hundred small files a second
-/// while jobs run (`allot bench overhead`), so the difference shows.
+/// while jobs run (`allot-lab bench overhead`), so the difference shows.
 pub fn read(path: impl AsRef<Path>) -> Result<String> {
     let path = path.as_ref();
     let io = |source| Error::Io { op: "read", path: path.into(), source };

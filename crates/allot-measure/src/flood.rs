@@ -1,4 +1,4 @@
-//! `allot flood` (hidden): a hostile client, for tests. It holds idle connections open,
+//! `allot-lab flood` (hidden): a hostile client, for tests. It holds idle connections open,
 //! trickles one byte a second into others, and hammers the daemon with requests, all at
 //! once, then prints what the daemon did to it as one JSON line. The daemon must keep
 //! serving everyone else meanwhile (crates/allot/tests/attacks.rs).
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// `allot flood`.
+/// `allot-lab flood`.
 #[derive(Debug, Args)]
 pub struct FloodArgs {
     /// The daemon's socket.

@@ -13,7 +13,7 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// uids that the integration tests (crates/allot/tests, run in CI) run processes as. None
 /// has an account: the kernel runs a process as any uid without a passwd entry, so nothing
-/// is left in /etc/passwd. `allot selftest` and the benchmarks, which run on users'
+/// is left in /etc/passwd. `allot-lab selftest` and the benchmarks, which run on users'
 /// machines, choose theirs at run time instead, among uids no one has (`test_uids`).
 pub const TEST_UIDS: [u32; 4] = [2901, 2902, 2903, 2904];
 

@@ -60,7 +60,7 @@ pub fn instant_of(ns: u64) -> Instant {
     }
 }
 
-/// The launcher's side: serves requests on stdin until it ends (`allot launcher`, hidden).
+/// The launcher's side: serves requests on stdin until it ends (`allot-lab launcher`, hidden).
 pub fn serve() -> anyhow::Result<i32> {
     let mut kids = Kids::default();
     // Each child writes the moment of its setuid here (8 bytes: one write, atomic).
@@ -138,7 +138,7 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// Starts `allot launcher` with `command`, which must run `exe launcher` where the
+    /// Starts `allot-lab launcher` with `command`, which must run `exe launcher` where the
     /// logins should start (a shelter's command, as root) and should die with the caller.
     pub fn start(mut command: Command) -> anyhow::Result<Self> {
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().context("start the launcher")?;

@@ -1,4 +1,4 @@
-//! The uids `allot selftest` and the benchmarks run their processes as, chosen when they
+//! The uids `allot-lab selftest` and the benchmarks run their processes as, chosen when they
 //! start from a range (`--test-uids LO-HI`, or `ALLOT_TEST_UIDS`; [`DEFAULT`] otherwise).
 //! No account is made: the kernel runs a process as any uid. So a uid is taken only when
 //! nobody has it — on a site whose users come from LDAP or SSSD, a fixed uid may be a real

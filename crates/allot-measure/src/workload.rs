@@ -40,7 +40,7 @@ pub enum Kind {
     Ncpu,
 }
 
-/// `allot workload`: a built-in load generator (hidden; used by tests and benchmarks).
+/// `allot-lab workload`: a built-in load generator (hidden; used by tests and benchmarks).
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
     /// The workload.

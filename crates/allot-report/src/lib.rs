@@ -10,7 +10,7 @@
 //!   [`BarChart`] (grouped horizontal bars with error bars) as SVG, on linear or log
 //!   [`Axis`]es with round ticks.
 //!
-//! Used by `allot sim` (allot-sim), `allot probe`/`why`/`bench` (allot-measure) and the
+//! Used by `allot-lab sim` (allot-sim), `allot probe`/`why`/`bench` (allot-measure) and the
 //! CLI's tables.
 #![deny(missing_docs)]
 

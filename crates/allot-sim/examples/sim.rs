@@ -1,4 +1,4 @@
-//! The simulator without the `allot` binary (which runs the same CLI as `allot sim`):
+//! The simulator without the `allot` binary (which runs the same CLI as `allot-lab sim`):
 //! `cargo run -p allot-sim --release --example sim -- run fig3-ratio`.
 use clap::Parser;
 
@@ -13,7 +13,7 @@ fn main() {
     match allot_sim::cli::run(cli.sim) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("allot sim: {e:#}");
+            eprintln!("allot-lab sim: {e:#}");
             std::process::exit(2);
         }
     }

@@ -1,4 +1,4 @@
-//! `allot sim bench`: scheduling decisions per second against n runnable CPU-bound
+//! `allot-lab sim bench`: scheduling decisions per second against n runnable CPU-bound
 //! tasks, for each scheduler. A decision is pick + (tick when due) + stop after a
 //! 10 ms run, driving the scheduler directly, with simulated time advancing 10 ms per
 //! decision. `check` compares ratios within one run, never absolute times.

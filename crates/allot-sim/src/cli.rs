@@ -1,4 +1,4 @@
-//! `allot sim`: list the built-in scenarios, run one (or a scenario file), benchmark
+//! `allot-lab sim`: list the built-in scenarios, run one (or a scenario file), benchmark
 //! the schedulers. The binary wires `SimArgs` as its `sim` subcommand.
 
 use std::path::PathBuf;
@@ -20,7 +20,7 @@ pub struct SimArgs {
     pub command: SimCommand,
 }
 
-/// `allot sim` subcommands.
+/// `allot-lab sim` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum SimCommand {
     /// List the built-in scenarios and the schedulers.
@@ -29,7 +29,7 @@ pub enum SimCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Run a scenario: a built-in name (see `allot sim list`) or a path to a .toml file.
+    /// Run a scenario: a built-in name (see `allot-lab sim list`) or a path to a .toml file.
     Run {
         /// Built-in scenario name or scenario file path.
         scenario: String,
@@ -81,7 +81,7 @@ pub fn load(name: &str) -> anyhow::Result<Scenario> {
     anyhow::bail!("unknown scenario {name:?}: not a built-in ({}) nor a .toml file", names.join(", "))
 }
 
-/// Runs `allot sim`; returns the process exit code.
+/// Runs `allot-lab sim`; returns the process exit code.
 pub fn run(args: SimArgs) -> anyhow::Result<i32> {
     match args.command {
         SimCommand::List { json } => {
@@ -93,7 +93,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<i32> {
                 });
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                println!("built-in scenarios (allot sim run NAME):");
+                println!("built-in scenarios (allot-lab sim run NAME):");
                 let w = scen.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
                 for (n, t) in &scen {
                     println!("  {n:w$}  {t}");

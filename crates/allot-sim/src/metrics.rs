@@ -1,6 +1,6 @@
 //! Metrics over a run: CPU share in a window (per task, job, currency), dispatch
 //! latency statistics, runtime ratio = cpu / (cpu + ready) (Ross and Abel 2000 §5.2.3), and the
-//! serialisable summary printed by `allot sim run`.
+//! serialisable summary printed by `allot-lab sim run`.
 
 use serde::Serialize;
 

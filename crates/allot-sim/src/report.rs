@@ -1,4 +1,4 @@
-//! Human tables and JSON for `allot sim run`.
+//! Human tables and JSON for `allot-lab sim run`.
 
 use std::fmt::Write;
 

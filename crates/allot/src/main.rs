@@ -1,30 +1,25 @@
 //! `allot`: proportional-share CPU for shared Linux machines.
 //!
-//! One binary: the root daemon (`allot daemon`), the thin CLI that drives it, the
-//! instruments (probe, why, bench) and the simulator (sim).
+//! The product's one binary: the root daemon (`allot daemon`), the thin CLI that drives
+//! it, and the instruments a user needs (probe, why, top, metrics). The simulator,
+//! benchmarks, selftest and load generators are the lab's, in `allot-lab` (src/lab/);
+//! the protocol types both binaries and the tests use are this package's library (lib.rs).
 
-mod client;
+use allot::{client, proto};
+
 mod config;
 mod config_check;
 mod config_funding;
 #[cfg(test)]
 mod config_props;
 mod daemon;
-mod daemon_bench;
 mod docgen;
 mod metrics;
 mod metrics_cmd;
 mod output;
-mod overhead_bench;
-mod overhead_workload;
-mod policy_bench;
-mod proto;
 #[cfg(test)]
 mod proto_doc_tests;
-#[cfg(test)]
-mod proto_props;
 mod readings;
-mod selftest;
 mod top;
 mod why_daemon;
 
@@ -195,26 +190,6 @@ enum Command {
     Probe(allot_measure::probe::ProbeArgs),
     /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
     Why(allot_measure::why::WhyArgs),
-    /// Benchmarks on this machine: the source papers' experiments, the daemon's cost, the
-    /// dynamic policy.
-    Bench {
-        #[command(subcommand)]
-        which: BenchCmd,
-    },
-    /// Simulate the source papers' schedulers exactly (lottery, stride, hybrid, EBS, 4.4BSD,
-    /// Linux 2.2, CFS, EEVDF) and reproduce their published results.
-    Sim(allot_sim::cli::SimArgs),
-    /// Built-in load generators (for tests and benchmarks).
-    #[command(hide = true)]
-    Workload(allot_measure::workload::WorkloadArgs),
-    /// A hostile client that floods the daemon (for tests).
-    #[command(hide = true)]
-    Flood(allot_measure::flood::FloodArgs),
-    /// Starts logins for the benchmarks, one fork each, from where it sits.
-    #[command(hide = true)]
-    Launcher,
-    /// Check enforcement on this kernel with a private daemon (root).
-    Selftest(selftest::SelftestArgs),
     /// Print a shell completion script (e.g. `allot completions bash > /etc/bash_completion.d/allot`).
     Completions(docgen::CompletionsArgs),
     /// Write the man pages (the Debian package builds them so).
@@ -238,19 +213,6 @@ enum ConfigCmd {
     Check(config_check::CheckArgs),
     /// Print the annotated example config (every setting commented out at its default).
     Example,
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchCmd {
-    #[command(flatten)]
-    Seeds(allot_measure::bench::Which),
-    /// The daemon at scale: its cost at rest with 100..10,000 processes of 1..100 users,
-    /// placement latency of new logins, a fork storm.
-    Daemon(daemon_bench::DaemonBenchArgs),
-    /// The dynamic policy: latency boost, agility, soft cap, nice, fork, gaming.
-    Policy(policy_bench::PolicyBenchArgs),
-    /// A real workload's throughput inside an allot job against the same outside allot.
-    Overhead(overhead_bench::OverheadBenchArgs),
 }
 
 /// Checks tickets or funding here too, so a bad value is named even when the daemon is
@@ -388,15 +350,6 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Metrics(a) => metrics_cmd::run(a, &sock, json),
         Command::Probe(a) => allot_measure::probe::run(a),
         Command::Why(a) => allot_measure::why::run(a, &mut why_daemon::DaemonView::new(&sock)),
-        Command::Bench { which: BenchCmd::Seeds(w) } => allot_measure::bench::run(allot_measure::bench::BenchArgs { which: w }),
-        Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
-        Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
-        Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
-        Command::Workload(a) => allot_measure::workload::run(a),
-        Command::Flood(a) => allot_measure::flood::run(a),
-        Command::Launcher => allot_measure::launcher::serve(),
-        Command::Sim(a) => allot_sim::cli::run(a),
-        Command::Selftest(a) => selftest::run(a, json),
         Command::Completions(a) => docgen::completions::<Cli>(a),
         Command::Manpages(a) => docgen::manpages::<Cli>(a),
     }

@@ -212,10 +212,10 @@ fn one_user_cannot_lock_out_the_others() {
     let _s = serial();
     let d = PrivateDaemon::start(exe(), "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n").unwrap();
     let mut kids = Kids::default();
-    let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     let sock = d.socket.display().to_string();
     let flood = kids.add(
-        d.user_command(B, &[&e, "flood", "--target", &sock, "--idle", "200", "--trickle", "8", "--hammer", "2", "--duration", "9s"])
+        d.user_command(B, &[&lab, "flood", "--target", &sock, "--idle", "200", "--trickle", "8", "--hammer", "2", "--duration", "9s"])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),

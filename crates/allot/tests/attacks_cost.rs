@@ -68,6 +68,7 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
     let d = PrivateDaemon::start(exe(), cfg).unwrap();
     let mut kids = Kids::default();
     let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     let sock = d.socket.display().to_string();
     let big = "a".repeat(ARG_LEN);
     // B's 250 jobs, each a shell whose command line is 5 MiB, paced under B's request budget.
@@ -102,7 +103,7 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
     assert!(cmd.chars().count() <= 512, "show cuts a command line: {} chars", cmd.chars().count());
     // The flood: sixteen connections looping `show`, for 30 s.
     let flood = kids.add(
-        d.user_command(B, &[&e, "flood", "--target", &sock, "--idle", "0", "--trickle", "0", "--hammer", "16", "--duration", "30s"])
+        d.user_command(B, &[&lab, "flood", "--target", &sock, "--idle", "0", "--trickle", "0", "--hammer", "16", "--duration", "30s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),

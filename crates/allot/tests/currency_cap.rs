@@ -31,8 +31,8 @@ fn a_users_two_hogs_under_a_currency_cap_of_half_a_cpu_use_half_a_cpu() {
     require_root();
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), "").unwrap();
-    let e = exe().to_string_lossy().into_owned();
-    let hog = [e.as_str(), "workload", "cpu", "--duration", "60s"];
+    let lab = lab().display().to_string();
+    let hog = [lab.as_str(), "workload", "cpu", "--duration", "60s"];
     let a = d.run_job(&[], &hog, Some(A)).unwrap();
     let b = d.run_job(&[], &hog, Some(A)).unwrap();
     d.wait_exec(a).unwrap();

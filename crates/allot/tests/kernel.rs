@@ -12,14 +12,14 @@ use std::os::unix::net::UnixStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Seed acceptance 1–4: ratio, insulation, hard cap, background, through `allot selftest`.
+/// Seed acceptance 1–4: ratio, insulation, hard cap, background, through `allot-lab selftest`.
 /// Started under `nice` as a cautious admin might: the checks still run at nice 0.
 #[test]
 #[ignore = "root: kernel tier, run by scripts/test"]
 fn selftest_ratio_insulation_cap_background() {
     require_root();
     let _s = serial();
-    let out = Command::new("nice").args(["-n", "5"]).arg(exe()).args(["selftest"]).output().unwrap();
+    let out = Command::new("nice").args(["-n", "5"]).arg(lab()).args(["selftest"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "selftest failed:\n{text}");

@@ -115,8 +115,8 @@ fn order_of(screen: &str, ids: &[String]) -> Vec<String> {
 /// A's with 300 and 100 tickets, B's with 200. Returns (job id, tickets, pid) once
 /// `show` lists all three using CPU.
 fn three_hogs(d: &mut PrivateDaemon) -> Vec<(String, u64, u32)> {
-    let exe = exe().to_str().unwrap().to_string();
-    let hog = ["taskset", "-c", "0", &exe, "workload", "cpu", "--duration", "120s"];
+    let lab = lab().display().to_string();
+    let hog = ["taskset", "-c", "0", &lab, "workload", "cpu", "--duration", "120s"];
     let mut pids = vec![];
     for (uid, t) in [(A, "300"), (A, "100"), (B, "200")] {
         let p = d.run_job(&["-t", t], &hog, Some(uid)).unwrap();
@@ -295,9 +295,8 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     let jobs = three_hogs(&mut d);
     let ids: Vec<String> = jobs.iter().map(|j| j.0.clone()).collect();
     // A hard-capped hog on the other CPU: throttled every period.
-    let exe_s = exe().to_str().unwrap().to_string();
-    let capped =
-        d.run_job(&["-t", "50", "--cap", "0.2!"], &["taskset", "-c", "1", &exe_s, "workload", "cpu", "--duration", "120s"], Some(A)).unwrap();
+    let lab = lab().display().to_string();
+    let capped = d.run_job(&["-t", "50", "--cap", "0.2!"], &["taskset", "-c", "1", &lab, "workload", "cpu", "--duration", "120s"], Some(A)).unwrap();
     d.wait_exec(capped).unwrap();
     let capped_job = wait_for("the capped job", || job_with_pid(&show(&d), capped));
     let capped_id = capped_job["id"].as_str().unwrap().to_string();
@@ -437,9 +436,9 @@ printf 'tick_ms = 200\n' > /tmp/st/allot.toml
 allot daemon --ephemeral --cgroup-root allotvm --socket /tmp/st/s --state-dir /tmp/st --config /tmp/st/allot.toml >/tmp/st/log 2>&1 &
 D=$!
 for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do allot --socket /tmp/st/s status >/dev/null 2>&1 && break; sleep 0.5; done
-allot --socket /tmp/st/s run -t 300 -- allot workload cpu --duration 30s >/dev/null &
-allot --socket /tmp/st/s run -t 100 --cap 0.2! -- allot workload cpu --duration 30s >/dev/null &
-allot --socket /tmp/st/s run -t 100 -- allot workload cpu --duration 30s >/dev/null &
+allot --socket /tmp/st/s run -t 300 -- allot-lab workload cpu --duration 30s >/dev/null &
+allot --socket /tmp/st/s run -t 100 --cap 0.2! -- allot-lab workload cpu --duration 30s >/dev/null &
+allot --socket /tmp/st/s run -t 100 -- allot-lab workload cpu --duration 30s >/dev/null &
 sleep 8
 echo "=== top"
 allot --socket /tmp/st/s top --iterations 1 --sort tickets

@@ -19,14 +19,14 @@ fn every_change_is_audited_and_explained() {
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n").unwrap();
     let mut kids = Kids::default();
-    let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     let mine = spawn_as(&d, &mut kids, A, &["sleep", "300"]);
     wait_for("placement", || job_with_pid(&show(&d), mine));
     ok(&d.cli(&["set", &mine.to_string(), "-t", "50", "--cap", "0.4!"], Some(A)).unwrap());
     refused(&d.cli(&["set", &mine.to_string(), "-t", "5000"], Some(B)).unwrap(), &["belongs to"]);
     ok(&d.cli(&["fund", "2901", "200"], None).unwrap());
-    let soft = d.run_job(&["--cap", "0.3"], &[&e, "workload", "cpu"], None).unwrap();
-    let rival = d.run_job(&[], &[&e, "workload", "cpu"], None).unwrap();
+    let soft = d.run_job(&["--cap", "0.3"], &[&lab, "workload", "cpu"], None).unwrap();
+    let rival = d.run_job(&[], &[&lab, "workload", "cpu"], None).unwrap();
     for p in [soft, rival] {
         d.wait_exec(p).unwrap();
         pin(p, 1);
@@ -288,10 +288,10 @@ fn the_tree_weighs_what_the_config_says_against_load_outside() {
     let cfg = "[outside]\nweight = 300\n";
     let mut d = PrivateDaemon::start(exe(), cfg).unwrap();
     assert_eq!(d.controller().unwrap().weight("").unwrap(), 300);
-    let e = exe().display().to_string();
-    let inside = d.run_job(&[], &[&e, "workload", "cpu"], None).unwrap();
+    let lab = lab().display().to_string();
+    let inside = d.run_job(&[], &[&lab, "workload", "cpu"], None).unwrap();
     d.wait_exec(inside).unwrap();
-    let mut outside = Command::new(exe()).args(["workload", "cpu"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let mut outside = Command::new(&lab).args(["workload", "cpu"]).stdout(std::process::Stdio::null()).spawn().unwrap();
     pin(inside, 1);
     pin(outside.id(), 1);
     let share = |what: &str| {

@@ -30,19 +30,19 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
     let _s = serial();
     let mut d = PrivateDaemon::start_persistent(exe(), CONFIG).unwrap();
     let mut kids = Kids::default();
-    let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     // A's idle login process (auto-placed, boosted: it sleeps).
     let idle = spawn_as(&d, &mut kids, A, &["sleep", "300"]);
     // B's busy process and a niced one beside it: nice emulation splits the niced one off.
-    let busy = spawn_as(&d, &mut kids, B, &[&e, "workload", "cpu"]);
-    let niced = spawn_as(&d, &mut kids, B, &["nice", "-n", "10", &e, "workload", "cpu"]);
+    let busy = spawn_as(&d, &mut kids, B, &[&lab, "workload", "cpu"]);
+    let niced = spawn_as(&d, &mut kids, B, &["nice", "-n", "10", &lab, "workload", "cpu"]);
     pin(busy, 0);
     pin(niced, 0);
     // Jobs made by request: 300 tickets; focused; a soft cap held against a rival.
     let run300 = d.run_job(&["-t", "300"], &["sleep", "300"], Some(A)).unwrap();
     let focused = d.run_job(&[], &["sleep", "300"], Some(A)).unwrap();
-    let soft = d.run_job(&["--cap", "0.3"], &[&e, "workload", "cpu"], None).unwrap();
-    let rival = d.run_job(&[], &[&e, "workload", "cpu"], None).unwrap();
+    let soft = d.run_job(&["--cap", "0.3"], &[&lab, "workload", "cpu"], None).unwrap();
+    let rival = d.run_job(&[], &[&lab, "workload", "cpu"], None).unwrap();
     for p in [run300, focused, soft, rival] {
         d.wait_exec(p).unwrap();
     }
@@ -107,6 +107,7 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
     let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     let script = format!("sleep 2; exec {e} workload cpu");
     let j = d.run_job(&[], &["sh", "-c", &script], Some(A)).unwrap();
     d.wait_exec(j).unwrap();
@@ -124,7 +125,7 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     let t0 = Instant::now();
     let inside = rate(j, 2.0);
     unsafe { libc::kill(j as i32, libc::SIGKILL) };
-    let mut plain = Command::new(exe()).args(["workload", "cpu"]).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let mut plain = Command::new(&lab).args(["workload", "cpu"]).stdout(std::process::Stdio::null()).spawn().unwrap();
     pin(plain.id(), 1);
     std::thread::sleep(Duration::from_millis(200));
     let outside = rate(plain.id(), 2.0);
@@ -193,13 +194,13 @@ fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
     require_root();
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
-    let e = exe().display().to_string();
+    let lab = lab().display().to_string();
     let mut kids = Kids::default();
     for _ in 0..allot_linux::ncpu() {
-        spawn_as(&d, &mut kids, B, &[&e, "workload", "cpu"]);
+        spawn_as(&d, &mut kids, B, &[&lab, "workload", "cpu"]);
     }
     std::thread::sleep(Duration::from_millis(1000));
-    let o = d.cli(&["run", "--", &e, "workload", "ncpu"], Some(A)).unwrap();
+    let o = d.cli(&["run", "--", &lab, "workload", "ncpu"], Some(A)).unwrap();
     let v: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
     eprintln!("{v}");
     assert_eq!(v["available_parallelism"], v["online"], "a new (boosted) job's runtime sees every CPU: {v}");

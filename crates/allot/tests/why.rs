@@ -26,8 +26,8 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
     require_root();
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
-    let e = exe().display().to_string();
-    let hog = d.run_job(&["--cap", "0.3!"], &[&e, "workload", "cpu", "--duration", "120"], Some(A)).unwrap();
+    let lab = lab().display().to_string();
+    let hog = d.run_job(&["--cap", "0.3!"], &[&lab, "workload", "cpu", "--duration", "120"], Some(A)).unwrap();
     d.wait_exec(hog).unwrap();
     let job = wait_for("the capped job", || job_with_pid(&show(&d), hog));
     assert_eq!(job["cap"], "0.3!", "{job}");

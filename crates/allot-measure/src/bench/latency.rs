@@ -1,4 +1,4 @@
-//! `allot bench latency`: the starved-task tutorial's experiment. The probe alone (the baseline), against
+//! `allot-lab bench latency`: the starved-task tutorial's experiment. The probe alone (the baseline), against
 //! CPU hogs (one per CPU, the starved-task tutorial step 2), with nice −20 against hogs at nice 19 (step
 //! 4), with SCHED_FIFO 50 (step 5), with a short EEVDF custom slice, and under allot (the
 //! probe and the hogs as two jobs; the hogs in the background). The starvation factor is
@@ -13,7 +13,7 @@ use anyhow::bail;
 use clap::Args;
 use std::time::Duration;
 
-/// `allot bench latency`.
+/// `allot-lab bench latency`.
 #[derive(Debug, Clone, Args)]
 pub struct LatencyArgs {
     /// Wakeups per variant (the tutorial's jitter.py: 2000 at 5 ms = 10 s).
@@ -81,7 +81,7 @@ impl Variant {
     }
 }
 
-/// `allot bench latency`.
+/// `allot-lab bench latency`.
 pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     if let Some(j) = &a.common.replot {
         return common::replot(&a.common, j, "latency", svg);
@@ -132,7 +132,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
 
     // Tables and factors.
     let mut text = format!(
-        "allot bench latency (as in \"Catch the scheduler starving a task\"): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
+        "allot-lab bench latency (as in \"Catch the scheduler starving a task\"): probe every {} ms, {} wakeups per variant in {} interleaved rounds, {} hogs on {} CPUs\n",
         interval_ms,
         per_round * rounds as u64,
         rounds,

@@ -1,4 +1,4 @@
-//! `allot bench`: the source papers' experiments on this machine.
+//! `allot-lab bench`: the source papers' experiments on this machine.
 //!
 //! - `policies` — Judin 2016 (tables 1–4): how much work the foreground keeps against
 //!   background CPU and memory loopers under each policy, and under allot.
@@ -17,7 +17,7 @@ pub mod shares;
 
 use clap::{Args, Subcommand};
 
-/// `allot bench`: the source papers' experiments, measured on this machine.
+/// `allot-lab bench`: the source papers' experiments, measured on this machine.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The experiment.
@@ -42,7 +42,7 @@ pub enum Which {
     Shares(Box<shares::SharesArgs>),
 }
 
-/// `allot bench ...`.
+/// `allot-lab bench ...`.
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     match a.which {
         Which::Policies(p) => policies::run(*p),

@@ -1,4 +1,4 @@
-//! `allot bench policies`: Judin's experiment on this machine. Foreground workers (1,
+//! `allot-lab bench policies`: Judin's experiment on this machine. Foreground workers (1,
 //! and one per CPU) do fixed units of CPU work for a fixed time against 0..K × ncpu
 //! background loopers (CPU loopers, Judin 2016 Figure 1; memory loopers with a working set
 //! well above the last-level cache, Figure 2), the background started under each policy.
@@ -78,7 +78,7 @@ pub enum Looper {
     Mem,
 }
 
-/// `allot bench policies`.
+/// `allot-lab bench policies`.
 #[derive(Debug, Clone, Args)]
 pub struct PoliciesArgs {
     /// How long one cell (one measurement of the foreground) runs, 0.5s..1h: 3.5s,
@@ -146,7 +146,7 @@ struct Plan {
     policies: Vec<BgPolicy>,
 }
 
-/// `allot bench policies`.
+/// `allot-lab bench policies`.
 pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
     if let Some(j) = &a.common.replot {
         return common::replot(&a.common, j, "policies", svg);
@@ -216,7 +216,7 @@ pub fn run(a: PoliciesArgs) -> anyhow::Result<i32> {
     let t_start = Instant::now();
     let mut tables = vec![];
     let mut text = format!(
-        "allot bench policies (Judin 2016): relative work (%) of the foreground against 0..{} × {} background loopers, {} s per cell\n",
+        "allot-lab bench policies (Judin 2016): relative work (%) of the foreground against 0..{} × {} background loopers, {} s per cell\n",
         p.max_k, ncpu, p.cell
     );
     if let Some(c) = &fg_cmd {

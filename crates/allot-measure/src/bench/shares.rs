@@ -1,4 +1,4 @@
-//! `allot bench shares`: Petrou et al. 1999 §5.1 on the real kernel.
+//! `allot-lab bench shares`: Petrou et al. 1999 §5.1 on the real kernel.
 //!
 //! - Flexible execution rate control (Fig 3): three CPU-bound jobs at 3:2:1 tickets,
 //!   against the nice values 0/+5/+10 the paper found by trial and error to approximate
@@ -19,7 +19,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use std::time::{Duration, Instant};
 
-/// `allot bench shares`.
+/// `allot-lab bench shares`.
 #[derive(Debug, Clone, Args)]
 pub struct SharesArgs {
     /// How long each experiment runs, 1s..1h: 20s, 2min (a bare number is seconds).
@@ -103,7 +103,7 @@ fn panel(title: &str, labels: &[String], tr: &Trace, ideal: Option<&[f64]>) -> P
     Panel { series, ..Panel::new(title, Axis::linear("seconds"), Axis::linear("CPU seconds (progress)")) }
 }
 
-/// `allot bench shares`.
+/// `allot-lab bench shares`.
 pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     if let Some(j) = &a.common.replot {
         return common::replot(&a.common, j, "shares", svg);
@@ -213,7 +213,7 @@ pub fn run(a: SharesArgs) -> anyhow::Result<i32> {
     }
     prog.finish();
     rows_ins.insert(0, vec!["ideal (a currency per user)".into(), "50.0%".into(), "50.0%".into(), "10.0%".into()]);
-    let mut text = format!("allot bench shares (Petrou et al. 1999 §5.1), everything pinned to CPU {}, {secs} s each\n\n", a.cpu);
+    let mut text = format!("allot-lab bench shares (Petrou et al. 1999 §5.1), everything pinned to CPU {}, {secs} s each\n\n", a.cpu);
     text += "Fig 3: three CPU-bound processes; share of the CPU each got\n";
     text += &table(&["".into(), "first".into(), "second".into(), "third".into(), "ratio".into()], &rows_ratio);
     text += "\nFig 4 / Tables 4-5: user A runs 1 CPU-bound process, user B runs 5\n";

@@ -1,4 +1,4 @@
-//! `allot workload fork`: a fork storm. One thread forks as fast as it can (or at
+//! `allot-lab workload fork`: a fork storm. One thread forks as fast as it can (or at
 //! `--rate`); each child exits at once, except every `--keep-every`-th, which sleeps until
 //! the storm's process ends (the kernel kills it then: PR_SET_PDEATHSIG), so a benchmark
 //! can check where processes born in the storm ended up. Each kept child is reported with

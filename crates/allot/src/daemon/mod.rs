@@ -81,7 +81,7 @@ pub enum Event {
 /// The process events the daemon wants: uid changes always; execs only while the config
 /// has rules (a process that execs may now match one). A build host execs a thousand
 /// times a second, and each batch of events wakes the loop: without rules the kernel's
-/// filter keeps them all out (`allot bench overhead`).
+/// filter keeps them all out (`allot-lab bench overhead`).
 fn event_kinds(cfg: &Config) -> allot_linux::procevents::Kinds {
     use allot_linux::procevents::Kinds;
     if cfg.compiled_rules.is_empty() {

@@ -249,7 +249,7 @@ const NEW_NICE: usize = 256;
 /// module's comment): 1 ms, so listing (about 1 µs per thread per list, measured, and the
 /// nice of new processes) takes about 0.2% of one CPU however large the job. At 250 µs,
 /// hackbench's 400 processes in a job were listed every tick and the daemon used 1.5–1.7%
-/// of one CPU beside it (`allot bench overhead`).
+/// of one CPU beside it (`allot-lab bench overhead`).
 pub const LIST_GAP_PER_THREAD: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn list_gap(threads: usize) -> std::time::Duration {

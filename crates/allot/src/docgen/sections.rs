@@ -123,10 +123,9 @@ fn exit_status() -> Section {
     let body = item("0", "Success.")
         + &item(
             "1",
-            "An error, printed as one line that names the value and what is allowed: a value refused, the daemon refused the request or could not be reached, `allot config check` refused the file (or found warnings, with `--strict`), a check of `allot selftest` or of a benchmark's `--check` failed.",
+            "An error, printed as one line that names the value and what is allowed: a value refused, the daemon refused the request or could not be reached, or `allot config check` refused the file (or found warnings, with `--strict`).",
         )
         + &item("2", "The command line could not be parsed (an unknown option, a missing argument).")
-        + &item("3", "`allot selftest` only: nothing failed, but a check was inconclusive (other load on the machine disturbed it).")
         + &para("`allot run` execs the command: its exit status is then the command's (allot-run(1)).");
     Section { title: "EXIT STATUS", body }
 }
@@ -166,13 +165,6 @@ fn client_env(root: &Command) -> Vec<(&'static str, String)> {
             format!(
                 "How long a command waits for the daemon's reply: a duration such as 5s or 500ms, a bare number being seconds (default {}s).",
                 crate::client::TIMEOUT.as_secs()
-            ),
-        ),
-        (
-            "ALLOT_TEST_UIDS",
-            format!(
-                "The uids `allot selftest` and the benchmarks that run processes as other users choose from, when --test-uids is not given: a range LO-HI (default {}). Only uids that no user or group, /etc/subuid or /etc/subgid range or running process has are taken; no account is made.",
-                allot_measure::test_uids::DEFAULT
             ),
         ),
     ]

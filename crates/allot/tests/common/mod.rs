@@ -16,8 +16,14 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The product: the CLI and the daemon.
 pub fn exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_allot"))
+}
+
+/// The lab: the load generators (`workload`, `flood`) and `selftest`.
+pub fn lab() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_allot-lab"))
 }
 
 pub fn require_root() {

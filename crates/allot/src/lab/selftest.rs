@@ -1,4 +1,4 @@
-//! `allot selftest`: proves enforcement on the running kernel, with a private daemon
+//! `allot-lab selftest`: proves enforcement on the running kernel, with a private daemon
 //! (its own cgroup root, socket and state) so it runs beside a real one and leaves
 //! nothing behind. The same checks run in CI on this machine's cgroup v1 and inside a
 //! cgroup v2 VM (tests/vm/run.sh). Shares are read from the kernel's own cgroup
@@ -30,7 +30,7 @@ pub enum Check {
     Background,
 }
 
-/// `allot selftest`.
+/// `allot-lab selftest`.
 #[derive(Debug, Args)]
 pub struct SelftestArgs {
     /// Checks to run (default: all).
@@ -84,7 +84,7 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     let window = window_arg(&args.window)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("allot selftest must run as root (it starts a private daemon that writes cgroups)");
+        bail!("allot-lab selftest must run as root (it starts a private daemon that writes cgroups)");
     }
     let exe = std::env::current_exe().context("find the allot binary")?;
     // The checks measure enforcement at nice 0: started under `nice`, the hogs would

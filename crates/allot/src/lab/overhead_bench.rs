@@ -1,4 +1,4 @@
-//! `allot bench overhead`: what running inside an allot job costs a real workload.
+//! `allot-lab bench overhead`: what running inside an allot job costs a real workload.
 //!
 //! The workload (a parallel build by default, or hackbench: see `overhead_workload`) runs
 //! as the same account-less user, alternately outside
@@ -21,7 +21,7 @@ use clap::Args;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// `allot bench overhead`.
+/// `allot-lab bench overhead`.
 #[derive(Debug, Args)]
 pub struct OverheadBenchArgs {
     /// Interleaved pairs: rounds of one run outside allot and one inside (plus the control)
@@ -297,7 +297,7 @@ impl Bench<'_> {
 pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("allot bench overhead must run as root (it starts a private daemon and runs the workload as another uid)");
+        bail!("allot-lab bench overhead must run as root (it starts a private daemon and runs the workload as another uid)");
     }
     let uid = args.uids.pick(1)?[0];
     let pairs = args.pairs.unwrap_or(if args.quick { 6 } else { 30 });

@@ -1,4 +1,4 @@
-//! The workloads `allot bench overhead` times, each by its own clock so a side's start-up
+//! The workloads `allot-lab bench overhead` times, each by its own clock so a side's start-up
 //! (`allot run` asking the daemon for a job) is not counted:
 //!
 //! - **build**: a parallel build, `make -j NCPU` of generated C files with gcc, what a
@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use std::process::Output;
 
-/// What `allot bench overhead` runs.
+/// What `allot-lab bench overhead` runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {

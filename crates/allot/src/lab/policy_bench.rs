@@ -1,4 +1,4 @@
-//! `allot bench policy`: the dynamic policy measured on this machine, each scenario
+//! `allot-lab bench policy`: the dynamic policy measured on this machine, each scenario
 //! against its threshold (issue: latency boost, soft caps, nice emulation).
 //!
 //! Every scenario runs a private daemon and compares numbers from one run (this machine
@@ -36,7 +36,7 @@ pub enum Scenario {
     Outside,
 }
 
-/// `allot bench policy`.
+/// `allot-lab bench policy`.
 #[derive(Debug, Args)]
 pub struct PolicyBenchArgs {
     /// Scenarios (default: all).
@@ -76,7 +76,7 @@ fn cpu_s_of(pid: u32) -> f64 {
 pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("allot bench policy must run as root (it starts a private daemon)");
+        bail!("allot-lab bench policy must run as root (it starts a private daemon)");
     }
     let exe = std::env::current_exe()?;
     let list = if args.scenarios.is_empty() {

@@ -1,4 +1,4 @@
-//! `allot bench daemon`: what the daemon costs as the machine grows, how fast it places a
+//! `allot-lab bench daemon`: what the daemon costs as the machine grows, how fast it places a
 //! new login, and what a fork storm does to it (issue "part 9: scale").
 //!
 //! - The scale curve: for each row (PROCESSESxUSERS), a fresh private daemon, that many
@@ -26,7 +26,7 @@ use anyhow::bail;
 use clap::Args;
 use std::time::{Duration, Instant};
 
-/// `allot bench daemon`.
+/// `allot-lab bench daemon`.
 #[derive(Debug, Args)]
 pub struct DaemonBenchArgs {
     /// Rows of the scale curve, PROCESSESxUSERS, comma-separated; 0xN measures a daemon
@@ -116,7 +116,7 @@ const BUSY_FORKS: f64 = 50.0;
 pub fn run(args: DaemonBenchArgs, json: bool) -> anyhow::Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        bail!("allot bench daemon must run as root (it starts a private daemon and runs processes as other uids)");
+        bail!("allot-lab bench daemon must run as root (it starts a private daemon and runs processes as other uids)");
     }
     let rows: Vec<String> = match (&args.rows[..], args.quick) {
         ([], false) => ["0x1", "100x1", "1000x10", "10000x100", "10000x1"].map(String::from).to_vec(),

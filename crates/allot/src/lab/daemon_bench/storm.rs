@@ -1,4 +1,4 @@
-//! The fork storm: one user forks as fast as the machine lets it (`allot workload fork`:
+//! The fork storm: one user forks as fast as the machine lets it (`allot-lab workload fork`:
 //! fork + exit, no exec) for the storm's length while other users log in; the daemon's CPU
 //! over the storm, where every surviving process ended up, and the daemon's RSS before
 //! and after.
@@ -89,7 +89,7 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     c.args(["workload", "fork", "--duration", &secs, "--keep-every", &keep, "--hold"]).stdin(Stdio::null()).stdout(Stdio::piped());
     let c0 = meter::cpu_ns(pid)?;
     let t0 = Instant::now();
-    let mut forker = c.spawn().context("start the fork storm (allot workload fork)")?;
+    let mut forker = c.spawn().context("start the fork storm (allot-lab workload fork)")?;
     let out = forker.stdout.take().context("the storm's stdout")?;
     // Others log in while it storms (the storming user too: round-robin from it).
     let logins = timer.time(usize::MAX, Some(t0 + plan.length), Duration::from_secs(2));

@@ -1,0 +1,10 @@
+//! The library of the `allot` package: the wire protocol between the CLI and the daemon
+//! and the client that speaks it. Both binaries (`allot`, the product, and `allot-lab`,
+//! the simulator, benchmarks and load generators) and the integration tests import it, so
+//! a reply is read as the types the daemon wrote, not by string keys.
+
+pub mod client;
+pub mod proto;
+
+#[cfg(test)]
+mod proto_props;
