@@ -89,6 +89,18 @@ mod wire_props;
 
 pub use listener::{Listener, Refilter};
 
+/// For the fuzz target alone (fuzz/, built with `--cfg fuzzing`): parses one datagram as
+/// the listener does and returns how many netlink messages it held.
+#[cfg(fuzzing)]
+pub fn fuzz_datagram(datagram: &[u8]) -> usize {
+    let mut n = 0;
+    wire::parse_datagram(datagram, |m| {
+        std::hint::black_box(m);
+        n += 1;
+    });
+    n
+}
+
 /// Something that happened to a process. Pids are thread-group ids, as /proc shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProcEvent {
