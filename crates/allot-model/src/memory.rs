@@ -10,9 +10,9 @@
 //! bounds a job or currency: hard (`4G!`: never more; the kernel reclaims, then the OOM
 //! killer acts inside it) or soft (`4G`: above it the kernel throttles and reclaims).
 //!
-//! The OOM killer's choice follows the same shares: a process of a currency within its
-//! protection gets an `oom_score_adj` so low it is chosen only when no process of an
-//! over-share currency is left ([`oom_score_adj`]).
+//! The OOM killer's choice follows the same shares: a process of a currency above its
+//! protection gets an `oom_score_adj` high enough that it is chosen before any process of
+//! a currency within its protection, which keeps its own ([`oom_score_adj`]).
 
 use crate::ModelError;
 use serde::{Deserialize, Serialize};
@@ -27,11 +27,15 @@ const RESERVE_ALLOWED: &str = "a reserve is a size (2G) or a percent of the mach
 /// The largest size accepted (16 EiB would overflow; 1 PiB is past any machine).
 pub const MAX_BYTES: u64 = 1 << 50;
 
-/// The `oom_score_adj` of a process whose currency is within its protection: the kernel
-/// adds adj × (memory it may use) / 1000 to a process's size to rank OOM victims, so at
-/// −999 a process is chosen only if it alone held more than 99.9% of that memory; −1000
-/// (never chosen) is left to administrators.
-pub const WITHIN_SHARE_ADJ: i16 = -999;
+/// How far above its protection a currency may read and still count as within it: the
+/// kernel charges memory in per-CPU batches and allot writes limits in whole MiB, so a
+/// currency held at its share by a limit reads a little above it.
+pub const SLACK: u64 = 4 << 20;
+
+/// The `oom_score_adj` of a process whose currency is within its protection: the
+/// kernel's default, 0. allot only ever raises a process's value (lowering one takes
+/// CAP_SYS_RESOURCE, which a hardened daemon need not hold), and gives back what it raised.
+pub const WITHIN_SHARE_ADJ: i16 = 0;
 
 /// Parses a size: bytes, or a number with K, M, G or T (binary: K = 1024), optionally
 /// followed by `B` or `iB` (`4G`, `4GiB`, `1.5G`, `512m`).
@@ -250,6 +254,9 @@ pub fn plan(available: u64, currencies: &[CurrencyMem]) -> Vec<CurrencyPlan> {
     let funding: u64 = currencies.iter().map(|c| c.funding.max(1) as u64).sum();
     let protection: Vec<u64> = currencies.iter().map(|c| if funding == 0 { 0 } else { share(available, c.funding.max(1) as u64, funding) }).collect();
     let held: u64 = currencies.iter().zip(&protection).map(|(c, p)| c.usage.min(*p)).sum();
+    // The largest protection of a currency within it: no process of such a currency holds
+    // more, so an over-share process ranked at least this far up is chosen first.
+    let floor = currencies.iter().zip(&protection).filter(|(c, p)| c.usage <= **p + SLACK).map(|(_, p)| *p + SLACK).max().unwrap_or(0);
     currencies
         .iter()
         .zip(&protection)
@@ -266,8 +273,8 @@ pub fn plan(available: u64, currencies: &[CurrencyMem]) -> Vec<CurrencyPlan> {
                     JobPlan { protection: share(p, j.tickets.max(1) as u64, tickets), high, max }
                 })
                 .collect();
-            let over = c.usage.saturating_sub(p);
-            CurrencyPlan { protection: p, high, max, guard, over, oom_score_adj: oom_score_adj(c.usage, p, available), jobs }
+            let over = if c.usage > p + SLACK { c.usage - p } else { 0 };
+            CurrencyPlan { protection: p, high, max, guard, over, oom_score_adj: oom_score_adj(c.usage, p, available, floor), jobs }
         })
         .collect()
 }
@@ -289,18 +296,20 @@ fn share(total: u64, part: u64, whole: u64) -> u64 {
 }
 
 /// The `oom_score_adj` for a currency using `usage` bytes against its `protection`, out of
-/// `available`. Within its protection: [`WITHIN_SHARE_ADJ`], so none of its processes is
-/// chosen while a process of an over-share currency is left. Above it: 1..1000, the
-/// excess in thousandths of the available memory (rounded up), so the kernel, which adds
-/// adj/1000 of the memory it may use to each process's size, ranks the currency furthest
-/// above its share first.
-pub fn oom_score_adj(usage: u64, protection: u64, available: u64) -> i16 {
-    if usage <= protection {
+/// `available`, where `floor` bytes is the most a currency within its share may hold
+/// (its protection and [`SLACK`]). Within its protection (and [`SLACK`]): [`WITHIN_SHARE_ADJ`]. Above it: `floor` plus the excess,
+/// each in thousandths of the available memory (rounded up), at most 1000. The kernel ranks
+/// OOM victims by size plus adj/1000 of the memory it may use (at least the available
+/// memory), so an over-share process outranks every process of a currency within its
+/// share (none is larger than that currency's protection), and among over-share
+/// currencies the one furthest above its share ranks first until the scale is full.
+pub fn oom_score_adj(usage: u64, protection: u64, available: u64, floor: u64) -> i16 {
+    if usage <= protection + SLACK {
         return WITHIN_SHARE_ADJ;
     }
-    let over = (usage - protection) as u128;
     let a = available.max(1) as u128;
-    (over * 1000).div_ceil(a).clamp(1, 1000) as i16
+    let permille = |b: u64| (b as u128 * 1000).div_ceil(a);
+    (permille(floor) + permille(usage - protection)).clamp(1, 1000) as i16
 }
 
 #[cfg(test)]
@@ -367,7 +376,7 @@ mod tests {
     fn a_currency_alone_may_use_everything() {
         let p = plan(512 * M, &[cur(100, 500 * M, &[100])]);
         assert_eq!((p[0].protection, p[0].guard), (512 * M, 512 * M));
-        assert_eq!(p[0].oom_score_adj, WITHIN_SHARE_ADJ);
+        assert_eq!(p[0].oom_score_adj, 0);
     }
 
     #[test]
@@ -377,7 +386,11 @@ mod tests {
         assert_eq!(p[0].guard, 412 * M);
         assert_eq!(p[1].guard, 512 * M - 384 * M);
         assert_eq!(p[0].over, 66 * M);
-        assert!(p[0].oom_score_adj > 0 && p[1].oom_score_adj == WITHIN_SHARE_ADJ);
+        // B is within its 128M: A's processes rank above anything of B's (132M = 258‰, 66M = 129‰).
+        assert_eq!((p[0].oom_score_adj, p[1].oom_score_adj), (387, 0));
+        // Held at its share, a currency reads a little above it and is still within it.
+        let p = plan(512 * M, &[cur(300, 384 * M + M, &[100]), cur(100, 128 * M + M, &[100])]);
+        assert_eq!((p[0].oom_score_adj, p[0].over, p[1].oom_score_adj), (0, 0, 0));
         // A hard cap bounds the guard; a soft one is the high mark.
         let mut a = cur(300, 0, &[100]);
         a.cap = Some("200M!".parse().unwrap());
@@ -390,10 +403,11 @@ mod tests {
 
     #[test]
     fn the_furthest_above_share_ranks_first() {
-        assert!(oom_score_adj(300 * M, 100 * M, G) > oom_score_adj(200 * M, 100 * M, G));
-        assert_eq!(oom_score_adj(100 * M + 1, 100 * M, G), 1);
-        assert_eq!(oom_score_adj(2 * G, 0, G), 1000);
-        assert_eq!(oom_score_adj(100 * M, 100 * M, G), WITHIN_SHARE_ADJ);
+        assert!(oom_score_adj(300 * M, 100 * M, G, 0) > oom_score_adj(200 * M, 100 * M, G, 0));
+        assert_eq!(oom_score_adj(100 * M + SLACK + 1, 100 * M, G, 0), 4);
+        assert_eq!(oom_score_adj(100 * M + SLACK + 1, 100 * M, G, 512 * M), 504);
+        assert_eq!(oom_score_adj(2 * G, 0, G, 0), 1000);
+        assert_eq!(oom_score_adj(100 * M + SLACK, 100 * M, G, G), WITHIN_SHARE_ADJ);
     }
 
     proptest! {
@@ -410,7 +424,13 @@ mod tests {
                 let jobs: u64 = o.jobs.iter().map(|j| j.protection).sum();
                 prop_assert!(jobs <= o.protection && o.protection - jobs < c.jobs.len() as u64);
                 prop_assert!(o.guard <= avail && o.guard >= o.protection.min(avail));
-                prop_assert_eq!(o.oom_score_adj < 0, c.usage <= o.protection);
+                prop_assert_eq!(o.oom_score_adj == 0, c.usage <= o.protection + SLACK);
+            }
+            // Every over-share currency outranks the largest process a within-share one can
+            // hold (its protection), on the kernel's scale of adj/1000 of the available memory.
+            let floor = ins.iter().zip(&out).filter(|(c, o)| c.usage <= o.protection + SLACK).map(|(_, o)| o.protection + SLACK).max().unwrap_or(0);
+            for o in out.iter().filter(|o| o.oom_score_adj > 0 && o.oom_score_adj < 1000) {
+                prop_assert!(o.oom_score_adj as u128 * avail as u128 >= floor as u128 * 1000);
             }
             for (i, a) in ins.iter().enumerate() {
                 for (j, b) in ins.iter().enumerate() {
