@@ -160,11 +160,24 @@ impl Memory {
         write(self.root.join(rel).join("memory.oom.group"), if whole { "1" } else { "0" })
     }
 
-    /// How many times the OOM killer acted in `rel` (v2 `memory.events` oom_kill, v1
-    /// `memory.oom_control` oom_kill): 0 where the kernel does not say.
+    /// How many times the OOM killer killed a process in `rel` or below: v2
+    /// `memory.events` oom_kill (hierarchical); v1 `memory.oom_control` oom_kill, which
+    /// counts only in the group the killed process was in, summed over `rel`'s descendants.
+    /// 0 where the kernel does not say.
     pub fn oom_kills(&self, rel: &str) -> Result<u64> {
         let s = read(self.file(rel, "memory.oom_control", "memory.events"))?;
-        Ok(s.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0))
+        let own = s.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        if self.version == Version::V2 {
+            return Ok(own);
+        }
+        let mut sum = own;
+        for e in std::fs::read_dir(self.root.join(rel)).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let child = format!("{rel}/{}", e.file_name().to_string_lossy());
+                sum += self.oom_kills(child.trim_start_matches('/')).unwrap_or(0);
+            }
+        }
+        Ok(sum)
     }
 }
 
