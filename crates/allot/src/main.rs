@@ -7,11 +7,13 @@ mod client;
 mod config;
 mod config_check;
 mod config_funding;
+mod config_memory;
 #[cfg(test)]
 mod config_props;
 mod daemon;
 mod daemon_bench;
 mod docgen;
+mod memory_view;
 mod metrics;
 mod metrics_cmd;
 mod output;

@@ -72,6 +72,7 @@ pub(crate) fn show() -> ShowView {
             jobs: 1,
             active: 1,
             usage: 0.5,
+            memory: None,
         }],
         hidden: false,
         unread: vec![],
