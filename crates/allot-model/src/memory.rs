@@ -32,6 +32,12 @@ pub const MAX_BYTES: u64 = 1 << 50;
 /// currency held at its share by a limit reads a little above it.
 pub const SLACK: u64 = 4 << 20;
 
+/// What the guard leaves free under the available memory: a currency must meet its own
+/// limit before allot's root meets its own (or the machine runs short), or the kernel
+/// reclaims from every currency alike, the protected ones too. Kernel memory charged to
+/// the groups and other charges between two ticks fit in it.
+pub const GUARD_MARGIN: u64 = 16 << 20;
+
 /// The `oom_score_adj` of a process whose currency is within its protection: the
 /// kernel's default, 0. allot only ever raises a process's value (lowering one takes
 /// CAP_SYS_RESOURCE, which a hardened daemon need not hold), and gives back what it raised.
@@ -237,8 +243,8 @@ pub struct CurrencyPlan {
     pub max: Option<u64>,
     /// Where the kernel has no protection for a parent's limit (cgroup v1): a hard limit
     /// that keeps this currency out of what the others hold within their protection, the
-    /// available memory less `min(usage, protection)` of every other currency, and under
-    /// its own hard cap. A currency alone gets all of it.
+    /// available memory less `min(usage, protection)` of every other currency and
+    /// [`GUARD_MARGIN`], and under its own hard cap. A currency alone gets all of it.
     pub guard: u64,
     /// Bytes above its protection (0 when within it).
     pub over: u64,
@@ -263,7 +269,7 @@ pub fn plan(available: u64, currencies: &[CurrencyMem]) -> Vec<CurrencyPlan> {
         .map(|(c, &p)| {
             let others = held - c.usage.min(p);
             let (high, max) = split_cap(c.cap);
-            let guard = available.saturating_sub(others).min(max.unwrap_or(u64::MAX));
+            let guard = if others == 0 { available } else { available.saturating_sub(others + GUARD_MARGIN) }.min(max.unwrap_or(u64::MAX));
             let tickets: u64 = c.jobs.iter().map(|j| j.tickets.max(1) as u64).sum();
             let jobs = c
                 .jobs
@@ -383,8 +389,8 @@ mod tests {
     fn the_guard_keeps_a_hog_out_of_what_others_hold_within_share() {
         // B holds 100M of its 128M; A may use all but that. A over share gets a positive adj.
         let p = plan(512 * M, &[cur(300, 450 * M, &[100]), cur(100, 100 * M, &[100])]);
-        assert_eq!(p[0].guard, 412 * M);
-        assert_eq!(p[1].guard, 512 * M - 384 * M);
+        assert_eq!(p[0].guard, 412 * M - GUARD_MARGIN);
+        assert_eq!(p[1].guard, 512 * M - 384 * M - GUARD_MARGIN);
         assert_eq!(p[0].over, 66 * M);
         // B is within its 128M: A's processes rank above anything of B's (132M = 258‰, 66M = 129‰).
         assert_eq!((p[0].oom_score_adj, p[1].oom_score_adj), (387, 0));
@@ -423,7 +429,7 @@ mod tests {
             for (c, o) in ins.iter().zip(&out) {
                 let jobs: u64 = o.jobs.iter().map(|j| j.protection).sum();
                 prop_assert!(jobs <= o.protection && o.protection - jobs < c.jobs.len() as u64);
-                prop_assert!(o.guard <= avail && o.guard >= o.protection.min(avail));
+                prop_assert!(o.guard <= avail && o.guard + GUARD_MARGIN >= o.protection.min(avail));
                 prop_assert_eq!(o.oom_score_adj == 0, c.usage <= o.protection + SLACK);
             }
             // Every over-share currency outranks the largest process a within-share one can

@@ -114,7 +114,8 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     std::thread::sleep(Duration::from_secs(5));
     let m = mean_usage(&d, &[&ua, &ub], 10);
     let s = show(&d);
-    eprintln!("A (funding 300): {:.0} MiB, B (funding 100): {:.0} MiB, ratio {:.2}\n{s:#}", m[0], m[1], m[0] / m[1]);
+    eprintln!("A (funding 300): {:.0} MiB, B (funding 100): {:.0} MiB, ratio {:.2}", m[0], m[1], m[0] / m[1]);
+    eprintln!("{}", ok(&d.cli(&["show"], None).unwrap()));
     assert!(m[0] / m[1] > 2.4 && m[0] / m[1] < 3.6, "memory follows funding 3:1 under pressure: A {:.0} MiB, B {:.0} MiB", m[0], m[1]);
     assert!(m[0] + m[1] > 400.0, "the 512M were used, not wasted: {:.0} MiB", m[0] + m[1]);
     let cur = |s: &serde_json::Value, name: String| s["currencies"].as_array().unwrap().iter().find(|c| c["name"] == name.as_str()).cloned().unwrap();

@@ -495,6 +495,7 @@ impl Daemon {
             let f = self.funding_of(&spec.currency);
             self.tree.weight(&crel, f);
             self.cap_currency_dir(&crel, &spec.currency);
+            self.guard_fresh_currency(spec.class(), &spec.currency);
             self.watch.watch(self.tree.cg.as_ref(), &crel);
         }
         let rel = spec.rel();

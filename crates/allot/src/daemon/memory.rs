@@ -25,6 +25,8 @@ pub struct MemoryState {
     written: HashMap<(String, &'static str), Option<u64>>,
     /// Per process: the `oom_score_adj` it had before allot raised it, and allot's last.
     oom: HashMap<i32, (i16, i16)>,
+    /// The last step's inputs and available memory (for a currency made between ticks).
+    last: (Vec<CurrencyMem>, u64),
     /// cgroup v1 per currency: OOM kills counted in its jobs that are gone.
     retired_kills: HashMap<CurrencyId, u64>,
     /// Processes someone else set below 0 (left alone).
@@ -83,6 +85,7 @@ impl Daemon {
             })
             .collect();
         let plan = model::plan(available, &ins);
+        self.memory.last = (ins.clone(), available);
         let mut seen = std::collections::HashSet::new();
         let mut view = BTreeMap::new();
         for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
@@ -127,6 +130,26 @@ impl Daemon {
         self.memory.foreign.retain(|pid, _| seen.contains(pid));
         self.memory.written.retain(|(rel, _), _| mem.has(rel));
         self.memory.view = view;
+    }
+
+    /// A currency's directory was just made, before its first process moves in: on cgroup v1
+    /// its guard is written now, not at the next tick, or a fast-growing first process
+    /// (a hog) would meet allot's root's limit first, which reclaims every currency alike.
+    pub fn guard_fresh_currency(&mut self, class: Class, c: &CurrencyId) {
+        let Some(mem) = self.memory.mem.clone() else { return };
+        if mem.version() != Version::V1 || class != Class::Foreground {
+            return;
+        }
+        let (mut ins, available) = self.memory.last.clone();
+        if available == 0 {
+            return;
+        }
+        ins.push(CurrencyMem { funding: self.funding_of(c), usage: 0, cap: self.memory_cap(c), jobs: vec![JobMem { tickets: 100, cap: None }] });
+        let p = model::plan(available, &ins).pop().expect("one plan per currency");
+        let rel = currency_rel(Class::Foreground, c);
+        if ins.len() > 1 || p.max.is_some() {
+            self.mem_write_limit(&mem, &rel, Some(p.guard), 0);
+        }
     }
 
     /// A job's directory is about to go: on cgroup v1, where the kernel counts an OOM kill
@@ -182,7 +205,7 @@ impl Daemon {
             }
             Err(e) => {
                 log::info!("memory: {rel} could not be brought down to {limit:?} yet ({e}); held at its usage, {usage}");
-                let hold = limit.map(|l| l.max(usage + (1 << 20)));
+                let hold = limit.map(|l| l.max(usage.next_multiple_of(1 << 20)));
                 if mem.set_max(rel, hold).is_ok() {
                     self.memory.written.remove(&key);
                 }
