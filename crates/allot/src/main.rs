@@ -13,6 +13,7 @@ mod config_props;
 mod daemon;
 mod daemon_bench;
 mod docgen;
+mod memory_bench;
 mod memory_view;
 mod metrics;
 mod metrics_cmd;
@@ -253,6 +254,9 @@ enum BenchCmd {
     Policy(policy_bench::PolicyBenchArgs),
     /// A real workload's throughput inside an allot job against the same outside allot.
     Overhead(overhead_bench::OverheadBenchArgs),
+    /// Memory by share: a user's working set against another's growing hog, the kernel
+    /// alone and allot.
+    Memory(memory_bench::MemoryBenchArgs),
 }
 
 /// Checks tickets or funding here too, so a bad value is named even when the daemon is
@@ -394,6 +398,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
+        Command::Bench { which: BenchCmd::Memory(a) } => memory_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Flood(a) => allot_measure::flood::run(a),
         Command::Launcher => allot_measure::launcher::serve(),
