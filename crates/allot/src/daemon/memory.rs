@@ -27,6 +27,10 @@ pub struct MemoryState {
     oom: HashMap<i32, (i16, i16)>,
     /// The last step's inputs and available memory (for a currency made between ticks).
     last: (Vec<CurrencyMem>, u64),
+    /// Currencies whose processes' `oom_score_adj` allot raised (read again until given back).
+    raised: std::collections::HashSet<CurrencyId>,
+    /// When the last step ran.
+    at: Option<std::time::Instant>,
     /// cgroup v1 per currency: OOM kills counted in its jobs that are gone.
     retired_kills: HashMap<CurrencyId, u64>,
     /// Processes someone else set below 0 (left alone).
@@ -54,8 +58,14 @@ impl MemoryState {
 
 impl Daemon {
     /// One memory step: observe, plan, write what differs.
+    /// At rest (nothing ran) once a second, else every tick: memory held still changes
+    /// little, and a new currency's guard is written as its directory is made.
     pub fn apply_memory(&mut self) {
         let Some(mem) = self.memory.mem.clone() else { return };
+        if !self.obs.busy && self.memory.at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        self.memory.at = Some(std::time::Instant::now());
         let total = kmem::mem_total().unwrap_or(0);
         let available = model::available(total, self.cfg.memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
@@ -87,6 +97,8 @@ impl Daemon {
         let plan = model::plan(available, &ins);
         self.memory.last = (ins.clone(), available);
         let mut seen = std::collections::HashSet::new();
+        let mut rels = std::collections::HashSet::new();
+        let mut raised = std::collections::HashSet::new();
         let mut view = BTreeMap::new();
         for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
             let crel = currency_rel(Class::Foreground, c);
@@ -102,16 +114,21 @@ impl Daemon {
             if !v1 {
                 self.mem_write(&mem, &crel, "high", p.high);
             }
+            rels.insert(crel.clone());
+            // Processes are read only while the currency is over its share, or was.
+            let scan = self.cfg.memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory.raised.contains(c));
             for ((rel, _), jp) in js.iter().zip(&p.jobs) {
-                if mem.has(rel) {
+                rels.insert(rel.clone());
+                if self.memory.written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
                     self.mem_write(&mem, rel, "protection", Some(jp.protection));
                 }
-                if self.cfg.memory.oom {
-                    for pid in self.tree.cg.procs(rel).unwrap_or_default() {
-                        seen.insert(pid);
-                        self.oom_adj(pid, p.oom_score_adj);
-                    }
+                for pid in if scan { self.tree.cg.procs(rel).unwrap_or_default() } else { vec![] } {
+                    seen.insert(pid);
+                    self.oom_adj(pid, p.oom_score_adj);
                 }
+            }
+            if scan && p.oom_score_adj > model::WITHIN_SHARE_ADJ {
+                raised.insert(c.clone());
             }
             view.insert(
                 c.clone(),
@@ -122,14 +139,24 @@ impl Daemon {
                     limit,
                     cap: i.cap.map(|m| m.to_string()),
                     oom_score_adj: self.cfg.memory.oom.then_some(p.oom_score_adj),
-                    oom_kills: mem.oom_kills(&crel).unwrap_or(0) + self.memory.retired_kills.get(c).copied().unwrap_or(0),
+                    oom_kills: 0,
                 },
             );
         }
         self.memory.oom.retain(|pid, _| seen.contains(pid));
         self.memory.foreign.retain(|pid, _| seen.contains(pid));
-        self.memory.written.retain(|(rel, _), _| mem.has(rel));
+        self.memory.written.retain(|(rel, _), _| rels.contains(rel));
+        self.memory.raised = raised;
         self.memory.view = view;
+    }
+
+    /// A currency's memory as `show` reports it, its OOM kills read now.
+    pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
+        let mut v = self.memory.view.get(c)?.clone();
+        if let Some(mem) = &self.memory.mem {
+            v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory.retired_kills.get(c).copied().unwrap_or(0);
+        }
+        Some(v)
     }
 
     /// A currency's directory was just made, before its first process moves in: on cgroup v1

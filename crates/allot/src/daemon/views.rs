@@ -158,7 +158,7 @@ impl Daemon {
                     jobs: jobs.len(),
                     active,
                     usage: allot_model::usage::cpus_used(jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum()),
-                    memory: self.memory.view.get(c).cloned(),
+                    memory: self.memory_view(c),
                 }
             })
             .collect()
