@@ -50,7 +50,7 @@ impl MemoryState {
         match (&self.mem, enable) {
             (_, false) => Some("memory: not shared by funding ([memory] enable = false)".into()),
             (None, true) => Some("memory: not shared by funding: no memory controller beside allot's tree, or a systemd host (MemoryLow= is not written yet)".into()),
-            (Some(m), true) if m.version() == Version::V1 => Some("memory: cgroup v1 has no memory.low and its soft limits act only when the whole machine is short; allot keeps each currency out of what others hold within their share with hard limits (memory.limit_in_bytes), rewritten every tick".into()),
+            (Some(m), true) if m.version() == Version::V1 => Some("memory: cgroup v1 has no memory.low and its soft limits act only when the whole machine is short; allot keeps each currency out of what others hold within their share with hard limits (memory.limit_in_bytes) kept in step with what each holds".into()),
             (Some(_), true) => None,
         }
     }
