@@ -29,6 +29,8 @@ pub struct MemoryState {
     last: (Vec<CurrencyMem>, u64),
     /// Currencies whose processes' `oom_score_adj` allot raised (read again until given back).
     raised: std::collections::HashSet<CurrencyId>,
+    /// cgroup v2: job directories the memory controller was delegated down to.
+    delegated: std::collections::HashSet<String>,
     /// When the last step ran.
     at: Option<std::time::Instant>,
     /// cgroup v1 per currency: OOM kills counted in its jobs that are gone.
@@ -102,6 +104,15 @@ impl Daemon {
         let mut view = BTreeMap::new();
         for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
             let crel = currency_rel(Class::Foreground, c);
+            // v2: the controller is enabled down to each job once (its files appear then).
+            for (rel, _) in js {
+                if mem.version() == Version::V2 && !self.memory.delegated.contains(rel) {
+                    match mem.ensure(rel) {
+                        Ok(()) => _ = self.memory.delegated.insert(rel.clone()),
+                        Err(e) => log::warn!("memory: could not enable the memory controller down to {rel}: {e}"),
+                    }
+                }
+            }
             if !mem.has(&crel) {
                 continue;
             }
@@ -146,6 +157,7 @@ impl Daemon {
         self.memory.oom.retain(|pid, _| seen.contains(pid));
         self.memory.foreign.retain(|pid, _| seen.contains(pid));
         self.memory.written.retain(|(rel, _), _| rels.contains(rel));
+        self.memory.delegated.retain(|rel| rels.contains(rel));
         self.memory.raised = raised;
         self.memory.view = view;
     }
@@ -292,3 +304,7 @@ impl Daemon {
         self.memory.written.clear();
     }
 }
+
+#[cfg(test)]
+#[path = "memory_tests.rs"]
+mod tests;
