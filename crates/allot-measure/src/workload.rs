@@ -5,6 +5,7 @@
 //! of fixed work done (the papers' "operations": Petrou et al. 1999 Fig 3, Judin's work rate).
 
 mod fork;
+mod read;
 
 use clap::{Args, ValueEnum};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +36,9 @@ pub enum Kind {
     /// except every `--keep-every`-th, which lives as long as this process (`--hold`
     /// keeps it after the storm, until SIGTERM); `work` counts forks.
     Fork,
+    /// Reads `--file` over and over, 1 MiB at a time (a working set in the page cache);
+    /// `work` counts MiB read.
+    Read,
     /// No work: prints the CPU count the way language runtimes read it (Rust's
     /// `available_parallelism`: affinity and the cgroup quota), and the machine's.
     Ncpu,
@@ -80,6 +84,9 @@ pub struct WorkloadArgs {
     /// until SIGTERM.
     #[arg(long)]
     pub hold: bool,
+    /// read: the file to read over and over.
+    #[arg(long)]
+    pub file: Option<std::path::PathBuf>,
     /// Also write the JSON report line to this file (for runs whose stdout is not ours).
     #[arg(long)]
     pub output: Option<std::path::PathBuf>,
@@ -109,6 +116,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<i32> {
         Kind::Work => run_work(&args, start),
         Kind::Bimodal => run_bimodal(&args, &tm, start),
         Kind::Fork => fork::run(&args, tm.duration, start),
+        Kind::Read => read::run(args.file.as_deref().ok_or_else(|| anyhow::anyhow!("read needs --file FILE"))?, tm.duration.map(|d| start + d))?,
         Kind::Ncpu => serde_json::json!({
             "kind": "ncpu",
             "available_parallelism": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

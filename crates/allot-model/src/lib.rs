@@ -9,6 +9,7 @@
 pub mod cap;
 pub mod duration;
 pub mod entitlement;
+pub mod memory;
 pub mod nice;
 pub mod plan;
 pub mod policy;
@@ -65,6 +66,18 @@ pub enum ModelError {
     SoftCurrencyCap {
         /// What was given.
         got: String,
+    },
+    /// A memory size, reserve or memory cap that does not parse ([`memory`]).
+    #[error("{what} {got:?} is invalid: {why}; {allowed}")]
+    BadMemory {
+        /// "memory cap", "memory reserve" or "memory size".
+        what: &'static str,
+        /// What was given.
+        got: String,
+        /// Why it is refused.
+        why: String,
+        /// What is allowed, in words.
+        allowed: &'static str,
     },
     /// A nice value outside -20..19.
     #[error("nice must be -20..19, got {0}")]

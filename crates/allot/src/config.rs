@@ -30,13 +30,11 @@ pub struct Config {
     pub limits: Limits,
     /// What `show` reveals of other users' jobs.
     pub privacy: Privacy,
-    /// Who decides funding: "local" (`allot fund`, over the config's) or "config" (the
-    /// config's `[funding]` and group defaults only: a fleet managed centrally).
+    /// Who decides funding: "local" (`allot fund`, over the config's) or "config" (`[funding]` and group defaults only: a fleet managed centrally).
     pub funding_authority: FundingAuthority,
     /// Funding, and a currency cap, by user name or uid (or named currency).
     pub funding: BTreeMap<String, crate::config_funding::FundingEntry>,
-    /// Defaults for members of a group: funding of their currencies, a cap on their
-    /// default jobs.
+    /// Defaults for members of a group: funding of their currencies, a cap on their default jobs.
     pub groups: BTreeMap<String, GroupDefaults>,
     /// Rules: the first that matches a process gives it a job.
     pub rules: Vec<toml::Spanned<RuleConfig>>,
@@ -44,6 +42,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// allot's tree against load outside it (hosts without systemd).
     pub outside: Outside,
+    /// Memory by share (config_memory.rs).
+    pub memory: crate::config_memory::MemoryConfig,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
     pub compiled_rules: Vec<crate::daemon::rules::Rule>,
@@ -60,9 +60,8 @@ pub struct MetricsConfig {
     pub allow: Vec<String>,
 }
 
-/// allot's whole tree against processes outside it (root's, daemons'), on hosts where
-/// allot keeps its own tree. On a systemd host that split is systemd's (`user.slice`
-/// against `system.slice`, both weight 100 by default) and this is not used.
+/// allot's whole tree against processes outside it (root's, daemons'), on hosts where allot keeps its own tree. On a systemd host
+/// that split is systemd's (`user.slice` against `system.slice`, both weight 100 by default) and this is not used.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Outside {
@@ -270,6 +269,7 @@ impl Default for Config {
             rules: vec![],
             metrics: MetricsConfig::default(),
             outside: Outside::default(),
+            memory: Default::default(),
             compiled_rules: vec![],
         }
     }

@@ -1,5 +1,6 @@
 //! One `[funding]` entry of the config: a funding (`alice = 300`), or a table that may
-//! also give the currency a hard cap (`alice = { funding = 300, cap = "4!" }`). Read by
+//! also give the currency a hard cap and a memory cap (`alice = { funding = 300, cap = "4!",
+//! mem = "16G!" }`). Read by
 //! hand from TOML's value, so a wrong entry is refused with the forms allowed, at its line.
 
 use allot_model::{Cap, Funding};
@@ -13,9 +14,11 @@ pub struct FundingEntry {
     pub funding: Option<u32>,
     /// The currency's hard cap, CPUs (`cap = "4!"`).
     pub cap: Option<Cap>,
+    /// The currency's memory cap (`mem = "16G!"` hard, `mem = "16G"` soft).
+    pub mem: Option<allot_model::memory::MemCap>,
 }
 
-const FORMS: &str = "a funding (alice = 300) or a table (alice = { funding = 300, cap = \"4!\" })";
+const FORMS: &str = "a funding (alice = 300) or a table (alice = { funding = 300, cap = \"4!\", mem = \"16G!\" })";
 
 impl FundingEntry {
     fn from_value(v: toml::Value) -> Result<Self, String> {
@@ -31,12 +34,14 @@ impl FundingEntry {
                         ("funding", v) => e.funding = Some(funding(v)?),
                         ("cap", toml::Value::String(s)) => e.cap = Some(Cap::parse_currency(s).map_err(|e| e.to_string())?),
                         ("cap", other) => return Err(format!("cap must be a string such as \"4!\", got {other}")),
+                        ("mem", toml::Value::String(s)) => e.mem = Some(s.parse().map_err(|e: allot_model::ModelError| e.to_string())?),
+                        ("mem", other) => return Err(format!("mem must be a string such as \"16G!\" (hard) or \"16G\" (soft), got {other}")),
                         (k, _) => return Err(format!("unknown key {k:?} in a [funding] entry: it is {FORMS}")),
                     }
                 }
                 Ok(e)
             }
-            toml::Value::Integer(i) => Ok(FundingEntry { funding: Some(funding(&toml::Value::Integer(i))?), cap: None }),
+            toml::Value::Integer(i) => Ok(FundingEntry { funding: Some(funding(&toml::Value::Integer(i))?), cap: None, mem: None }),
             other => Err(format!("a [funding] entry is {FORMS}, got {other}")),
         }
     }
@@ -95,7 +100,7 @@ mod tests {
             ("[funding]\nbob = 1\nalice = { funding = 300, cap = \"4\" }\n", 3, "currency cap \"4\" is not a hard cap"),
             ("[funding]\nalice = { funding = 0 }\n", 2, "funding must be a whole number 1..10000, got \"0\""),
             ("[funding]\nalice = { fundng = 3 }\n", 2, "unknown key \"fundng\""),
-            ("[funding]\nalice = \"300\"\n", 2, "alice = { funding = 300, cap = \"4!\" }"),
+            ("[funding]\nalice = \"300\"\n", 2, "alice = { funding = 300, cap = \"4!\", mem = \"16G!\" }"),
             ("[funding]\nalice = { cap = 4 }\n", 2, "cap must be a string such as \"4!\""),
             ("[funding]\nalice = -5\n", 2, "got \"-5\""),
             ("\n[groups.g]\ncurrency_cap = \"0.5\"\n", 3, "groups.g.currency_cap: currency cap \"0.5\" is not a hard cap"),

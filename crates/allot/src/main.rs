@@ -5,11 +5,12 @@
 //! benchmarks, selftest and load generators are the lab's, in `allot-lab` (src/lab/);
 //! the protocol types both binaries and the tests use are this package's library (lib.rs).
 
-use allot::{client, proto};
+use allot::{client, memory_view, proto};
 
 mod config;
 mod config_check;
 mod config_funding;
+mod config_memory;
 #[cfg(test)]
 mod config_props;
 mod daemon;

@@ -72,6 +72,7 @@ pub(crate) fn show() -> ShowView {
             jobs: 1,
             active: 1,
             usage: 0.5,
+            memory: None,
         }],
         hidden: false,
         unread: vec![],
@@ -210,4 +211,29 @@ fn the_grafana_dashboard_uses_only_metrics_that_exist() {
         i = end;
     }
     assert!(used >= 10, "the dashboard should chart allot's metrics, found {used} uses");
+}
+
+#[test]
+fn a_currencys_memory_is_written_where_it_is_shared() {
+    let mut show = show();
+    show.currencies[0].memory = Some(crate::memory_view::CurrencyMemory {
+        usage: 100 << 20,
+        protection: 384 << 20,
+        available: 512 << 20,
+        limit: None,
+        cap: None,
+        oom_score_adj: Some(0),
+        oom_kills: 2,
+    });
+    let t = render(&status(), &show, &Readings::default(), Format::Prometheus);
+    let l = "{currency=\"alice\",kind=\"user\"}";
+    for want in [
+        format!("allot_currency_memory_bytes{l} 104857600"),
+        format!("allot_currency_memory_protection_bytes{l} 402653184"),
+        format!("allot_currency_oom_kills_total{l} 2"),
+        "# TYPE allot_currency_oom_kills_total counter".into(),
+    ] {
+        assert!(t.lines().any(|x| x == want), "missing {want:?} in\n{t}");
+    }
+    assert!(!t.contains("allot_currency_memory_limit_bytes{"), "no limit, no sample:\n{t}");
 }

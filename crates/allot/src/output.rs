@@ -116,6 +116,12 @@ pub fn show(d: &ShowView) -> String {
     let mut out = t.render();
     out.push('\n');
     out.push_str(&currencies(&d.currencies));
+    let mem: Vec<(String, &crate::memory_view::CurrencyMemory)> =
+        d.currencies.iter().filter_map(|c| Some((c.name.clone(), c.memory.as_ref()?))).collect();
+    if let Some(t) = crate::memory_view::table(&mem) {
+        out.push('\n');
+        out.push_str(&t);
+    }
     let _ = writeln!(
         out,
         "\nENTITLED and USAGE in CPUs (the machine has {}; load outside allot takes {:.2}). ENTITLED counts active jobs, their runnable threads and CPUs; (in parentheses): what an idle job would get if it woke.",

@@ -439,8 +439,7 @@ pub struct JobView {
     pub command: Option<String>,
     /// Its cgroup, relative to allot's root.
     pub cgroup: String,
-    /// Its cgroup's directory as the daemon sees it (on a systemd host, inside a scope
-    /// systemd made: `top` and the metrics read its throttling and pressure there).
+    /// Its cgroup's directory as the daemon sees it (on a systemd host, in systemd's scope): `top` and metrics read throttling and pressure there.
     #[serde(default)]
     pub dir: String,
 }
@@ -465,6 +464,9 @@ pub struct CurrencyView {
     pub active: usize,
     /// Summed usage rate, CPUs.
     pub usage: f64,
+    /// Its memory against its share (docs/memory.md); absent where memory is not shared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory_view::CurrencyMemory>,
 }
 
 /// `show`'s reply.
@@ -574,7 +576,7 @@ mod tests {
 
     #[test]
     fn every_response_encodes() {
-        let c = CurrencyView { name: "ci".into(), kind: "named".into(), funding: 1, cap: None, weight: 1, jobs: 0, active: 0, usage: 0.0 };
+        let c = CurrencyView { name: "ci".into(), kind: "n".into(), funding: 1, cap: None, weight: 1, jobs: 0, active: 0, usage: 0.0, memory: None };
         for r in [
             Response::Currencies(CurrenciesView { currencies: vec![c] }),
             Response::Changed(Changed { jobs: vec!["1".into()], focus: None, warnings: vec!["process 5 left its login session".into()] }),

@@ -190,6 +190,7 @@ mod tests {
             jobs: 1,
             active: 1,
             usage: 1.0,
+            memory: None,
         });
         s.currencies.push(CurrencyView {
             name: "ci".into(),
@@ -200,6 +201,7 @@ mod tests {
             jobs: 0,
             active: 0,
             usage: 0.0,
+            memory: None,
         });
         let e = ExplainView {
             job: "2".into(),

@@ -7,8 +7,10 @@
 //!
 //! v1 has one wrinkle: the `cpu` and `cpuacct` controllers may be mounted apart (the CI
 //! runner's are). Usage is only accounted by cpuacct, so the v1 backend
-//! mirrors every directory and every move into the cpuacct hierarchy too.
+//! mirrors every directory and every move into the cpuacct hierarchy too, and into the
+//! memory hierarchy where one is mounted (memory by share, [`memory`]).
 
+pub mod memory;
 pub mod stat;
 pub mod systemd;
 mod v1;
@@ -348,6 +350,12 @@ impl CpuController for Tree {
     }
 }
 
+/// The mount point of a cgroup v1 hierarchy with controller `c`, if mounted.
+pub(crate) fn v1_mount(c: &str) -> Option<PathBuf> {
+    let mounts = parse_mountinfo(&read("/proc/self/mountinfo").ok()?);
+    mounts.iter().find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == c)).map(|m| PathBuf::from(&m.point))
+}
+
 /// One backend rooted at `name` under the cpu controller's mount.
 fn detect_one(name: &str) -> Result<Box<dyn CpuController>> {
     let info = read("/proc/self/mountinfo")?;
@@ -361,7 +369,8 @@ fn detect_one(name: &str) -> Result<Box<dyn CpuController>> {
     let v1 = |c: &str| mounts.iter().find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == c));
     if let Some(cpu) = v1("cpu") {
         let acct = v1("cpuacct").map(|m| PathBuf::from(&m.point));
-        return Ok(Box::new(V1::new(PathBuf::from(&cpu.point), acct, name)));
+        let mem = v1("memory").map(|m| PathBuf::from(&m.point));
+        return Ok(Box::new(V1::new(PathBuf::from(&cpu.point), acct, name).with_memory(mem)));
     }
     Err(Error::NoCpuController(
         "neither a cgroup2 mount with the cpu controller enabled nor a cgroup v1 mount with the cpu controller was found in /proc/self/mountinfo; mount one (e.g. `mount -t cgroup2 none /sys/fs/cgroup`)".into(),

@@ -1,5 +1,7 @@
 //! cgroup v1: `cpu.shares`, `cpu.cfs_quota_us`, `cpuacct.usage`; cpu and cpuacct may be
-//! mounted apart, so every directory and move is mirrored into cpuacct.
+//! mounted apart, so every directory and move is mirrored into cpuacct, and into the
+//! memory hierarchy when it is mounted (allot's memory files are written by
+//! [`super::memory::Memory`]).
 
 use super::{mkdir, rmdir, strip_root, CpuController, Max, Version};
 use crate::{read, read_u64, write, Result};
@@ -12,6 +14,8 @@ pub struct V1 {
     cpu: PathBuf,
     /// cpuacct root when mounted apart from cpu.
     acct: Option<PathBuf>,
+    /// memory root, when the memory controller is mounted apart from cpu.
+    mem: Option<PathBuf>,
     /// `cpuacct.usage` files, kept open: the daemon reads the busy ones every tick.
     counters: crate::reread::Rereader,
 }
@@ -20,7 +24,17 @@ impl V1 {
     /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
     pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
         let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
-        Self { name: name.into(), cpu: cpu_mount.join(name), acct, counters: Default::default() }
+        Self { name: name.into(), cpu: cpu_mount.join(name), acct, mem: None, counters: Default::default() }
+    }
+    /// Also mirrors into the memory hierarchy at `mem_mount/name` (when apart from cpu).
+    pub fn with_memory(mut self, mem_mount: Option<PathBuf>) -> Self {
+        let cpu_mount = self.cpu.parent().map(Path::to_path_buf);
+        self.mem = mem_mount.filter(|m| Some(m) != cpu_mount.as_ref() && Some(m.join(&self.name)) != self.acct).map(|m| m.join(&self.name));
+        self
+    }
+    /// The roots every directory and move is mirrored into.
+    fn mirrors(&self) -> impl Iterator<Item = &PathBuf> {
+        self.acct.iter().chain(self.mem.iter())
     }
     fn acct_dir(&self, rel: &str) -> PathBuf {
         self.acct.as_ref().unwrap_or(&self.cpu).join(rel)
@@ -35,7 +49,7 @@ impl CpuController for V1 {
         &self.cpu
     }
     fn create(&self, rel: &str) -> Result<()> {
-        for base in std::iter::once(&self.cpu).chain(self.acct.as_ref()) {
+        for base in std::iter::once(&self.cpu).chain(self.mirrors()) {
             let mut p = base.clone();
             mkdir(&p)?;
             for part in rel.split('/').filter(|x| !x.is_empty()) {
@@ -47,7 +61,7 @@ impl CpuController for V1 {
     }
     fn remove(&self, rel: &str) -> Result<()> {
         rmdir(&self.cpu.join(rel))?;
-        if let Some(a) = &self.acct {
+        for a in self.mirrors() {
             rmdir(&a.join(rel))?;
         }
         Ok(())
@@ -81,21 +95,21 @@ impl CpuController for V1 {
     }
     fn procs_files(&self, rel: &str) -> Vec<PathBuf> {
         let mut v = vec![self.cpu.join(rel).join("cgroup.procs")];
-        if let Some(a) = &self.acct {
+        for a in self.mirrors() {
             v.push(a.join(rel).join("cgroup.procs"));
         }
         v
     }
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
         write(self.cpu.join(rel).join("cgroup.procs"), &pid.to_string())?;
-        if let Some(a) = &self.acct {
+        for a in self.mirrors() {
             write(a.join(rel).join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
     }
     fn release_pid(&self, pid: i32) -> Result<()> {
         write(self.cpu.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
-        if let Some(a) = &self.acct {
+        for a in self.mirrors() {
             write(a.parent().unwrap_or(Path::new("/")).join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
@@ -117,8 +131,8 @@ impl CpuController for V1 {
     fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
         let rel = path.trim_start_matches('/');
         write(self.mount().join(rel).join("cgroup.procs"), &pid.to_string())?;
-        if let Some(a) = &self.acct {
-            // The mirror: the same path where cpuacct has it, else its root.
+        for a in self.mirrors() {
+            // The mirror: the same path where that hierarchy has it, else its root.
             let top = a.parent().unwrap_or(Path::new("/"));
             let dir = if top.join(rel).is_dir() { top.join(rel) } else { top.to_path_buf() };
             write(dir.join("cgroup.procs"), &pid.to_string())?;

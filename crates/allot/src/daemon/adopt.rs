@@ -37,7 +37,9 @@ impl Daemon {
             None => Default::default(),
         };
         let limits = super::limits::Shared::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
+        let memory = super::memory::MemoryState::new(cg.as_ref(), cfg.memory.enable);
         let mut d = Daemon {
+            memory,
             placement: Placement::new(&cfg),
             ncpu: allot_linux::ncpu(),
             tree: Tree::new(cg),

@@ -123,6 +123,8 @@ pub struct Daemon {
     pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
     /// How the last reload ended (status, metrics).
     pub last_reload: Option<crate::proto::ReloadOutcome>,
+    /// Memory by share (memory.rs).
+    pub memory: super::memory::MemoryState,
 }
 
 impl Daemon {
@@ -209,6 +211,7 @@ impl Daemon {
             self.split_niced();
             self.replan();
         }
+        self.apply_memory();
     }
 
     /// How long until the next tick: `tick_ms` while anything runs, slower at rest (the
@@ -430,6 +433,7 @@ impl Daemon {
                 }
                 _ => {}
             }
+            self.retire_memory(&rel, &currency);
             if let Err(e) = self.tree.remove(&rel) {
                 // Said once, then tried again quietly once a minute (it goes when its last
                 // process does), not every tick.
@@ -493,6 +497,7 @@ impl Daemon {
             let f = self.funding_of(&spec.currency);
             self.tree.weight(&crel, f);
             self.cap_currency_dir(&crel, &spec.currency);
+            self.guard_fresh_currency(spec.class(), &spec.currency);
             self.watch.watch(self.tree.cg.as_ref(), &crel);
         }
         let rel = spec.rel();
@@ -555,6 +560,7 @@ impl Daemon {
     /// Takes back every dynamic adjustment: slices, boost and nice weights, held soft caps
     /// (a clean stop, so nothing outlives the daemon's attention).
     pub fn undo_dynamic(&mut self) {
+        self.undo_memory();
         for id in self.tree.slices.keys().copied().collect::<Vec<_>>() {
             self.apply_slices(id, None);
         }

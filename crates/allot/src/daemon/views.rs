@@ -158,6 +158,7 @@ impl Daemon {
                     jobs: jobs.len(),
                     active,
                     usage: allot_model::usage::cpus_used(jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum()),
+                    memory: self.memory_view(c),
                 }
             })
             .collect()
@@ -197,7 +198,7 @@ impl Daemon {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
-            degraded: f.degraded(),
+            degraded: f.degraded().into_iter().chain(self.memory.degraded(self.cfg.memory.enable)).collect(),
             tracking: self.placement.tracking(),
             placement: self.placement.describe(&self.cfg),
             rt: self.rt_note.clone(),

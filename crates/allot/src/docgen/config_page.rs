@@ -137,6 +137,17 @@ pub const TABLES: &[Table] = &[
         keys: &[key("weight", "integer", Value("100"), Ints(1, 10_000), "The weight of allot's tree, in cgroup v2 units (cgroup v1's cpu.shares is this times 10.24). 100, the kernel's default, weighs the whole tree as one process at nice 0.")],
     },
     Table {
+        header: "[memory]",
+        field: "memory",
+        probe: "[memory]",
+        text: "Memory by share (see docs/memory.md): under memory pressure each currency with jobs is protected up to its funding's share of the memory available to users (the machine's less the reserve, at most a limit set on allot's cgroup root), its jobs' tickets dividing that; a currency alone may use all of it. Memory caps are per currency, in [funding] (mem = \"16G!\" hard, \"16G\" soft). Read at start: a reload does not turn it on or off.",
+        keys: &[
+            key("enable", "boolean", Value("true"), Words("true or false"), "Share memory by funding: protection (cgroup v2 memory.low; v1 soft limits, and hard limits that keep each currency out of what the others hold within their share) and memory caps."),
+            key("reserve", "string", Value("\"10%\""), Words("a size (\"2G\": K, M, G or T, powers of 1024) or a percent of the machine's memory below 100 (\"10%\")"), "Memory kept for the system: not counted as available to users."),
+            key("oom", "boolean", Value("true"), Words("true or false"), "Raise the oom_score_adj of the processes of a currency above its share, so the OOM killer chooses one of them before any process of a currency within its share; given back when the currency is within its share again."),
+        ],
+    },
+    Table {
         header: "[privacy]",
         field: "privacy",
         probe: "[privacy]",
@@ -157,7 +168,7 @@ pub const TABLES: &[Table] = &[
         header: "[funding]",
         field: "funding",
         probe: "[funding]",
-        text: "Funding by currency: each key is a user name, a uid or a named currency of [currencies]. A key that is none of these loads, but `allot config check` warns about it (a top-level setting written below [funding] becomes one). The value is a funding (alice = 300) or a table that may also cap the currency (alice = { funding = 300, cap = \"4!\" }).",
+        text: "Funding by currency: each key is a user name, a uid or a named currency of [currencies]. A key that is none of these loads, but `allot config check` warns about it (a top-level setting written below [funding] becomes one). The value is a funding (alice = 300) or a table that may also cap the currency's CPU and memory (alice = { funding = 300, cap = \"4!\", mem = \"16G!\" }).",
         keys: &[key("USER", "integer or table", Said("default_funding"), FUNDING, "The funding of USER's currency (or of the named currency USER). As a table: funding (as above; unset: default_funding or a group's) and cap, a hard cap on the whole currency, all its jobs together, in CPUs with ! (\"4!\", \"1/2!\", \"50%!\"); a soft cap is refused. On a systemd host the cap is the user's slice's CPUQuota=.")],
     },
     Table {

@@ -9,6 +9,7 @@
 //! be one of the lab's load generators.
 
 mod daemon_bench;
+mod memory_bench;
 mod overhead_bench;
 mod overhead_workload;
 mod policy_bench;
@@ -66,6 +67,9 @@ enum BenchCmd {
     Policy(policy_bench::PolicyBenchArgs),
     /// A real workload's throughput inside an allot job against the same outside allot.
     Overhead(overhead_bench::OverheadBenchArgs),
+    /// Memory by share: a user's working set against another's growing hog, the kernel
+    /// alone and allot.
+    Memory(memory_bench::MemoryBenchArgs),
 }
 
 /// The lab's own commands; every other word is the product's.
@@ -132,6 +136,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
+        Command::Bench { which: BenchCmd::Memory(a) } => memory_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Flood(a) => allot_measure::flood::run(a),
         Command::Launcher => allot_measure::launcher::serve(),

@@ -1,0 +1,298 @@
+//! The memory controller for allot's tree, cgroup v1 or v2: thin writers and readers, no
+//! policy (that is `allot_model::memory`).
+//!
+//! v1 keeps memory in a hierarchy of its own (`/sys/fs/cgroup/memory`); the v1 cpu
+//! backend mirrors allot's directories and moves into it ([`super::V1`]), so
+//! `<memory mount>/<root>/<currency>/<job>` holds the same processes as the cpu tree.
+//! v2 has one hierarchy: the memory controller is enabled for allot's directories here.
+//!
+//! What each file does (docs/memory.md quotes the kernel's documentation):
+//! - v2 `memory.low`: best-effort protection; memory within a cgroup's effective low is
+//!   reclaimed only when no unprotected reclaimable memory is left, under global reclaim
+//!   and under an ancestor's limit alike.
+//! - v1 `memory.soft_limit_in_bytes`: groups above it are reclaimed first, but only under
+//!   *global* reclaim (kswapd, direct reclaim of the machine), never under a parent's limit.
+//! - v2 `memory.high` (throttle and reclaim above), `memory.max` and v1
+//!   `memory.limit_in_bytes` (never more: reclaim, then OOM inside the group).
+//! - v2 `memory.oom.group`: an OOM kill in the group kills all of it.
+
+use super::{mkdir, CpuController, Version};
+use crate::{read, read_u64, write, Error, Result};
+use std::path::{Path, PathBuf};
+
+/// v1 reads an unlimited limit back as PAGE_COUNTER_MAX pages; anything this large is none.
+const UNLIMITED_FROM: u64 = 1 << 60;
+
+/// allot's tree in the memory controller.
+#[derive(Debug, Clone)]
+pub struct Memory {
+    version: Version,
+    mount: PathBuf,
+    root: PathBuf,
+}
+
+impl Memory {
+    /// The memory controller beside `cg`'s tree: v1's memory hierarchy at the same root
+    /// name, or v2's own tree when the unified hierarchy offers `memory`. None where there
+    /// is none, and on a systemd host (its slices' `MemoryLow=` are not written yet).
+    pub fn for_tree(cg: &dyn CpuController) -> Option<Memory> {
+        if cg.systemd() {
+            return None;
+        }
+        let name = cg.root().file_name()?.to_owned();
+        match cg.version() {
+            Version::V1 => {
+                let mount = super::v1_mount("memory")?;
+                Some(Memory { version: Version::V1, root: mount.join(name), mount })
+            }
+            Version::V2 => {
+                let mount = cg.mount().to_path_buf();
+                let ctrls = read(mount.join("cgroup.controllers")).ok()?;
+                ctrls.split_whitespace().any(|c| c == "memory").then(|| Memory { version: Version::V2, root: cg.root().into(), mount })
+            }
+        }
+    }
+
+    /// A controller at an explicit root (tests with a fixture directory).
+    pub fn at(version: Version, mount: PathBuf, root: PathBuf) -> Memory {
+        Memory { version, mount, root }
+    }
+
+    /// Which version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The root's absolute path in the memory hierarchy.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn file(&self, rel: &str, v1: &str, v2: &str) -> PathBuf {
+        self.root.join(rel).join(if self.version == Version::V1 { v1 } else { v2 })
+    }
+
+    /// v2: delegates the memory controller down to `rel` (its ancestors' subtree_control),
+    /// so `rel`'s memory files exist. v1: makes sure the directory exists.
+    pub fn ensure(&self, rel: &str) -> Result<()> {
+        if self.version == Version::V1 {
+            let mut p = self.root.clone();
+            mkdir(&p)?;
+            for part in rel.split('/').filter(|x| !x.is_empty()) {
+                p.push(part);
+                mkdir(&p)?;
+            }
+            return Ok(());
+        }
+        let mut p = self.mount.clone();
+        enable_memory(&p)?;
+        for part in self.root.strip_prefix(&self.mount).unwrap_or(Path::new("")).iter().chain(Path::new(rel).iter()) {
+            p.push(part);
+            if p == self.root.join(rel) {
+                break;
+            }
+            enable_memory(&p)?;
+        }
+        Ok(())
+    }
+
+    /// True if `rel` has memory files (it exists and the controller reaches it).
+    pub fn has(&self, rel: &str) -> bool {
+        self.file(rel, "memory.usage_in_bytes", "memory.current").exists()
+    }
+
+    /// Bytes charged to `rel` and its descendants.
+    pub fn usage(&self, rel: &str) -> Result<u64> {
+        read_u64(self.file(rel, "memory.usage_in_bytes", "memory.current"))
+    }
+
+    /// The hard limit of `rel` (None: unlimited).
+    pub fn max(&self, rel: &str) -> Result<Option<u64>> {
+        let p = self.file(rel, "memory.limit_in_bytes", "memory.max");
+        let s = read(&p)?;
+        let t = s.trim();
+        if t == "max" {
+            return Ok(None);
+        }
+        let v: u64 = t.parse().map_err(|_| Error::Parse { path: p, what: "a byte count or max", text: t.chars().take(80).collect() })?;
+        Ok((v < UNLIMITED_FROM).then_some(v))
+    }
+
+    /// Sets or clears the hard limit (v2 `memory.max`, v1 `memory.limit_in_bytes`). The
+    /// kernel reclaims down to a new limit below the usage before the write returns, and
+    /// refuses it (v1: EBUSY) when it cannot.
+    pub fn set_max(&self, rel: &str, bytes: Option<u64>) -> Result<()> {
+        let v = match (bytes, self.version) {
+            (Some(b), _) => b.to_string(),
+            (None, Version::V1) => "-1".into(),
+            (None, Version::V2) => "max".into(),
+        };
+        write(self.file(rel, "memory.limit_in_bytes", "memory.max"), &v)
+    }
+
+    /// Sets the protection: v2 `memory.low`; v1 `memory.soft_limit_in_bytes` (reclaimed
+    /// first above it, under global reclaim only).
+    pub fn set_protection(&self, rel: &str, bytes: u64) -> Result<()> {
+        write(self.file(rel, "memory.soft_limit_in_bytes", "memory.low"), &bytes.to_string())
+    }
+
+    /// The protection as written (v2 `memory.low`, v1 `memory.soft_limit_in_bytes`; an
+    /// unset v1 soft limit reads as none).
+    pub fn protection(&self, rel: &str) -> Result<Option<u64>> {
+        let v = read_u64(self.file(rel, "memory.soft_limit_in_bytes", "memory.low"))?;
+        Ok((v < UNLIMITED_FROM).then_some(v))
+    }
+
+    /// Sets or clears v2 `memory.high` (throttled and reclaimed above it). v1 has no such
+    /// file: an error naming it.
+    pub fn set_high(&self, rel: &str, bytes: Option<u64>) -> Result<()> {
+        if self.version == Version::V1 {
+            return Err(Error::NoCpuController("cgroup v1 has no memory.high: a soft memory cap lowers the soft limit there".into()));
+        }
+        write(self.root.join(rel).join("memory.high"), &bytes.map_or("max".into(), |b| b.to_string()))
+    }
+
+    /// Sets v2 `memory.oom.group` (an OOM kill takes the whole group). Nothing on v1.
+    pub fn set_oom_group(&self, rel: &str, whole: bool) -> Result<()> {
+        if self.version == Version::V1 {
+            return Ok(());
+        }
+        write(self.root.join(rel).join("memory.oom.group"), if whole { "1" } else { "0" })
+    }
+
+    /// How many times the OOM killer killed a process in `rel` or below: v2
+    /// `memory.events` oom_kill (hierarchical); v1 `memory.oom_control` oom_kill, which
+    /// counts only in the group the killed process was in, summed over `rel`'s descendants.
+    /// 0 where the kernel does not say.
+    pub fn oom_kills(&self, rel: &str) -> Result<u64> {
+        let s = read(self.file(rel, "memory.oom_control", "memory.events"))?;
+        let own = s.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        if self.version == Version::V2 {
+            return Ok(own);
+        }
+        let mut sum = own;
+        for e in std::fs::read_dir(self.root.join(rel)).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let child = format!("{rel}/{}", e.file_name().to_string_lossy());
+                sum += self.oom_kills(child.trim_start_matches('/')).unwrap_or(0);
+            }
+        }
+        Ok(sum)
+    }
+}
+
+/// Enables the memory controller for a cgroup v2 directory's children (once).
+fn enable_memory(dir: &Path) -> Result<()> {
+    let ctl = dir.join("cgroup.subtree_control");
+    if read(&ctl)?.split_whitespace().any(|c| c == "memory") {
+        return Ok(());
+    }
+    write(ctl, "+memory")
+}
+
+/// The machine's memory, bytes (`MemTotal` in /proc/meminfo).
+pub fn mem_total() -> Result<u64> {
+    parse_mem_total(&read("/proc/meminfo")?).ok_or_else(|| Error::Parse {
+        path: "/proc/meminfo".into(),
+        what: "a MemTotal line",
+        text: String::new(),
+    })
+}
+
+fn parse_mem_total(s: &str) -> Option<u64> {
+    let l = s.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    let kb: u64 = l.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A process's `oom_score_adj`.
+pub fn oom_score_adj(pid: i32) -> Result<i16> {
+    let p = PathBuf::from(format!("/proc/{pid}/oom_score_adj"));
+    let s = read(&p)?;
+    s.trim().parse().map_err(|_| Error::Parse { path: p, what: "an integer -1000..1000", text: s.chars().take(80).collect() })
+}
+
+/// Sets a process's `oom_score_adj` (-1000..1000; the kernel ranks OOM victims by size
+/// plus adj/1000 of the memory they may use).
+pub fn set_oom_score_adj(pid: i32, adj: i16) -> Result<()> {
+    write(format!("/proc/{pid}/oom_score_adj"), &adj.clamp(-1000, 1000).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory removed when dropped.
+    struct Fixture(PathBuf);
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn touch(dir: &Path, names: &[&str]) {
+        for n in names {
+            std::fs::write(dir.join(n), "").unwrap();
+        }
+    }
+
+    fn fixture(version: Version) -> (Fixture, Memory) {
+        let d = std::env::temp_dir().join(format!("allot-memory-{}-{version:?}", std::process::id()));
+        let root = d.join("allot");
+        std::fs::create_dir_all(root.join("user-1000")).unwrap();
+        for f in ["cgroup.subtree_control", "allot/cgroup.subtree_control"] {
+            std::fs::write(d.join(f), "cpu\n").unwrap();
+        }
+        let m = Memory::at(version, d.clone(), root);
+        (Fixture(d), m)
+    }
+
+    #[test]
+    fn v1_files_and_unlimited() {
+        let (_d, m) = fixture(Version::V1);
+        let dir = m.root().join("user-1000");
+        std::fs::write(dir.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        std::fs::write(dir.join("memory.usage_in_bytes"), "4096\n").unwrap();
+        assert_eq!(m.max("user-1000").unwrap(), None);
+        assert_eq!(m.usage("user-1000").unwrap(), 4096);
+        // Kernel files are written in place, never created or truncated: empty them first.
+        touch(&dir, &["memory.limit_in_bytes", "memory.soft_limit_in_bytes"]);
+        m.set_max("user-1000", Some(1 << 30)).unwrap();
+        assert_eq!(m.max("user-1000").unwrap(), Some(1 << 30));
+        touch(&dir, &["memory.limit_in_bytes"]);
+        m.set_max("user-1000", None).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap(), "-1");
+        m.set_protection("user-1000", 5 << 20).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("memory.soft_limit_in_bytes")).unwrap(), "5242880");
+        assert!(m.set_high("user-1000", Some(1)).unwrap_err().to_string().contains("memory.high"));
+    }
+
+    #[test]
+    fn v2_files_and_delegation() {
+        let (_d, m) = fixture(Version::V2);
+        m.ensure("user-1000").unwrap();
+        for f in ["cgroup.subtree_control", "allot/cgroup.subtree_control"] {
+            let p = m.mount.join(f);
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "+memory", "{}", p.display());
+        }
+        let dir = m.root().join("user-1000");
+        std::fs::write(dir.join("memory.max"), "max\n").unwrap();
+        assert_eq!(m.max("user-1000").unwrap(), None);
+        touch(&dir, &["memory.low", "memory.high", "memory.oom.group"]);
+        m.set_protection("user-1000", 1 << 20).unwrap();
+        m.set_high("user-1000", None).unwrap();
+        m.set_oom_group("user-1000", true).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("memory.low")).unwrap(), "1048576");
+        assert_eq!(std::fs::read_to_string(dir.join("memory.high")).unwrap(), "max");
+        assert_eq!(std::fs::read_to_string(dir.join("memory.oom.group")).unwrap(), "1");
+        std::fs::write(dir.join("memory.events"), "low 0\nhigh 2\nmax 1\noom 1\noom_kill 3\n").unwrap();
+        assert_eq!(m.oom_kills("user-1000").unwrap(), 3);
+    }
+
+    #[test]
+    fn meminfo_total() {
+        assert_eq!(parse_mem_total("MemTotal:       24576000 kB\nMemFree: 1 kB\n"), Some(24576000 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert!(mem_total().unwrap() > 0);
+    }
+}

@@ -1,0 +1,310 @@
+//! Memory by share, applied every tick (docs/memory.md): each foreground currency's
+//! memory is read, `allot_model::memory::plan` divides the memory available to users by
+//! funding (and a currency's share among its jobs by tickets), and the difference is
+//! written: protection (v2 `memory.low`, v1 `memory.soft_limit_in_bytes`), memory caps
+//! (`memory.high`, `memory.max` / `memory.limit_in_bytes`), on v1 the guard limit, and each
+//! process's `oom_score_adj`. Background jobs get no protection: like their CPU, their
+//! memory is what nobody else needs.
+
+use super::core::Daemon;
+use super::registry::{currency_rel, Class, CurrencyId};
+use crate::memory_view::CurrencyMemory;
+use allot_linux::cgroup::memory::{self as kmem, Memory};
+use allot_linux::cgroup::Version;
+use allot_model::memory::{self as model, CurrencyMem, JobMem};
+use std::collections::{BTreeMap, HashMap};
+
+/// What the memory step knows and last wrote.
+#[derive(Debug, Default)]
+pub struct MemoryState {
+    /// allot's tree in the memory controller (None: no controller, a systemd host, or off).
+    pub mem: Option<Memory>,
+    /// Per currency, what `show` reports.
+    pub view: BTreeMap<CurrencyId, CurrencyMemory>,
+    /// Per directory and file, the value last written (None: unlimited).
+    written: HashMap<(String, &'static str), Option<u64>>,
+    /// Per process: the `oom_score_adj` it had before allot raised it, and allot's last.
+    oom: HashMap<i32, (i16, i16)>,
+    /// The last step's inputs and available memory (for a currency made between ticks).
+    last: (Vec<CurrencyMem>, u64),
+    /// Currencies whose processes' `oom_score_adj` allot raised (read again until given back).
+    raised: std::collections::HashSet<CurrencyId>,
+    /// cgroup v2: job directories the memory controller was delegated down to.
+    delegated: std::collections::HashSet<String>,
+    /// When the last step ran.
+    at: Option<std::time::Instant>,
+    /// cgroup v1 per currency: OOM kills counted in its jobs that are gone.
+    retired_kills: HashMap<CurrencyId, u64>,
+    /// Processes someone else set below 0 (left alone).
+    foreign: HashMap<i32, i16>,
+}
+
+impl MemoryState {
+    /// The memory controller for `cg`'s tree, when memory by share is on.
+    pub fn new(cg: &dyn allot_linux::cgroup::CpuController, enable: bool) -> Self {
+        let mem = if enable && cg.root().is_dir() { Memory::for_tree(cg) } else { None };
+        MemoryState { mem, ..Default::default() }
+    }
+
+    /// What is short of memory by share here, in words (`status`'s degraded lines): None
+    /// on cgroup v2, where `memory.low` does all of it.
+    pub fn degraded(&self, enable: bool) -> Option<String> {
+        match (&self.mem, enable) {
+            (_, false) => Some("memory: not shared by funding ([memory] enable = false)".into()),
+            (None, true) => Some("memory: not shared by funding: no memory controller beside allot's tree, or a systemd host (MemoryLow= is not written yet)".into()),
+            (Some(m), true) if m.version() == Version::V1 => Some("memory: cgroup v1 has no memory.low and its soft limits act only when the whole machine is short; allot keeps each currency out of what others hold within their share with hard limits (memory.limit_in_bytes) kept in step with what each holds".into()),
+            (Some(_), true) => None,
+        }
+    }
+}
+
+impl Daemon {
+    /// One memory step: observe, plan, write what differs.
+    /// At rest (nothing ran) once a second, else every tick: memory held still changes
+    /// little, and a new currency's guard is written as its directory is made.
+    pub fn apply_memory(&mut self) {
+        let Some(mem) = self.memory.mem.clone() else { return };
+        if !self.obs.busy && self.memory.at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        self.memory.at = Some(std::time::Instant::now());
+        let total = kmem::mem_total().unwrap_or(0);
+        let available = model::available(total, self.cfg.memory.reserve, mem.max("").ok().flatten());
+        // Foreground currencies with jobs, their jobs in a stable order.
+        let mut ids: Vec<CurrencyId> = vec![];
+        let mut jobs: Vec<Vec<(String, u32)>> = vec![];
+        let mut specs: Vec<_> = self.desired.jobs.values().filter(|j| j.class() == Class::Foreground).collect();
+        specs.sort_by_key(|j| j.rel());
+        for j in specs {
+            let i = match ids.iter().position(|c| *c == j.currency) {
+                Some(i) => i,
+                None => {
+                    ids.push(j.currency.clone());
+                    jobs.push(vec![]);
+                    ids.len() - 1
+                }
+            };
+            jobs[i].push((j.rel(), j.tickets.get()));
+        }
+        let ins: Vec<CurrencyMem> = ids
+            .iter()
+            .zip(&jobs)
+            .map(|(c, js)| CurrencyMem {
+                funding: self.funding_of(c),
+                usage: mem.usage(&currency_rel(Class::Foreground, c)).unwrap_or(0),
+                cap: self.memory_cap(c),
+                jobs: js.iter().map(|(_, t)| JobMem { tickets: *t, cap: None }).collect(),
+            })
+            .collect();
+        let plan = model::plan(available, &ins);
+        self.memory.last = (ins.clone(), available);
+        let mut seen = std::collections::HashSet::new();
+        let mut rels = std::collections::HashSet::new();
+        let mut raised = std::collections::HashSet::new();
+        let mut view = BTreeMap::new();
+        for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
+            let crel = currency_rel(Class::Foreground, c);
+            // v2: the controller is enabled down to each job once (its files appear then).
+            for (rel, _) in js {
+                if mem.version() == Version::V2 && !self.memory.delegated.contains(rel) {
+                    match mem.ensure(rel) {
+                        Ok(()) => _ = self.memory.delegated.insert(rel.clone()),
+                        Err(e) => log::warn!("memory: could not enable the memory controller down to {rel}: {e}"),
+                    }
+                }
+            }
+            if !mem.has(&crel) {
+                continue;
+            }
+            let v1 = mem.version() == Version::V1;
+            // v1: a soft cap lowers the soft limit (reclaimed first above it); v2: memory.high.
+            let soft = if v1 { p.high.map_or(p.protection, |h| h.min(p.protection)) } else { p.protection };
+            self.mem_write(&mem, &crel, "protection", Some(soft));
+            let limit = if v1 { Some(p.guard).filter(|g| *g < available || p.max.is_some()) } else { p.max };
+            let limit = self.mem_write_limit(&mem, &crel, limit, i.usage);
+            if !v1 {
+                self.mem_write(&mem, &crel, "high", p.high);
+            }
+            rels.insert(crel.clone());
+            // Processes are read only while the currency is over its share, or was.
+            let scan = self.cfg.memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory.raised.contains(c));
+            for ((rel, _), jp) in js.iter().zip(&p.jobs) {
+                rels.insert(rel.clone());
+                if self.memory.written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
+                    self.mem_write(&mem, rel, "protection", Some(jp.protection));
+                }
+                for pid in if scan { self.tree.cg.procs(rel).unwrap_or_default() } else { vec![] } {
+                    seen.insert(pid);
+                    self.oom_adj(pid, p.oom_score_adj);
+                }
+            }
+            if scan && p.oom_score_adj > model::WITHIN_SHARE_ADJ {
+                raised.insert(c.clone());
+            }
+            view.insert(
+                c.clone(),
+                CurrencyMemory {
+                    usage: i.usage,
+                    protection: p.protection,
+                    available,
+                    limit,
+                    cap: i.cap.map(|m| m.to_string()),
+                    oom_score_adj: self.cfg.memory.oom.then_some(p.oom_score_adj),
+                    oom_kills: 0,
+                },
+            );
+        }
+        self.memory.oom.retain(|pid, _| seen.contains(pid));
+        self.memory.foreign.retain(|pid, _| seen.contains(pid));
+        self.memory.written.retain(|(rel, _), _| rels.contains(rel));
+        self.memory.delegated.retain(|rel| rels.contains(rel));
+        self.memory.raised = raised;
+        self.memory.view = view;
+    }
+
+    /// A currency's memory as `show` reports it, its OOM kills read now.
+    pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
+        let mut v = self.memory.view.get(c)?.clone();
+        if let Some(mem) = &self.memory.mem {
+            v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory.retired_kills.get(c).copied().unwrap_or(0);
+        }
+        Some(v)
+    }
+
+    /// A currency's directory was just made, before its first process moves in: on cgroup v1
+    /// its guard is written now, not at the next tick, or a fast-growing first process
+    /// (a hog) would meet allot's root's limit first, which reclaims every currency alike.
+    pub fn guard_fresh_currency(&mut self, class: Class, c: &CurrencyId) {
+        let Some(mem) = self.memory.mem.clone() else { return };
+        if mem.version() != Version::V1 || class != Class::Foreground {
+            return;
+        }
+        let (mut ins, available) = self.memory.last.clone();
+        if available == 0 {
+            return;
+        }
+        ins.push(CurrencyMem { funding: self.funding_of(c), usage: 0, cap: self.memory_cap(c), jobs: vec![JobMem { tickets: 100, cap: None }] });
+        let p = model::plan(available, &ins).pop().expect("one plan per currency");
+        let rel = currency_rel(Class::Foreground, c);
+        if ins.len() > 1 || p.max.is_some() {
+            self.mem_write_limit(&mem, &rel, Some(p.guard), 0);
+        }
+    }
+
+    /// A job's directory is about to go: on cgroup v1, where the kernel counts an OOM kill
+    /// only in the killed process's own group, its count is kept for its currency.
+    pub fn retire_memory(&mut self, rel: &str, c: &CurrencyId) {
+        let Some(mem) = &self.memory.mem else { return };
+        if mem.version() == Version::V1 && mem.has(rel) {
+            *self.memory.retired_kills.entry(c.clone()).or_default() += mem.oom_kills(rel).unwrap_or(0);
+        }
+    }
+
+    /// A currency's memory cap: its `[funding]` entry's `mem`, by currency name or uid.
+    fn memory_cap(&self, c: &CurrencyId) -> Option<model::MemCap> {
+        let by = |k: &str| self.cfg.funding.get(k).and_then(|e| e.mem);
+        match c {
+            CurrencyId::Named(n) => by(n),
+            CurrencyId::User(uid) => allot_linux::users::user_by_uid(*uid).and_then(|u| by(&u.name)).or_else(|| by(&uid.to_string())),
+        }
+    }
+
+    fn mem_write(&mut self, mem: &Memory, rel: &str, what: &'static str, v: Option<u64>) {
+        let key = (rel.to_string(), what);
+        if self.memory.written.get(&key) == Some(&v) {
+            return;
+        }
+        let r = match what {
+            "protection" => mem.set_protection(rel, v.unwrap_or(0)),
+            "high" => mem.set_high(rel, v),
+            _ => mem.set_max(rel, v),
+        };
+        match r {
+            Ok(()) => {
+                self.memory.written.insert(key, v);
+            }
+            Err(e) => log::warn!("memory: could not set {what} of {rel} to {v:?}: {e}"),
+        }
+    }
+
+    /// Writes a hard limit; a limit the kernel cannot reclaim down to (v1: EBUSY, memory
+    /// that cannot be reclaimed without swap) is written at the usage instead, so the
+    /// currency cannot grow, and tried again next tick. Returns what is in force.
+    fn mem_write_limit(&mut self, mem: &Memory, rel: &str, limit: Option<u64>, usage: u64) -> Option<u64> {
+        // Whole MiB: the guard moves with every page others touch; a write per MiB is plenty.
+        let limit = limit.map(|l| l & !((1 << 20) - 1));
+        let key = (rel.to_string(), "max");
+        if self.memory.written.get(&key) == Some(&limit) {
+            return limit;
+        }
+        match mem.set_max(rel, limit) {
+            Ok(()) => {
+                self.memory.written.insert(key, limit);
+                limit
+            }
+            Err(e) => {
+                log::info!("memory: {rel} could not be brought down to {limit:?} yet ({e}); held at its usage, {usage}");
+                let hold = limit.map(|l| l.max(usage.next_multiple_of(1 << 20)));
+                if mem.set_max(rel, hold).is_ok() {
+                    self.memory.written.remove(&key);
+                }
+                hold
+            }
+        }
+    }
+
+    /// Keeps one process's `oom_score_adj` in step with its currency's: raised while the
+    /// currency is over its share (re-asserted every tick, since its owner may write a
+    /// lower value back), given back when it is within its share. allot never lowers a
+    /// value it did not write: a process someone set below 0 (an administrator's choice)
+    /// is left alone, one set above the currency's keeps its own.
+    fn oom_adj(&mut self, pid: i32, adj: i16) {
+        if adj <= model::WITHIN_SHARE_ADJ {
+            if let Some((orig, _)) = self.memory.oom.remove(&pid) {
+                let _ = kmem::set_oom_score_adj(pid, orig);
+            }
+            return;
+        }
+        if self.memory.foreign.contains_key(&pid) {
+            return;
+        }
+        let Ok(now) = kmem::oom_score_adj(pid) else { return };
+        let orig = match self.memory.oom.get(&pid) {
+            Some(&(orig, _)) => orig,
+            None if now < 0 => {
+                self.memory.foreign.insert(pid, now);
+                return;
+            }
+            None => now,
+        };
+        let want = adj.max(orig);
+        if now != want {
+            if let Err(e) = kmem::set_oom_score_adj(pid, want) {
+                log::warn!("memory: could not set oom_score_adj of {pid} to {want}: {e}");
+                return;
+            }
+        }
+        self.memory.oom.insert(pid, (orig, want));
+    }
+
+    /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
+    /// process had, and every guard limit to the currency's hard cap (or none).
+    pub fn undo_memory(&mut self) {
+        for (pid, (orig, _)) in std::mem::take(&mut self.memory.oom) {
+            let _ = kmem::set_oom_score_adj(pid, orig);
+        }
+        let Some(mem) = self.memory.mem.clone() else { return };
+        let caps: Vec<(String, Option<u64>)> =
+            self.memory.view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c).filter(|m| m.hard).map(|m| m.bytes))).collect();
+        for (rel, cap) in caps {
+            if mem.has(&rel) {
+                let _ = mem.set_max(&rel, cap);
+            }
+        }
+        self.memory.written.clear();
+    }
+}
+
+#[cfg(test)]
+#[path = "memory_tests.rs"]
+mod tests;

@@ -1,0 +1,73 @@
+//! The memory step against the fake kernel and a cgroup v2 memory fixture: what it writes
+//! where, without root (the v1 path runs on the real kernel in tests/memory.rs).
+
+use super::super::registry::CurrencyId;
+use super::super::tests::{start, world};
+use allot_linux::cgroup::memory::Memory;
+use allot_linux::cgroup::Version;
+use std::path::{Path, PathBuf};
+
+const M: u64 = 1 << 20;
+
+/// A memory hierarchy of files, removed when dropped.
+struct Fixture(PathBuf);
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kernel files are written in place, never created: make them, empty or with a value.
+fn files(dir: &Path, names: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (n, v) in names {
+        std::fs::write(dir.join(n), v).unwrap();
+    }
+}
+
+fn read(p: PathBuf) -> String {
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "sh");
+    w.lock().unwrap().spawn(101, 3001, "/", "sh");
+    let mut d = start(&w, None);
+    d.scan();
+    let mount = std::env::temp_dir().join(format!("allot-memory-step-{}", std::process::id()));
+    let _f = Fixture(mount.clone());
+    let root = mount.join("fake");
+    files(&mount, &[("cgroup.subtree_control", "")]);
+    // allot's root bounded at 512 MiB: the memory available to users.
+    files(&root, &[("cgroup.subtree_control", ""), ("memory.max", "536870912\n")]);
+    for c in ["user-3000", "user-3001"] {
+        let cur = if c == "user-3000" { "104857600\n" } else { "10485760\n" };
+        files(&root.join(c), &[("cgroup.subtree_control", ""), ("memory.current", cur), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")]);
+        files(&root.join(c).join("default"), &[("memory.current", "0\n"), ("memory.low", "")]);
+    }
+    d.memory.mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.cfg.memory.oom = false;
+    d.desired.funding.insert(CurrencyId::User(3000), 300);
+    d.cfg.funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), (384 * M).to_string());
+    assert_eq!(read(root.join("user-3001/memory.low")), (128 * M).to_string());
+    assert_eq!(read(root.join("user-3000/default/memory.low")), (384 * M).to_string(), "one job: all its currency's protection");
+    assert_eq!(read(root.join("user-3001/memory.max")), (64 * M).to_string(), "the hard memory cap");
+    assert_eq!(read(root.join("user-3001/memory.high")), "max");
+    assert_eq!(read(root.join("user-3000/memory.max")), "max", "no cap, and no guard on v2 (memory.low does it)");
+    for dir in [mount.clone(), root.clone(), root.join("user-3000"), root.join("user-3001")] {
+        assert_eq!(read(dir.join("cgroup.subtree_control")), "+memory", "memory delegated through {}", dir.display());
+    }
+    let v = d.memory_view(&CurrencyId::User(3000)).unwrap();
+    assert_eq!((v.usage, v.protection, v.available, v.limit), (100 * M, 384 * M, 512 * M, None));
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().limit, Some(64 * M));
+    // Written once: a second step with nothing changed writes nothing (the file is left as we
+    // overwrite it by hand, so a write would show).
+    std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
+    d.memory.at = None;
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
+}

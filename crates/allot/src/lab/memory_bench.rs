@@ -1,0 +1,225 @@
+//! `allot-lab bench memory`: user B's working set against user A's growing hog, the kernel
+//! alone and then allot, in one run (docs/memory.md).
+//!
+//! Both runs are the same but for `[memory] enable`: a private daemon places B's and A's
+//! processes in their currencies (equal funding), allot's cgroup root is bounded in the v1
+//! memory controller (`--limit`, 512 MiB) so the pressure stays inside it, B reads a file
+//! of its own over and over (`allot-lab workload read`: a working set in the page cache, below
+//! its share) and A's hog takes anonymous memory past the limit (`allot-lab workload mem`).
+//! What B kept in memory while the hog ran (and what it read again from the disk) is the
+//! number; B's read rate with the hog against its rate alone, and whose process the OOM
+//! killer took, the others. B's rate also falls because A's hog takes CPU (one of two
+//! CPUs is A's share), so the check is on memory: `--check` fails when, with allot, B
+//! held less than 90% of its working set at any moment of the hog's run or lost its reader.
+
+use allot_measure::harness::{Kids, PrivateDaemon};
+use anyhow::{bail, Context};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `allot-lab bench memory`.
+#[derive(Debug, Args)]
+pub struct MemoryBenchArgs {
+    /// Exit non-zero if, with allot, B holds less than 90% of its working set while the hog
+    /// runs, or loses its reader.
+    #[arg(long)]
+    pub check: bool,
+    /// The memory all of allot's users share in the benchmark, MiB (allot's root's limit).
+    #[arg(long, default_value_t = 512)]
+    pub limit: u64,
+    /// B's working set, MiB (below its half of the limit).
+    #[arg(long, default_value_t = 160)]
+    pub working_set: u64,
+    /// Seconds B reads alone, then with A's hog.
+    #[arg(long, default_value_t = 8)]
+    pub seconds: u64,
+    /// The two uids (B, A) the benchmark runs processes as.
+    #[command(flatten)]
+    pub uids: allot_measure::test_uids::TestUids,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    mode: &'static str,
+    /// B's read rate alone, MiB/s.
+    b_alone: f64,
+    /// B's read rate while A's hog runs, MiB/s.
+    b_with_hog: f64,
+    /// B's rate with the hog over its rate alone.
+    kept: f64,
+    /// What B read from the disk while the hog ran (its working set reclaimed), MiB.
+    b_disk: f64,
+    /// The least memory B's currency held while the hog ran, MiB.
+    b_min: f64,
+    /// A's hog: "killed" (by the OOM killer) or "finished".
+    hog: String,
+    /// B's reader ran to its end.
+    b_survived: bool,
+}
+
+const MEM_ROOT: &str = "/sys/fs/cgroup/memory";
+
+/// Runs the benchmark.
+pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("allot-lab bench memory must run as root (it starts a private daemon and makes cgroups)");
+    }
+    if !Path::new(MEM_ROOT).join("memory.limit_in_bytes").exists() {
+        bail!("allot-lab bench memory needs the cgroup v1 memory controller at {MEM_ROOT} (this first version measures cgroup v1 only)");
+    }
+    if args.working_set == 0 || args.working_set * 2 > args.limit || args.seconds == 0 {
+        bail!("--working-set must be 1..{} MiB (at most half of --limit {}), --seconds at least 1", args.limit / 2, args.limit);
+    }
+    let uids = args.uids.pick(2)?;
+    let (b, a) = (uids[0], uids[1]);
+    let exe = std::env::current_exe().context("the allot binary")?;
+    let file = WorkingSet::new(args.working_set)?;
+    let mut rows = vec![];
+    for (mode, enable) in [("kernel alone", false), ("allot", true)] {
+        rows.push(one(&exe, &args, &file.0, mode, enable, b, a)?);
+    }
+    let ok = rows[1].b_min >= 0.9 * args.working_set as f64 && rows[1].b_survived;
+    if json {
+        println!("{}", serde_json::json!({"limit_mib": args.limit, "working_set_mib": args.working_set, "rows": rows, "passed": ok}));
+    } else {
+        let mut t = allot_report::Table::new([
+            "",
+            "B ALONE MiB/s",
+            "B WITH HOG MiB/s",
+            "KEPT",
+            "B FROM DISK MiB",
+            "B HELD MiB (LEAST)",
+            "A'S HOG",
+            "B'S READER",
+        ]);
+        for r in &rows {
+            t.row([
+                r.mode.to_string(),
+                format!("{:.0}", r.b_alone),
+                format!("{:.0}", r.b_with_hog),
+                format!("{:.0}%", r.kept * 100.0),
+                format!("{:.0}", r.b_disk),
+                format!("{:.0}", r.b_min),
+                r.hog.clone(),
+                if r.b_survived { "ran on".into() } else { "lost".into() },
+            ]);
+        }
+        print!("{}", t.render());
+        println!(
+            "\nB reads a {} MiB file over and over; A's hog takes 2 x {} MiB of anonymous memory; allot's users share {} MiB (no swap). Equal funding: each is protected up to {} MiB.",
+            args.working_set,
+            args.limit / 2,
+            args.limit,
+            args.limit / 2
+        );
+        if args.check {
+            println!(
+                "check: with allot B held at least {:.0} MiB of its {} MiB working set (at least 90%) and {} its reader: {}",
+                rows[1].b_min,
+                args.working_set,
+                if rows[1].b_survived { "kept" } else { "lost" },
+                if ok { "passed" } else { "FAILED" }
+            );
+        }
+    }
+    Ok(if args.check && !ok { 1 } else { 0 })
+}
+
+/// B's file, written with O_DIRECT so none of it is cached (and charged to this process)
+/// before B reads it; removed when dropped.
+struct WorkingSet(PathBuf);
+
+impl WorkingSet {
+    fn new(mib: u64) -> anyhow::Result<WorkingSet> {
+        let dir = std::env::temp_dir().join(format!("allot-bench-memory-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        let f = dir.join("working-set");
+        let st = Command::new("dd")
+            .args(["if=/dev/zero", &format!("of={}", f.display()), "bs=1M", &format!("count={mib}"), "oflag=direct", "status=none"])
+            .status()
+            .context("run dd")?;
+        if !st.success() {
+            bail!("dd could not write {}", f.display());
+        }
+        std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+        Ok(WorkingSet(f))
+    }
+}
+
+/// Drops a file's pages from the cache (uncharging them), so each run starts cold.
+fn drop_cache(f: &Path) {
+    let _ = Command::new("dd").args([&format!("if={}", f.display()), "iflag=nocache", "count=0", "status=none"]).status();
+}
+
+impl Drop for WorkingSet {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// B's read rate (MiB/s) and disk reads (MiB) from its workload's report, and whether it
+/// ran to its end.
+fn rate(out: &str) -> (f64, f64, bool) {
+    let v: serde_json::Value = serde_json::from_str(out.lines().last().unwrap_or("")).unwrap_or_default();
+    let (work, wall) = (v["work"].as_f64(), v["wall_s"].as_f64());
+    match (work, wall) {
+        (Some(w), Some(t)) if t > 0.0 => (w / t, v["disk_mib"].as_f64().unwrap_or(0.0), true),
+        _ => (0.0, 0.0, false),
+    }
+}
+
+fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, mode: &'static str, enable: bool, b: u32, a: u32) -> anyhow::Result<Row> {
+    drop_cache(file);
+    let cfg = format!("[users]\nonly = [\"{b}\", \"{a}\"]\n[memory]\nenable = {enable}\n");
+    let mut d = PrivateDaemon::start(exe, &cfg)?;
+    let root = Path::new(MEM_ROOT).join(&d.root_name);
+    allot_linux::write(root.join("memory.limit_in_bytes"), &(args.limit << 20).to_string())?;
+    let mut kids = Kids::default();
+    let exe_s = exe.display().to_string();
+    let file_s = file.display().to_string();
+    let reader = |d: &PrivateDaemon, kids: &mut Kids, secs: u64| -> u32 {
+        let mut c = d.user_command(b, &[&exe_s, "workload", "read", "--file", &file_s, "--duration", &format!("{secs}s")]);
+        c.stdout(Stdio::piped());
+        kids.add(c.spawn().expect("start B's reader"))
+    };
+    // B's currency lives through the whole run (a job emptied between two readers would be
+    // reaped, and with its cgroup the charge of B's cached file).
+    let keep = d.user_command(b, &["sleep", "3600"]).spawn()?;
+    kids.add(keep);
+    // Warm: B's first pass reads the disk.
+    let p = reader(&d, &mut kids, 3);
+    kids.output(p);
+    let p = reader(&d, &mut kids, args.seconds);
+    let (b_alone, _, _) = rate(&kids.output(p));
+    // A's hog starts a second into B's measured run and takes more than everyone's limit.
+    let p = reader(&d, &mut kids, args.seconds);
+    std::thread::sleep(Duration::from_secs(1));
+    let hog = kids.add(
+        d.user_command(a, &[&exe_s, "workload", "mem", "--mib", &(args.limit / 2).to_string(), "--duration", &format!("{}s", args.seconds)])
+            .spawn()?,
+    );
+    let usage = root.join(format!("user-{b}")).join("memory.usage_in_bytes");
+    let mut b_min = u64::MAX;
+    while kids.0.iter_mut().find(|c| c.id() == p).is_some_and(|c| c.try_wait().ok().flatten().is_none()) {
+        b_min = b_min.min(allot_linux::read_u64(&usage).unwrap_or(u64::MAX));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (b_with_hog, b_disk, b_survived) = rate(&kids.output(p));
+    let hog_status = kids.0.iter_mut().find(|c| c.id() == hog).map(|c| c.wait()).transpose()?;
+    kids.0.retain(|c| c.id() != hog);
+    let hog = match hog_status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
+        Some(9) => "killed".to_string(),
+        Some(s) => format!("signal {s}"),
+        None => "finished".to_string(),
+    };
+    kids.kill_all();
+    d.stop()?;
+    let kept = if b_alone > 0.0 { b_with_hog / b_alone } else { 0.0 };
+    Ok(Row { mode, b_alone, b_with_hog, kept, b_disk, b_min: if b_min == u64::MAX { 0.0 } else { (b_min >> 20) as f64 }, hog, b_survived })
+}

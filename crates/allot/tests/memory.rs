@@ -1,0 +1,190 @@
+//! Memory by share on this machine's cgroup v1 memory controller (docs/memory.md). A
+//! private daemon with its own cgroup root; the root's memory is bounded (512 MiB) so the
+//! pressure stays inside it and the host is never pushed. Each test user reads a file of
+//! its own over and over: its working set is page cache, charged to its currency, which
+//! the kernel can reclaim without swap. Needs root; fails, never skips.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+/// Files read by the test users, removed when dropped.
+struct Files(PathBuf);
+
+impl Files {
+    /// `n` files of `mib` MiB each, written with O_DIRECT so no page of them is cached
+    /// (and charged to the test) before a test user reads it.
+    fn new(n: usize, mib: u64) -> Files {
+        let dir = std::env::temp_dir().join(format!("allot-memory-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        for i in 0..n {
+            let f = dir.join(format!("f{i}"));
+            let st = std::process::Command::new("dd")
+                .args(["if=/dev/zero", &format!("of={}", f.display()), "bs=1M", &format!("count={mib}"), "oflag=direct", "status=none"])
+                .status()
+                .unwrap();
+            assert!(st.success(), "dd {}", f.display());
+            std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        }
+        Files(dir)
+    }
+    fn path(&self, i: usize) -> String {
+        self.0.join(format!("f{i}")).display().to_string()
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn mem_dir(d: &PrivateDaemon) -> PathBuf {
+    Path::new("/sys/fs/cgroup/memory").join(&d.root_name)
+}
+
+fn usage(d: &PrivateDaemon, currency: &str) -> u64 {
+    std::fs::read_to_string(mem_dir(d).join(currency).join("memory.usage_in_bytes")).map(|s| s.trim().parse().unwrap_or(0)).unwrap_or(0)
+}
+
+/// A reader of `file`, over and over, as `uid`.
+fn reader(d: &PrivateDaemon, kids: &mut Kids, uid: u32, file: &str) -> u32 {
+    spawn_as(d, kids, uid, &[lab().to_str().unwrap(), "workload", "read", "--file", file])
+}
+
+/// Mean usage of each currency over `secs`, sampled every 100 ms.
+fn mean_usage(d: &PrivateDaemon, currencies: &[&str], secs: u64) -> Vec<f64> {
+    let mut sums = vec![0.0; currencies.len()];
+    let mut n = 0.0;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        for (s, c) in sums.iter_mut().zip(currencies) {
+            *s += usage(d, c) as f64;
+        }
+        n += 1.0;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sums.iter().map(|s| s / n / MIB as f64).collect()
+}
+
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() {
+    require_root();
+    let _s = serial();
+    assert!(
+        Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").exists(),
+        "this test needs the cgroup v1 memory controller at /sys/fs/cgroup/memory"
+    );
+    let files = Files::new(3, 460);
+    let cfg = format!("[users]\nonly = [\"{A}\", \"{B}\", \"{C}\"]\n[funding]\n\"{A}\" = 300\n\"{B}\" = 100\n\"{C}\" = {{ mem = \"64M!\" }}\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    // The pressure stays inside allot's root: 512 MiB for all of its users.
+    std::fs::write(mem_dir(&d).join("memory.limit_in_bytes"), (512 * MIB).to_string()).unwrap();
+    let mut kids = Kids::default();
+    let (ua, ub, uc) = (format!("user-{A}"), format!("user-{B}"), format!("user-{C}"));
+
+    // C alone, capped hard at 64M: its 460M file never takes more.
+    let c = reader(&d, &mut kids, C, &files.path(2));
+    wait_for("C placed", || job_with_pid(&show(&d), c));
+    std::thread::sleep(Duration::from_secs(3));
+    let c_peak = (0..20)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            usage(&d, &uc)
+        })
+        .max()
+        .unwrap();
+    eprintln!("C under a 64M! memory cap: at most {} MiB over 2 s", c_peak / MIB);
+    assert!(c_peak <= 64 * MIB, "C's hard memory cap held: {} MiB", c_peak / MIB);
+    kids.kill(c);
+
+    // A (funding 300) and B (funding 100) both read 460M files under 512M: 3:1.
+    let a = reader(&d, &mut kids, A, &files.path(0));
+    let b = reader(&d, &mut kids, B, &files.path(1));
+    wait_for("A and B placed", || {
+        let s = show(&d);
+        (job_with_pid(&s, a).is_some() && job_with_pid(&s, b).is_some()).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    let m = mean_usage(&d, &[&ua, &ub], 10);
+    let s = show(&d);
+    eprintln!("A (funding 300): {:.0} MiB, B (funding 100): {:.0} MiB, ratio {:.2}", m[0], m[1], m[0] / m[1]);
+    eprintln!("{}", ok(&d.cli(&["show"], None).unwrap()));
+    assert!(m[0] / m[1] > 2.4 && m[0] / m[1] < 3.6, "memory follows funding 3:1 under pressure: A {:.0} MiB, B {:.0} MiB", m[0], m[1]);
+    assert!(m[0] + m[1] > 400.0, "the 512M were used, not wasted: {:.0} MiB", m[0] + m[1]);
+    let cur = |s: &serde_json::Value, name: String| s["currencies"].as_array().unwrap().iter().find(|c| c["name"] == name.as_str()).cloned().unwrap();
+    assert_eq!(cur(&s, A.to_string())["memory"]["protection"], 384 * MIB, "{s:#}");
+    assert_eq!(cur(&s, B.to_string())["memory"]["protection"], 128 * MIB, "{s:#}");
+    // Both within their share (the guard keeps them there): their OOM rank is their own.
+    let adj = |p: u32| std::fs::read_to_string(format!("/proc/{p}/oom_score_adj")).unwrap().trim().parse::<i32>().unwrap();
+    assert_eq!((adj(a), adj(b)), (0, 0), "{}", d.log());
+
+    // B's working set shrinks (its file's cache dropped, B now reads 16 MiB of it): A may
+    // grow into what B left, over its share, and ranks first for the OOM killer.
+    kids.kill(b);
+    let st = std::process::Command::new("dd").args([&format!("if={}", files.path(1)), "iflag=nocache", "count=0", "status=none"]).status().unwrap();
+    assert!(st.success());
+    let small = files.0.join("small");
+    let st = std::process::Command::new("dd")
+        .args(["if=/dev/zero", &format!("of={}", small.display()), "bs=1M", "count=16", "oflag=direct", "status=none"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(&small, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let b = reader(&d, &mut kids, B, small.to_str().unwrap());
+    // A small process of A's beside its reader: the OOM killer may take the reader after
+    // the hog (both are A's), this one is the smallest and shows the value given back.
+    let a_small = spawn_as(&d, &mut kids, A, &["sleep", "600"]);
+    let (adj_a, adj_b) = wait_for("A over its share", || {
+        std::thread::sleep(Duration::from_millis(200));
+        (adj(a) > 0 && adj(a_small) > 0).then(|| (adj(a), adj(b)))
+    });
+    eprintln!("A over its share ({} MiB): oom_score_adj {adj_a}; B ({} MiB): {adj_b}", usage(&d, &ua) / MIB, usage(&d, &ub) / MIB);
+    assert_eq!(adj_b, 0, "B within its share keeps its OOM rank");
+
+    // A's hog (2 x 300 MiB of anonymous memory, no swap) runs out of memory: the process
+    // killed is A's hog, B's reader runs on.
+    let hog = spawn_as(&d, &mut kids, A, &[lab().to_str().unwrap(), "workload", "mem", "--mib", "300"]);
+    let t0 = Instant::now();
+    while kids.0.iter_mut().find(|c| c.id() == hog).is_some_and(|c| c.try_wait().unwrap().is_none()) {
+        assert!(t0.elapsed() < Duration::from_secs(60), "A's hog was not stopped by its currency's limit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Reaped: never signalled again (its pid may be reused).
+    kids.0.retain(|c| c.id() != hog);
+    let alive = |p: u32| Path::new(&format!("/proc/{p}")).exists() && kids.0.iter().any(|c| c.id() == p);
+    assert!(alive(b), "B's reader survived A's hog");
+    let state = |p: u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default().split(") ").nth(1).unwrap_or("?").chars().next().unwrap_or('?')
+    };
+    eprintln!("after the OOM: A's reader state {}, B's reader state {}", state(a), state(b));
+    // The kill is counted in A's currency (the daemon reads it on its next tick).
+    let s = wait_for("the OOM kill counted", || {
+        let s = show(&d);
+        (cur(&s, A.to_string())["memory"]["oom_kills"].as_u64().unwrap() > 0).then_some(s)
+    });
+    let kills = cur(&s, A.to_string())["memory"]["oom_kills"].as_u64().unwrap();
+    eprintln!(
+        "A's hog killed after {:.1} s; OOM kills in A's currency: {kills}; B's: {}",
+        t0.elapsed().as_secs_f64(),
+        cur(&s, B.to_string())["memory"]["oom_kills"]
+    );
+    assert!(kills >= 1 && cur(&s, B.to_string())["memory"]["oom_kills"] == 0, "{s:#}");
+
+    // Stopped: no cgroup of allot's is left in either hierarchy, and A's processes run on
+    // with the oom_score_adj they had.
+    let root = d.root_name.clone();
+    d.stop().unwrap();
+    assert!(!Path::new("/sys/fs/cgroup/memory").join(&root).exists(), "memory cgroup {root} removed");
+    assert!(!Path::new("/sys/fs/cgroup/cpu").join(&root).exists(), "cpu cgroup {root} removed");
+    assert_eq!(state(a_small), 'S', "A's small process runs on");
+    assert_eq!(adj(a_small), 0, "A's oom_score_adj given back");
+    drop(files);
+    kids.kill_all();
+}
