@@ -30,9 +30,9 @@ pub struct JobSpec {
 pub const SHARE_SCALE: u64 = 1000;
 
 /// The flattened hierarchy: each job's share of the machine in base units, its currency's
-/// funding split among the currency's jobs by tickets (Waldspurger 1995, "Lottery and
-/// Stride Scheduling", §3.3 currencies: a ticket's value is its currency's funding over
-/// the tickets issued in it). A currency not in `funding` is funded at 100.
+/// funding split among the currency's jobs by tickets (currencies as in Waldspurger and
+/// Weihl 1994, "Lottery Scheduling": a ticket is worth its currency's funding over the
+/// tickets issued in it). A currency not in `funding` is funded at 100.
 pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>) -> Vec<u64> {
     let mut issued: BTreeMap<&str, u64> = BTreeMap::new();
     for j in jobs {
@@ -194,7 +194,7 @@ mod tests {
         // one currency: shares in the ratio of tickets
         assert_eq!(flatten(&[job(3, "a"), job(2, "a"), job(1, "a")], &BTreeMap::new()), vec![50_000, 33_333, 16_666]);
         // two currencies funded 300 and 100: alice's two jobs split 300, bob's one job
-        // gets 100 whatever its tickets (insulation: Waldspurger 1995 §3.3)
+        // gets 100 whatever its tickets (the currencies' insulation)
         let f = BTreeMap::from([("alice".to_string(), 300), ("bob".to_string(), 100)]);
         assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f), vec![150_000, 150_000, 100_000]);
     }

@@ -9,6 +9,7 @@ mod config_check;
 mod config_funding;
 #[cfg(test)]
 mod config_props;
+mod config_scheduler;
 mod daemon;
 mod daemon_bench;
 mod docgen;

@@ -137,6 +137,13 @@ pub const TABLES: &[Table] = &[
         keys: &[key("weight", "integer", Value("100"), Ints(1, 10_000), "The weight of allot's tree, in cgroup v2 units (cgroup v1's cpu.shares is this times 10.24). 100, the kernel's default, weighs the whole tree as one process at nice 0.")],
     },
     Table {
+        header: "[scheduler]",
+        field: "scheduler",
+        probe: "[scheduler]",
+        text: "The CPU scheduler backend that runs the plan.",
+        keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), which the daemon cannot run yet: it is refused, naming why (the kernel's reason when it has no sched_ext; `allot status` says which it is).")],
+    },
+    Table {
         header: "[privacy]",
         field: "privacy",
         probe: "[privacy]",
