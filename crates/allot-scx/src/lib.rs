@@ -142,6 +142,12 @@ impl Scheduler {
         jobs.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
     }
 
+    /// A job's runnable tasks as the BPF side counts them (None: not a known job).
+    pub fn job_runnable(&self, cgroup_id: u64) -> Result<Option<i64>> {
+        let v = self.map("jobs")?.lookup(&cgroup_id.to_ne_bytes(), MapFlags::ANY)?;
+        Ok(v.map(|v| i64::from_ne_bytes(v[8..16].try_into().expect("a job is 16 bytes"))))
+    }
+
     /// What the BPF side reports.
     pub fn state(&self) -> Result<State> {
         let b = self.map("state")?.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.context("the state map is empty")?;

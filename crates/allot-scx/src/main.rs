@@ -96,6 +96,10 @@ fn main() -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    for j in &a.jobs {
+        let n = cgroup_id(&j.cgroup).ok().and_then(|id| s.job_runnable(id).ok().flatten());
+        println!("allot-scx: job {} runnable tasks counted at the end: {n:?}", j.cgroup.display());
+    }
     // Back to the fair class, then detach (a thread that ran SCHED_EXT keeps that policy
     // in the fair class after a detach; set it back so /proc shows SCHED_OTHER).
     let mut back = 0;

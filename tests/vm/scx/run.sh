@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # allot's sched_ext scheduler in a VM: boots Debian sid's cloud kernel (7.2, sched_ext
-# built in) with tests/vm/run.sh --kernel sid, loads the scheduler with allot-scx, runs
-# three CPU hogs pinned to one CPU with tickets 3:2:1, checks their CPU shares (each
-# within 0.02 of 1/2, 1/3, 1/6), unloads, and checks every task is back in the fair class.
+# built in) with tests/vm/run.sh --kernel sid and runs checks.sh there: allot-scx loads
+# the scheduler for CPU hogs pinned to one CPU; shares at tickets 3:2:1 and insulation
+# between two currencies (each within 0.02), a hog allot does not manage beside them
+# (measured), an ejection by sysrq-S the loader must notice, and after each unload no
+# task left in sched_ext.
 #
 #   tests/vm/scx/run.sh [--allot-scx PATH] [tests/vm/run.sh options...]
 #
 # PATH defaults to target/release/allot-scx (cargo build --release -p allot-scx). The
-# guest script is shares.sh beside this file; its SCX-RESULT lines are the results.
+# guest script is checks.sh beside this file; its SCX-RESULT lines are the results.
 # Exit status: the guest's (0: every check held), or tests/vm/run.sh's harness codes.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,4 +18,4 @@ BIN="$REPO/target/release/allot-scx"
 if [ "${1:-}" = --allot-scx ]; then BIN=$2; shift 2; fi
 [ -x "$BIN" ] || { echo "scx-vm: no $BIN: cargo build --release -p allot-scx" >&2; exit 91; }
 exec bash "$REPO/tests/vm/run.sh" --kernel sid --add "$BIN" --env RUST_BACKTRACE=0 \
-  --shell "$(cat "$HERE/shares.sh")" "$@"
+  --shell "$(cat "$HERE/checks.sh")" "$@"
