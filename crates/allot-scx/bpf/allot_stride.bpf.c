@@ -13,8 +13,13 @@
  * of pass behind the global pass, so sleeping banks little credit (the paper's "remain",
  * bounded).
  *
- * Only tasks user space set to SCHED_EXT are scheduled here (SCX_OPS_SWITCH_PARTIAL);
- * every other task stays in the kernel's fair class, which runs ahead of this class.
+ * Two ways to coexist, chosen by user space before load (the flags of allot_ops):
+ * - partial (SCX_OPS_SWITCH_PARTIAL): only tasks user space set to SCHED_EXT are
+ *   scheduled here; every other task stays in the kernel's fair class, which runs ahead
+ *   of this class;
+ * - all: every task is scheduled here; a task in no job allot describes is a job of its
+ *   own with the share of its nice weight (a nice-0 task: 100 base units, as much as all
+ *   of allot's jobs together when user space normalizes them to [outside] weight 100).
  */
 #include "sched_ext.h"
 
@@ -24,8 +29,8 @@ char _license[] SEC("license") = "GPL";
 #define SHARED_DSQ 0
 /* Pass advanced by one ns of CPU at a share of 1 base unit. */
 #define STRIDE_UNIT 1024ULL
-/* A job user space has not described (a cgroup not in the jobs map) gets this share. */
-#define DEFAULT_SHARE 100ULL
+/* Base units per unit of share user space writes (its SHARE_SCALE, src/lib.rs). */
+#define SHARE_SCALE 1000ULL
 
 /* A job: its cgroup's id (the directory's inode number) maps to this. */
 struct job {
@@ -108,19 +113,23 @@ static u64 task_share(struct task_struct *p)
 {
 	struct task_ctx *t = ctx_of(p);
 	struct job *j;
+	u64 w;
 	s64 n;
 
-	if (!t)
-		return DEFAULT_SHARE;
-	j = bpf_map_lookup_elem(&jobs, &t->job);
+	if (t)
+		j = bpf_map_lookup_elem(&jobs, &t->job);
+	else
+		j = NULL;
 	if (!j) {
+		/* a task in no job: a job of its own, at its nice weight */
 		count(2);
-		return DEFAULT_SHARE;
+		return p->scx.weight * SHARE_SCALE;
 	}
 	n = j->nr_runnable;
 	if (n < 1)
 		n = 1;
-	return j->share / n ? j->share / n : 1;
+	w = j->share / n;
+	return w ? w : 1;
 }
 
 static bool before(u64 a, u64 b)

@@ -82,8 +82,11 @@ struct scx_exit_info {
 struct scx_init_task_args;
 struct scx_exit_task_args;
 
-/* sched_ext_ops: the callbacks allot implements, and its settings. */
+/* sched_ext_ops: the callbacks allot implements, and its settings. libbpf matches the
+ * members by name, so their order here is free: flags comes first, at offset 0 of the
+ * struct_ops map's initial value, where user space sets it before load (src/lib.rs). */
 struct sched_ext_ops {
+	u64 flags;
 	s32 (*select_cpu)(struct task_struct *p, s32 prev_cpu, u64 wake_flags);
 	void (*enqueue)(struct task_struct *p, u64 enq_flags);
 	void (*dispatch)(s32 cpu, struct task_struct *prev);
@@ -94,7 +97,6 @@ struct sched_ext_ops {
 	void (*enable)(struct task_struct *p);
 	s32 (*init)(void);
 	void (*exit)(struct scx_exit_info *info);
-	u64 flags;
 	u32 timeout_ms;
 	char name[128];
 };
@@ -107,6 +109,9 @@ struct sched_ext_ops {
 /* Only tasks whose policy is SCHED_EXT are this scheduler's; every other task stays in
  * the fair class (SCX_OPS_SWITCH_PARTIAL). */
 #define SCX_OPS_SWITCH_PARTIAL 8ULL
+
+/* sched_ext's weight of a nice-0 task (p->scx.weight: 1..10000, 100 at nice 0). */
+#define SCX_WEIGHT_NICE0 100ULL
 
 /* kfuncs, as the 7.2 kernel's BTF declares them. */
 s32 scx_bpf_create_dsq(u64 dsq_id, s32 node) __ksym;

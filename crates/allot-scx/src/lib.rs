@@ -14,6 +14,9 @@ pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/allot_st
 /// The kernel's scheduling policy number for sched_ext (include/uapi/linux/sched.h).
 pub const SCHED_EXT: i32 = 7;
 
+/// sched_ext_ops.flags: only SCHED_EXT tasks are the scheduler's.
+const SCX_OPS_SWITCH_PARTIAL: u64 = 8;
+
 /// One job as the scheduler sees it: its cgroup, tickets and currency.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
@@ -25,23 +28,30 @@ pub struct JobSpec {
     pub currency: String,
 }
 
-/// Base units a currency's funding is multiplied by before it is split, so that a split
-/// among up to 1000 jobs keeps three digits.
+/// Base units per unit of share: a share of 100 (a nice-0 task's weight, in sched_ext's
+/// units) is 100 000 base units, so a split among up to 1000 jobs keeps three digits.
 pub const SHARE_SCALE: u64 = 1000;
 
-/// The flattened hierarchy: each job's share of the machine in base units, its currency's
-/// funding split among the currency's jobs by tickets (currencies as in Waldspurger and
-/// Weihl 1994, "Lottery Scheduling": a ticket is worth its currency's funding over the
-/// tickets issued in it). A currency not in `funding` is funded at 100.
-pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>) -> Vec<u64> {
+/// The flattened hierarchy: each job's share of the machine in base units. All of
+/// allot's jobs together weigh `outside_weight` (as the cgroup backend weighs allot's
+/// tree against the processes outside it, `[outside] weight`; 100 is one nice-0 task),
+/// split among currencies by funding, and a currency's part among its jobs by tickets
+/// (currencies as in Waldspurger and Weihl 1994, "Lottery Scheduling": a ticket is worth
+/// its currency's funding over the tickets issued in it). A currency not in `funding` is
+/// funded at 100.
+pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>, outside_weight: u64) -> Vec<u64> {
     let mut issued: BTreeMap<&str, u64> = BTreeMap::new();
     for j in jobs {
         *issued.entry(&j.currency).or_default() += j.tickets;
     }
+    let fund = |c: &str| funding.get(c).copied().unwrap_or(100) as u128;
+    let total: u128 = issued.keys().map(|c| fund(c)).sum::<u128>().max(1);
+    let whole = (outside_weight * SHARE_SCALE) as u128;
     jobs.iter()
         .map(|j| {
-            let f = funding.get(&j.currency).copied().unwrap_or(100);
-            (f * SHARE_SCALE * j.tickets / issued[j.currency.as_str()].max(1)).max(1)
+            let c = j.currency.as_str();
+            let s = whole * fund(c) * j.tickets as u128 / (total * issued[c].max(1) as u128);
+            (s as u64).max(1)
         })
         .collect()
 }
@@ -57,7 +67,7 @@ pub struct State {
     pub nr_enqueued: u64,
     /// Tasks sent straight to an idle CPU.
     pub nr_direct: u64,
-    /// Charges of tasks whose cgroup is no job the scheduler knows.
+    /// Charges of tasks in no job the scheduler knows (each weighed as its nice weight).
     pub nr_unknown_job: u64,
     /// The kernel's reason.
     pub exit_reason: String,
@@ -112,12 +122,20 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Loads the BPF program (the verifier checks it here) and attaches it.
-    pub fn load() -> Result<Self> {
+    /// Loads the BPF program (the verifier checks it here) and attaches it. `all`: it
+    /// schedules every task, not only those set to SCHED_EXT (docs/scx.md, coexistence).
+    pub fn load(all: bool) -> Result<Self> {
         if !Path::new("/sys/kernel/sched_ext/state").exists() {
             bail!("this kernel has no sched_ext (/sys/kernel/sched_ext/state is missing)");
         }
-        let open = ObjectBuilder::default().open_memory(BPF_OBJECT).context("opening the BPF object")?;
+        let mut open = ObjectBuilder::default().open_memory(BPF_OBJECT).context("opening the BPF object")?;
+        {
+            let mut ops = open.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
+            // flags is the first member of the local sched_ext_ops (bpf/sched_ext.h)
+            let v = ops.initial_value_mut().context("allot_ops has no initial value")?;
+            let flags: u64 = if all { 0 } else { SCX_OPS_SWITCH_PARTIAL };
+            v[..8].copy_from_slice(&flags.to_ne_bytes());
+        }
         let mut obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
         let link = {
             let mut ops = obj.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
@@ -197,12 +215,14 @@ mod tests {
 
     #[test]
     fn flattening_splits_each_currency_by_tickets() {
-        // one currency: shares in the ratio of tickets
-        assert_eq!(flatten(&[job(3, "a"), job(2, "a"), job(1, "a")], &BTreeMap::new()), vec![50_000, 33_333, 16_666]);
-        // two currencies funded 300 and 100: alice's two jobs split 300, bob's one job
-        // gets 100 whatever its tickets (the currencies' insulation)
+        // one currency: shares in the ratio of tickets, all of them one nice-0 task's 100
+        assert_eq!(flatten(&[job(3, "a"), job(2, "a"), job(1, "a")], &BTreeMap::new(), 100), vec![50_000, 33_333, 16_666]);
+        // two currencies funded 300 and 100: alice's two jobs split 3/4, bob's one job
+        // gets 1/4 whatever its tickets (the currencies' insulation)
         let f = BTreeMap::from([("alice".to_string(), 300), ("bob".to_string(), 100)]);
-        assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f), vec![150_000, 150_000, 100_000]);
+        assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 100), vec![37_500, 37_500, 25_000]);
+        // [outside] weight 300: the same split, three nice-0 tasks' worth in all
+        assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 300), vec![112_500, 112_500, 75_000]);
     }
 
     #[test]

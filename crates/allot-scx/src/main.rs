@@ -1,10 +1,13 @@
 //! `allot-scx`: loads allot's sched_ext scheduler by hand, for tests and measurement,
 //! until the daemon runs it (docs/scx.md).
 //!
-//!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--for SECS]
+//!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
+//!                 [--outside-weight W] [--all] [--for SECS]
 //!
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
-//! funding), puts every thread of the jobs' cgroups in the sched_ext class, and runs until
+//! funding, all jobs together weighing W against each task outside them, 100 by default:
+//! one nice-0 task), puts every thread of the jobs' cgroups in the sched_ext class
+//! (`--all`: every task of the machine is the scheduler's, not only those), and runs until
 //! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. Then it puts those threads
 //! back in the fair class, detaches, and prints why the scheduler left.
 
@@ -24,16 +27,22 @@ struct Args {
     jobs: Vec<JobSpec>,
     funding: BTreeMap<String, u64>,
     run_for: Option<Duration>,
+    outside_weight: u64,
+    all: bool,
 }
 
-const USAGE: &str = "usage: allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--for SECS]";
+const USAGE: &str = "usage: allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--outside-weight W] [--all] [--for SECS]";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
         bail!("{USAGE}");
     }
-    let mut a = Args { jobs: vec![], funding: BTreeMap::new(), run_for: None };
+    let mut a = Args { jobs: vec![], funding: BTreeMap::new(), run_for: None, outside_weight: 100, all: false };
     while let Some(opt) = it.next() {
+        if opt == "--all" {
+            a.all = true;
+            continue;
+        }
         let val = it.next().with_context(|| format!("{opt} needs a value; {USAGE}"))?;
         match opt.as_str() {
             "--job" => {
@@ -52,6 +61,13 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
                     n.parse().ok().filter(|n| (1..=10_000).contains(n)).with_context(|| format!("--funding {val:?}: funding must be 1..10000"))?;
                 a.funding.insert(c.into(), n);
             }
+            "--outside-weight" => {
+                a.outside_weight = val
+                    .parse()
+                    .ok()
+                    .filter(|w| (1..=10_000).contains(w))
+                    .with_context(|| format!("--outside-weight must be 1..10000, got {val:?}"))?
+            }
             "--for" => a.run_for = Some(Duration::from_secs_f64(val.parse().with_context(|| format!("--for wants seconds, got {val:?}"))?)),
             _ => bail!("unknown option {opt:?}; {USAGE}"),
         }
@@ -64,15 +80,20 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
 
 fn main() -> Result<()> {
     let a = parse(std::env::args().skip(1))?;
-    let shares = flatten(&a.jobs, &a.funding);
-    let mut s = Scheduler::load()?;
+    let shares = flatten(&a.jobs, &a.funding, a.outside_weight);
+    let mut s = Scheduler::load(a.all)?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
-    println!("allot-scx: loaded allot_stride (sched_ext state: {})", state.trim());
+    let mode = if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" };
+    println!(
+        "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {})",
+        state.trim(),
+        std::fs::read_to_string("/sys/kernel/sched_ext/switch_all").unwrap_or_default().trim()
+    );
     for (j, share) in a.jobs.iter().zip(&shares) {
         s.set_job(cgroup_id(&j.cgroup)?, *share)?;
         let mut n = 0;
@@ -118,7 +139,7 @@ fn main() -> Result<()> {
         None => s.state()?,
     };
     println!(
-        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of unknown jobs",
+        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job",
         start.elapsed().as_secs_f64(),
         st.exit_kind_name(),
         st.exit_kind,

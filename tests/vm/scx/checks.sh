@@ -7,6 +7,8 @@
 #   insulation  currencies alice and bob funded alike; alice 1 hog, bob 5 hogs in one job:
 #               alice's hog within 0.02 of 1/2, each of bob's within 0.02 of 1/10
 #   outside     ratio's jobs and one hog allot does not manage (fair class): measured
+#   outside-all the same with every task scheduled (--all): allot's jobs together weigh
+#               as the outside hog ([outside] weight 100): 1/4, 1/6, 1/12 and 1/2
 #   sysrq       sysrq-S ejects the scheduler: the loader sees it within 2 s and names it
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 set -u
@@ -90,6 +92,14 @@ loader --job /sys/fs/cgroup/j1=3 --job /sys/fs/cgroup/j2=2 --job /sys/fs/cgroup/
 measure outside $1:- $2:- $3:- $4:-
 wait $LP; echo "SCX-MEASURE outside: loader exit $? (0: ran its time; 3: the kernel ejected it)"
 stop_hogs; after outside
+
+# ---- outside-all: the same with every task the scheduler's (--all); the hog allot does
+# not manage weighs as one nice-0 task, as much as allot's three jobs together
+hog j1; hog j2; hog j3; hog outside; set -- $HOGS
+loader --job /sys/fs/cgroup/j1=3 --job /sys/fs/cgroup/j2=2 --job /sys/fs/cgroup/j3=1 --all
+echo "SCX-STATE outside-all: sched_ext $(cat /sys/kernel/sched_ext/state), switch_all $(cat /sys/kernel/sched_ext/switch_all)"
+measure outside-all $1:0.25 $2:0.1667 $3:0.0833 $4:0.5 || fail=1
+loader_done outside-all; stop_hogs; after outside-all
 
 # ---- sysrq-S: the kernel ejects the scheduler; the loader notices and says why
 hog j1; hog j2; hog j3

@@ -2,9 +2,10 @@
 # allot's sched_ext scheduler in a VM: boots Debian sid's cloud kernel (7.2, sched_ext
 # built in) with tests/vm/run.sh --kernel sid and runs checks.sh there: allot-scx loads
 # the scheduler for CPU hogs pinned to one CPU; shares at tickets 3:2:1 and insulation
-# between two currencies (each within 0.02), a hog allot does not manage beside them
-# (measured), an ejection by sysrq-S the loader must notice, and after each unload no
-# task left in sched_ext.
+# between two currencies, and, with every task scheduled (--all), allot's jobs weighing
+# as one nice-0 task against a hog it does not manage (each within 0.02); the same hog
+# beside a partial switch (measured); an ejection by sysrq-S the loader must notice; and
+# after each unload no task left in sched_ext.
 #
 #   tests/vm/scx/run.sh [--allot-scx PATH] [tests/vm/run.sh options...]
 #
