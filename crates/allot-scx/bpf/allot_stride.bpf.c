@@ -32,13 +32,12 @@ char _license[] SEC("license") = "GPL";
 /* Base units per unit of share user space writes (its SHARE_SCALE, src/lib.rs). */
 #define SHARE_SCALE 1000ULL
 
-/* A job: its cgroup's id (the directory's inode number) maps to this. */
+/* A job: its cgroup's id (the directory's inode number) maps to this. Written by user
+ * space only. */
 struct job {
-	/* The job's share of the machine in base units, flattened by user space:
-	 * funding of its currency * its tickets / the tickets of the currency's jobs. */
+	/* The job's share of the machine in base units, flattened by user space (src/lib.rs
+	 * flatten: [outside] weight split by currency funding, then by tickets). */
 	u64 share;
-	/* Its tasks now runnable (kept here: runnable and quiescent callbacks). */
-	s64 nr_runnable;
 };
 
 struct {
@@ -47,6 +46,25 @@ struct {
 	__type(key, u64);
 	__type(value, struct job);
 } jobs SEC(".maps");
+
+/* A job's tasks now runnable, by its cgroup id: written by the BPF side only (runnable
+ * and quiescent callbacks), so user space rewriting a share never races a count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u64);
+	__type(value, s64);
+} runnable SEC(".maps");
+
+static s64 *runnable_of(u64 job)
+{
+	s64 zero = 0, *n = bpf_map_lookup_elem(&runnable, &job);
+
+	if (n)
+		return n;
+	bpf_map_update_elem(&runnable, &job, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&runnable, &job);
+}
 
 /* Per task: the job it was counted in while runnable. */
 struct task_ctx {
@@ -113,8 +131,8 @@ static u64 task_share(struct task_struct *p)
 {
 	struct task_ctx *t = ctx_of(p);
 	struct job *j;
+	s64 n, *nr;
 	u64 w;
-	s64 n;
 
 	if (t)
 		j = bpf_map_lookup_elem(&jobs, &t->job);
@@ -125,7 +143,8 @@ static u64 task_share(struct task_struct *p)
 		count(2);
 		return p->scx.weight * SHARE_SCALE;
 	}
-	n = j->nr_runnable;
+	nr = bpf_map_lookup_elem(&runnable, &t->job);
+	n = nr ? *nr : 1;
 	if (n < 1)
 		n = 1;
 	w = j->share / n;
@@ -168,15 +187,17 @@ void BPF_STRUCT_OPS(allot_dispatch, s32 cpu, struct task_struct *prev)
 void BPF_STRUCT_OPS(allot_runnable, struct task_struct *p, u64 enq_flags)
 {
 	struct task_ctx *t = ctx_of(p);
-	struct job *j;
+	s64 *n;
 
 	if (!t)
 		return;
 	t->job = cgroup_id(p);
 	t->counted = false;
-	j = bpf_map_lookup_elem(&jobs, &t->job);
-	if (j) {
-		__sync_fetch_and_add(&j->nr_runnable, 1);
+	if (!bpf_map_lookup_elem(&jobs, &t->job))
+		return;
+	n = runnable_of(t->job);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
 		t->counted = true;
 	}
 }
@@ -184,14 +205,14 @@ void BPF_STRUCT_OPS(allot_runnable, struct task_struct *p, u64 enq_flags)
 void BPF_STRUCT_OPS(allot_quiescent, struct task_struct *p, u64 deq_flags)
 {
 	struct task_ctx *t = ctx_of(p);
-	struct job *j;
+	s64 *n;
 
 	if (!t || !t->counted)
 		return;
 	t->counted = false;
-	j = bpf_map_lookup_elem(&jobs, &t->job);
-	if (j)
-		__sync_fetch_and_add(&j->nr_runnable, -1);
+	n = bpf_map_lookup_elem(&runnable, &t->job);
+	if (n)
+		__sync_fetch_and_add(n, -1);
 }
 
 void BPF_STRUCT_OPS(allot_running, struct task_struct *p)

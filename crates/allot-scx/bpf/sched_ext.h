@@ -32,7 +32,7 @@ typedef _Bool bool;
 #define NULL ((void *)0)
 
 enum bpf_map_type { BPF_MAP_TYPE_HASH = 1, BPF_MAP_TYPE_ARRAY = 2, BPF_MAP_TYPE_TASK_STORAGE = 29 };
-enum { BPF_ANY = 0, BPF_F_NO_PREALLOC = 1, BPF_LOCAL_STORAGE_GET_F_CREATE = 1 };
+enum { BPF_ANY = 0, BPF_NOEXIST = 1, BPF_F_NO_PREALLOC = 1, BPF_LOCAL_STORAGE_GET_F_CREATE = 1 };
 
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>

@@ -150,20 +150,13 @@ impl Scheduler {
 
     /// Describes a job: its cgroup's id and share (base units, from [`flatten`]).
     pub fn set_job(&self, cgroup_id: u64, share: u64) -> Result<()> {
-        let mut v = [0u8; 16];
-        v[..8].copy_from_slice(&share.to_ne_bytes());
-        let jobs = self.map("jobs")?;
-        // Keep the runnable count the BPF side holds for a job already known.
-        if let Some(old) = jobs.lookup(&cgroup_id.to_ne_bytes(), MapFlags::ANY)? {
-            v[8..].copy_from_slice(&old[8..16]);
-        }
-        jobs.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
+        self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &share.to_ne_bytes(), MapFlags::ANY).context("writing the jobs map")
     }
 
-    /// A job's runnable tasks as the BPF side counts them (None: not a known job).
+    /// A job's runnable tasks as the BPF side counts them (None: none counted yet).
     pub fn job_runnable(&self, cgroup_id: u64) -> Result<Option<i64>> {
-        let v = self.map("jobs")?.lookup(&cgroup_id.to_ne_bytes(), MapFlags::ANY)?;
-        Ok(v.map(|v| i64::from_ne_bytes(v[8..16].try_into().expect("a job is 16 bytes"))))
+        let v = self.map("runnable")?.lookup(&cgroup_id.to_ne_bytes(), MapFlags::ANY)?;
+        Ok(v.map(|v| i64::from_ne_bytes(v[..8].try_into().expect("a count is 8 bytes"))))
     }
 
     /// What the BPF side reports.

@@ -6,6 +6,9 @@
 #   ratio       tickets 3:2:1 in one currency: shares within 0.02 of 1/2, 1/3, 1/6
 #   insulation  currencies alice and bob funded alike; alice 1 hog, bob 5 hogs in one job:
 #               alice's hog within 0.02 of 1/2, each of bob's within 0.02 of 1/10
+#   sleepers    as insulation, but bob's job is 1 hog and 4 tasks waking every 50 ms:
+#               each job's CPU (its cgroup's cpu.stat) within 0.02 of 1/2 (a job's share
+#               goes to its runnable tasks)
 #   outside     ratio's jobs and one hog allot does not manage (fair class): measured
 #   outside-all the same with every task scheduled (--all): allot's jobs together weigh
 #               as the outside hog ([outside] weight 100): 1/4, 1/6, 1/12 and 1/2
@@ -31,8 +34,16 @@ stop_hogs() {
   HOGS=""
   for d in /sys/fs/cgroup/*/; do [ -f $d/cgroup.procs ] && rmdir $d 2>/dev/null; done
 }
-ns() { cut -d' ' -f1 /proc/$1/schedstat; }
-# measure NAME PID:WANT... (WANT "-" measures only): shares of the window
+# ns PID|CGROUP-DIR: CPU time so far, ns (a process: schedstat; a job: its cgroup's
+# cpu.stat usage_usec, every task it held included)
+ns() {
+  case $1 in
+    /*) awk '/^usage_usec/ {printf "%.0f\n", $2 * 1000}' $1/cpu.stat ;;
+    *) cut -d' ' -f1 /proc/$1/schedstat ;;
+  esac
+}
+# measure NAME ID:WANT... (ID a pid or a cgroup directory; WANT "-" measures only):
+# shares of the window
 measure() {
   name=$1; shift
   before=""; for pw in "$@"; do before="$before $(ns ${pw%%:*})"; done
@@ -85,6 +96,19 @@ hog a1; hog b1; hog b1; hog b1; hog b1; hog b1; set -- $HOGS
 loader --job /sys/fs/cgroup/a1=1:alice --job /sys/fs/cgroup/b1=1:bob --funding alice=100 --funding bob=100
 measure insulation $1:0.5 $2:0.1 $3:0.1 $4:0.1 $5:0.1 $6:0.1 || fail=1
 loader_done insulation; stop_hogs; after insulation
+
+# ---- sleepers: bob's job also holds 4 tasks that wake every 50 ms (each wake forks a
+# sleep, which costs a TCG guest much CPU); a job's share goes to its runnable tasks, so
+# bob's job as a whole (cgroup cpu.stat) gets half against alice's hog
+hog a1; hog b1
+for i in 1 2 3 4; do
+  taskset -c 1 sh -c 'while :; do sleep 0.05; done' &
+  echo $! > /sys/fs/cgroup/b1/cgroup.procs
+  HOGS="$HOGS $!"
+done
+loader --job /sys/fs/cgroup/a1=1:alice --job /sys/fs/cgroup/b1=1:bob --funding alice=100 --funding bob=100
+measure sleepers /sys/fs/cgroup/a1:0.5 /sys/fs/cgroup/b1:0.5 || fail=1
+loader_done sleepers; stop_hogs; after sleepers
 
 # ---- outside: a hog allot does not manage stays in the fair class
 hog j1; hog j2; hog j3; hog outside; set -- $HOGS

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # allot's sched_ext scheduler in a VM: boots Debian sid's cloud kernel (7.2, sched_ext
 # built in) with tests/vm/run.sh --kernel sid and runs checks.sh there: allot-scx loads
-# the scheduler for CPU hogs pinned to one CPU; shares at tickets 3:2:1 and insulation
-# between two currencies, and, with every task scheduled (--all), allot's jobs weighing
+# the scheduler for CPU hogs pinned to one CPU; shares at tickets 3:2:1, insulation
+# between two currencies, a job with members that sleep and wake, and, with every task
+# scheduled (--all), allot's jobs weighing
 # as one nice-0 task against a hog it does not manage (each within 0.02); the same hog
 # beside a partial switch (measured); an ejection by sysrq-S the loader must notice; and
 # after each unload no task left in sched_ext.
