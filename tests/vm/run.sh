@@ -14,6 +14,10 @@
 #                    names for it (default: target/release/allot when it exists;
 #                    required unless --shell is given)
 #   --shell SCRIPT   run this sh script instead of allot
+#   --kernel K       bookworm (default: Debian 12's cloud kernel, 6.1) or sid (Debian
+#                    unstable's cloud kernel, which has sched_ext; fetched with a private
+#                    apt configuration: the host's sources are neither read nor changed)
+#   --add PATH       also put this program at /bin/NAME, with its libraries (repeatable)
 #   --env K=V        export K=V to the program (repeatable)
 #   --timeout SECS   wall-clock limit for the whole VM run (default 1200, env ALLOT_VM_TIMEOUT)
 #   --smp N          guest CPUs (default 2, env ALLOT_VM_SMP)
@@ -50,6 +54,8 @@ ALLOT=""
 SHELL_SCRIPT=""
 HAVE_SHELL=0
 ENVS=()
+ADDS=()
+KERNEL=bookworm
 TIMEOUT=${ALLOT_VM_TIMEOUT:-1200}
 SMP=${ALLOT_VM_SMP:-2}
 MEM=${ALLOT_VM_MEM:-1024}
@@ -62,6 +68,8 @@ while [ $# -gt 0 ]; do
     --allot=*) ALLOT=${1#*=}; shift ;;
     --shell) [ $# -ge 2 ] || die_usage "--shell needs a script"; SHELL_SCRIPT=$2; HAVE_SHELL=1; shift 2 ;;
     --env) [ $# -ge 2 ] || die_usage "--env needs K=V"; ENVS+=("$2"); shift 2 ;;
+    --add) [ $# -ge 2 ] || die_usage "--add needs a path"; ADDS+=("$2"); shift 2 ;;
+    --kernel) [ $# -ge 2 ] || die_usage "--kernel needs bookworm or sid"; KERNEL=$2; shift 2 ;;
     --timeout) [ $# -ge 2 ] || die_usage "--timeout needs seconds"; TIMEOUT=$2; shift 2 ;;
     --smp) [ $# -ge 2 ] || die_usage "--smp needs a number"; SMP=$2; shift 2 ;;
     --mem) [ $# -ge 2 ] || die_usage "--mem needs MiB"; MEM=$2; shift 2 ;;
@@ -74,6 +82,10 @@ while [ $# -gt 0 ]; do
 done
 for n in "$TIMEOUT" "$SMP" "$MEM"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die_usage "not a positive integer: '$n'"
+done
+case "$KERNEL" in bookworm|sid) ;; *) die_usage "--kernel must be bookworm or sid, got '$KERNEL'" ;; esac
+for a in ${ADDS[@]+"${ADDS[@]}"}; do
+  [ -f "$a" ] && [ -x "$a" ] || die_harness 91 "--add $a: missing or not executable"
 done
 for e in ${ENVS[@]+"${ENVS[@]}"}; do
   [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die_usage "--env wants NAME=VALUE, got '$e'"
@@ -123,33 +135,58 @@ fi
 # devtmpfs and gzip initramfs are all built in, so no modules are needed.
 mkdir -p "$BUILD"
 KDIR="$BUILD/kernel"
+# sid: CONFIG_SCHED_CLASS_EXT and BTF too; a private apt configuration under the fetch's
+# temporary folder (as tests/vm/systemd/build-image.sh fetches bookworm-backports')
+[ "$KERNEL" = sid ] && KDIR="$BUILD/kernel-sid"
 VMLINUZ="$KDIR/vmlinuz"
 fetch_kernel() {
-  local tmp meta kpkg deb cfg
+  local tmp meta kpkg deb cfg vmlinuz
   tmp=$(mktemp -d "$BUILD/kfetch.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$tmp'" RETURN
-  apt_update
+  local A=(-q -o APT::Sandbox::User=root) extra=()
+  if [ "$KERNEL" = sid ]; then
+    mkdir -p "$tmp/apt/lists/partial" "$tmp/apt/cache/archives/partial"
+    echo "deb http://deb.debian.org/debian sid main" > "$tmp/apt/sources.list"
+    A+=(-o "Dir::Etc::sourcelist=$tmp/apt/sources.list" -o "Dir::Etc::sourceparts=-"
+        -o "Dir::State::Lists=$tmp/apt/lists" -o "Dir::Cache=$tmp/apt/cache")
+    say "apt-get update (sid, private lists)"
+    apt-get "${A[@]}" update >/dev/null || die_harness 93 "apt-get update of sid failed"
+    extra=(CONFIG_SCHED_CLASS_EXT CONFIG_DEBUG_INFO_BTF CONFIG_BPF_SYSCALL CONFIG_BPF_JIT)
+  else
+    apt_update
+  fi
   # the metapackage names the current versioned image package
-  ( cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download linux-image-cloud-amd64 ) >/dev/null \
+  ( cd "$tmp" && apt-get "${A[@]}" download linux-image-cloud-amd64 ) >/dev/null \
     || die_harness 93 "apt-get download linux-image-cloud-amd64 failed"
   meta=$(ls "$tmp"/linux-image-cloud-amd64_*.deb)
   kpkg=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n1)
   [ -n "$kpkg" ] || die_harness 93 "cannot find the image package in $(basename "$meta")'s Depends"
   say "downloading $kpkg"
-  ( cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download "$kpkg" ) >/dev/null \
+  ( cd "$tmp" && apt-get "${A[@]}" download "$kpkg" ) >/dev/null \
     || die_harness 93 "apt-get download $kpkg failed"
   deb=$(ls "$tmp"/"$kpkg"_*.deb)
   dpkg-deb -x "$deb" "$tmp/x" || die_harness 93 "cannot extract $deb"
-  cfg=$(ls "$tmp"/x/boot/config-* | head -n1)
+  # sid splits the image package: the kernel is in linux-binary-VER and its config in
+  # linux-base-VER, both under /usr/lib/modules/VER/ (bookworm: /boot/vmlinuz-VER)
+  local part
+  for part in $(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-\(binary\|base\)-[0-9][^ ]*\).*/\1/p'); do
+    say "downloading $part"
+    ( cd "$tmp" && apt-get "${A[@]}" download "$part" ) >/dev/null || die_harness 93 "apt-get download $part failed"
+    dpkg-deb -x "$(ls "$tmp"/"$part"_*.deb)" "$tmp/x" || die_harness 93 "cannot extract $part"
+  done
+  cfg=$(ls "$tmp"/x/boot/config-* "$tmp"/x/usr/lib/modules/*/config 2>/dev/null | head -n1)
+  vmlinuz=$(ls "$tmp"/x/boot/vmlinuz-* "$tmp"/x/usr/lib/modules/*/vmlinuz 2>/dev/null | head -n1)
+  [ -n "$cfg" ] && [ -n "$vmlinuz" ] || die_harness 93 "no kernel image or config in $kpkg or its parts"
   local opt
   for opt in CONFIG_CGROUPS CONFIG_CGROUP_SCHED CONFIG_FAIR_GROUP_SCHED CONFIG_CFS_BANDWIDTH \
-             CONFIG_DEVTMPFS CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP; do
+             CONFIG_DEVTMPFS CONFIG_SERIAL_8250_CONSOLE CONFIG_BLK_DEV_INITRD CONFIG_RD_GZIP \
+             ${extra[@]+"${extra[@]}"}; do
     grep -qx "$opt=y" "$cfg" || die_harness 93 "$kpkg lacks built-in $opt"
   done
   rm -rf "$KDIR.new"
   mkdir -p "$KDIR.new"
-  cp "$tmp"/x/boot/vmlinuz-* "$KDIR.new/vmlinuz"
+  cp "$vmlinuz" "$KDIR.new/vmlinuz"
   cp "$cfg" "$KDIR.new/config"
   echo "$kpkg $(dpkg-deb -f "$deb" Version)" > "$KDIR.new/version"
   rm -rf "$KDIR"
@@ -191,27 +228,31 @@ done
 
 # copy a file (following symlinks) to the same absolute path inside the root
 copy_in() { mkdir -p "$ROOT$(dirname "$1")"; cp -L "$1" "$ROOT$1"; }
-LAB=""
-if [ -n "$ALLOT" ] && [ -x "$(dirname "$ALLOT")/allot-lab" ]; then
-  LAB="$(dirname "$ALLOT")/allot-lab"
-  cp "$LAB" "$ROOT/bin/allot-lab"
-  chmod 0755 "$ROOT/bin/allot-lab"
-fi
-if [ -n "$ALLOT" ]; then
-  cp "$ALLOT" "$ROOT/bin/allot"
-  chmod 0755 "$ROOT/bin/allot"
-  if ldd_out=$(ldd "$ALLOT" 2>&1); then
+# a program at /bin/NAME, with every library ldd names for it
+add_program() {
+  local src=$1 name=$2 ldd_out f
+  cp "$src" "$ROOT/bin/$name"
+  chmod 0755 "$ROOT/bin/$name"
+  if ldd_out=$(ldd "$src" 2>&1); then
     # every absolute path ldd reports: libraries and the dynamic loader
     for f in $(printf '%s\n' "$ldd_out" | grep -o '/[^ ]*' | sort -u); do
-      [ -e "$f" ] || die_harness 91 "ldd names $f for $ALLOT but it does not exist"
+      [ -e "$f" ] || die_harness 91 "ldd names $f for $src but it does not exist"
       copy_in "$f"
     done
   elif printf '%s' "$ldd_out" | grep -q 'not a dynamic executable'; then
     :   # static binary: nothing to add
   else
-    die_harness 91 "ldd $ALLOT failed: $ldd_out"
+    die_harness 91 "ldd $src failed: $ldd_out"
   fi
+}
+if [ -n "$ALLOT" ]; then add_program "$ALLOT" allot; fi
+# the lab beside the product (target/release/allot-lab), when it is there
+LAB=""
+if [ -n "$ALLOT" ] && [ -x "$(dirname "$ALLOT")/allot-lab" ]; then
+  LAB="$(dirname "$ALLOT")/allot-lab"
+  add_program "$LAB" allot-lab
 fi
+for a in ${ADDS[@]+"${ADDS[@]}"}; do add_program "$a" "$(basename "$a")"; done
 
 cat > "$ROOT/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
@@ -243,7 +284,11 @@ shq() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
   printf 'set --'
   for a in ${ARGS[@]+"${ARGS[@]}"}; do printf ' %s' "$(shq "$a")"; done
   printf '\n'
-  for e in ${ENVS[@]+"${ENVS[@]}"}; do printf 'export %s=%s\n' "${e%%=*}" "$(shq "${e#*=}")"; done
+  case "$KERNEL" in bookworm|sid) ;; *) die_usage "--kernel must be bookworm or sid, got '$KERNEL'" ;; esac
+for a in ${ADDS[@]+"${ADDS[@]}"}; do
+  [ -f "$a" ] && [ -x "$a" ] || die_harness 91 "--add $a: missing or not executable"
+done
+for e in ${ENVS[@]+"${ENVS[@]}"}; do printf 'export %s=%s\n' "${e%%=*}" "$(shq "${e#*=}")"; done
 } > "$ROOT/etc/allot-vm-args"
 if [ "$HAVE_SHELL" = 1 ]; then
   printf '%s\n' "$SHELL_SCRIPT" > "$ROOT/etc/allot-vm-script"

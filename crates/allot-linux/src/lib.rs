@@ -16,6 +16,7 @@ pub mod procevents;
 pub mod procfs;
 pub mod reread;
 pub mod sched;
+pub mod sched_ext;
 pub mod systemd;
 pub mod users;
 

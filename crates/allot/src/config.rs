@@ -44,6 +44,8 @@ pub struct Config {
     pub outside: Outside,
     /// Memory by share (config_memory.rs).
     pub memory: crate::config_memory::MemoryConfig,
+    /// The CPU scheduler backend: "cgroup" (the default) or "scx" (docs/scx.md).
+    pub scheduler: crate::config_scheduler::Scheduler,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
     pub compiled_rules: Vec<crate::daemon::rules::Rule>,
@@ -76,16 +78,7 @@ impl Default for Outside {
     }
 }
 
-/// Who decides funding.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FundingAuthority {
-    /// `allot fund` persists and wins over the config.
-    #[default]
-    Local,
-    /// Only the config sets funding; `allot fund` is refused.
-    Config,
-}
+pub use crate::config_funding::FundingAuthority;
 
 /// Defaults for a group's members.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -270,6 +263,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             outside: Outside::default(),
             memory: Default::default(),
+            scheduler: Default::default(),
             compiled_rules: vec![],
         }
     }
@@ -451,6 +445,7 @@ impl Config {
     fn check(&self) -> Result<(), (String, String)> {
         let bad = |key: &str, msg: String| Err((key.to_string(), msg));
         crate::daemon::allow::check(&self.metrics)?;
+        crate::config_scheduler::check(&self.scheduler, crate::config_scheduler::support())?;
         if let Err(e) = allot_model::Funding::new(self.default_funding as i64) {
             return bad("default_funding", format!("default_funding: {e}"));
         }

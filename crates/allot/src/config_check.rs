@@ -105,8 +105,22 @@ pub fn check(path: &Path, required: bool, names: &dyn Names) -> Report {
 fn top_level_settings() -> Vec<String> {
     const PROBE: &str = "zz_no_such_setting";
     let e = toml::from_str::<Config>(&format!("{PROBE} = 1")).err().map(|e| e.message().to_string()).unwrap_or_default();
-    let tables: Vec<&str> =
-        ["users", "policy", "currencies", "placement", "limits", "privacy", "funding", "groups", "rules", "metrics", "outside", "memory"].into();
+    let tables: Vec<&str> = [
+        "users",
+        "policy",
+        "currencies",
+        "placement",
+        "limits",
+        "privacy",
+        "funding",
+        "groups",
+        "rules",
+        "metrics",
+        "outside",
+        "memory",
+        "scheduler",
+    ]
+    .into();
     e.split('`').skip(1).step_by(2).filter(|k| *k != PROBE && !tables.contains(k)).map(str::to_string).collect()
 }
 

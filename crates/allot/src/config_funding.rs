@@ -6,6 +6,17 @@
 use allot_model::{Cap, Funding};
 use serde::{Deserialize, Deserializer};
 
+/// Who decides funding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FundingAuthority {
+    /// `allot fund` persists and wins over the config.
+    #[default]
+    Local,
+    /// Only the config sets funding; `allot fund` is refused.
+    Config,
+}
+
 /// A `[funding]` entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FundingEntry {

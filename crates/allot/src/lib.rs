@@ -7,6 +7,7 @@
 pub mod client;
 pub mod memory_view;
 pub mod proto;
+pub mod scheduler_view;
 
 #[cfg(test)]
 mod proto_props;

@@ -13,6 +13,7 @@ mod config_funding;
 mod config_memory;
 #[cfg(test)]
 mod config_props;
+mod config_scheduler;
 mod daemon;
 mod docgen;
 mod metrics;

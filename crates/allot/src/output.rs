@@ -193,6 +193,7 @@ pub fn status(d: &StatusView) -> String {
         None => "user.slice against system.slice is systemd's".into(),
     };
     let _ = writeln!(out, "cpus              {} (load outside allot: {:.2}; {against})", d.ncpu, d.outside);
+    let _ = writeln!(out, "{}", for_terminal(&crate::config_scheduler::line(&d.scheduler)));
     let _ = writeln!(out, "jobs              {}", d.jobs);
     let _ = writeln!(out, "placement         {}", for_terminal(&d.placement));
     let _ = writeln!(out, "tracking          {}", d.tracking);

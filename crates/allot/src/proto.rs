@@ -523,10 +523,12 @@ pub struct StatusView {
     pub rt: String,
     /// CPUs used lately by processes outside allot's tree.
     pub outside: f64,
-    /// The weight of allot's tree against them (`[outside] weight`); None on a systemd
-    /// host, where that split is systemd's.
+    /// The weight of allot's tree against them (`[outside] weight`); None on a systemd host, where that split is systemd's.
     #[serde(default)]
     pub outside_weight: Option<u32>,
+    /// The CPU scheduler backend, and whether sched_ext could run here and why not (docs/scx.md).
+    #[serde(default)]
+    pub scheduler: crate::scheduler_view::SchedulerView,
     /// Counters since start.
     pub counters: Counters,
     /// The last reload (SIGHUP, `systemctl reload allot`) since start: None when there was

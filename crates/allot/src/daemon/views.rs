@@ -204,6 +204,7 @@ impl Daemon {
             rt: self.rt_note.clone(),
             outside: self.obs.machine.outside,
             outside_weight: (!self.tree.cg.systemd()).then_some(self.cfg.outside.weight),
+            scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
             counters: crate::proto::Counters { write_errors: self.tree.write_errors, ..self.counters.clone() },
             last_reload: self.last_reload.clone(),
         }

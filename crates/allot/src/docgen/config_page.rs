@@ -148,6 +148,13 @@ pub const TABLES: &[Table] = &[
         ],
     },
     Table {
+        header: "[scheduler]",
+        field: "scheduler",
+        probe: "[scheduler]",
+        text: "The CPU scheduler backend that runs the plan.",
+        keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), which the daemon cannot run yet: it is refused, naming why (the kernel's reason when it has no sched_ext; `allot status` says which it is).")],
+    },
+    Table {
         header: "[privacy]",
         field: "privacy",
         probe: "[privacy]",

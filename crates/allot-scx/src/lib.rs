@@ -1,0 +1,233 @@
+//! allot's sched_ext scheduler: the BPF program (bpf/allot_stride.bpf.c, stride
+//! scheduling over currencies, jobs and tasks) embedded, and the user-space side that
+//! loads it, describes jobs to it and reads back why it left. GPL-2.0-only, as sched_ext
+//! requires of the BPF program; see docs/scx.md.
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The compiled BPF object (build.rs).
+pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/allot_stride.bpf.o"));
+
+/// The kernel's scheduling policy number for sched_ext (include/uapi/linux/sched.h).
+pub const SCHED_EXT: i32 = 7;
+
+/// sched_ext_ops.flags: only SCHED_EXT tasks are the scheduler's.
+const SCX_OPS_SWITCH_PARTIAL: u64 = 8;
+
+/// One job as the scheduler sees it: its cgroup, tickets and currency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// The job's cgroup directory (cgroup v2).
+    pub cgroup: std::path::PathBuf,
+    /// Its tickets in its currency.
+    pub tickets: u64,
+    /// Its currency.
+    pub currency: String,
+}
+
+/// Base units per unit of share: a share of 100 (a nice-0 task's weight, in sched_ext's
+/// units) is 100 000 base units, so a split among up to 1000 jobs keeps three digits.
+pub const SHARE_SCALE: u64 = 1000;
+
+/// The flattened hierarchy: each job's share of the machine in base units. All of
+/// allot's jobs together weigh `outside_weight` (as the cgroup backend weighs allot's
+/// tree against the processes outside it, `[outside] weight`; 100 is one nice-0 task),
+/// split among currencies by funding, and a currency's part among its jobs by tickets
+/// (currencies as in Waldspurger and Weihl 1994, "Lottery Scheduling": a ticket is worth
+/// its currency's funding over the tickets issued in it). A currency not in `funding` is
+/// funded at 100.
+pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>, outside_weight: u64) -> Vec<u64> {
+    let mut issued: BTreeMap<&str, u64> = BTreeMap::new();
+    for j in jobs {
+        *issued.entry(&j.currency).or_default() += j.tickets;
+    }
+    let fund = |c: &str| funding.get(c).copied().unwrap_or(100) as u128;
+    let total: u128 = issued.keys().map(|c| fund(c)).sum::<u128>().max(1);
+    let whole = (outside_weight * SHARE_SCALE) as u128;
+    jobs.iter()
+        .map(|j| {
+            let c = j.currency.as_str();
+            let s = whole * fund(c) * j.tickets as u128 / (total * issued[c].max(1) as u128);
+            (s as u64).max(1)
+        })
+        .collect()
+}
+
+/// What the BPF side reports (struct scx_state in the BPF program, same layout).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct State {
+    /// The kernel's exit kind (enum scx_exit_kind); 0 while loaded.
+    pub exit_kind: i64,
+    /// The exit code.
+    pub exit_code: i64,
+    /// Tasks queued by pass.
+    pub nr_enqueued: u64,
+    /// Tasks sent straight to an idle CPU.
+    pub nr_direct: u64,
+    /// Charges of tasks in no job the scheduler knows (each weighed as its nice weight).
+    pub nr_unknown_job: u64,
+    /// The kernel's reason.
+    pub exit_reason: String,
+    /// The message (the BPF program's or the kernel's).
+    pub exit_msg: String,
+}
+
+const STATE_LEN: usize = 5 * 8 + 128 + 1024;
+
+impl State {
+    /// Reads the map value's bytes.
+    pub fn parse(b: &[u8]) -> Result<Self> {
+        if b.len() < STATE_LEN {
+            bail!("the scheduler's state is {} bytes, expected {STATE_LEN}", b.len());
+        }
+        let word = |i: usize| i64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        let text = |s: &[u8]| String::from_utf8_lossy(&s[..s.iter().position(|&c| c == 0).unwrap_or(s.len())]).into_owned();
+        Ok(State {
+            exit_kind: word(0),
+            exit_code: word(1),
+            nr_enqueued: word(2) as u64,
+            nr_direct: word(3) as u64,
+            nr_unknown_job: word(4) as u64,
+            exit_reason: text(&b[40..168]),
+            exit_msg: text(&b[168..STATE_LEN]),
+        })
+    }
+
+    /// The exit kind in words (enum scx_exit_kind).
+    pub fn exit_kind_name(&self) -> &'static str {
+        match self.exit_kind {
+            0 => "none (loaded)",
+            1 => "done",
+            64 => "unregistered",
+            65 => "unregistered by the BPF program",
+            66 => "unregistered by the kernel",
+            67 => "sysrq-S",
+            68 => "parent scheduler left",
+            1024 => "error",
+            1025 => "error in the BPF program",
+            1026 => "stall: a runnable task was not run in time (watchdog)",
+            _ => "unknown exit kind",
+        }
+    }
+}
+
+/// The loaded scheduler. Dropping it detaches it: the kernel returns every task to the
+/// fair class.
+pub struct Scheduler {
+    obj: Object,
+    link: Option<Link>,
+}
+
+impl Scheduler {
+    /// Loads the BPF program (the verifier checks it here) and attaches it. `all`: it
+    /// schedules every task, not only those set to SCHED_EXT (docs/scx.md, coexistence).
+    pub fn load(all: bool) -> Result<Self> {
+        if !Path::new("/sys/kernel/sched_ext/state").exists() {
+            bail!("this kernel has no sched_ext (/sys/kernel/sched_ext/state is missing)");
+        }
+        let mut open = ObjectBuilder::default().open_memory(BPF_OBJECT).context("opening the BPF object")?;
+        {
+            let mut ops = open.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
+            // flags is the first member of the local sched_ext_ops (bpf/sched_ext.h)
+            let v = ops.initial_value_mut().context("allot_ops has no initial value")?;
+            let flags: u64 = if all { 0 } else { SCX_OPS_SWITCH_PARTIAL };
+            v[..8].copy_from_slice(&flags.to_ne_bytes());
+        }
+        let mut obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
+        let link = {
+            let mut ops = obj.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
+            ops.attach_struct_ops().context("attaching the scheduler (is another sched_ext scheduler loaded?)")?
+        };
+        Ok(Scheduler { obj, link: Some(link) })
+    }
+
+    fn map(&self, name: &str) -> Result<libbpf_rs::Map<'_>> {
+        self.obj.maps().find(|m| m.name() == name).with_context(|| format!("no map {name} in the BPF object"))
+    }
+
+    /// Describes a job: its cgroup's id and share (base units, from [`flatten`]).
+    pub fn set_job(&self, cgroup_id: u64, share: u64) -> Result<()> {
+        self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &share.to_ne_bytes(), MapFlags::ANY).context("writing the jobs map")
+    }
+
+    /// A job's runnable tasks as the BPF side counts them (None: none counted yet).
+    pub fn job_runnable(&self, cgroup_id: u64) -> Result<Option<i64>> {
+        let v = self.map("runnable")?.lookup(&cgroup_id.to_ne_bytes(), MapFlags::ANY)?;
+        Ok(v.map(|v| i64::from_ne_bytes(v[..8].try_into().expect("a count is 8 bytes"))))
+    }
+
+    /// What the BPF side reports.
+    pub fn state(&self) -> Result<State> {
+        let b = self.map("state")?.lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?.context("the state map is empty")?;
+        State::parse(&b)
+    }
+
+    /// Detaches the scheduler (as dropping it does).
+    pub fn detach(&mut self) {
+        self.link.take();
+    }
+}
+
+/// A cgroup's id as the kernel's BPF side reads it (its kernfs node id: the directory's
+/// inode number on 64-bit kernels).
+pub fn cgroup_id(dir: &Path) -> Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::metadata(dir).with_context(|| format!("cgroup {}", dir.display()))?.ino())
+}
+
+/// The threads in a cgroup (cgroup.threads).
+pub fn threads(dir: &Path) -> Result<Vec<i32>> {
+    let f = dir.join("cgroup.threads");
+    let t = std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+    Ok(t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
+/// Puts a thread in the sched_ext class (`ext`) or back in the fair class; its nice value
+/// is kept. Err with the errno: a thread that has exited gives ESRCH.
+pub fn set_policy(tid: i32, ext: bool) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    let policy = if ext { SCHED_EXT } else { libc::SCHED_OTHER };
+    // SAFETY: a plain syscall on a pid with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(tid, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(t: u64, c: &str) -> JobSpec {
+        JobSpec { cgroup: "/x".into(), tickets: t, currency: c.into() }
+    }
+
+    #[test]
+    fn flattening_splits_each_currency_by_tickets() {
+        // one currency: shares in the ratio of tickets, all of them one nice-0 task's 100
+        assert_eq!(flatten(&[job(3, "a"), job(2, "a"), job(1, "a")], &BTreeMap::new(), 100), vec![50_000, 33_333, 16_666]);
+        // two currencies funded 300 and 100: alice's two jobs split 3/4, bob's one job
+        // gets 1/4 whatever its tickets (the currencies' insulation)
+        let f = BTreeMap::from([("alice".to_string(), 300), ("bob".to_string(), 100)]);
+        assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 100), vec![37_500, 37_500, 25_000]);
+        // [outside] weight 300: the same split, three nice-0 tasks' worth in all
+        assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 300), vec![112_500, 112_500, 75_000]);
+    }
+
+    #[test]
+    fn state_reads_the_bpf_layout() {
+        let mut b = vec![0u8; STATE_LEN];
+        b[..8].copy_from_slice(&1026i64.to_ne_bytes());
+        b[16..24].copy_from_slice(&7u64.to_ne_bytes());
+        b[40..45].copy_from_slice(b"stall");
+        b[168..170].copy_from_slice(b"hi");
+        let s = State::parse(&b).unwrap();
+        assert_eq!((s.exit_kind, s.nr_enqueued, s.exit_reason.as_str(), s.exit_msg.as_str()), (1026, 7, "stall", "hi"));
+        assert!(s.exit_kind_name().contains("watchdog"));
+        assert!(State::parse(&b[..100]).is_err());
+    }
+}

@@ -1,0 +1,156 @@
+//! `allot-scx`: loads allot's sched_ext scheduler by hand, for tests and measurement,
+//! until the daemon runs it (docs/scx.md).
+//!
+//!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
+//!                 [--outside-weight W] [--all] [--for SECS]
+//!
+//! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
+//! funding, all jobs together weighing W against each task outside them, 100 by default:
+//! one nice-0 task), puts every thread of the jobs' cgroups in the sched_ext class
+//! (`--all`: every task of the machine is the scheduler's, not only those), and runs until
+//! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. Then it puts those threads
+//! back in the fair class, detaches, and prints why the scheduler left.
+
+use allot_scx::{cgroup_id, flatten, set_policy, threads, JobSpec, Scheduler};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+struct Args {
+    jobs: Vec<JobSpec>,
+    funding: BTreeMap<String, u64>,
+    run_for: Option<Duration>,
+    outside_weight: u64,
+    all: bool,
+}
+
+const USAGE: &str = "usage: allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--outside-weight W] [--all] [--for SECS]";
+
+fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
+    if it.next().as_deref() != Some("run") {
+        bail!("{USAGE}");
+    }
+    let mut a = Args { jobs: vec![], funding: BTreeMap::new(), run_for: None, outside_weight: 100, all: false };
+    while let Some(opt) = it.next() {
+        if opt == "--all" {
+            a.all = true;
+            continue;
+        }
+        let val = it.next().with_context(|| format!("{opt} needs a value; {USAGE}"))?;
+        match opt.as_str() {
+            "--job" => {
+                let (path, rest) = val.rsplit_once('=').with_context(|| format!("--job wants CGROUP=TICKETS[:CURRENCY], got {val:?}"))?;
+                let (t, cur) = rest.split_once(':').unwrap_or((rest, "default"));
+                let tickets: u64 = t
+                    .parse()
+                    .ok()
+                    .filter(|t| (1..=10_000).contains(t))
+                    .with_context(|| format!("--job {val:?}: tickets must be 1..10000, got {t:?}"))?;
+                a.jobs.push(JobSpec { cgroup: path.into(), tickets, currency: cur.into() });
+            }
+            "--funding" => {
+                let (c, n) = val.split_once('=').with_context(|| format!("--funding wants CURRENCY=N, got {val:?}"))?;
+                let n: u64 =
+                    n.parse().ok().filter(|n| (1..=10_000).contains(n)).with_context(|| format!("--funding {val:?}: funding must be 1..10000"))?;
+                a.funding.insert(c.into(), n);
+            }
+            "--outside-weight" => {
+                a.outside_weight = val
+                    .parse()
+                    .ok()
+                    .filter(|w| (1..=10_000).contains(w))
+                    .with_context(|| format!("--outside-weight must be 1..10000, got {val:?}"))?
+            }
+            "--for" => a.run_for = Some(Duration::from_secs_f64(val.parse().with_context(|| format!("--for wants seconds, got {val:?}"))?)),
+            _ => bail!("unknown option {opt:?}; {USAGE}"),
+        }
+    }
+    if a.jobs.is_empty() {
+        bail!("give at least one --job; {USAGE}");
+    }
+    Ok(a)
+}
+
+fn main() -> Result<()> {
+    let a = parse(std::env::args().skip(1))?;
+    let shares = flatten(&a.jobs, &a.funding, a.outside_weight);
+    let mut s = Scheduler::load(a.all)?;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
+    let mode = if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" };
+    println!(
+        "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {})",
+        state.trim(),
+        std::fs::read_to_string("/sys/kernel/sched_ext/switch_all").unwrap_or_default().trim()
+    );
+    for (j, share) in a.jobs.iter().zip(&shares) {
+        s.set_job(cgroup_id(&j.cgroup)?, *share)?;
+        let mut n = 0;
+        for tid in threads(&j.cgroup)? {
+            match set_policy(tid, true) {
+                Ok(()) => n += 1,
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => bail!("putting thread {tid} of {} in sched_ext: {e}", j.cgroup.display()),
+            }
+        }
+        println!("allot-scx: job {} tickets {} currency {} share {share}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
+    }
+    let start = Instant::now();
+    let ejected = loop {
+        let st = s.state()?;
+        if st.exit_kind != 0 {
+            break Some(st);
+        }
+        if STOP.load(Ordering::SeqCst) || a.run_for.is_some_and(|d| start.elapsed() >= d) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for j in &a.jobs {
+        let n = cgroup_id(&j.cgroup).ok().and_then(|id| s.job_runnable(id).ok().flatten());
+        println!("allot-scx: job {} runnable tasks counted at the end: {n:?}", j.cgroup.display());
+    }
+    // Back to the fair class, then detach (a thread that ran SCHED_EXT keeps that policy
+    // in the fair class after a detach; set it back so /proc shows SCHED_OTHER).
+    let mut back = 0;
+    for j in &a.jobs {
+        for tid in threads(&j.cgroup).unwrap_or_default() {
+            if set_policy(tid, false).is_ok() {
+                back += 1;
+            }
+        }
+    }
+    let was_ejected = ejected.is_some();
+    s.detach();
+    std::thread::sleep(Duration::from_millis(200)); // the kernel's exit callback runs after the detach
+    let st = match ejected {
+        Some(st) => st,
+        None => s.state()?,
+    };
+    println!(
+        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job",
+        start.elapsed().as_secs_f64(),
+        st.exit_kind_name(),
+        st.exit_kind,
+        st.exit_reason,
+        st.exit_msg,
+        st.nr_enqueued,
+        st.nr_direct,
+        st.nr_unknown_job
+    );
+    if was_ejected {
+        std::process::exit(3);
+    }
+    Ok(())
+}

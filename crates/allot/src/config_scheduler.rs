@@ -1,0 +1,107 @@
+//! The config's `[scheduler]` table: which CPU scheduler backend runs the plan, and what
+//! `allot status` says about it. `kind = "cgroup"` (the default) is the cgroup CPU
+//! controller, raw or through systemd; `kind = "scx"` asks for allot's sched_ext
+//! scheduler (crates/allot-scx, docs/scx.md), which the daemon cannot run yet, so it is
+//! refused with the reason: the kernel's, when it has no sched_ext.
+
+pub use allot::scheduler_view::{line, SchedulerView};
+use allot_linux::sched_ext::ScxSupport;
+use serde::{Deserialize, Serialize};
+
+/// `[scheduler]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scheduler {
+    /// The backend: "cgroup" or "scx".
+    pub kind: Kind,
+}
+
+/// A scheduler backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// The cgroup CPU controller (cpu.weight, cpu.max), raw or through systemd.
+    #[default]
+    Cgroup,
+    /// allot's sched_ext scheduler (a BPF program; Linux 6.12+ with sched_ext).
+    Scx,
+}
+
+/// Refuses a backend this daemon cannot run on this kernel. Err: the setting's dotted
+/// path and why, with what is allowed.
+pub fn check(s: &Scheduler, scx: &ScxSupport) -> Result<(), (String, String)> {
+    match s.kind {
+        Kind::Cgroup => Ok(()),
+        Kind::Scx if !scx.available => Err((
+            "scheduler.kind".into(),
+            format!("scheduler.kind = \"scx\" needs sched_ext, and {}; use kind = \"cgroup\" (docs/scx.md)", scx.why),
+        )),
+        Kind::Scx => Err((
+            "scheduler.kind".into(),
+            format!(
+                "scheduler.kind = \"scx\": {}, but the daemon cannot run allot's sched_ext scheduler yet (allot-scx loads it by hand, docs/scx.md); use kind = \"cgroup\"",
+                scx.why
+            ),
+        )),
+    }
+}
+
+/// What the kernel offers, read once per process (the kernel does not change under it).
+pub fn support() -> &'static ScxSupport {
+    static ONCE: std::sync::OnceLock<ScxSupport> = std::sync::OnceLock::new();
+    ONCE.get_or_init(allot_linux::sched_ext::detect)
+}
+
+/// The status view: the daemon runs the cgroup backend, whatever the kernel offers.
+pub fn view(scx: &ScxSupport) -> SchedulerView {
+    SchedulerView { kind: "cgroup".into(), sched_ext: scx.available, sched_ext_why: scx.why.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn no() -> ScxSupport {
+        ScxSupport {
+            available: false,
+            why: "kernel 6.18.44 was built without sched_ext (CONFIG_SCHED_CLASS_EXT is not set in /proc/config.gz)".into(),
+        }
+    }
+
+    #[test]
+    fn cgroup_is_the_default_and_scx_is_read() {
+        assert_eq!(Config::parse("t.toml".as_ref(), "").unwrap().scheduler.kind, Kind::Cgroup);
+        assert_eq!(Config::parse("t.toml".as_ref(), "[scheduler]\nkind = \"cgroup\"\n").unwrap().scheduler.kind, Kind::Cgroup);
+        let e = Config::parse("t.toml".as_ref(), "[scheduler]\nkind = \"eevdf\"\n").unwrap_err().to_string();
+        assert!(e.contains("t.toml:2") && e.contains("eevdf") && e.contains("cgroup") && e.contains("scx"), "{e}");
+    }
+
+    #[test]
+    fn scx_is_refused_with_the_kernels_reason() {
+        let scx = Scheduler { kind: Kind::Scx };
+        let (key, msg) = check(&scx, &no()).unwrap_err();
+        assert_eq!(key, "scheduler.kind");
+        assert!(msg.contains("needs sched_ext") && msg.contains("CONFIG_SCHED_CLASS_EXT is not set") && msg.contains("kind = \"cgroup\""), "{msg}");
+        // with sched_ext, still refused: the daemon has no scx backend yet
+        let yes = ScxSupport { available: true, why: "kernel 7.2.13 has sched_ext (no BPF scheduler loaded)".into() };
+        let (_, msg) = check(&scx, &yes).unwrap_err();
+        assert!(msg.contains("cannot run allot's sched_ext scheduler yet"), "{msg}");
+        assert!(check(&Scheduler::default(), &no()).is_ok());
+        // through the loader, at its line, on whatever kernel runs the test
+        let e = Config::parse("t.toml".as_ref(), "tick_ms = 100\n[scheduler]\nkind = \"scx\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("t.toml:3: scheduler.kind = \"scx\""), "{e}");
+    }
+
+    #[test]
+    fn status_says_why() {
+        let v = view(&no());
+        assert_eq!(
+            line(&v),
+            "scheduler         cgroup (sched_ext unavailable: kernel 6.18.44 was built without sched_ext (CONFIG_SCHED_CLASS_EXT is not set in /proc/config.gz))"
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!((json["kind"].as_str(), json["sched_ext"].as_bool()), (Some("cgroup"), Some(false)));
+        assert!(line(&SchedulerView::default()).contains("not reported"));
+    }
+}
