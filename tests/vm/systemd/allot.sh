@@ -202,6 +202,66 @@ check "a currency cap of 0.5! holds the whole slice at 0.5 CPU (+-0.03): $capped
 for f in /tmp/capped.1 /tmp/capped.2; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
 check "allot fund --cap none unsets it" sh -c "$A fund allot-tb --cap none && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = infinity ]"
 
+# Reach (docs/systemd.md): a process that becomes a human user outside a login session of
+# its own joins that user's currency through systemd within a second. cron's shape (this
+# image has no cron): a root service whose child becomes the user; su and sudo -u from
+# root's login session. Each records the time just before it changes user; the check
+# polls its cgroup every 10 ms from then.
+reach_checks() {
+  cat > /tmp/reach-job.sh <<'JOB'
+#!/bin/sh
+# TAG USER: like cron's child, become USER and run the job (it records its pid).
+date +%s%N > /tmp/reach.$1.t0
+exec setpriv --reuid="$(id -u "$2")" --regid="$(id -g "$2")" --init-groups sh -c 'echo $$ > /tmp/reach.'"$1"'.pid; exec sleep 3000'
+JOB
+  chmod 0755 /tmp/reach-job.sh; rm -f /tmp/reach.*
+  # took TAG SCOPE: ms from the change of user until the process is in SCOPE, or "never".
+  took() {
+    wait_for -t 20 test -s "/tmp/reach.$1.pid" || { echo never; return; }
+    local pid t0 t1 i
+    pid=$(cat "/tmp/reach.$1.pid"); t0=$(cat "/tmp/reach.$1.t0")
+    for i in $(seq 1 500); do
+      if grep -q "/$2/" "/proc/$pid/cgroup" 2> /dev/null; then
+        t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); return
+      fi
+      sleep 0.01
+    done
+    echo never
+  }
+  systemd-run --quiet --unit=reach-cron sh -c '/tmp/reach-job.sh cron allot-ta & wait'
+  local ms
+  ms=$(took cron 'allot:user-2001.scope')
+  echo "a cron-shaped job of allot-ta (root service, child becomes the user): in allot:user-2001.scope after $ms ms" >&2
+  check "a cron-shaped job joins allot-ta's currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
+  check "the cron-shaped service's own process stays in its service" sh -c "grep -q 'reach-cron.service' /proc/$(systemctl show -p MainPID --value reach-cron)/cgroup"
+  check "allot show lists it in allot-ta's default job" sh -c "$A --json show | python3 -c 'import json,sys; v=json.load(sys.stdin); sys.exit(0 if any(j[\"id\"] == \"allot-ta/default\" and $(cat /tmp/reach.cron.pid) in (j[\"pids\"] or []) for j in v[\"jobs\"]) else 1)'"
+  local root
+  # A script file: su would take a `-c` after the user as its own (see Surprises).
+  cat > /tmp/reach-root.sh <<'ROOT'
+#!/bin/sh
+date +%s%N > /tmp/reach.su.t0
+su allot-tb -s /bin/sh -c 'echo $$ > /tmp/reach.su.pid; exec sleep 3000' &
+date +%s%N > /tmp/reach.sudo.t0
+sudo -u allot-ta sh -c 'echo $$ > /tmp/reach.sudo.pid; exec sleep 3000' &
+wait
+ROOT
+  chmod 0755 /tmp/reach-root.sh
+  root=$(login_session root /tmp/reach-root.sh)
+  ms=$(took su 'allot:user-2002.scope')
+  echo "su allot-tb -c from root's login session: in allot:user-2002.scope after $ms ms" >&2
+  check "su into allot-tb from root's session joins her currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
+  ms=$(took sudo 'allot:user-2001.scope')
+  echo "sudo -u allot-ta from root's login session: in allot:user-2001.scope after $ms ms" >&2
+  check "sudo -u allot-ta from root's session joins his currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
+  check "root's own session process stays in its session" sh -c "grep -q 'user-0.slice/session-' /proc/$root/cgroup"
+  for f in /tmp/reach.cron.pid /tmp/reach.su.pid /tmp/reach.sudo.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
+  kill "$root" 2> /dev/null || true
+  systemctl stop reach-cron 2> /dev/null || true
+  # root's session and slice go (the byte-identical check at the end must not see them).
+  wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-0.slice' || echo "user-0.slice still there" >&2
+}
+reach_checks
+
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100

@@ -153,6 +153,11 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
         Ok(None)
     }
+    /// The systemd unit a process outside allot is in (GetUnitByPID and its properties):
+    /// systemd only; None elsewhere, where no unit owns a cgroup.
+    fn unit_of(&self, _pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
+        Ok(None)
+    }
     /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
     /// (sessions, their user manager) in their slice: systemd only, through its API.
     /// Nothing to do elsewhere, where a currency's directory is allot's own and its

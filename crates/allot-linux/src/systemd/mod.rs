@@ -8,6 +8,9 @@
 //! unit names and cgroup paths is not systemd's API (its docs/CGROUP_DELEGATION.md).
 
 pub mod holder;
+mod units;
+
+pub use units::UnitOf;
 
 use crate::dbus::{Bus, Match, Reject, Value};
 use crate::{Error, Result};

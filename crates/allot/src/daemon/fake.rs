@@ -46,6 +46,12 @@ pub struct World {
     pub next_start: u64,
     /// Reads of each directory's thread list (the kernel builds and sorts it per read).
     pub lists: BTreeMap<String, u32>,
+    /// A systemd host: processes outside allot are in units (`units`, by cgroup path; a
+    /// path not listed is a plain unit named by its leaf).
+    pub systemd: bool,
+    pub units: BTreeMap<String, allot_linux::systemd::UnitOf>,
+    /// Units looked up (each costs D-Bus calls on a real host).
+    pub unit_lookups: u32,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -220,11 +226,26 @@ impl CpuController for FakeCg {
         let w = self.w.lock().unwrap();
         let p = w.procs.get(&pid).ok_or_else(gone)?;
         let leaf = p.path.rsplit('/').next().unwrap_or_default();
+        // The session's user: its slice's (`user-UID.slice`), else the process's own.
+        let owner = p.path.split('/').find_map(|c| c.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok()).unwrap_or(p.uids[0]);
         Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::systemd::Session {
             id: id.into(),
-            uid: p.uids[0],
+            uid: owner,
             scope: leaf.into(),
         }))
+    }
+    fn systemd(&self) -> bool {
+        self.w.lock().unwrap().systemd
+    }
+    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
+        let mut w = self.w.lock().unwrap();
+        if !w.systemd {
+            return Ok(None);
+        }
+        w.unit_lookups += 1;
+        let path = w.procs.get(&pid).filter(|p| !p.zombie).ok_or_else(gone)?.path.clone();
+        let leaf = path.rsplit('/').next().unwrap_or_default().to_string();
+        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
     }
     fn mount(&self) -> &Path {
         Path::new("/fake-mount")

@@ -457,6 +457,9 @@ impl CpuController for SystemdTree {
     fn session_of(&self, pid: i32) -> Result<Option<Session>> {
         self.session(pid)
     }
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
+        self.lock().sd.unit_of(pid as u32).map(Some)
+    }
     fn upkeep(&self) -> Vec<(String, Error)> {
         let mut errs = vec![];
         let mut st = self.lock();
