@@ -262,6 +262,63 @@ ROOT
 }
 reach_checks
 
+# Logout (docs/systemd.md): a job started with `allot run` in a login session is tied to
+# the session by a PartOf= tether, so it ends when logind stops the session (logout under
+# KillUserProcesses=yes, terminate-user) and runs on when logind only abandons it
+# (Debian's default KillUserProcesses=no), as a nohup'd process of the session would.
+logout_checks() {
+  id allot-tc > /dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash allot-tc
+  cat > /tmp/lo-job.sh <<JOB
+#!/bin/sh
+# TAG SECONDS: start a job, record its pid, log out after SECONDS.
+$A run -- sh -c 'echo \$\$ > /tmp/lo.'"\$1"'.pid; exec sleep 3000' &
+sleep "\$2"
+JOB
+  chmod 0755 /tmp/lo-job.sh; rm -f /tmp/lo.*
+  # gone_after TAG: ms from the end of the session until the job's process is gone.
+  gone_after() {
+    local pid=$1 sid=$2 t0 i
+    wait_for -t 30 sh -c "! loginctl show-session $sid > /dev/null 2>&1" || { echo "session-stays"; return; }
+    t0=$(date +%s%N)
+    for i in $(seq 1 1500); do
+      if ! kill -0 "$pid" 2> /dev/null; then echo $((($(date +%s%N) - t0) / 1000000)); return; fi
+      sleep 0.01
+    done
+    echo never
+  }
+  local s pid ms
+  # 1. KillUserProcesses=no: logind abandons the session; the job runs on.
+  s=$(login_session allot-ta /tmp/lo-job.sh keep 3)
+  wait_for -t 20 test -s /tmp/lo.keep.pid; pid=$(cat /tmp/lo.keep.pid)
+  local sid; sid=$(session_of "$s" 2> /dev/null || echo none)
+  check "the job from the session has a tether PartOf its session" sh -c "systemctl list-units --plain --no-legend 'allot_logout_*.scope' | grep -q . && systemctl show -p PartOf 'allot_logout_*.scope' | grep -q 'session-$sid.scope'"
+  wait_for -t 30 sh -c "! loginctl show-session $sid > /dev/null 2>&1" || true
+  sleep 3
+  check "KillUserProcesses=no: the job outlives its logout" kill -0 "$pid"
+  kill "$pid" 2> /dev/null || true
+  # 2. loginctl terminate-user (a forced stop, whatever KillUserProcesses says).
+  s=$(login_session allot-tc /tmp/lo-job.sh term 3000)
+  wait_for -t 20 test -s /tmp/lo.term.pid; pid=$(cat /tmp/lo.term.pid); sid=$(session_of "$s" 2> /dev/null || echo none)
+  loginctl terminate-user allot-tc
+  ms=$(gone_after "$pid" "$sid")
+  echo "loginctl terminate-user: the job gone $ms ms after its session" >&2
+  check "loginctl terminate-user ends the user's allot job ($ms ms after the session)" test "$ms" != never -a "$ms" != session-stays
+  # 3. KillUserProcesses=yes: the logout itself ends the job.
+  mkdir -p /etc/systemd/logind.conf.d
+  printf '[Login]\nKillUserProcesses=yes\n' > /etc/systemd/logind.conf.d/zz-allot-test.conf
+  systemctl restart systemd-logind; wait_for -t 30 systemctl is-active --quiet systemd-logind
+  s=$(login_session allot-ta /tmp/lo-job.sh kill 3)
+  wait_for -t 20 test -s /tmp/lo.kill.pid; pid=$(cat /tmp/lo.kill.pid); sid=$(session_of "$s" 2> /dev/null || echo none)
+  ms=$(gone_after "$pid" "$sid")
+  echo "KillUserProcesses=yes: the job gone $ms ms after its session ended" >&2
+  check "KillUserProcesses=yes: after logout the job does not survive ($ms ms after the session)" test "$ms" != never -a "$ms" != session-stays
+  rm -f /etc/systemd/logind.conf.d/zz-allot-test.conf
+  systemctl restart systemd-logind; wait_for -t 30 systemctl is-active --quiet systemd-logind
+  check "the ties of the ended jobs are let go" wait_for -t 20 sh -c "! systemctl list-units --all --plain --no-legend 'allot_logout_*-u2003.scope' | grep -q ."
+  wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice' || echo "user-2003.slice still there" >&2
+}
+logout_checks
+
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100

@@ -158,6 +158,24 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn unit_of(&self, _pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
         Ok(None)
     }
+    /// Ties job `job` (its directory's leaf name) to the login session whose scope is
+    /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
+    /// session (systemd only: a `PartOf=` tether, systemd/tethers.rs; nothing elsewhere).
+    fn tether(&self, _job: &str, _session_scope: &str) -> Result<()> {
+        Ok(())
+    }
+    /// The jobs whose session was stopped since the last call (looked at once a second).
+    fn cut_tethers(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// Lets go of a job's tether (the job ended, or allot is being removed).
+    fn untether(&self, _job: &str) -> Result<()> {
+        Ok(())
+    }
+    /// The jobs with a tether now.
+    fn tethered(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
     /// (sessions, their user manager) in their slice: systemd only, through its API.
     /// Nothing to do elsewhere, where a currency's directory is allot's own and its

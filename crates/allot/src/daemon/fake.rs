@@ -52,6 +52,12 @@ pub struct World {
     pub units: BTreeMap<String, allot_linux::systemd::UnitOf>,
     /// Units looked up (each costs D-Bus calls on a real host).
     pub unit_lookups: u32,
+    /// Jobs tied to login sessions (by leaf), as systemd would list their tethers.
+    pub tethers: std::collections::BTreeSet<String>,
+    /// Tethers the daemon knows of (what it listed last).
+    pub tethers_known: std::collections::BTreeSet<String>,
+    /// Signals sent: (pid, signal).
+    pub signals: Vec<(i32, i32)>,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -237,6 +243,27 @@ impl CpuController for FakeCg {
     fn systemd(&self) -> bool {
         self.w.lock().unwrap().systemd
     }
+    fn tether(&self, job: &str, _session_scope: &str) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        w.tethers.insert(job.into());
+        w.tethers_known.insert(job.into());
+        Ok(())
+    }
+    fn cut_tethers(&self) -> allot_linux::Result<Vec<String>> {
+        let mut w = self.w.lock().unwrap();
+        let cut = w.tethers_known.difference(&w.tethers).cloned().collect();
+        w.tethers_known = w.tethers.clone();
+        Ok(cut)
+    }
+    fn untether(&self, job: &str) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        w.tethers.remove(job);
+        w.tethers_known.remove(job);
+        Ok(())
+    }
+    fn tethered(&self) -> Vec<String> {
+        self.w.lock().unwrap().tethers_known.iter().cloned().collect()
+    }
     fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
         let mut w = self.w.lock().unwrap();
         if !w.systemd {
@@ -333,5 +360,16 @@ impl Host for FakeHost {
     }
     fn me(&self) -> i32 {
         ME
+    }
+    /// Recorded; SIGKILL ends the process (it becomes a zombie).
+    fn signal(&self, p: &Proc, sig: i32) -> bool {
+        let mut w = self.w.lock().unwrap();
+        w.signals.push((p.pid, sig));
+        if sig == libc::SIGKILL {
+            if let Some(x) = w.procs.get_mut(&p.pid) {
+                x.zombie = true;
+            }
+        }
+        true
     }
 }

@@ -19,6 +19,7 @@
 
 pub mod names;
 mod scopes;
+mod tethers;
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
 use crate::systemd::holder::Holder;
@@ -59,6 +60,9 @@ struct State {
     slices: BTreeMap<String, String>,
     limiter: Limiter,
     holders_checked: Option<Instant>,
+    /// Jobs with a tether to their login session (tethers.rs), and when they were listed.
+    tethers: std::collections::BTreeSet<String>,
+    tethers_checked: Option<Instant>,
 }
 
 fn unsupported(what: &str, rel: &str) -> Error {
@@ -94,7 +98,15 @@ impl SystemdTree {
                 crate::systemd::MIN_VERSION
             )));
         }
-        let state = State { sd, scopes: BTreeMap::new(), slices: BTreeMap::new(), limiter: Limiter::new(WEIGHT_INTERVAL), holders_checked: None };
+        let state = State {
+            sd,
+            scopes: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            limiter: Limiter::new(WEIGHT_INTERVAL),
+            holders_checked: None,
+            tethers: Default::default(),
+            tethers_checked: None,
+        };
         let t = Self {
             names: Names::new(root),
             mount: PathBuf::from("/sys/fs/cgroup"),
@@ -459,6 +471,18 @@ impl CpuController for SystemdTree {
     }
     fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
         self.lock().sd.unit_of(pid as u32).map(Some)
+    }
+    fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
+        self.start_tether(&mut self.lock(), job, session_scope)
+    }
+    fn cut_tethers(&self) -> Result<Vec<String>> {
+        self.cut(&mut self.lock())
+    }
+    fn untether(&self, job: &str) -> Result<()> {
+        self.end_tether(&mut self.lock(), job)
+    }
+    fn tethered(&self) -> Vec<String> {
+        self.lock().tethers.iter().cloned().collect()
     }
     fn upkeep(&self) -> Vec<(String, Error)> {
         let mut errs = vec![];

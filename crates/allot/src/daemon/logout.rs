@@ -1,0 +1,91 @@
+//! Logout: a job started with `allot run` from a login session ends when logind stops
+//! that session (logout under `KillUserProcesses=yes`, `loginctl terminate-session` and
+//! `terminate-user`), as the session's own processes do, though the job left the
+//! session's scope for allot's. The tie is systemd's (a `PartOf=` tether,
+//! allot-linux's cgroup/systemd/tethers.rs); the daemon ends the job as systemd ends a
+//! scope's processes: SIGTERM and SIGHUP (logind's session scopes have `SendSIGHUP=yes`)
+//! and SIGCONT, then SIGKILL to what is left after [`GRACE`].
+
+use super::core::Daemon;
+use super::registry::JobSpec;
+use std::time::{Duration, Instant};
+
+/// How long a job's processes have between SIGTERM and SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+impl Daemon {
+    /// Ties a job just made from a login session to that session.
+    pub fn tie_to_session(&mut self, job: &JobSpec, scope: &str) {
+        if let Err(e) = self.tree.cg.tether(&job.leaf(), scope) {
+            log::warn!("{} is not tied to {scope}: ending the session will not end it ({e})", self.job_label(job));
+        }
+    }
+
+    /// Once a tick: jobs whose session was stopped are ended; tethers whose job is gone
+    /// are let go; SIGKILL for what outlived its grace.
+    pub fn logouts(&mut self, now: Instant) {
+        let cut = match self.tree.cg.cut_tethers() {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("could not list the jobs tied to login sessions: {e}");
+                return;
+            }
+        };
+        for leaf in cut {
+            let Some(j) = self.desired.jobs.values().find(|j| j.leaf() == leaf).cloned() else { continue };
+            let rel = j.rel();
+            let n = self.signal_job(&rel, &[libc::SIGTERM, libc::SIGHUP, libc::SIGCONT]);
+            log::info!("{} ended with its login session: {n} process(es) sent SIGTERM", self.job_label(&j));
+            self.logout_kills.insert(rel, now + GRACE);
+        }
+        let due: Vec<String> = self.logout_kills.iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
+        for rel in due {
+            self.logout_kills.remove(&rel);
+            let n = self.signal_job(&rel, &[libc::SIGKILL]);
+            if n > 0 {
+                log::info!("{rel}: {n} process(es) outlived {GRACE:?} after their session ended: SIGKILL");
+            }
+        }
+        let leaves: std::collections::HashSet<String> = self.desired.jobs.values().map(|j| j.leaf()).collect();
+        for t in self.tree.cg.tethered() {
+            if !leaves.contains(&t) {
+                if let Err(e) = self.tree.cg.untether(&t) {
+                    log::warn!("could not let go of the tie of {t} to its session: {e}");
+                }
+            }
+        }
+    }
+
+    /// Lets go of every tie to a login session (allot being removed: its jobs run on
+    /// as plain processes, and no holder of allot's is left).
+    pub fn untie_all(&mut self) {
+        // The first listing finds the ties a previous daemon made.
+        let _ = self.tree.cg.cut_tethers();
+        for t in self.tree.cg.tethered() {
+            if let Err(e) = self.tree.cg.untether(&t) {
+                log::warn!("could not let go of the tie of {t} to its session: {e}");
+            }
+        }
+    }
+
+    /// Sends signals to every process in a job's directory, each through a pidfd opened
+    /// before its place is read again (so a recycled pid elsewhere is never signalled);
+    /// returns how many were signalled.
+    fn signal_job(&self, rel: &str, sigs: &[i32]) -> usize {
+        let mut n = 0;
+        for pid in self.tree.cg.procs(rel).unwrap_or_default() {
+            let Ok(p) = self.host.open(pid) else { continue };
+            if self.tree.cg.rel_of(pid).ok().flatten().as_deref() != Some(rel) || !self.host.alive(&p) {
+                continue;
+            }
+            for &s in sigs {
+                self.host.signal(&p, s);
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests;
