@@ -221,8 +221,14 @@ pub fn detect_host(name: &str, holder: crate::systemd::holder::Holder) -> Result
     if crate::systemd::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
+    if crate::systemd::is_systemd_init() {
+        return Err(Error::NoCpuController(V1_SYSTEMD.into()));
+    }
     detect(name)
 }
+
+/// Why allot will not run on a systemd host with cgroup v1 or hybrid hierarchies.
+pub const V1_SYSTEMD: &str = "systemd runs this host and /sys/fs/cgroup is not a cgroup2 mount (cgroup v1 or hybrid, as RHEL 8 and Ubuntu 20.04 boot by default): systemd owns every hierarchy here, and allot works only through systemd's API on the unified hierarchy, never in a tree of its own at the root of one systemd manages; boot with systemd.unified_cgroup_hierarchy=1 on the kernel command line (docs/systemd.md, older and v1 systemd)";
 
 /// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root
 /// `<mount>/name` and its background sibling `<mount>/name-background`. v2 is used when

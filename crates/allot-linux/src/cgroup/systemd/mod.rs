@@ -65,6 +65,15 @@ struct State {
     tethers_checked: Option<Instant>,
 }
 
+/// The background slice's weight under systemd `version`.
+fn idle_weight(version: u32) -> CpuWeight {
+    if version >= crate::systemd::IDLE_VERSION {
+        CpuWeight::Idle
+    } else {
+        CpuWeight::Weight(1)
+    }
+}
+
 fn unsupported(what: &str, rel: &str) -> Error {
     Error::Sys {
         call: format!("{what} {rel:?}"),
@@ -94,7 +103,7 @@ impl SystemdTree {
         let version = sd.version_major()?;
         if version < crate::systemd::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
-                "systemd {version} is older than {}, the first with CPUWeight=idle; upgrade systemd, or run allot without systemd",
+                "systemd {version} is older than {}, the oldest allot works with (AttachProcessesToUnit came in 238); upgrade systemd",
                 crate::systemd::MIN_VERSION
             )));
         }
@@ -204,6 +213,12 @@ impl SystemdTree {
                 Err(e)
             }
         }
+    }
+
+    /// What the background slice gets: `CPUWeight=idle` from systemd 252, the smallest
+    /// weight (1) before it.
+    pub(super) fn idle_weight(&self) -> CpuWeight {
+        idle_weight(self.version)
     }
 
     /// The session a process is in, as logind reports it.
@@ -378,7 +393,7 @@ impl CpuController for SystemdTree {
         Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
     }
     fn has_idle(&self) -> bool {
-        if self.version < 252 {
+        if self.version < crate::systemd::IDLE_VERSION {
             return false;
         }
         let mut st = self.lock();
@@ -392,7 +407,7 @@ impl CpuController for SystemdTree {
     fn set_idle(&self, rel: &str, idle: bool) -> Result<()> {
         match Self::place(rel)? {
             Place::Scope(Key::Background) => {
-                let w = if idle { CpuWeight::Idle } else { CpuWeight::Unset };
+                let w = if idle { self.idle_weight() } else { CpuWeight::Unset };
                 self.lock().sd.set_properties(&self.names.slice(&Key::Background), true, vec![w.prop()])
             }
             Place::Inside(..) => write(self.dir(rel).join("cpu.idle"), if idle { "1" } else { "0" }),
@@ -518,5 +533,17 @@ impl CpuController for SystemdTree {
             }
         }
         errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_is_idle_from_252_and_the_smallest_weight_before() {
+        assert_eq!(idle_weight(252), CpuWeight::Idle);
+        assert_eq!(idle_weight(251), CpuWeight::Weight(1));
+        assert_eq!(idle_weight(crate::systemd::MIN_VERSION), CpuWeight::Weight(1));
     }
 }
