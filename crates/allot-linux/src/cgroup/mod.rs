@@ -168,6 +168,11 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn cut_tethers(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+    /// Kills every process in a directory of allot's at once (`cgroup.kill`, Linux 5.14:
+    /// the kernel sends SIGKILL; writing the file is all the permission it takes).
+    fn kill_all(&self, rel: &str) -> Result<()> {
+        write(self.dir(rel).join("cgroup.kill"), "1")
+    }
     /// Lets go of a job's tether (the job ended, or allot is being removed).
     fn untether(&self, _job: &str) -> Result<()> {
         Ok(())

@@ -58,6 +58,8 @@ pub struct World {
     pub tethers_known: std::collections::BTreeSet<String>,
     /// Signals sent: (pid, signal).
     pub signals: Vec<(i32, i32)>,
+    /// Signals the daemon may not send (as without CAP_KILL): refused.
+    pub no_kill_cap: bool,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -264,6 +266,16 @@ impl CpuController for FakeCg {
     fn tethered(&self) -> Vec<String> {
         self.w.lock().unwrap().tethers_known.iter().cloned().collect()
     }
+    fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        let pids: Vec<i32> = w.procs.iter().filter(|(_, p)| p.path == a && !p.zombie).map(|(&k, _)| k).collect();
+        for pid in pids {
+            w.procs.get_mut(&pid).unwrap().zombie = true;
+            w.signals.push((pid, libc::SIGKILL));
+        }
+        Ok(())
+    }
     fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
         let mut w = self.w.lock().unwrap();
         if !w.systemd {
@@ -364,6 +376,9 @@ impl Host for FakeHost {
     /// Recorded; SIGKILL ends the process (it becomes a zombie).
     fn signal(&self, p: &Proc, sig: i32) -> bool {
         let mut w = self.w.lock().unwrap();
+        if w.no_kill_cap {
+            return false;
+        }
         w.signals.push((p.pid, sig));
         if sig == libc::SIGKILL {
             if let Some(x) = w.procs.get_mut(&p.pid) {

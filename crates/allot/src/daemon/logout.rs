@@ -4,7 +4,10 @@
 //! session's scope for allot's. The tie is systemd's (a `PartOf=` tether,
 //! allot-linux's cgroup/systemd/tethers.rs); the daemon ends the job as systemd ends a
 //! scope's processes: SIGTERM and SIGHUP (logind's session scopes have `SendSIGHUP=yes`)
-//! and SIGCONT, then SIGKILL to what is left after [`GRACE`].
+//! and SIGCONT, then SIGKILL (`cgroup.kill`) to what is left after [`GRACE`]. Sending
+//! signals to other users' processes takes CAP_KILL, which the shipped unit does not
+//! grant: there the job is killed with `cgroup.kill` at once, a write to allot's own
+//! directory.
 
 use super::core::Daemon;
 use super::registry::JobSpec;
@@ -34,16 +37,23 @@ impl Daemon {
         for leaf in cut {
             let Some(j) = self.desired.jobs.values().find(|j| j.leaf() == leaf).cloned() else { continue };
             let rel = j.rel();
-            let n = self.signal_job(&rel, &[libc::SIGTERM, libc::SIGHUP, libc::SIGCONT]);
-            log::info!("{} ended with its login session: {n} process(es) sent SIGTERM", self.job_label(&j));
-            self.logout_kills.insert(rel, now + GRACE);
+            let (found, sent) = self.signal_job(&rel, &[libc::SIGTERM, libc::SIGHUP, libc::SIGCONT]);
+            if found > 0 && sent == 0 {
+                // No signal could be sent (the shipped unit has no CAP_KILL): cgroup.kill,
+                // which takes only the write to allot's own directory.
+                log::info!("{} ended with its login session: its {found} process(es) killed (SIGTERM could not be sent)", self.job_label(&j));
+                self.kill_job(&rel);
+            } else {
+                log::info!("{} ended with its login session: {sent} process(es) sent SIGTERM", self.job_label(&j));
+                self.logout_kills.insert(rel, now + GRACE);
+            }
         }
         let due: Vec<String> = self.logout_kills.iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
         for rel in due {
             self.logout_kills.remove(&rel);
-            let n = self.signal_job(&rel, &[libc::SIGKILL]);
-            if n > 0 {
-                log::info!("{rel}: {n} process(es) outlived {GRACE:?} after their session ended: SIGKILL");
+            if self.tree.cg.procs(&rel).is_ok_and(|p| !p.is_empty()) {
+                log::info!("{rel}: what outlived {GRACE:?} after its session ended is killed");
+                self.kill_job(&rel);
             }
         }
         let leaves: std::collections::HashSet<String> = self.desired.jobs.values().map(|j| j.leaf()).collect();
@@ -68,22 +78,33 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL to everything in a job's directory: `cgroup.kill`, else each process
+    /// through its pidfd.
+    fn kill_job(&self, rel: &str) {
+        if let Err(e) = self.tree.cg.kill_all(rel) {
+            log::warn!("{rel}: cgroup.kill failed ({e}); SIGKILL each process");
+            self.signal_job(rel, &[libc::SIGKILL]);
+        }
+    }
+
     /// Sends signals to every process in a job's directory, each through a pidfd opened
     /// before its place is read again (so a recycled pid elsewhere is never signalled);
-    /// returns how many were signalled.
-    fn signal_job(&self, rel: &str, sigs: &[i32]) -> usize {
-        let mut n = 0;
+    /// returns how many were found and how many took the signals.
+    fn signal_job(&self, rel: &str, sigs: &[i32]) -> (usize, usize) {
+        let (mut found, mut sent) = (0, 0);
         for pid in self.tree.cg.procs(rel).unwrap_or_default() {
             let Ok(p) = self.host.open(pid) else { continue };
             if self.tree.cg.rel_of(pid).ok().flatten().as_deref() != Some(rel) || !self.host.alive(&p) {
                 continue;
             }
+            found += 1;
+            let mut ok = true;
             for &s in sigs {
-                self.host.signal(&p, s);
+                ok &= self.host.signal(&p, s);
             }
-            n += 1;
+            sent += ok as usize;
         }
-        n
+        (found, sent)
     }
 }
 

@@ -88,3 +88,20 @@ fn a_job_that_ended_lets_go_of_its_tie_and_release_lets_go_of_all() {
     d.untie_all();
     assert!(w.lock().unwrap().tethers.is_empty());
 }
+
+#[test]
+fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.systemd = true;
+        x.spawn(100, 3000, SESSION, "sh");
+    }
+    let mut d = start(&w, None);
+    let tied = run(&mut d, &w, 100);
+    w.lock().unwrap().no_kill_cap = true;
+    w.lock().unwrap().tethers.remove(&tied);
+    d.tick_at(Instant::now());
+    assert_eq!(signals(&w), vec![(100, libc::SIGKILL)], "cgroup.kill, not a SIGTERM that cannot be sent");
+    assert!(w.lock().unwrap().procs[&100].zombie);
+}
