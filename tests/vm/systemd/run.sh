@@ -18,6 +18,10 @@
 #                    (repeatable; all in one dpkg call, in the order given)
 #   --env K=V        export K=V to the script (repeatable)
 #   --timeout SECS   wall-clock limit for the VM run (default 900, env ALLOT_VM_TIMEOUT)
+#   --cgroup MODE    the guest's cgroup layout: v2 (default: unified only), hybrid
+#                    (systemd.unified_cgroup_hierarchy=0: v1 controllers, systemd's
+#                    unified tree beside them, as Ubuntu 20.04) or v1 (legacy only, the
+#                    RHEL 8 default: also systemd.legacy_systemd_cgroup_controller=1)
 #   --smp N          guest CPUs (default 2, env ALLOT_VM_SMP)
 #   --mem MiB        guest memory (default 2048, env ALLOT_VM_MEM)
 #   --log FILE       serial console log (default tests/vm/build/systemd/console.log)
@@ -64,7 +68,7 @@ SMP=${ALLOT_VM_SMP:-2}
 MEM=${ALLOT_VM_MEM:-2048}
 LOG="$BUILD/console.log"
 STDOUT_FILE="$BUILD/stdout.txt"
-QUIET=0; REBUILD=0; KEEP=0
+QUIET=0; REBUILD=0; KEEP=0; CGROUP=v2
 need() { [ "$1" -ge 2 ] || die_usage "$2 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -75,6 +79,7 @@ while [ $# -gt 0 ]; do
     --env)     need $# "$1"; ENVS+=("$2"); shift 2 ;;
     --timeout) need $# "$1"; TIMEOUT=$2; shift 2 ;;
     --smp)     need $# "$1"; SMP=$2; shift 2 ;;
+    --cgroup)  need $# "$1"; CGROUP=$2; shift 2 ;;
     --mem)     need $# "$1"; MEM=$2; shift 2 ;;
     --log)     need $# "$1"; LOG=$2; shift 2 ;;
     --stdout)  need $# "$1"; STDOUT_FILE=$2; shift 2 ;;
@@ -87,6 +92,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$SCRIPT" ] || die_usage "--script FILE is required"
+case $CGROUP in v2|hybrid|v1) ;; *) die_usage "--cgroup '$CGROUP': use v2, hybrid or v1" ;; esac
 [ -f "$SCRIPT" ] && [ -r "$SCRIPT" ] || die_usage "--script '$SCRIPT' is not a readable file"
 for n in "$TIMEOUT" "$SMP" "$MEM"; do
   [[ $n =~ ^[1-9][0-9]{0,6}$ ]] || die_usage "not a positive integer: '$n'"
@@ -248,9 +254,14 @@ ACCEL="tcg,thread=multi"
 # fallback path.
 CPU="max,cx16=off"
 APPEND="console=ttyS0 root=/dev/nvme0n1 rw rootfstype=ext4 quiet loglevel=3 panic=-1"
-APPEND+=" cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1 mitigations=off systemd.show_status=error"
+case $CGROUP in
+  v2) APPEND+=" cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" ;;
+  hybrid) APPEND+=" systemd.unified_cgroup_hierarchy=0" ;;
+  v1) APPEND+=" systemd.unified_cgroup_hierarchy=0 systemd.legacy_systemd_cgroup_controller=1" ;;
+esac
+APPEND+=" mitigations=off systemd.show_status=error"
 say "kernel $(cut -d' ' -f1,2 "$IMG/kernel-version"); disk ${SIZE}M (prepared in ${PREP}s); accel $ACCEL; smp $SMP; mem ${MEM}M; timeout ${TIMEOUT}s"
-say "script $SCRIPT${ARGS[*]+ ${ARGS[*]}}; console log $LOG"
+say "script $SCRIPT${ARGS[*]+ ${ARGS[*]}}; cgroup $CGROUP; console log $LOG"
 
 START=$(date +%s.%N)
 FIFO="$WORK/console.fifo"

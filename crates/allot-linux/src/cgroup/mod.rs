@@ -155,6 +155,34 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
         Ok(None)
     }
+    /// The systemd unit a process outside allot is in (GetUnitByPID and its properties):
+    /// systemd only; None elsewhere, where no unit owns a cgroup.
+    fn unit_of(&self, _pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
+        Ok(None)
+    }
+    /// Ties job `job` (its directory's leaf name) to the login session whose scope is
+    /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
+    /// session (systemd only: a `PartOf=` tether, systemd/tethers.rs; nothing elsewhere).
+    fn tether(&self, _job: &str, _session_scope: &str) -> Result<()> {
+        Ok(())
+    }
+    /// The jobs whose session was stopped since the last call (looked at once a second).
+    fn cut_tethers(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    /// Kills every process in a directory of allot's at once (`cgroup.kill`, Linux 5.14:
+    /// the kernel sends SIGKILL; writing the file is all the permission it takes).
+    fn kill_all(&self, rel: &str) -> Result<()> {
+        write(self.dir(rel).join("cgroup.kill"), "1")
+    }
+    /// Lets go of a job's tether (the job ended, or allot is being removed).
+    fn untether(&self, _job: &str) -> Result<()> {
+        Ok(())
+    }
+    /// The jobs with a tether now.
+    fn tethered(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
     /// (sessions, their user manager) in their slice: systemd only, through its API.
     /// Nothing to do elsewhere, where a currency's directory is allot's own and its
@@ -200,8 +228,14 @@ pub fn detect_host(name: &str, holder: crate::systemd::holder::Holder) -> Result
     if crate::systemd::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
+    if crate::systemd::is_systemd_init() {
+        return Err(Error::NoCpuController(V1_SYSTEMD.into()));
+    }
     detect(name)
 }
+
+/// Why allot will not run on a systemd host with cgroup v1 or hybrid hierarchies.
+pub const V1_SYSTEMD: &str = "systemd runs this host and /sys/fs/cgroup is not a cgroup2 mount (cgroup v1 or hybrid, as RHEL 8 and Ubuntu 20.04 boot by default): systemd owns every hierarchy here, and allot works only through systemd's API on the unified hierarchy, never in a tree of its own at the root of one systemd manages; boot with systemd.unified_cgroup_hierarchy=1 on the kernel command line (docs/systemd.md, older and v1 systemd)";
 
 /// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root
 /// `<mount>/name` and its background sibling `<mount>/name-background`. v2 is used when

@@ -8,6 +8,9 @@
 //! unit names and cgroup paths is not systemd's API (its docs/CGROUP_DELEGATION.md).
 
 pub mod holder;
+mod units;
+
+pub use units::UnitOf;
 
 use crate::dbus::{Bus, Match, Reject, Value};
 use crate::{Error, Result};
@@ -18,14 +21,25 @@ const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 
-/// The oldest systemd allot's systemd mode supports: `CPUWeight=idle` (cpu.idle) came in 252.
-pub const MIN_VERSION: u32 = 252;
+/// The oldest systemd allot's systemd mode supports: RHEL 8's. AttachProcessesToUnit came
+/// in 238; before 252 (no `CPUWeight=idle`) the background slice weighs 1
+/// ([`IDLE_VERSION`]). docs/systemd.md has the table per version.
+pub const MIN_VERSION: u32 = 239;
+
+/// The first systemd with `CPUWeight=idle` (the unit's cgroup gets cpu.idle = 1).
+pub const IDLE_VERSION: u32 = 252;
 
 /// True on a systemd host: the unified cgroup hierarchy at /sys/fs/cgroup (statfs, as
 /// CGROUP_DELEGATION.md says to tell) and systemd running as init (/run/systemd/system,
 /// as sd_booted(3) tells).
 pub fn is_systemd_host() -> bool {
-    crate::cgroup::is_cgroup2_mount(std::path::Path::new("/sys/fs/cgroup")) && std::path::Path::new("/run/systemd/system").is_dir()
+    crate::cgroup::is_cgroup2_mount(std::path::Path::new("/sys/fs/cgroup")) && is_systemd_init()
+}
+
+/// True when systemd runs as init (/run/systemd/system, as sd_booted(3) tells), whatever
+/// its cgroup layout.
+pub fn is_systemd_init() -> bool {
+    std::path::Path::new("/run/systemd/system").is_dir()
 }
 
 /// A unit property for StartTransientUnit and SetUnitProperties: `(name, value)`.

@@ -58,6 +58,7 @@ impl Daemon {
             audit: super::audit::Audit::new(None),
             since: Default::default(),
             defaults_cache: Default::default(),
+            logout_kills: Default::default(),
             last_reload: None,
             cfg,
         };
@@ -210,6 +211,7 @@ impl Daemon {
             return self.shutdown(true);
         }
         self.undo_dynamic();
+        self.untie_all();
         for rel in self.tree_rels() {
             self.watch.unwatch(&rel);
             let empty = self.tree.cg.procs(&rel).is_ok_and(|p| p.is_empty());

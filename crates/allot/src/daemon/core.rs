@@ -121,6 +121,8 @@ pub struct Daemon {
     pub since: HashMap<JobId, [Option<Instant>; 3]>,
     /// The config's per-user defaults, looked up once (`user_defaults`).
     pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
+    /// Jobs whose login session ended, and when what is left of them gets SIGKILL (logout.rs).
+    pub logout_kills: HashMap<String, Instant>,
     /// How the last reload ended (status, metrics).
     pub last_reload: Option<crate::proto::ReloadOutcome>,
     /// Memory by share (memory.rs).
@@ -206,6 +208,7 @@ impl Daemon {
         }
         self.repair(gone);
         self.reap(now);
+        self.logouts(now);
         // At rest (nothing ran, no usage left in any window) the plan cannot have changed.
         if self.obs.busy {
             self.split_niced();

@@ -46,6 +46,20 @@ pub struct World {
     pub next_start: u64,
     /// Reads of each directory's thread list (the kernel builds and sorts it per read).
     pub lists: BTreeMap<String, u32>,
+    /// A systemd host: processes outside allot are in units (`units`, by cgroup path; a
+    /// path not listed is a plain unit named by its leaf).
+    pub systemd: bool,
+    pub units: BTreeMap<String, allot_linux::systemd::UnitOf>,
+    /// Units looked up (each costs D-Bus calls on a real host).
+    pub unit_lookups: u32,
+    /// Jobs tied to login sessions (by leaf), as systemd would list their tethers.
+    pub tethers: std::collections::BTreeSet<String>,
+    /// Tethers the daemon knows of (what it listed last).
+    pub tethers_known: std::collections::BTreeSet<String>,
+    /// Signals sent: (pid, signal).
+    pub signals: Vec<(i32, i32)>,
+    /// Signals the daemon may not send (as without CAP_KILL): refused.
+    pub no_kill_cap: bool,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -220,11 +234,57 @@ impl CpuController for FakeCg {
         let w = self.w.lock().unwrap();
         let p = w.procs.get(&pid).ok_or_else(gone)?;
         let leaf = p.path.rsplit('/').next().unwrap_or_default();
+        // The session's user: its slice's (`user-UID.slice`), else the process's own.
+        let owner = p.path.split('/').find_map(|c| c.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok()).unwrap_or(p.uids[0]);
         Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::systemd::Session {
             id: id.into(),
-            uid: p.uids[0],
+            uid: owner,
             scope: leaf.into(),
         }))
+    }
+    fn systemd(&self) -> bool {
+        self.w.lock().unwrap().systemd
+    }
+    fn tether(&self, job: &str, _session_scope: &str) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        w.tethers.insert(job.into());
+        w.tethers_known.insert(job.into());
+        Ok(())
+    }
+    fn cut_tethers(&self) -> allot_linux::Result<Vec<String>> {
+        let mut w = self.w.lock().unwrap();
+        let cut = w.tethers_known.difference(&w.tethers).cloned().collect();
+        w.tethers_known = w.tethers.clone();
+        Ok(cut)
+    }
+    fn untether(&self, job: &str) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        w.tethers.remove(job);
+        w.tethers_known.remove(job);
+        Ok(())
+    }
+    fn tethered(&self) -> Vec<String> {
+        self.w.lock().unwrap().tethers_known.iter().cloned().collect()
+    }
+    fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        let pids: Vec<i32> = w.procs.iter().filter(|(_, p)| p.path == a && !p.zombie).map(|(&k, _)| k).collect();
+        for pid in pids {
+            w.procs.get_mut(&pid).unwrap().zombie = true;
+            w.signals.push((pid, libc::SIGKILL));
+        }
+        Ok(())
+    }
+    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
+        let mut w = self.w.lock().unwrap();
+        if !w.systemd {
+            return Ok(None);
+        }
+        w.unit_lookups += 1;
+        let path = w.procs.get(&pid).filter(|p| !p.zombie).ok_or_else(gone)?.path.clone();
+        let leaf = path.rsplit('/').next().unwrap_or_default().to_string();
+        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
     }
     fn mount(&self) -> &Path {
         Path::new("/fake-mount")
@@ -312,5 +372,19 @@ impl Host for FakeHost {
     }
     fn me(&self) -> i32 {
         ME
+    }
+    /// Recorded; SIGKILL ends the process (it becomes a zombie).
+    fn signal(&self, p: &Proc, sig: i32) -> bool {
+        let mut w = self.w.lock().unwrap();
+        if w.no_kill_cap {
+            return false;
+        }
+        w.signals.push((p.pid, sig));
+        if sig == libc::SIGKILL {
+            if let Some(x) = w.procs.get_mut(&p.pid) {
+                x.zombie = true;
+            }
+        }
+        true
     }
 }

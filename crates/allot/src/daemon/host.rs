@@ -108,6 +108,11 @@ pub trait Host {
     fn cpu_times(&self) -> Option<CpuTimes>;
     /// The daemon's own pid.
     fn me(&self) -> i32;
+    /// Sends a signal through the process's pidfd (never by number); false when it could
+    /// not be sent (no pidfd, or the process is gone).
+    fn signal(&self, p: &Proc, sig: i32) -> bool {
+        p.fd.as_ref().is_some_and(|f| f.signal(sig).is_ok())
+    }
 }
 
 /// The real host.

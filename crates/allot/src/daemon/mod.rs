@@ -20,6 +20,7 @@ pub mod host;
 pub mod http;
 pub mod limits;
 pub mod logger;
+mod logout;
 pub mod memory;
 pub mod observe;
 pub mod placement;

@@ -22,6 +22,7 @@
 
 mod budget;
 mod consider;
+mod reach;
 
 use super::core::Daemon;
 use super::trust::Place;
@@ -64,6 +65,8 @@ pub struct Placement {
     refusals_logged: HashSet<(u32, String)>,
     /// Sources another allot daemon places from (it holds their claim): not placed from here.
     forgone: Vec<String>,
+    /// Processes that became a human user in another unit or session (reach.rs).
+    reach: reach::Reach,
 }
 
 /// Which uids are human users: allot-linux's [`HumanUids`] (login.defs, subuid, systemd's
@@ -110,6 +113,7 @@ impl Placement {
             execs: budget::ExecBudget::default(),
             refusals_logged: HashSet::new(),
             forgone: vec![],
+            reach: reach::Reach::default(),
         }
     }
     /// May a request take a process out of this cgroup (as /proc/PID/cgroup names it)?

@@ -259,6 +259,11 @@ impl Daemon {
         spec.tickets = tickets;
         spec.cap = cap;
         spec.background = background || cap_bg;
+        // From the caller's own login session: the job ends when logind stops it (logout.rs).
+        let tie = match &place {
+            Place::Session { uid, scope, .. } if *uid == peer.uid => Some((spec.clone(), scope.clone())),
+            _ => None,
+        };
         let rel = spec.rel();
         let back = self.back_of_place(&place);
         self.make_job_dir(&spec)?;
@@ -273,6 +278,9 @@ impl Daemon {
             self.move_back(caller, &back);
             self.rollback(std::mem::take(&mut undo));
             return Err(e);
+        }
+        if let Some((job, scope)) = tie {
+            self.tie_to_session(&job, &scope);
         }
         Ok(Response::Job(made))
     }

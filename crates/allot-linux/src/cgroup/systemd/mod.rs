@@ -19,6 +19,7 @@
 
 pub mod names;
 mod scopes;
+mod tethers;
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
 use crate::systemd::holder::Holder;
@@ -59,6 +60,18 @@ struct State {
     slices: BTreeMap<String, String>,
     limiter: Limiter,
     holders_checked: Option<Instant>,
+    /// Jobs with a tether to their login session (tethers.rs), and when they were listed.
+    tethers: std::collections::BTreeSet<String>,
+    tethers_checked: Option<Instant>,
+}
+
+/// The background slice's weight under systemd `version`.
+fn idle_weight(version: u32) -> CpuWeight {
+    if version >= crate::systemd::IDLE_VERSION {
+        CpuWeight::Idle
+    } else {
+        CpuWeight::Weight(1)
+    }
 }
 
 fn unsupported(what: &str, rel: &str) -> Error {
@@ -90,11 +103,19 @@ impl SystemdTree {
         let version = sd.version_major()?;
         if version < crate::systemd::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
-                "systemd {version} is older than {}, the first with CPUWeight=idle; upgrade systemd, or run allot without systemd",
+                "systemd {version} is older than {}, the oldest allot works with (AttachProcessesToUnit came in 238); upgrade systemd",
                 crate::systemd::MIN_VERSION
             )));
         }
-        let state = State { sd, scopes: BTreeMap::new(), slices: BTreeMap::new(), limiter: Limiter::new(WEIGHT_INTERVAL), holders_checked: None };
+        let state = State {
+            sd,
+            scopes: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            limiter: Limiter::new(WEIGHT_INTERVAL),
+            holders_checked: None,
+            tethers: Default::default(),
+            tethers_checked: None,
+        };
         let t = Self {
             names: Names::new(root),
             mount: PathBuf::from("/sys/fs/cgroup"),
@@ -192,6 +213,12 @@ impl SystemdTree {
                 Err(e)
             }
         }
+    }
+
+    /// What the background slice gets: `CPUWeight=idle` from systemd 252, the smallest
+    /// weight (1) before it.
+    pub(super) fn idle_weight(&self) -> CpuWeight {
+        idle_weight(self.version)
     }
 
     /// The session a process is in, as logind reports it.
@@ -366,7 +393,7 @@ impl CpuController for SystemdTree {
         Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
     }
     fn has_idle(&self) -> bool {
-        if self.version < 252 {
+        if self.version < crate::systemd::IDLE_VERSION {
             return false;
         }
         let mut st = self.lock();
@@ -380,7 +407,7 @@ impl CpuController for SystemdTree {
     fn set_idle(&self, rel: &str, idle: bool) -> Result<()> {
         match Self::place(rel)? {
             Place::Scope(Key::Background) => {
-                let w = if idle { CpuWeight::Idle } else { CpuWeight::Unset };
+                let w = if idle { self.idle_weight() } else { CpuWeight::Unset };
                 self.lock().sd.set_properties(&self.names.slice(&Key::Background), true, vec![w.prop()])
             }
             Place::Inside(..) => write(self.dir(rel).join("cpu.idle"), if idle { "1" } else { "0" }),
@@ -457,6 +484,21 @@ impl CpuController for SystemdTree {
     fn session_of(&self, pid: i32) -> Result<Option<Session>> {
         self.session(pid)
     }
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
+        self.lock().sd.unit_of(pid as u32).map(Some)
+    }
+    fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
+        self.start_tether(&mut self.lock(), job, session_scope)
+    }
+    fn cut_tethers(&self) -> Result<Vec<String>> {
+        self.cut(&mut self.lock())
+    }
+    fn untether(&self, job: &str) -> Result<()> {
+        self.end_tether(&mut self.lock(), job)
+    }
+    fn tethered(&self) -> Vec<String> {
+        self.lock().tethers.iter().cloned().collect()
+    }
     fn upkeep(&self) -> Vec<(String, Error)> {
         let mut errs = vec![];
         let mut st = self.lock();
@@ -491,5 +533,17 @@ impl CpuController for SystemdTree {
             }
         }
         errs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn background_is_idle_from_252_and_the_smallest_weight_before() {
+        assert_eq!(idle_weight(252), CpuWeight::Idle);
+        assert_eq!(idle_weight(251), CpuWeight::Weight(1));
+        assert_eq!(idle_weight(crate::systemd::MIN_VERSION), CpuWeight::Weight(1));
     }
 }

@@ -25,7 +25,7 @@ impl SystemdTree {
         if *key == Key::Background {
             // Transient, so it goes when allot's tree is taken down; idle from the start.
             let desc = format!("allot ({}): background jobs, run only on CPU nobody else wants", self.names.root());
-            match st.sd.start_slice(&slice, vec![prop("Description", crate::dbus::Value::str(desc)), CpuWeight::Idle.prop()]) {
+            match st.sd.start_slice(&slice, vec![prop("Description", crate::dbus::Value::str(desc)), self.idle_weight().prop()]) {
                 Err(Error::Bus { name, .. }) if name == "org.freedesktop.systemd1.UnitExists" => {}
                 r => r?,
             }

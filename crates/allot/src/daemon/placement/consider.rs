@@ -83,8 +83,14 @@ impl Daemon {
         let own_job = matches!(&place, Place::Job(id) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid));
         match (&place, human) {
             // Another manager's, or a login session's (systemd hosts: logins stay where logind
-            // put them; their user's slice is their currency already).
-            (Place::Foreign(_) | Place::Session { .. }, _) => return (Seen::Never, None),
+            // put them; their user's slice is their currency already), unless the process
+            // became another human user there: a cron job, su, sudo -u (reach.rs).
+            (Place::Foreign(_) | Place::Session { .. }, false) => return (Seen::Never, None),
+            (Place::Foreign(_) | Place::Session { .. }, true) => match self.reach(&p, uid, &place) {
+                super::reach::Verdict::Move => {}
+                super::reach::Verdict::Stay => return (Seen::Never, None),
+                super::reach::Verdict::Later => return (Seen::Retry, None),
+            },
             (Place::Source(path), _) if !self.placement.is_auto(path) => return (Seen::Never, None),
             (Place::Job(id), _) if own_job => {
                 // In its own job. Rules apply at exec, and only to the user's default job:

@@ -1,0 +1,141 @@
+//! Reach: on a systemd host, a process that became a human user outside a login session
+//! of its own — a cron or at job (in `cron.service`, `atd.service`), `su - alice -c ...`
+//! or `sudo -u alice` from someone else's session — joins that user's currency: it is
+//! moved into the user's default job (in allot's scope in `user-UID.slice`) through
+//! systemd's AttachProcessesToUnit, never by writing a cgroup file (docs/systemd.md).
+//!
+//! What stays where it is:
+//! - a process in its own user's login session (logind's scope: the user's slice is its
+//!   currency already) or anywhere else in its own user's slice (`user@UID.service`, so
+//!   `systemd-run --user` units too);
+//! - a process in a unit that delegates its subtree (`Delegate=`: containers, batch
+//!   steps, user managers), or in a cgroup below a unit's own (another manager made it);
+//! - a service's main or control process (moving it would take it from its service);
+//! - a process of a service whose `User=` is that user (the admin made it run as them);
+//! - anything not a service or a scope.
+//!
+//! Looking a unit up costs several D-Bus calls, so it is budgeted per user (a user whose
+//! processes change uid in a loop must not keep the loop busy); a process past the budget
+//! is looked at again at the next scan. A "stays" verdict is remembered for the process
+//! (pid and start time) and its uid, so repeated uid changes of one process cost nothing.
+
+use super::super::core::Daemon;
+use super::super::host::Proc;
+use super::super::trust::Place;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Unit lookups per user per second, on average.
+pub const RATE: f64 = 20.0;
+/// Unit lookups of one user at once (a cron minute starting many jobs).
+pub const BURST: f64 = 50.0;
+/// Verdicts remembered at once; past it, all are forgotten (and looked up again).
+const KEPT: usize = 65536;
+/// Users whose budgets are tracked at once; past it, full buckets are forgotten.
+const USERS: usize = 4096;
+
+/// What to do with a process that is someone else's or in another unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Into its user's currency.
+    Move,
+    /// Where it is.
+    Stay,
+    /// Not now (its user's lookup budget is spent, or the unit could not be read):
+    /// looked at again at the next scan.
+    Later,
+}
+
+/// Reach's memory: lookup budgets and remembered verdicts.
+#[derive(Debug, Default)]
+pub struct Reach {
+    /// Per uid: (tokens, when last refilled).
+    budgets: HashMap<u32, (f64, Instant)>,
+    /// (pid, start time, uid) whose unit said "stays".
+    kept: HashMap<(i32, u64, u32), ()>,
+    /// Units looked up since start.
+    pub lookups: u64,
+    /// Looks put off for want of budget since start.
+    pub deferred: u64,
+}
+
+impl Reach {
+    fn admit(&mut self, uid: u32, now: Instant) -> bool {
+        if self.budgets.len() >= USERS && !self.budgets.contains_key(&uid) {
+            self.budgets.retain(|_, (t, at)| *t + now.duration_since(*at).as_secs_f64() * RATE < BURST);
+        }
+        let (tokens, at) = self.budgets.entry(uid).or_insert((BURST, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * RATE).min(BURST);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            self.deferred += 1;
+            false
+        }
+    }
+
+    fn keep(&mut self, key: (i32, u64, u32)) {
+        if self.kept.len() >= KEPT {
+            self.kept.clear();
+        }
+        self.kept.insert(key, ());
+    }
+}
+
+impl Daemon {
+    /// May `p`, now wholly of human user `uid` and at `place` (another manager's cgroup or
+    /// a login session), be moved into its user's currency?
+    pub(super) fn reach(&mut self, p: &Proc, uid: u32, place: &Place) -> Verdict {
+        match place {
+            // su/sudo -u into another human user, inside someone else's login session.
+            Place::Session { uid: owner, .. } if *owner != uid => Verdict::Move,
+            Place::Foreign(path) if self.tree.cg.systemd() => self.reach_unit(p, uid, path),
+            _ => Verdict::Stay,
+        }
+    }
+
+    fn reach_unit(&mut self, p: &Proc, uid: u32, path: &str) -> Verdict {
+        if path.starts_with(&format!("/user.slice/user-{uid}.slice/")) {
+            return Verdict::Stay;
+        }
+        let key = (p.pid, p.start, uid);
+        if self.placement.reach.kept.contains_key(&key) {
+            return Verdict::Stay;
+        }
+        if !self.placement.reach.admit(uid, Instant::now()) {
+            return Verdict::Later;
+        }
+        self.placement.reach.lookups += 1;
+        let u = match self.tree.cg.unit_of(p.pid) {
+            Ok(Some(u)) => u,
+            Ok(None) => return Verdict::Stay,
+            Err(_) => return Verdict::Later,
+        };
+        let runs_as_user = !u.user.is_empty() && (u.user.parse::<u32>().ok() == Some(uid) || super::super::trust::uid_of(&u.user) == Some(uid));
+        let stays = u.cgroup != path
+            || u.delegate
+            || !matches!(u.kind(), "service" | "scope")
+            || u.name.starts_with("user@")
+            || u.own_pids.contains(&(p.pid as u32))
+            || runs_as_user;
+        // Still the process the lookup was about (GetUnitByPID takes a number).
+        if !self.host.alive(p) {
+            return Verdict::Later;
+        }
+        if stays {
+            self.placement.reach.keep(key);
+            return Verdict::Stay;
+        }
+        log::info!(
+            "process {} became uid {uid} in {} (not a login session of its own): moving it into its user's currency through systemd",
+            p.pid,
+            u.name
+        );
+        Verdict::Move
+    }
+}
+
+#[cfg(test)]
+mod tests;

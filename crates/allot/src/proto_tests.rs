@@ -1,0 +1,35 @@
+//! The protocol's unit tests (proto_props.rs holds its decoder's properties).
+use super::*;
+
+#[test]
+fn lines_round_trip_and_unknown_fields_are_refused() {
+    let r = Request::Set { pids: vec![1, 2], tickets: Some(5), cap: None, background: Some(true), force: false };
+    assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
+    assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
+    assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"status\"}"), Ok(Request::Status {})));
+    assert!(matches!(decode_request(b"{\"v\":2,\"op\":\"run\",\"command\":[\"x\"]}"), Err(LineError::Malformed(_))));
+}
+
+#[test]
+fn every_response_encodes() {
+    let c = CurrencyView { name: "ci".into(), kind: "n".into(), funding: 1, cap: None, weight: 1, jobs: 0, active: 0, usage: 0.0, memory: None };
+    for r in [
+        Response::Currencies(CurrenciesView { currencies: vec![c] }),
+        Response::Changed(Changed { jobs: vec!["1".into()], focus: None, warnings: vec!["process 5 left its login session".into()] }),
+        Response::Funding(FundingView { currency: "x".into(), funding: 5, cap: Some("4!".into()) }),
+    ] {
+        let line = Reply::ok(r.clone()).encode();
+        let back: Reply = serde_json::from_slice(&line).unwrap();
+        assert_eq!(back.data, Some(r));
+    }
+}
+
+#[test]
+fn versions_are_named() {
+    assert_eq!(decode_request(b"{\"op\":\"status\"}"), Err(LineError::Version(1)));
+    assert_eq!(decode_request(b"{\"v\":3,\"op\":\"status\"}"), Err(LineError::Version(3)));
+    assert!(LineError::Version(1).to_string().contains("protocol 1"));
+    assert!(LineError::Version(3).to_string().contains("restart the daemon"));
+    assert!(matches!(decode_request(b"[1]"), Err(LineError::Malformed(_))));
+    assert!(matches!(decode_request(b"{\"v\":\"2\"}"), Err(LineError::Malformed(_))));
+}
