@@ -243,25 +243,30 @@ JOB
   check "a cron-shaped job joins allot-ta's currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
   check "the cron-shaped service's own process stays in its service" sh -c "grep -q 'reach-cron.service' /proc/$(systemctl show -p MainPID --value reach-cron)/cgroup"
   check "allot show lists it in allot-ta's default job" sh -c "$A --json show | python3 -c 'import json,sys; v=json.load(sys.stdin); sys.exit(0 if any(j[\"id\"] == \"allot-ta/default\" and $(cat /tmp/reach.cron.pid) in (j[\"pids\"] or []) for j in v[\"jobs\"]) else 1)'"
-  local root
-  # A script file: su would take a `-c` after the user as its own (see Surprises).
-  cat > /tmp/reach-root.sh <<'ROOT'
+  local root root2
+  # Script files: su would take a `-c` after the user as its own (see Surprises). One at a
+  # time, so each is timed alone (the daemon takes uid changes in turn: a sudo started
+  # with an su waited behind the su's new scope, 1362 ms in one run).
+  cat > /tmp/reach-root-su.sh <<'ROOT'
 #!/bin/sh
-su allot-tb -s /bin/sh -c 'date +%s%N > /tmp/reach.su.t0; echo $$ > /tmp/reach.su.pid; exec sleep 3000' &
-sudo -u allot-ta sh -c 'date +%s%N > /tmp/reach.sudo.t0; echo $$ > /tmp/reach.sudo.pid; exec sleep 3000' &
-wait
+su allot-tb -s /bin/sh -c 'date +%s%N > /tmp/reach.su.t0; echo $$ > /tmp/reach.su.pid; exec sleep 3000'
 ROOT
-  chmod 0755 /tmp/reach-root.sh
-  root=$(login_session root /tmp/reach-root.sh)
+  cat > /tmp/reach-root-sudo.sh <<'ROOT'
+#!/bin/sh
+sudo -u allot-ta sh -c 'date +%s%N > /tmp/reach.sudo.t0; echo $$ > /tmp/reach.sudo.pid; exec sleep 3000'
+ROOT
+  chmod 0755 /tmp/reach-root-su.sh /tmp/reach-root-sudo.sh
+  root=$(login_session root /tmp/reach-root-su.sh)
   ms=$(took su 'allot:user-2002.scope')
   echo "su allot-tb -c from root's login session: in allot:user-2002.scope after $ms ms" >&2
   check "su into allot-tb from root's session joins her currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
+  root2=$(login_session root /tmp/reach-root-sudo.sh)
   ms=$(took sudo 'allot:user-2001.scope')
   echo "sudo -u allot-ta from root's login session: in allot:user-2001.scope after $ms ms" >&2
   check "sudo -u allot-ta from root's session joins his currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
   check "root's own session process stays in its session" sh -c "grep -q 'user-0.slice/session-' /proc/$root/cgroup"
   for f in /tmp/reach.cron.pid /tmp/reach.su.pid /tmp/reach.sudo.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
-  kill "$root" 2> /dev/null || true
+  kill "$root" "$root2" 2> /dev/null || true
   systemctl stop reach-cron 2> /dev/null || true
   # root's session and slice go (the byte-identical check at the end must not see them).
   wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-0.slice' || echo "user-0.slice still there" >&2
