@@ -9,6 +9,7 @@
 //! runner's are). Usage is only accounted by cpuacct, so the v1 backend
 //! mirrors every directory and every move into the cpuacct hierarchy too.
 
+pub mod sessions;
 pub mod stat;
 pub mod systemd;
 mod v1;

@@ -39,6 +39,7 @@ impl Daemon {
         let limits = super::limits::Shared::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
         let mut d = Daemon {
             placement: Placement::new(&cfg),
+            sessions: Default::default(),
             ncpu: allot_linux::ncpu(),
             tree: Tree::new(cg),
             host,

@@ -82,8 +82,16 @@ impl Daemon {
         let Ok(place) = self.place_of(pid) else { return (Seen::Retry, None) };
         let own_job = matches!(&place, Place::Job(id) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid));
         match (&place, human) {
-            // Another manager's, or a login session's (systemd hosts: logins stay where logind
-            // put them; their user's slice is their currency already).
+            // A human user's login session (systemd hosts): it stays where logind put it,
+            // and a matching rule reaches it per task (sessions/rules.rs).
+            (Place::Session { scope, .. }, true) => {
+                let scope = scope.clone();
+                return match self.session_rule(&p, &info, &scope) {
+                    super::super::sessions::RuleOutcome::Done => (Seen::Done, None),
+                    super::super::sessions::RuleOutcome::Gone => (Seen::Retry, None),
+                };
+            }
+            // Another manager's, or another's session process (a setuid one, a system user's).
             (Place::Foreign(_) | Place::Session { .. }, _) => return (Seen::Never, None),
             (Place::Source(path), _) if !self.placement.is_auto(path) => return (Seen::Never, None),
             (Place::Job(id), _) if own_job => {
@@ -150,7 +158,7 @@ impl Daemon {
     /// admin's default for what a process looks like, and how it looks is the user's to
     /// choose: it never grants a currency). The bool: the rule's currency was refused.
     #[allow(clippy::type_complexity)]
-    fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
+    pub(in crate::daemon) fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
         let uid = info.creds.uid[0];
         let facts = self.host.facts(pid, info.tid);
         let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
