@@ -202,6 +202,11 @@ check "a currency cap of 0.5! holds the whole slice at 0.5 CPU (+-0.03): $capped
 for f in /tmp/capped.1 /tmp/capped.2; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
 check "allot fund --cap none unsets it" sh -c "$A fund allot-tb --cap none && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = infinity ]"
 
+# Login-session processes meet rules, the boost and the plan (tests/vm/systemd/sessions.sh,
+# put in the guest with --file tests/vm/systemd/sessions.sh:/root/sessions.sh).
+check "the session checks are in the guest" test -s /root/sessions.sh
+if [ -s /root/sessions.sh ]; then . /root/sessions.sh; sessions_all; fi
+
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.
 $A fund allot-ta 100

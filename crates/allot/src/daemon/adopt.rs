@@ -184,6 +184,7 @@ impl Daemon {
                 self.weigh_tree();
                 self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
+                self.recheck_session_rules();
                 self.replan();
             }
             Err(e) => log::error!("reload refused: {e:#}; the config in force is kept (a restart would fail on this file)"),

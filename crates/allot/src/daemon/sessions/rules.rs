@@ -134,6 +134,24 @@ impl Daemon {
         }
     }
 
+    /// After a reload: each process a rule reached is matched against the rules in force
+    /// now (a rule removed or changed gives its threads back what they had).
+    pub fn recheck_session_rules(&mut self) {
+        let pids: Vec<i32> = self.sessions.ruled.keys().copied().collect();
+        for pid in pids {
+            let Ok(p) = self.host.open(pid) else {
+                self.sessions.ruled.remove(&pid);
+                continue;
+            };
+            match (self.host.info(&p), self.place_of(pid)) {
+                (Some(info), Ok(super::super::trust::Place::Session { scope, .. })) => {
+                    self.session_rule(&p, &info, &scope);
+                }
+                _ => self.restore_ruled(pid),
+            }
+        }
+    }
+
     /// Gives back everything rules set on session processes.
     pub(super) fn undo_session_rules(&mut self) {
         let pids: Vec<i32> = self.sessions.ruled.keys().copied().collect();

@@ -229,3 +229,15 @@ fn hostile_a_reused_thread_id_gets_no_slice_meant_for_the_old_one() {
     d.undo_dynamic();
     assert_eq!(w.lock().unwrap().slices.get(&410), Some(&7_000_000), "the new task keeps its own slice");
 }
+
+#[test]
+fn a_rule_removed_at_reload_gives_the_process_back_its_policy() {
+    let w = world();
+    w.lock().unwrap().spawn(370, 3001, S4, "hog");
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(policy(&w, 370), Some((SCHED_IDLE, 0)));
+    d.cfg = toml::from_str("[users]\nmin_uid = 3000\nmax_uid = 60000\n").unwrap();
+    d.recheck_session_rules();
+    assert_eq!(policy(&w, 370), Some((0, 0)));
+}

@@ -1,0 +1,138 @@
+# Login-session processes meet allot's policy in place (issue 18, items 1 and 2), sourced by
+# allot.sh while the daemon runs; uses its $A, check, wait_for and login_session. allot-ta
+# (uid 2001) and allot-tb (2002) are logged in; both funded 100 here, so their slices
+# weigh alike. Each check measures from /proc/PID/stat or the slices' cpu.stat.
+
+# CPU seconds (utime + stime) of a pid.
+_cpu_of() { awk '{ sub(/.*\) /, ""); print ($12 + $13) / 100 }' "/proc/$1/stat"; }
+# A slice's usage_usec.
+_slice_usec() { sed -n 's/^usage_usec //p' "/sys/fs/cgroup/user.slice/user-$1.slice/cpu.stat"; }
+_kill_pidfiles() { for f in "$@"; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done; }
+
+# A rule `background = true` matching a session process: SCHED_IDLE in its session scope,
+# <= 5% of a CPU against another user's hog there, and the whole CPU once it is idle.
+sessions_background_rule() {
+  mkdir -p /etc/allot
+  printf '[[rules]]\nname = "sess-bg"\ncomm = "bghog"\nbackground = true\n' > /etc/allot/allot.toml
+  systemctl reload allot
+  printf '#!/bin/sh\necho $$ > /tmp/bghog.pid\nwhile :; do :; done\n' > /tmp/bghog
+  chmod 0755 /tmp/bghog; rm -f /tmp/bghog.pid /tmp/bhog.pid
+  login_session allot-ta taskset -c 1 /tmp/bghog > /dev/null
+  login_session allot-tb taskset -c 1 sh -c 'echo $$ > /tmp/bhog.pid; while :; do :; done' > /dev/null
+  wait_for -t 30 sh -c 'test -s /tmp/bghog.pid && test -s /tmp/bhog.pid' || true
+  local p; p=$(cat /tmp/bghog.pid 2> /dev/null || echo 0)
+  check "a background rule makes a session process SCHED_IDLE" wait_for -t 10 sh -c "chrt -p $p | grep -q SCHED_IDLE"
+  check "and it stays in its session scope" sh -c "grep -q '^0::/user.slice/user-2001.slice/session-.*\.scope\$' /proc/$p/cgroup"
+  sleep 2
+  local c0 c1 share idle
+  c0=$(_cpu_of "$p"); sleep 6; c1=$(_cpu_of "$p")
+  share=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", (b - a) / 6 }')
+  echo "a session process under a background rule against allot-tb's hog on one CPU: $share CPU" >&2
+  check "it keeps <= 5% against another user's hog: $share" awk -v s="$share" 'BEGIN { exit !(s <= 0.05) }'
+  _kill_pidfiles /tmp/bhog.pid
+  sleep 1
+  c0=$(_cpu_of "$p"); sleep 4; c1=$(_cpu_of "$p")
+  idle=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", (b - a) / 4 }')
+  echo "the same process with the CPU idle: $idle CPU" >&2
+  check "it runs when the CPU is idle (>= 0.8 CPU): $idle" awk -v s="$idle" 'BEGIN { exit !(s >= 0.8) }'
+  rm /etc/allot/allot.toml
+  systemctl reload allot
+  check "with the rule gone (reload) it is SCHED_OTHER again" wait_for -t 10 sh -c "chrt -p $p | grep -q SCHED_OTHER"
+  _kill_pidfiles /tmp/bghog.pid
+}
+
+# A session process that sleeps 5 ms and works 0.5 ms, against allot-tb's hogs on its CPU:
+# the boost reaches it (explain says so), and its wake-up latency is measured with the
+# boost and with `policy.boost = false`.
+_probe_p99() {   # SECONDS OUTFILE: runs in allot-ta's session, writes "PID P99_MS"
+  cat > /tmp/probe.py <<'PY'
+import os, sys, time
+secs, out = float(sys.argv[1]), sys.argv[2]
+open(out + ".pid", "w").write(str(os.getpid()))
+lat, end = [], time.monotonic() + secs
+while time.monotonic() < end:
+    t = time.perf_counter(); time.sleep(0.005)
+    lat.append(time.perf_counter() - t - 0.005)
+    w = time.perf_counter()
+    while time.perf_counter() - w < 0.0005: pass
+lat = sorted(lat[len(lat) // 5:])
+open(out, "w").write("%.3f\n" % (lat[int(len(lat) * 0.99)] * 1000))
+PY
+  chmod 0644 /tmp/probe.py; rm -f "$2" "$2.pid"
+  login_session allot-ta taskset -c 1 python3 /tmp/probe.py "$1" "$2" > /dev/null
+}
+
+sessions_boost() {
+  rm -f /tmp/bh1.pid /tmp/bh2.pid
+  login_session allot-tb sh -c 'taskset -c 1 sh -c "echo \$\$ > /tmp/bh1.pid; while :; do :; done" & taskset -c 1 sh -c "echo \$\$ > /tmp/bh2.pid; while :; do :; done" & wait' > /dev/null
+  wait_for -t 30 sh -c 'test -s /tmp/bh1.pid && test -s /tmp/bh2.pid' || true
+  _probe_p99 12 /tmp/probe.on
+  wait_for -t 30 test -s /tmp/probe.on.pid || true
+  sleep 4
+  local p; p=$(cat /tmp/probe.on.pid 2> /dev/null || echo 0)
+  $A --json explain "$p" > /tmp/probe.explain 2>&1 || true
+  check "allot explain says the sleeping/waking session process is boosted" python3 -c "
+import json
+e = json.load(open('/tmp/probe.explain'))
+b = [r for r in e['reasons'] if r['state'] == 'boost']
+print(b[0]['because'] if b else e)
+assert b and b[0]['on'] and 'slice' in b[0]['because']"
+  sed -n '1,40p' /tmp/probe.explain >&2
+  wait_for -t 30 test -s /tmp/probe.on || true
+  mkdir -p /etc/allot
+  printf '[policy]\nboost = false\n' > /etc/allot/allot.toml
+  systemctl reload allot
+  sleep 1
+  _probe_p99 12 /tmp/probe.off
+  wait_for -t 40 test -s /tmp/probe.off || true
+  echo "session probe p99 wake-up latency against 2 hogs of allot-tb on its CPU: boost $(cat /tmp/probe.on 2> /dev/null) ms, boost off $(cat /tmp/probe.off 2> /dev/null) ms" >&2
+  rm /etc/allot/allot.toml
+  systemctl reload allot
+  _kill_pidfiles /tmp/bh1.pid /tmp/bh2.pid
+}
+
+# User A in a session with one hog against user B's `allot run` job of 4 hogs: A keeps half
+# the machine with the daemon running, and B's CPU-bound job is not boosted (the plan
+# counts A's session: B's job is entitled to 1 CPU of 2, not to the machine).
+sessions_plan_counts_sessions() {
+  rm -f /tmp/ahog.pid /tmp/bjob.pids
+  printf '#!/bin/sh\nfor i in 1 2 3 4; do sh -c '"'"'echo $$ >> /tmp/bjob.pids; while :; do :; done'"'"' & done\nwait\n' > /tmp/bjob.sh
+  chmod 0755 /tmp/bjob.sh
+  login_session allot-ta sh -c 'echo $$ > /tmp/ahog.pid; while :; do :; done' > /dev/null
+  login_session allot-tb $A run -- /tmp/bjob.sh > /dev/null
+  wait_for -t 30 sh -c 'test -s /tmp/ahog.pid && [ "$(wc -l < /tmp/bjob.pids)" = 4 ]' || true
+  sleep 3
+  local a0 b0 a1 b1 share boosted
+  a0=$(_slice_usec 2001); b0=$(_slice_usec 2002)
+  boosted=0
+  for _ in $(seq 16); do
+    $A --json show 2> /dev/null | python3 -c "
+import json, sys
+v = json.load(sys.stdin)
+sys.exit(1 if any(j['uid'] == 2002 and j['active'] and j['boost'] for j in v['jobs']) else 0)" || boosted=$((boosted + 1))
+    sleep 0.5
+  done
+  a1=$(_slice_usec 2001); b1=$(_slice_usec 2002)
+  share=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", a / (a + b) }')
+  $A --json show > /tmp/plan.show 2>&1 || true
+  echo "allot-ta's session hog against allot-tb's job of 4 hogs: allot-ta's share $share; allot-tb's job boosted in $boosted of 16 samples" >&2
+  python3 -c "
+import json
+v = json.load(open('/tmp/plan.show'))
+for j in v['jobs']:
+    if j['uid'] == 2002 and j['active']: print('allot-tb job', j['id'], 'entitlement', j['entitlement'], 'usage', j['usage'], 'boost', j['boost'], 'weight', j['weight'])
+print('outside', v.get('outside'))" >&2 || true
+  check "A in a session keeps 50 +- 3% against B's job of 4 hogs: $share" awk -v s="$share" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }'
+  check "B's CPU-bound job is never boosted ($boosted of 16 samples)" test "$boosted" = 0
+  _kill_pidfiles /tmp/ahog.pid
+  [ -s /tmp/bjob.pids ] && while read -r q; do kill "$q" 2> /dev/null || true; done < /tmp/bjob.pids
+}
+
+sessions_all() {
+  $A fund allot-ta 100 > /dev/null
+  $A fund allot-tb 100 > /dev/null
+  sessions_background_rule
+  sessions_boost
+  sessions_plan_counts_sessions
+  rmdir /etc/allot 2> /dev/null || true
+}
