@@ -46,8 +46,9 @@ pub struct ScopeSample {
     pub name: String,
     /// CPU time used, ns.
     pub usage_ns: u64,
-    /// Its threads.
-    pub threads: Vec<i32>,
+    /// Its threads; None when its usage did not move since the last read (none of them
+    /// ran, so none is read: an idle session costs one `cpu.stat` read a tick).
+    pub threads: Option<Vec<i32>>,
 }
 
 #[derive(Debug)]
@@ -132,6 +133,11 @@ impl Daemon {
         let mut samples = vec![];
         for s in allot_linux::cgroup::sessions::list(self.tree.cg.mount()) {
             let Ok(usage_ns) = s.usage_ns() else { continue };
+            let name = s.name();
+            if self.sessions.scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
+                samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: None });
+                continue;
+            }
             let mut threads = s.threads().unwrap_or_default();
             if threads.len() > left {
                 threads.truncate(left);
@@ -141,7 +147,7 @@ impl Daemon {
                 }
             }
             left -= threads.len();
-            samples.push(ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads });
+            samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: Some(threads) });
         }
         self.observe_session_samples(samples, now);
     }
@@ -173,7 +179,23 @@ impl Daemon {
             }
             sc.last = Some((s.usage_ns, now));
             let (mut runnable, mut waited, mut dt_max) = (0u32, 0u64, 0f64);
-            for tid in s.threads {
+            let Some(threads) = s.threads else {
+                // Nothing in it ran: its known threads used nothing, and none waited.
+                for t in ss.tasks.values_mut().filter(|t| t.scope == s.name) {
+                    if let Some((run, wait, at)) = t.last {
+                        let dt = now.duration_since(at).as_secs_f64();
+                        if dt > 0.0 {
+                            t.usage = Some(t.window.push(0.0, dt, window_s));
+                        }
+                        t.last = Some((run, wait, now));
+                    }
+                    t.seen = true;
+                }
+                sc.runnable = 0;
+                sc.waiting = false;
+                continue;
+            };
+            for tid in threads {
                 let Some(smp) = self.host.thread(tid) else { continue };
                 let t = ss.tasks.entry(tid).or_insert_with(|| Task {
                     uid: s.uid,

@@ -157,7 +157,7 @@ fn hostile_a_name_that_is_not_utf8_still_meets_the_rules() {
 }
 
 fn sample(uid: u32, name: &str, usage_ns: u64, threads: &[i32]) -> ScopeSample {
-    ScopeSample { uid, name: name.into(), usage_ns, threads: threads.to_vec() }
+    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()) }
 }
 
 #[test]
@@ -206,6 +206,16 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
     assert_eq!(w.lock().unwrap().slices.get(&400), Some(&3_000_000), "its own slice back");
     // Busy sessions count as load that is not outside allot: sessions_ns moves with them.
     assert_eq!(d.sessions.used_ns, 410_000_000 + 300_000_000);
+    // A session whose usage did not move is not read: its threads used nothing.
+    d.observe_session_samples(
+        vec![
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None },
+            sample(3002, "session-9.scope", 400_000_000, &[402]),
+        ],
+        t0 + dt * 4,
+    );
+    assert_eq!(d.sessions.tasks[&400].usage.map(|u| u.last), Some(0.0));
+    assert_eq!(d.sessions.claims().iter().map(|c| c.0).collect::<Vec<_>>(), [3001, 3002], "3001's window still shows its use");
 }
 
 #[test]
