@@ -245,7 +245,14 @@ impl Daemon {
             sc.runnable = runnable;
             sc.waiting = allot_model::policy::waiting(waited as f64, dt_max);
         }
+        // A boosted thread that left its session (exited, or moved into a job by `allot
+        // set`): its own slice back if it still lives, so no boost outlives the session.
+        let left: Vec<(i32, u64, u64)> =
+            ss.tasks.iter().filter(|(_, t)| !t.seen).filter_map(|(&tid, t)| t.boosted_from.map(|o| (tid, t.start, o))).collect();
         ss.tasks.retain(|_, t| t.seen);
+        for (tid, start, orig) in left {
+            self.write_slice(tid, start, orig);
+        }
     }
 
     /// The plan's session claimants: one per user with an active session, in the user's

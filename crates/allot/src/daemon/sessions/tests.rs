@@ -251,3 +251,20 @@ fn a_rule_removed_at_reload_gives_the_process_back_its_policy() {
     d.recheck_session_rules();
     assert_eq!(policy(&w, 370), Some((0, 0)));
 }
+
+#[test]
+fn a_boosted_thread_that_leaves_its_session_gets_its_own_slice_back() {
+    let w = world();
+    w.lock().unwrap().spawn(420, 3001, S4, "probe");
+    let mut d = start(&w);
+    let t0 = Instant::now();
+    for k in 0..2u32 {
+        d.observe_session_samples(vec![sample(3001, "session-4.scope", 0, &[420])], t0 + Duration::from_millis(100) * k);
+        d.replan();
+    }
+    assert_eq!(w.lock().unwrap().slices.get(&420), Some(&super::SESSION_BOOST_SLICE_NS));
+    // `allot set` took it into a job: no longer in the session's threads.
+    d.observe_session_samples(vec![sample(3001, "session-4.scope", 1, &[])], t0 + Duration::from_millis(300));
+    assert_eq!(w.lock().unwrap().slices.get(&420), Some(&3_000_000), "its own slice back");
+    assert!(d.sessions.tasks.is_empty());
+}
