@@ -32,6 +32,9 @@ pub struct SessionIn {
     pub runnable: u32,
     /// Its threads waited for CPU during the last tick.
     pub waiting: bool,
+    /// The CPUs its threads that ran may use (their affinities together); empty: all. A
+    /// session pinned to one CPU claims that CPU only, as a pinned job does.
+    pub cpus: Vec<usize>,
 }
 
 impl SessionIn {
@@ -45,7 +48,7 @@ impl SessionIn {
             // Never "new": a session not measured yet has used nothing allot knows of.
             usage: Some(self.usage.unwrap_or_default()),
             runnable: self.runnable,
-            cpus: vec![],
+            cpus: self.cpus.clone(),
             nice: 0,
             waiting: self.waiting,
             held: false,
@@ -146,7 +149,7 @@ mod tests {
     }
 
     fn busy_session(currency: usize) -> SessionIn {
-        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false }
+        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false, cpus: vec![] }
     }
 
     #[test]
@@ -166,6 +169,28 @@ mod tests {
         assert!((out.jobs[0].entitlement - 1.0).abs() < 1e-9 && (sess[0].entitlement - 1.0).abs() < 1e-9, "{out:?} {sess:?}");
         assert_eq!(out.jobs[0].boost, Boost::CpuBound);
         assert_eq!(out.jobs.len(), 1, "sessions are not jobs: nothing of theirs is written");
+    }
+
+    #[test]
+    fn a_pinned_session_claims_only_its_cpu() {
+        // Jobs of 300 and 100 tickets and a busy session, all pinned to CPU 1 of 2: the
+        // session claims CPU 1 only, so the 100-ticket job is entitled to 0.2 (its use)
+        // and not boosted; counted on both CPUs it would be entitled to 0.5 and boosted.
+        let p = Params { nice_emulation: false, ..Params::default() };
+        let m = Machine { ncpu: 2, outside: 0.0 };
+        let cur = [CurrencyIn { funding: 100, cap: None }];
+        let mut a = hog(0, 1);
+        (a.tickets, a.cpus, a.usage) = (300, vec![1], Some(Usage { window: 0.6, last: 0.6 }));
+        let mut b = hog(0, 1);
+        (b.cpus, b.usage) = (vec![1], Some(Usage { window: 0.2, last: 0.2 }));
+        let mut s = busy_session(0);
+        s.usage = Some(Usage { window: 0.2, last: 0.2 });
+        s.cpus = vec![1];
+        let (out, _) = plan_with_sessions(&p, &m, &cur, &[a.clone(), b.clone()], &[s.clone()]);
+        assert!((out.jobs[1].entitlement - 0.2).abs() < 1e-9 && !out.jobs[1].boosted, "{:?}", out.jobs[1]);
+        s.cpus = vec![];
+        let (out, _) = plan_with_sessions(&p, &m, &cur, &[a, b], &[s]);
+        assert!(out.jobs[1].boosted, "the premise: a session counted on every CPU makes room that is not there");
     }
 
     #[test]
@@ -206,10 +231,10 @@ mod tests {
         let p = Params::default();
         let m = Machine { ncpu: 2, outside: 0.0 };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
-        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false };
+        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![] };
         let (out, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[idle]);
         assert_eq!((out.jobs[0].entitlement, sess[0].entitlement), (2.0, 0.0));
-        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false };
+        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false, cpus: vec![] };
         let (_, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[unmeasured]);
         assert_ne!(sess[0].boost, Boost::New, "a session is never new: it was there before allot looked");
         let (plain, none) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[]);

@@ -9,26 +9,35 @@ _cpu_of() { awk '{ sub(/.*\) /, ""); print ($12 + $13) / 100 }' "/proc/$1/stat";
 _slice_usec() { sed -n 's/^usage_usec //p' "/sys/fs/cgroup/user.slice/user-$1.slice/cpu.stat"; }
 _kill_pidfiles() { for f in "$@"; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done; }
 
-# A rule `background = true` matching a session process: SCHED_IDLE in its session scope,
-# <= 5% of a CPU against another user's hog there, and the whole CPU once it is idle.
+# A rule `background = true` matching a session process: SCHED_IDLE in its session scope;
+# <= 5% of a CPU against a hog of its own session, and the whole CPU once it is idle.
+# SCHED_IDLE is a per-task policy: it yields to tasks of the same cgroup only, so against
+# another user's hog (another slice, weighed by systemd at the slice's weight) it is
+# measured and reported, not checked (docs/systemd.md#login-sessions).
 sessions_background_rule() {
   mkdir -p /etc/allot
   printf '[[rules]]\nname = "sess-bg"\ncomm = "bghog"\nbackground = true\n' > /etc/allot/allot.toml
   systemctl reload allot
   printf '#!/bin/sh\necho $$ > /tmp/bghog.pid\nwhile :; do :; done\n' > /tmp/bghog
-  chmod 0755 /tmp/bghog; rm -f /tmp/bghog.pid /tmp/bhog.pid
-  login_session allot-ta taskset -c 1 /tmp/bghog > /dev/null
-  login_session allot-tb taskset -c 1 sh -c 'echo $$ > /tmp/bhog.pid; while :; do :; done' > /dev/null
-  wait_for -t 30 sh -c 'test -s /tmp/bghog.pid && test -s /tmp/bhog.pid' || true
+  chmod 0755 /tmp/bghog; rm -f /tmp/bghog.pid /tmp/ahog2.pid /tmp/bhog.pid
+  login_session allot-ta sh -c 'taskset -c 1 /tmp/bghog & taskset -c 1 sh -c "echo \$\$ > /tmp/ahog2.pid; while :; do :; done" & wait' > /dev/null || true
+  wait_for -t 30 sh -c 'test -s /tmp/bghog.pid && test -s /tmp/ahog2.pid' || true
   local p; p=$(cat /tmp/bghog.pid 2> /dev/null || echo 0)
   check "a background rule makes a session process SCHED_IDLE" wait_for -t 10 sh -c "chrt -p $p | grep -q SCHED_IDLE"
   check "and it stays in its session scope" sh -c "grep -q '^0::/user.slice/user-2001.slice/session-.*\.scope\$' /proc/$p/cgroup"
   sleep 2
-  local c0 c1 share idle
+  local c0 c1 own other idle
   c0=$(_cpu_of "$p"); sleep 6; c1=$(_cpu_of "$p")
-  share=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", (b - a) / 6 }')
-  echo "a session process under a background rule against allot-tb's hog on one CPU: $share CPU" >&2
-  check "it keeps <= 5% against another user's hog: $share" awk -v s="$share" 'BEGIN { exit !(s <= 0.05) }'
+  own=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", (b - a) / 6 }')
+  echo "a session process under a background rule against a hog of its own session on one CPU: $own CPU" >&2
+  check "it keeps <= 5% against a hog of its own session: $own" awk -v s="$own" 'BEGIN { exit !(s <= 0.05) }'
+  _kill_pidfiles /tmp/ahog2.pid
+  login_session allot-tb taskset -c 1 sh -c 'echo $$ > /tmp/bhog.pid; while :; do :; done' > /dev/null || true
+  wait_for -t 30 test -s /tmp/bhog.pid || true
+  sleep 2
+  c0=$(_cpu_of "$p"); sleep 6; c1=$(_cpu_of "$p")
+  other=$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.3f", (b - a) / 6 }')
+  echo "the same process against allot-tb's hog (another slice) on that CPU: $other CPU (measured, not checked)" >&2
   _kill_pidfiles /tmp/bhog.pid
   sleep 1
   c0=$(_cpu_of "$p"); sleep 4; c1=$(_cpu_of "$p")
@@ -59,12 +68,12 @@ lat = sorted(lat[len(lat) // 5:])
 open(out, "w").write("%.3f\n" % (lat[int(len(lat) * 0.99)] * 1000))
 PY
   chmod 0644 /tmp/probe.py; rm -f "$2" "$2.pid"
-  login_session allot-ta taskset -c 1 python3 /tmp/probe.py "$1" "$2" > /dev/null
+  login_session allot-ta taskset -c 1 python3 /tmp/probe.py "$1" "$2" > /dev/null || true
 }
 
 sessions_boost() {
   rm -f /tmp/bh1.pid /tmp/bh2.pid
-  login_session allot-tb sh -c 'taskset -c 1 sh -c "echo \$\$ > /tmp/bh1.pid; while :; do :; done" & taskset -c 1 sh -c "echo \$\$ > /tmp/bh2.pid; while :; do :; done" & wait' > /dev/null
+  login_session allot-tb sh -c 'taskset -c 1 sh -c "echo \$\$ > /tmp/bh1.pid; while :; do :; done" & taskset -c 1 sh -c "echo \$\$ > /tmp/bh2.pid; while :; do :; done" & wait' > /dev/null || true
   wait_for -t 30 sh -c 'test -s /tmp/bh1.pid && test -s /tmp/bh2.pid' || true
   _probe_p99 12 /tmp/probe.on
   wait_for -t 30 test -s /tmp/probe.on.pid || true
@@ -98,8 +107,9 @@ sessions_plan_counts_sessions() {
   rm -f /tmp/ahog.pid /tmp/bjob.pids
   printf '#!/bin/sh\nfor i in 1 2 3 4; do sh -c '"'"'echo $$ >> /tmp/bjob.pids; while :; do :; done'"'"' & done\nwait\n' > /tmp/bjob.sh
   chmod 0755 /tmp/bjob.sh
-  login_session allot-ta sh -c 'echo $$ > /tmp/ahog.pid; while :; do :; done' > /dev/null
-  login_session allot-tb $A run -- /tmp/bjob.sh > /dev/null
+  login_session allot-ta sh -c 'echo $$ > /tmp/ahog.pid; while :; do :; done' > /dev/null || true
+  # The session's shell stays in its scope; `allot run` takes only itself into a job.
+  login_session allot-tb sh -c "$A run -- /tmp/bjob.sh & wait" > /dev/null || true
   wait_for -t 30 sh -c 'test -s /tmp/ahog.pid && [ "$(wc -l < /tmp/bjob.pids)" = 4 ]' || true
   sleep 3
   local a0 b0 a1 b1 share boosted

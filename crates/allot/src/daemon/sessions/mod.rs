@@ -59,6 +59,8 @@ struct Scope {
     usage: Option<Usage>,
     runnable: u32,
     waiting: bool,
+    /// The CPUs its threads that ran may use (empty: all).
+    cpus: Vec<usize>,
 }
 
 /// One session thread.
@@ -107,18 +109,34 @@ impl Sessions {
         self.scopes.values().any(|s| s.usage.is_some_and(|u| u.active()))
     }
 
-    /// One claimant per user with an active session: (uid, its usage, runnable, waiting).
-    pub fn claims(&self) -> Vec<(u32, Usage, u32, bool)> {
-        let mut by_uid: BTreeMap<u32, (Usage, u32, bool)> = BTreeMap::new();
+    /// One claimant per user with an active session, its currency not yet known.
+    pub fn claims(&self) -> Vec<(u32, SessionIn)> {
+        let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
         for s in self.scopes.values() {
             let Some(u) = s.usage else { continue };
-            let e = by_uid.entry(s.uid).or_default();
-            e.0.window += u.window;
-            e.0.last += u.last;
-            e.1 += s.runnable;
-            e.2 |= s.waiting;
+            let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
+            let t = e.usage.get_or_insert_with(Usage::default);
+            t.window += u.window;
+            t.last += u.last;
+            e.runnable += s.runnable;
+            e.waiting |= s.waiting;
+            if s.runnable > 0 {
+                *all |= s.cpus.is_empty();
+                e.cpus.extend(&s.cpus);
+            }
         }
-        by_uid.into_iter().filter(|(_, (u, ..))| u.active()).map(|(uid, (u, r, w))| (uid, u, r, w)).collect()
+        by_uid
+            .into_iter()
+            .filter(|(_, (e, _))| e.usage.is_some_and(|u| u.active()))
+            .map(|(uid, (mut e, all))| {
+                e.cpus.sort_unstable();
+                e.cpus.dedup();
+                if all {
+                    e.cpus.clear();
+                }
+                (uid, e)
+            })
+            .collect()
     }
 }
 
@@ -168,6 +186,7 @@ impl Daemon {
                 usage: None,
                 runnable: 0,
                 waiting: false,
+                cpus: vec![],
             });
             if let Some((prev, at)) = sc.last {
                 let dt = now.duration_since(at).as_secs_f64();
@@ -179,6 +198,8 @@ impl Daemon {
             }
             sc.last = Some((s.usage_ns, now));
             let (mut runnable, mut waited, mut dt_max) = (0u32, 0u64, 0f64);
+            let mut cpus: std::collections::BTreeSet<usize> = Default::default();
+            let mut all_cpus = false;
             let Some(threads) = s.threads else {
                 // Nothing in it ran: its known threads used nothing, and none waited.
                 for t in ss.tasks.values_mut().filter(|t| t.scope == s.name) {
@@ -237,12 +258,16 @@ impl Daemon {
                     }
                     if smp.run_ns > run || smp.wait_ns > wait {
                         runnable += 1;
+                        let aff = self.host.affinity(tid);
+                        all_cpus |= aff.is_empty() || aff.len() >= self.ncpu;
+                        cpus.extend(aff);
                     }
                     waited += smp.wait_ns.saturating_sub(wait);
                 }
                 t.last = Some((smp.run_ns, smp.wait_ns, now));
             }
             sc.runnable = runnable;
+            sc.cpus = if all_cpus { vec![] } else { cpus.into_iter().collect() };
             sc.waiting = allot_model::policy::waiting(waited as f64, dt_max);
         }
         // A boosted thread that left its session (exited, or moved into a job by `allot
@@ -265,7 +290,7 @@ impl Daemon {
         use super::registry::CurrencyId;
         let (mut uids, mut ins) = (vec![], vec![]);
         let mut extra: Vec<CurrencyId> = vec![];
-        for (uid, usage, runnable, waiting) in self.sessions.claims() {
+        for (uid, claim) in self.sessions.claims() {
             let c = CurrencyId::User(uid);
             let currency = match cur_ids.iter().chain(&extra).position(|x| *x == c) {
                 Some(i) => i,
@@ -276,7 +301,7 @@ impl Daemon {
                 }
             };
             uids.push(uid);
-            ins.push(SessionIn { currency, usage: Some(usage), runnable, waiting });
+            ins.push(SessionIn { currency, ..claim });
         }
         (uids, ins)
     }
