@@ -13,7 +13,8 @@
 # the daemon and lets go without stopping a running job, whose scope ends with it;
 # the unit scores <= 4.5 in `systemd-analyze security`; `systemctl reload` fails on a bad
 # config and a refused reload shows in status; a client that comes while the daemon is
-# stopped is held by allot.socket and served by the daemon it starts; `dpkg --purge` leaves no file, unit,
+# stopped is held by allot.socket and served by the daemon it starts; login-session processes
+# meet rules, the boost and the plan (sessions.sh); `dpkg --purge` leaves no file, unit,
 # process or cgroup of allot's: the root's subtree_control and every cgroup (allot's
 # excepted only while it runs) are byte-identical before and after.
 set -euo pipefail

@@ -125,7 +125,7 @@ sys.exit(1 if any(j['uid'] == 2002 and j['active'] and j['boost'] for j in v['jo
   a1=$(_slice_usec 2001); b1=$(_slice_usec 2002)
   share=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", a / (a + b) }')
   $A --json show > /tmp/plan.show 2>&1 || true
-  echo "allot-ta's session hog against allot-tb's job of 4 hogs: allot-ta's share $share; allot-tb's job boosted in $boosted of 16 samples" >&2
+  echo "allot-ta's session hog against allot-tb's job of 4 hogs: allot-ta's share $share (allot-ta $(( (a1 - a0) / 8000 )) ms/s, allot-tb $(( (b1 - b0) / 8000 )) ms/s); allot-tb's job boosted in $boosted of 16 samples" >&2
   python3 -c "
 import json
 v = json.load(open('/tmp/plan.show'))
@@ -134,6 +134,12 @@ for j in v['jobs']:
 print('outside', v.get('outside'))" >&2 || true
   check "A in a session keeps 50 +- 3% against B's job of 4 hogs: $share" awk -v s="$share" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }'
   check "B's CPU-bound job is never boosted ($boosted of 16 samples)" test "$boosted" = 0
+  # The same load with the daemon stopped (its jobs stay where they are): the baseline.
+  systemctl stop allot
+  sleep 2
+  a0=$(_slice_usec 2001); b0=$(_slice_usec 2002); sleep 8; a1=$(_slice_usec 2001); b1=$(_slice_usec 2002)
+  echo "the same with the daemon stopped: allot-ta's share $(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", a / (a + b) }') (allot-ta $(( (a1 - a0) / 8000 )) ms/s, allot-tb $(( (b1 - b0) / 8000 )) ms/s)" >&2
+  systemctl start allot
   _kill_pidfiles /tmp/ahog.pid
   [ -s /tmp/bjob.pids ] && while read -r q; do kill "$q" 2> /dev/null || true; done < /tmp/bjob.pids
 }
