@@ -108,6 +108,21 @@ pub fn set_slice(tid: i32, slice_ns: u64) -> Result<()> {
     set(tid, &a)
 }
 
+/// Sets a fair task's policy (SCHED_OTHER, SCHED_BATCH or SCHED_IDLE) and nice, keeping its
+/// slice and reset-on-fork. A real-time or deadline task is left as it is (Ok(false)): a
+/// policy for fair tasks never demotes one an administrator made real-time.
+pub fn set_fair_policy(tid: i32, policy: u32, nice: i32) -> Result<bool> {
+    let mut a = get(tid)?;
+    if !matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE) {
+        return Ok(false);
+    }
+    a.sched_policy = policy;
+    a.sched_nice = nice.clamp(-20, 19);
+    a.sched_flags &= SCHED_FLAG_RESET_ON_FORK;
+    set(tid, &a)?;
+    Ok(true)
+}
+
 /// True if this kernel honours per-task custom slices: set one on this thread (to the
 /// same value it has), read it back. Kernels before 6.12 ignore sched_runtime for fair
 /// tasks and read back 0 or the default.

@@ -14,6 +14,7 @@ pub mod nice;
 pub mod plan;
 pub mod policy;
 pub mod scope;
+pub mod session;
 pub mod units;
 pub mod usage;
 

@@ -81,6 +81,16 @@ impl Daemon for DaemonView<'_> {
             return Managed::NoDaemon { why };
         }
         let (job, explain) = match self.explain(pid.to_string()) {
+            // A login-session process (systemd hosts): judged against its user's sessions'
+            // entitlement, which `explain` reports.
+            Some(e) if e.reasons.iter().any(|r| r.state == "session") => {
+                use std::os::unix::fs::MetadataExt;
+                let uid = std::fs::metadata(format!("/proc/{pid}")).map_or(u32::MAX, |m| m.uid());
+                return match self.seen() {
+                    Ok(s) => Managed::Job(Box::new(session_facts(&s.show, &e, uid))),
+                    Err(why) => Managed::NoDaemon { why },
+                };
+            }
             Some(e) => match self.seen().ok().and_then(|s| s.show.jobs.iter().find(|j| j.id == e.job).cloned()) {
                 Some(j) => (j, Some(e)),
                 // A job made after `show` was read: read it again.
@@ -166,6 +176,43 @@ pub fn facts(show: &ShowView, j: &JobView, e: Option<&ExplainView>, me: Option<&
     }
 }
 
+/// A login-session process's facts: its user's sessions are one claimant of their
+/// currency (allot_model::session), so its entitlement is theirs, beside the user's jobs.
+pub fn session_facts(show: &ShowView, e: &ExplainView, uid: u32) -> JobFacts {
+    let in_currency: Vec<&JobView> = show.jobs.iter().filter(|x| x.currency == e.currency && x.active).collect();
+    let currency = show.currencies.iter().find(|c| c.name == e.currency);
+    JobFacts {
+        job: e.job.clone(),
+        owner: uid,
+        owner_name: allot_linux::procfs::user_name(uid).unwrap_or_else(|| uid.to_string()),
+        currency: e.currency.clone(),
+        named_currency: false,
+        tickets: e.weight,
+        funding: currency.map_or(allot_model::scope::SESSION_WEIGHT, |c| c.funding),
+        entitlement: e.entitlement,
+        usage: e.window,
+        recent: e.window.max(e.last),
+        cap: None,
+        background: e.reasons.iter().any(|r| r.state == "background" && r.on),
+        held: false,
+        nice: 0,
+        niced: false,
+        quota: None,
+        currency_entitlement: allot_model::usage::cpus_used(e.entitlement + in_currency.iter().map(|x| x.entitlement).sum::<f64>()),
+        currency_usage: currency.map_or(0.0, |c| c.usage) + e.window,
+        siblings_active: in_currency.len(),
+        rivals: show
+            .currencies
+            .iter()
+            .filter(|c| c.name != e.currency && show.jobs.iter().any(|x| x.active && x.currency == c.name))
+            .map(|c| Rival { currency: c.name.clone(), funding: c.funding, usage: c.usage })
+            .collect(),
+        ncpu: show.ncpu,
+        outside: show.outside,
+        explain: e.reasons.iter().map(|r| ReasonFact { state: r.state.clone(), on: r.on, because: r.because.clone() }).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +277,30 @@ mod tests {
         // why's own job is neither a sibling (job 1 in alice) nor a rival (job 6, bob's only).
         assert_eq!(facts(&s, &capped, None, Some("1")).siblings_active, 0);
         assert_eq!(facts(&s, &capped, None, Some("6")).rivals, []);
+    }
+
+    #[test]
+    fn a_session_process_is_judged_against_its_users_sessions_share() {
+        let s = show();
+        let e = ExplainView {
+            job: "session-4.scope (pid 300)".into(),
+            currency: "alice".into(),
+            entitlement: 0.5,
+            window: 0.1,
+            last: 0.12,
+            threshold: 0.25,
+            weight: 100,
+            quota: None,
+            reasons: vec![
+                Reason { state: "session".into(), on: true, since_s: None, because: "in session-4.scope".into() },
+                Reason { state: "background".into(), on: true, since_s: None, because: "rule bg".into() },
+            ],
+        };
+        let f = session_facts(&s, &e, 1000);
+        assert_eq!((f.job.as_str(), f.owner, f.entitlement, f.usage, f.recent), ("session-4.scope (pid 300)", 1000, 0.5, 0.1, 0.12));
+        assert!(f.background && f.cap.is_none() && f.explain.len() == 2);
+        // alice's active job 1 (0.75) and her sessions' 0.5: the currency's share.
+        assert_eq!((f.currency_entitlement, f.siblings_active), (1.25, 1));
     }
 
     #[test]

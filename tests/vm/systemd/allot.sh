@@ -15,7 +15,8 @@
 # the daemon and lets go without stopping a running job, whose scope ends with it;
 # the unit scores <= 4.5 in `systemd-analyze security`; `systemctl reload` fails on a bad
 # config and a refused reload shows in status; a client that comes while the daemon is
-# stopped is held by allot.socket and served by the daemon it starts; `dpkg --purge` leaves no file, unit,
+# stopped is held by allot.socket and served by the daemon it starts; login-session processes
+# meet rules, the boost and the plan (sessions.sh); `dpkg --purge` leaves no file, unit,
 # process or cgroup of allot's: the root's subtree_control and every cgroup (allot's
 # excepted only while it runs) are byte-identical before and after.
 set -euo pipefail
@@ -332,6 +333,11 @@ JOB
   wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice' || echo "user-2003.slice still there" >&2
 }
 logout_checks
+
+# Login-session processes meet rules, the boost and the plan (tests/vm/systemd/sessions.sh,
+# put in the guest with --file tests/vm/systemd/sessions.sh:/root/sessions.sh).
+check "the session checks are in the guest" test -s /root/sessions.sh
+if [ -s /root/sessions.sh ]; then . /root/sessions.sh; sessions_all; fi
 
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.

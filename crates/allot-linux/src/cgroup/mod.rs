@@ -11,6 +11,7 @@
 //! memory hierarchy where one is mounted (memory by share, [`memory`]).
 
 pub mod memory;
+pub mod sessions;
 pub mod stat;
 pub mod systemd;
 mod v1;

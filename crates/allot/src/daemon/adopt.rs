@@ -41,6 +41,7 @@ impl Daemon {
         let mut d = Daemon {
             memory,
             placement: Placement::new(&cfg),
+            sessions: Default::default(),
             ncpu: allot_linux::ncpu(),
             tree: Tree::new(cg),
             host,
@@ -186,6 +187,7 @@ impl Daemon {
                 self.weigh_tree();
                 self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
+                self.recheck_session_rules();
                 self.replan();
             }
             Err(e) => log::error!("reload refused: {e:#}; the config in force is kept (a restart would fail on this file)"),

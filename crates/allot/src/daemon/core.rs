@@ -109,6 +109,8 @@ pub struct Daemon {
     pub started: Instant,
     /// Placement's memory (placement.rs).
     pub placement: super::placement::Placement,
+    /// Login sessions: their load, boost and rules (sessions/, systemd hosts).
+    pub sessions: super::sessions::Sessions,
     /// Per-uid request budgets (requests.rs).
     pub limits: super::limits::Shared,
     /// `show` leaves pids and command lines to the connection thread (views.rs `fill`).
@@ -191,6 +193,8 @@ impl Daemon {
 
     /// [`Self::tick`] at a given time (tests drive time themselves).
     pub fn tick_at(&mut self, now: Instant) {
+        self.observe_sessions(now);
+        self.obs.sessions_ns = self.sessions.used_ns;
         let ctx = Ctx {
             cg: self.tree.cg.as_ref(),
             host: self.host.as_ref(),
@@ -200,6 +204,7 @@ impl Daemon {
             ncpu: self.ncpu,
         };
         let gone = self.obs.observe(&ctx, self.desired.jobs.values());
+        self.obs.busy |= self.sessions.busy();
         // The backend's upkeep (systemd: held-back funding writes, holders): what it could
         // not write is forgotten, so the plan writes it again.
         for (rel, e) in self.tree.cg.upkeep() {
@@ -270,7 +275,11 @@ impl Daemon {
             });
             ids.push(j.id);
         }
-        let out = plan::plan(&self.params(), &self.machine(), &cur_in, &jobs_in);
+        // Login sessions (systemd): a claimant per user beside their jobs.
+        let mut plan_cur = cur_in.clone();
+        let (sess_uids, sess_in) = self.session_inputs(&cur_ids, &mut plan_cur);
+        let (out, sess_out) = allot_model::session::plan_with_sessions(&self.params(), &self.machine(), &plan_cur, &jobs_in, &sess_in);
+        self.apply_sessions(sess_uids, sess_out);
         // Currencies: foreground weight from the plan, background always its funding.
         for (i, c) in cur_ids.iter().enumerate() {
             // Only the directories allot made or adopted (no stat per currency per tick).
@@ -564,6 +573,7 @@ impl Daemon {
     /// (a clean stop, so nothing outlives the daemon's attention).
     pub fn undo_dynamic(&mut self) {
         self.undo_memory();
+        self.undo_sessions();
         for id in self.tree.slices.keys().copied().collect::<Vec<_>>() {
             self.apply_slices(id, None);
         }

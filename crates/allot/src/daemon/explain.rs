@@ -14,6 +14,9 @@ use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS};
 impl Daemon {
     /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
     pub fn explain(&self, peer: &Peer, target: &str) -> Result<Response, String> {
+        if let Some(r) = self.explain_session(peer, target) {
+            return r;
+        }
         let id = self.find_job(peer, target)?;
         let j = &self.desired.jobs[&id];
         let t = self.obs.jobs.get(&id);
@@ -26,21 +29,7 @@ impl Daemon {
         let ago = |i: usize| since[i].map(|t| t.elapsed().as_secs_f64());
         let win = pol.boost_window_ms;
         let mut reasons = vec![];
-        let (wf, lf) = (l.window_fraction, l.last_fraction);
-        let boost = match p.boost {
-            Boost::Background => "background jobs are never boosted: they take only idle CPU".to_string(),
-            Boost::Off => "the boost is off (policy.boost = false)".to_string(),
-            Boost::Focused => "focused by its user (allot focus): boosted whatever it uses".to_string(),
-            Boost::New => "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string(),
-            Boost::Asleep => format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost"),
-            Boost::Interactive => format!(
-                "interactive: it used {window:.3} CPU over the last {win} ms, below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below {lf} × {ent:.3})"
-            ),
-            Boost::CpuBound => format!(
-                "CPU-bound: it used {last:.3} CPU in the last tick, at least {lf} × its entitlement {ent:.3}: the boost would buy it CPU, not latency"
-            ),
-            Boost::Busy => format!("busy: it used {window:.3} CPU over the last {win} ms, not below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}"),
-        };
+        let boost = boost_words(p.boost, window, last, &l, win, "job");
         let mechanism = if p.boosted {
             format!(
                 "; weight {} (its tickets' weight × {}){}",
@@ -143,5 +132,24 @@ impl Daemon {
             super::trust::Place::Job(id) => Ok(id),
             _ => Err(format!("process {pid} is not in an allot job")),
         }
+    }
+}
+
+/// The boost rule's branch in words (`what`: "job", or "thread" for a session task).
+pub fn boost_words(b: Boost, window: f64, last: f64, l: &allot_model::plan::BoostLimits, win: u64, what: &str) -> String {
+    let (ent, threshold, wf, lf) = (l.entitlement, l.window, l.window_fraction, l.last_fraction);
+    match b {
+            Boost::Background => format!("background {what}s are never boosted: they take only idle CPU"),
+            Boost::Off => "the boost is off (policy.boost = false)".to_string(),
+            Boost::Focused => "focused by its user (allot focus): boosted whatever it uses".to_string(),
+            Boost::New => "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string(),
+            Boost::Asleep => format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost").replace("a job", &format!("a {what}")),
+            Boost::Interactive => format!(
+                "interactive: it used {window:.3} CPU over the last {win} ms, below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below {lf} × {ent:.3})"
+            ),
+            Boost::CpuBound => format!(
+                "CPU-bound: it used {last:.3} CPU in the last tick, at least {lf} × its entitlement {ent:.3}: the boost would buy it CPU, not latency"
+            ),
+            Boost::Busy => format!("busy: it used {window:.3} CPU over the last {win} ms, not below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}"),
     }
 }

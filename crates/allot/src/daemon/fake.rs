@@ -43,6 +43,13 @@ pub struct World {
     pub dirs: BTreeMap<String, Dir>,
     pub procs: BTreeMap<i32, FakeProc>,
     pub slices: BTreeMap<i32, u64>,
+    /// Per thread: (policy, nice) set with `set_policy` (absent: SCHED_OTHER at the
+    /// process's nice).
+    pub policies: BTreeMap<i32, (u32, i32)>,
+    /// Per thread: run and wait ns (`thread`); absent: zero.
+    pub runs: BTreeMap<i32, (u64, u64)>,
+    /// A process that exits at its first `set_policy` (before the write reaches it).
+    pub exit_on_write: Option<i32>,
     pub next_start: u64,
     /// Reads of each directory's thread list (the kernel builds and sorts it per read).
     pub lists: BTreeMap<String, u32>,
@@ -352,7 +359,9 @@ impl Host for FakeHost {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.start)
     }
     fn thread(&self, tid: i32) -> Option<ThreadSample> {
-        self.w.lock().unwrap().procs.values().any(|p| p.threads.contains(&tid)).then(ThreadSample::default)
+        let w = self.w.lock().unwrap();
+        let (run_ns, wait_ns) = w.runs.get(&tid).copied().unwrap_or_default();
+        w.procs.values().any(|p| p.threads.contains(&tid)).then_some(ThreadSample { run_ns, wait_ns })
     }
     fn nice(&self, pid: i32) -> Option<i32> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.nice)
@@ -369,6 +378,28 @@ impl Host for FakeHost {
     }
     fn cpu_times(&self) -> Option<CpuTimes> {
         None
+    }
+    fn tids(&self, pid: i32) -> Vec<i32> {
+        self.w.lock().unwrap().procs.get(&pid).map(|p| p.threads.clone()).unwrap_or_default()
+    }
+    fn task_start(&self, pid: i32, tid: i32) -> Option<u64> {
+        self.w.lock().unwrap().procs.get(&pid).filter(|p| p.threads.contains(&tid) && !p.zombie).map(|p| p.start)
+    }
+    fn policy(&self, tid: i32) -> Option<(u32, i32)> {
+        let w = self.w.lock().unwrap();
+        let nice = w.procs.values().find(|p| p.threads.contains(&tid))?.nice;
+        Some(w.policies.get(&tid).copied().unwrap_or((0, nice)))
+    }
+    fn set_policy(&self, tid: i32, policy: u32, nice: i32) -> Result<(), String> {
+        let mut w = self.w.lock().unwrap();
+        if let Some(pid) = w.exit_on_write.take() {
+            w.procs.remove(&pid);
+        }
+        if !w.procs.values().any(|p| p.threads.contains(&tid)) {
+            return Err(format!("sched_setattr({tid}): No such process"));
+        }
+        w.policies.insert(tid, (policy, nice));
+        Ok(())
     }
     fn me(&self) -> i32 {
         ME

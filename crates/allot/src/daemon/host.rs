@@ -106,6 +106,14 @@ pub trait Host {
     fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String>;
     /// CPU time since boot.
     fn cpu_times(&self) -> Option<CpuTimes>;
+    /// The thread ids of a process (/proc/PID/task).
+    fn tids(&self, pid: i32) -> Vec<i32>;
+    /// The start time of thread `tid` of process `pid` (None: no such thread of it now).
+    fn task_start(&self, pid: i32, tid: i32) -> Option<u64>;
+    /// A fair thread's policy and nice (None: real-time, deadline, or gone).
+    fn policy(&self, tid: i32) -> Option<(u32, i32)>;
+    /// Sets a fair thread's policy and nice, keeping its slice (a real-time one is left).
+    fn set_policy(&self, tid: i32, policy: u32, nice: i32) -> Result<(), String>;
     /// The daemon's own pid.
     fn me(&self) -> i32;
     /// Sends a signal through the process's pidfd (never by number); false when it could
@@ -207,6 +215,25 @@ impl Host for Linux {
     }
     fn cpu_times(&self) -> Option<CpuTimes> {
         allot_linux::machine::cpu_times_from(&self.proc_stat).ok()
+    }
+    fn tids(&self, pid: i32) -> Vec<i32> {
+        allot_linux::procfs::tids(pid).unwrap_or_default()
+    }
+    fn task_start(&self, pid: i32, tid: i32) -> Option<u64> {
+        let p = allot_linux::procfs::task_dir(pid, tid).join("stat");
+        allot_linux::procfs::parse_stat(&p, &allot_linux::read(&p).ok()?).ok().map(|s| s.starttime)
+    }
+    fn policy(&self, tid: i32) -> Option<(u32, i32)> {
+        use allot_linux::sched::{SCHED_BATCH, SCHED_IDLE, SCHED_OTHER};
+        let a = allot_linux::sched::get(tid).ok()?;
+        matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE).then_some((a.sched_policy, a.sched_nice))
+    }
+    fn set_policy(&self, tid: i32, policy: u32, nice: i32) -> Result<(), String> {
+        match allot_linux::sched::set_fair_policy(tid, policy, nice) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(format!("thread {tid} is real-time: left as it is")),
+            Err(e) => Err(e.to_string()),
+        }
     }
     fn me(&self) -> i32 {
         std::process::id() as i32

@@ -30,6 +30,7 @@ pub mod registry;
 pub mod requests;
 pub mod rules;
 pub mod server;
+pub mod sessions;
 pub mod state;
 #[cfg(test)]
 mod tests;

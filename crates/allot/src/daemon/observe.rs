@@ -119,6 +119,9 @@ pub struct Observer {
     counters: HashMap<String, u64>,
     /// Machine-wide.
     pub machine: Machine,
+    /// CPU time login sessions used (sessions/, never decreasing), ns: load the plan
+    /// counts as sessions, not as load outside allot.
+    pub sessions_ns: u64,
     /// Something ran, moved or still shows in a usage window at the last observation:
     /// the plan may change, so plan and tick fast. False at rest.
     pub busy: bool,
@@ -223,7 +226,7 @@ impl Observer {
         let Some(now) = c.host.cpu_times() else { return };
         // The roots' counters were just read (moved()).
         let root = |r: &str| self.counters.get(r).copied().unwrap_or(0);
-        let allot = root("") + root(super::registry::BACKGROUND);
+        let allot = root("") + root(super::registry::BACKGROUND) + self.sessions_ns;
         if let Some((prev, prev_allot, at)) = &self.machine.last_cpu {
             let dt = c.now.duration_since(*at).as_secs_f64().max(1e-3);
             let hz = allot_linux::procfs::clk_tck() as f64;

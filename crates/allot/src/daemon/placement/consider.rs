@@ -82,10 +82,19 @@ impl Daemon {
         let Ok(place) = self.place_of(pid) else { return (Seen::Retry, None) };
         let own_job = matches!(&place, Place::Job(id) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid));
         match (&place, human) {
-            // Another manager's, or a login session's (systemd hosts: logins stay where logind
-            // put them; their user's slice is their currency already), unless the process
-            // became another human user there: a cron job, su, sudo -u (reach.rs).
+            // A human user's own login session (systemd hosts): it stays where logind put
+            // it, and a matching rule reaches it per task (sessions/rules.rs).
+            (Place::Session { uid: owner, scope, .. }, true) if *owner == uid => {
+                let scope = scope.clone();
+                return match self.session_rule(&p, &info, &scope) {
+                    super::super::sessions::RuleOutcome::Done => (Seen::Done, None),
+                    super::super::sessions::RuleOutcome::Gone => (Seen::Retry, None),
+                };
+            }
+            // Another manager's, or a session's process that is not a human user's.
             (Place::Foreign(_) | Place::Session { .. }, false) => return (Seen::Never, None),
+            // A process that became another human user in a service or in someone else's
+            // session: a cron job, su, sudo -u (reach.rs) joins that user's currency.
             (Place::Foreign(_) | Place::Session { .. }, true) => match self.reach(&p, uid, &place) {
                 super::reach::Verdict::Move => {}
                 super::reach::Verdict::Stay => return (Seen::Never, None),
@@ -156,7 +165,7 @@ impl Daemon {
     /// admin's default for what a process looks like, and how it looks is the user's to
     /// choose: it never grants a currency). The bool: the rule's currency was refused.
     #[allow(clippy::type_complexity)]
-    fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
+    pub(in crate::daemon) fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
         let uid = info.creds.uid[0];
         let facts = self.host.facts(pid, info.tid);
         let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };

@@ -1,0 +1,85 @@
+//! Login session scopes on a systemd host (`user.slice/user-UID.slice/session-N.scope`),
+//! read only: systemd made them, so allot reads their `cpu.stat` and `cgroup.threads` and
+//! writes nothing of theirs (docs/systemd.md).
+
+use crate::{read, Result};
+use std::path::{Path, PathBuf};
+
+/// One session scope.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SessionScope {
+    /// Its user.
+    pub uid: u32,
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+impl SessionScope {
+    /// Its unit name (`session-3.scope`).
+    pub fn name(&self) -> String {
+        self.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+    /// CPU time its threads used, ns (`cpu.stat` `usage_usec`).
+    pub fn usage_ns(&self) -> Result<u64> {
+        let p = self.dir.join("cpu.stat");
+        super::stat::parse_usage(&p, &read(&p)?)
+    }
+    /// Its thread ids (`cgroup.threads`).
+    pub fn threads(&self) -> Result<Vec<i32>> {
+        Ok(read(self.dir.join("cgroup.threads"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+}
+
+/// The session scopes under a cgroup v2 mount, sorted (none when there is no user.slice).
+/// Only names systemd gives: `user-UID.slice` with a number, `session-*.scope`.
+pub fn list(mount: &Path) -> Vec<SessionScope> {
+    let mut out = vec![];
+    let Ok(users) = std::fs::read_dir(mount.join("user.slice")) else { return out };
+    for u in users.flatten() {
+        let name = u.file_name();
+        let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse::<u32>().ok()) else { continue };
+        let Ok(scopes) = std::fs::read_dir(u.path()) else { continue };
+        for s in scopes.flatten() {
+            let n = s.file_name();
+            let is_session = n.to_str().is_some_and(|n| n.starts_with("session-") && n.ends_with(".scope"));
+            if is_session && s.file_type().is_ok_and(|t| t.is_dir()) {
+                out.push(SessionScope { uid, dir: s.path() });
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_only_session_scopes_of_numbered_user_slices_and_reads_them() {
+        let d = std::env::temp_dir().join(format!("allot-sessions-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        for p in [
+            "user.slice/user-1001.slice/session-3.scope",
+            "user.slice/user-1001.slice/user@1001.service",
+            "user.slice/user-1001.slice/allot:user-1001.scope",
+            "user.slice/user-1002.slice/session-c1.scope",
+            "user.slice/user-x.slice/session-9.scope",
+            "user.slice/session-7.scope",
+        ] {
+            std::fs::create_dir_all(d.join(p)).unwrap();
+        }
+        // A file named like a scope is not one.
+        std::fs::write(d.join("user.slice/user-1002.slice/session-4.scope"), "").unwrap();
+        let s3 = d.join("user.slice/user-1001.slice/session-3.scope");
+        std::fs::write(s3.join("cpu.stat"), "usage_usec 1500\nuser_usec 1000\n").unwrap();
+        std::fs::write(s3.join("cgroup.threads"), "10\n11\n").unwrap();
+        let got = list(&d);
+        assert_eq!(got.iter().map(|s| (s.uid, s.name())).collect::<Vec<_>>(), [(1001, "session-3.scope".into()), (1002, "session-c1.scope".into())]);
+        assert_eq!((got[0].usage_ns().unwrap(), got[0].threads().unwrap()), (1_500_000, vec![10, 11]));
+        let e = got[1].usage_ns().unwrap_err().to_string();
+        assert!(e.contains("session-c1.scope/cpu.stat"), "the error names the file: {e}");
+        assert!(list(&d.join("nowhere")).is_empty());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

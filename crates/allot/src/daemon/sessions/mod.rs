@@ -1,0 +1,373 @@
+//! Login sessions on a systemd host: the processes in `session-N.scope`, which systemd
+//! owns. allot never moves them out nor writes a file of their scopes; the policy reaches
+//! them per task, and the plan counts their load (allot_model::session):
+//!
+//! - **observed** each tick from their scopes' `cpu.stat` and `cgroup.threads` (read
+//!   only) and each thread's `/proc/TID/schedstat`: one claimant per user for the plan,
+//!   and each thread's usage for its boost;
+//! - **boosted** per task: a thread the model boosts gets the boost slice by
+//!   sched_setattr (its own given back when it is no longer boosted);
+//! - **rules** (rules.rs): a rule's `background` is SCHED_IDLE on the process's threads,
+//!   its tickets a nice; both given back when the rule stops matching, at `--release`
+//!   and at a clean stop.
+//!
+//! Every write to a task checks first, and again after, that the thread id still names the
+//! task that was read (its start time): a thread that exited and whose id was reused is
+//! never written as if it were the one seen.
+
+mod explain;
+mod rules;
+
+pub use rules::RuleOutcome;
+
+use super::core::Daemon;
+use allot_model::plan::{JobPlan, Usage};
+use allot_model::session::SessionIn;
+use allot_model::usage::BoostWindow;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+/// Threads of session scopes followed per tick, all users together: a login node of a
+/// hundred sessions of ten threads each is followed whole; past it, the rest wait for the
+/// next list (each costs one schedstat read per tick).
+pub const MAX_TASKS: usize = 1024;
+
+/// The slice a boosted session task gets when `policy.boost_slice_us` is 0 (weight only
+/// for jobs): a session has no weight of allot's to raise, so its boost is the slice. The
+/// kernel's shortest, 100 µs (docs/systemd.md has what it measured).
+pub const SESSION_BOOST_SLICE_NS: u64 = 100_000;
+
+/// One scope, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeSample {
+    /// Its user.
+    pub uid: u32,
+    /// Its unit (`session-3.scope`).
+    pub name: String,
+    /// CPU time used, ns.
+    pub usage_ns: u64,
+    /// Its threads; None when its usage did not move since the last read (none of them
+    /// ran, so none is read: an idle session costs one `cpu.stat` read a tick).
+    pub threads: Option<Vec<i32>>,
+}
+
+#[derive(Debug)]
+struct Scope {
+    uid: u32,
+    last: Option<(u64, Instant)>,
+    window: BoostWindow,
+    usage: Option<Usage>,
+    runnable: u32,
+    waiting: bool,
+    /// The CPUs its threads that ran may use (empty: all).
+    cpus: Vec<usize>,
+}
+
+/// One session thread.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Its user.
+    pub uid: u32,
+    /// Its scope's unit.
+    pub scope: String,
+    /// Its start time: with the tid, its identity.
+    pub start: u64,
+    last: Option<(u64, u64, Instant)>,
+    window: BoostWindow,
+    /// Its usage over the boost window and the last tick.
+    pub usage: Option<Usage>,
+    /// Boosted: its slice before (None: not boosted now).
+    pub boosted_from: Option<u64>,
+    /// The boost rule's branch at the last plan (None: not planned yet).
+    pub boost: Option<allot_model::plan::Boost>,
+    seen: bool,
+}
+
+/// What allot knows and did of login sessions.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    scopes: BTreeMap<String, Scope>,
+    /// Per thread id.
+    pub tasks: HashMap<i32, Task>,
+    /// Processes a rule reached (rules.rs), per pid.
+    ruled: HashMap<i32, rules::Ruled>,
+    /// CPU time all session scopes used since the daemon began to count, ns: never
+    /// decreases (a closed session's time stays in it), so load outside allot is the
+    /// machine's busy time less allot's and this.
+    pub used_ns: u64,
+    /// The last plan of each user's sessions, and the slice a boosted task gets.
+    pub planned: BTreeMap<u32, JobPlan>,
+    /// The slice boosted session tasks have now (None: no boost by slice).
+    pub slice_ns: Option<u64>,
+    /// Threads past [`MAX_TASKS`] were left out (logged once).
+    capped_logged: bool,
+}
+
+impl Sessions {
+    /// Some session used CPU over the boost window: the plan may change.
+    pub fn busy(&self) -> bool {
+        self.scopes.values().any(|s| s.usage.is_some_and(|u| u.active()))
+    }
+
+    /// One claimant per user with an active session, its currency not yet known.
+    pub fn claims(&self) -> Vec<(u32, SessionIn)> {
+        let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
+        for s in self.scopes.values() {
+            let Some(u) = s.usage else { continue };
+            let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
+            let t = e.usage.get_or_insert_with(Usage::default);
+            t.window += u.window;
+            t.last += u.last;
+            e.runnable += s.runnable;
+            e.waiting |= s.waiting;
+            if s.runnable > 0 {
+                *all |= s.cpus.is_empty();
+                e.cpus.extend(&s.cpus);
+            }
+        }
+        by_uid
+            .into_iter()
+            .filter(|(_, (e, _))| e.usage.is_some_and(|u| u.active()))
+            .map(|(uid, (mut e, all))| {
+                e.cpus.sort_unstable();
+                e.cpus.dedup();
+                if all {
+                    e.cpus.clear();
+                }
+                (uid, e)
+            })
+            .collect()
+    }
+}
+
+impl Daemon {
+    /// Reads every session scope (systemd hosts only): called each tick, before the jobs
+    /// are observed, so load outside allot excludes the sessions the plan counts.
+    pub fn observe_sessions(&mut self, now: Instant) {
+        if !self.tree.cg.systemd() {
+            return;
+        }
+        let mut left = MAX_TASKS;
+        let mut samples = vec![];
+        for s in allot_linux::cgroup::sessions::list(self.tree.cg.mount()) {
+            let Ok(usage_ns) = s.usage_ns() else { continue };
+            let name = s.name();
+            if self.sessions.scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
+                samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: None });
+                continue;
+            }
+            let mut threads = s.threads().unwrap_or_default();
+            if threads.len() > left {
+                threads.truncate(left);
+                if !self.sessions.capped_logged {
+                    log::warn!("login sessions have more than {MAX_TASKS} threads: the boost follows the first {MAX_TASKS}");
+                    self.sessions.capped_logged = true;
+                }
+            }
+            left -= threads.len();
+            samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: Some(threads) });
+        }
+        self.observe_session_samples(samples, now);
+    }
+
+    /// [`Self::observe_sessions`] from scopes already read.
+    pub fn observe_session_samples(&mut self, samples: Vec<ScopeSample>, now: Instant) {
+        let window_s = self.cfg.policy.boost_window_ms as f64 / 1000.0;
+        let ss = &mut self.sessions;
+        ss.scopes.retain(|name, _| samples.iter().any(|s| &s.name == name));
+        for t in ss.tasks.values_mut() {
+            t.seen = false;
+        }
+        for s in samples {
+            let sc = ss.scopes.entry(s.name.clone()).or_insert(Scope {
+                uid: s.uid,
+                last: None,
+                window: BoostWindow::default(),
+                usage: None,
+                runnable: 0,
+                waiting: false,
+                cpus: vec![],
+            });
+            if let Some((prev, at)) = sc.last {
+                let dt = now.duration_since(at).as_secs_f64();
+                let used = s.usage_ns.saturating_sub(prev);
+                ss.used_ns = ss.used_ns.wrapping_add(used);
+                if dt > 0.0 {
+                    sc.usage = Some(sc.window.push(used as f64 / 1e9, dt, window_s));
+                }
+            }
+            sc.last = Some((s.usage_ns, now));
+            let (mut runnable, mut waited, mut dt_max) = (0u32, 0u64, 0f64);
+            let mut cpus: std::collections::BTreeSet<usize> = Default::default();
+            let mut all_cpus = false;
+            let Some(threads) = s.threads else {
+                // Nothing in it ran: its known threads used nothing, and none waited.
+                for t in ss.tasks.values_mut().filter(|t| t.scope == s.name) {
+                    if let Some((run, wait, at)) = t.last {
+                        let dt = now.duration_since(at).as_secs_f64();
+                        if dt > 0.0 {
+                            t.usage = Some(t.window.push(0.0, dt, window_s));
+                        }
+                        t.last = Some((run, wait, now));
+                    }
+                    t.seen = true;
+                }
+                sc.runnable = 0;
+                sc.waiting = false;
+                continue;
+            };
+            for tid in threads {
+                let Some(smp) = self.host.thread(tid) else { continue };
+                let t = ss.tasks.entry(tid).or_insert_with(|| Task {
+                    uid: s.uid,
+                    scope: s.name.clone(),
+                    start: 0,
+                    last: None,
+                    window: BoostWindow::default(),
+                    usage: None,
+                    boosted_from: None,
+                    boost: None,
+                    seen: false,
+                });
+                // A new task, or the id reused (its counters went back): start afresh.
+                let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);
+                if t.last.is_none() || reused {
+                    let Some(start) = self.host.start_of(tid) else { continue };
+                    if reused || t.start != start {
+                        *t = Task {
+                            uid: s.uid,
+                            scope: s.name.clone(),
+                            start,
+                            last: None,
+                            window: BoostWindow::default(),
+                            usage: None,
+                            boosted_from: None,
+                            boost: None,
+                            seen: false,
+                        };
+                    }
+                }
+                t.seen = true;
+                t.uid = s.uid;
+                t.scope.clone_from(&s.name);
+                if let Some((run, wait, at)) = t.last {
+                    let dt = now.duration_since(at).as_secs_f64();
+                    if dt > 0.0 {
+                        t.usage = Some(t.window.push(smp.run_ns.saturating_sub(run) as f64 / 1e9, dt, window_s));
+                        dt_max = dt_max.max(dt);
+                    }
+                    if smp.run_ns > run || smp.wait_ns > wait {
+                        runnable += 1;
+                        let aff = self.host.affinity(tid);
+                        all_cpus |= aff.is_empty() || aff.len() >= self.ncpu;
+                        cpus.extend(aff);
+                    }
+                    waited += smp.wait_ns.saturating_sub(wait);
+                }
+                t.last = Some((smp.run_ns, smp.wait_ns, now));
+            }
+            sc.runnable = runnable;
+            sc.cpus = if all_cpus { vec![] } else { cpus.into_iter().collect() };
+            sc.waiting = allot_model::policy::waiting(waited as f64, dt_max);
+        }
+        // A boosted thread that left its session (exited, or moved into a job by `allot
+        // set`): its own slice back if it still lives, so no boost outlives the session.
+        let left: Vec<(i32, u64, u64)> =
+            ss.tasks.iter().filter(|(_, t)| !t.seen).filter_map(|(&tid, t)| t.boosted_from.map(|o| (tid, t.start, o))).collect();
+        ss.tasks.retain(|_, t| t.seen);
+        for (tid, start, orig) in left {
+            self.write_slice(tid, start, orig);
+        }
+    }
+
+    /// The plan's session claimants: one per user with an active session, in the user's
+    /// currency (added to `currencies`, at its funding, when the user has no job).
+    pub fn session_inputs(
+        &self,
+        cur_ids: &[super::registry::CurrencyId],
+        currencies: &mut Vec<allot_model::plan::CurrencyIn>,
+    ) -> (Vec<u32>, Vec<SessionIn>) {
+        use super::registry::CurrencyId;
+        let (mut uids, mut ins) = (vec![], vec![]);
+        let mut extra: Vec<CurrencyId> = vec![];
+        for (uid, claim) in self.sessions.claims() {
+            let c = CurrencyId::User(uid);
+            let currency = match cur_ids.iter().chain(&extra).position(|x| *x == c) {
+                Some(i) => i,
+                None => {
+                    currencies.push(allot_model::plan::CurrencyIn { funding: self.funding_of(&c), cap: self.currency_cap(&c).map(|k| k.cpus) });
+                    extra.push(c);
+                    currencies.len() - 1
+                }
+            };
+            uids.push(uid);
+            ins.push(SessionIn { currency, ..claim });
+        }
+        (uids, ins)
+    }
+
+    /// Keeps the sessions' plan and gives each session thread its boost slice, or its own
+    /// slice back ([`allot_model::session::task_boost`] against its session's entitlement).
+    pub fn apply_sessions(&mut self, uids: Vec<u32>, plans: Vec<JobPlan>) {
+        self.sessions.planned = uids.into_iter().zip(plans).collect();
+        let p = self.cfg.policy.params(self.features.custom_slices);
+        let slice = self.features.custom_slices.then(|| p.boost_slice_ns.unwrap_or(SESSION_BOOST_SLICE_NS)).filter(|_| p.boost);
+        self.sessions.slice_ns = slice;
+        let tids: Vec<i32> = self.sessions.tasks.keys().copied().collect();
+        for tid in tids {
+            let t = &self.sessions.tasks[&tid];
+            let ent = self.sessions.planned.get(&t.uid).map_or(0.0, |j| j.entitlement);
+            let idle = self.sessions.is_idle_by_rule(tid);
+            let boost = if idle { allot_model::plan::Boost::Background } else { allot_model::session::task_boost(&p, t.usage, ent) };
+            let want = slice.filter(|_| boost.on());
+            self.sessions.tasks.get_mut(&tid).expect("listed").boost = Some(boost);
+            let t = &self.sessions.tasks[&tid];
+            match (want, t.boosted_from) {
+                (Some(ns), None) => {
+                    let Some(orig) = self.host.slice(tid) else { continue };
+                    let start = t.start;
+                    if self.write_slice(tid, start, ns) {
+                        // A slice equal to the boost's was inherited from a boosted parent.
+                        self.sessions.tasks.get_mut(&tid).expect("listed").boosted_from = Some(if orig == ns { 0 } else { orig });
+                    }
+                }
+                (None, Some(orig)) => {
+                    let start = t.start;
+                    self.write_slice(tid, start, orig);
+                    self.sessions.tasks.get_mut(&tid).expect("listed").boosted_from = None;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Sets a session thread's slice if the id still names the task that was seen
+    /// (`start`), before and after the write; true if it was written to that task.
+    fn write_slice(&self, tid: i32, start: u64, ns: u64) -> bool {
+        if self.host.start_of(tid) != Some(start) {
+            return false;
+        }
+        let ok = self.host.set_slice(tid, ns).is_ok();
+        if self.host.start_of(tid) != Some(start) {
+            log::warn!("thread {tid} exited while its slice was set; a task that took its id may carry a {} µs slice", ns / 1000);
+            return false;
+        }
+        ok
+    }
+
+    /// Gives back every session thread's slice and every attribute a rule set (at a clean
+    /// stop and at `--release`).
+    pub fn undo_sessions(&mut self) {
+        let boosted: Vec<(i32, u64, u64)> = self.sessions.tasks.iter().filter_map(|(&tid, t)| t.boosted_from.map(|o| (tid, t.start, o))).collect();
+        for (tid, start, orig) in boosted {
+            self.write_slice(tid, start, orig);
+            if let Some(t) = self.sessions.tasks.get_mut(&tid) {
+                t.boosted_from = None;
+            }
+        }
+        self.undo_session_rules();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,270 @@
+//! Login-session processes against the fake kernel: rules per task, the boost slice, the
+//! plan's session claimants, and the hostile cases (another user's pid, a recycled pid, a
+//! process that exits between decision and write, a name that is not UTF-8).
+
+use super::super::core::Daemon;
+use super::super::fake::{FakeCg, FakeHost, Shared, World};
+use super::super::tests::peer;
+use super::ScopeSample;
+use crate::config::Config;
+use crate::proto::{Request, Response};
+use allot_linux::sched::SCHED_IDLE;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const S4: &str = "/user.slice/user-3001.slice/session-4.scope";
+const S9: &str = "/user.slice/user-3002.slice/session-9.scope";
+const RULES: &str = "[users]\nmin_uid = 3000\nmax_uid = 60000\n[[rules]]\nname = \"bg\"\ncomm = \"hog*\"\nbackground = true\n[[rules]]\nname = \"low\"\ncomm = \"batch\"\ntickets = 10\n";
+
+fn start(w: &Shared) -> Daemon {
+    let path = std::env::temp_dir().join(format!("allot-sessions-{}-{:?}.toml", std::process::id(), std::thread::current().id()));
+    std::fs::write(&path, RULES).unwrap();
+    let cfg = Config::load(&path, true).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let mut d = Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, None, false).unwrap();
+    d.features.custom_slices = true;
+    d.ncpu = 2;
+    d
+}
+
+fn world() -> Shared {
+    Arc::new(Mutex::new(World::default()))
+}
+
+fn policy(w: &Shared, tid: i32) -> Option<(u32, i32)> {
+    w.lock().unwrap().policies.get(&tid).copied()
+}
+
+fn explain(d: &mut Daemon, uid: u32, pid: i32, asker: i32) -> Result<crate::proto::ExplainView, String> {
+    match d
+        .handle(Request::Explain { target: pid.to_string() }, &super::super::trust::Peer { uid, gid: uid, groups: vec![], pid: asker, caller: None })
+    {
+        Ok(Response::Explain(e)) => Ok(e),
+        Ok(r) => panic!("{r:?}"),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[test]
+fn a_background_rule_makes_a_session_process_sched_idle_in_place_and_gives_it_back() {
+    let w = world();
+    w.lock().unwrap().spawn(300, 3001, S4, "hog --spin");
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(w.lock().unwrap().procs[&300].path, S4, "it stays in its session");
+    assert_eq!(policy(&w, 300), Some((SCHED_IDLE, 0)));
+    let e = explain(&mut d, 3001, 300, 300).unwrap();
+    let bg = e.reasons.iter().find(|r| r.state == "background").expect("a background reason");
+    assert!(bg.on && bg.because.contains("rule bg") && bg.because.contains("SCHED_IDLE"), "{bg:?}");
+    assert!(e.job.contains("session-4.scope"), "{}", e.job);
+    // It exec's something no rule matches: its own policy back.
+    w.lock().unwrap().procs.get_mut(&300).unwrap().cmdline = "vim".into();
+    d.on_process(300, true);
+    assert_eq!(policy(&w, 300), Some((0, 0)));
+    // Matched again, then the daemon stops: given back.
+    w.lock().unwrap().procs.get_mut(&300).unwrap().cmdline = "hog".into();
+    d.on_process(300, true);
+    assert_eq!(policy(&w, 300), Some((SCHED_IDLE, 0)));
+    d.undo_dynamic();
+    assert_eq!(policy(&w, 300), Some((0, 0)));
+}
+
+#[test]
+fn a_tickets_rule_is_a_nice_and_the_old_nice_comes_back() {
+    let w = world();
+    w.lock().unwrap().spawn(310, 3001, S4, "batch");
+    w.lock().unwrap().procs.get_mut(&310).unwrap().nice = 3;
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(policy(&w, 310), Some((0, 10)), "10 tickets: nice 10");
+    d.undo_dynamic();
+    assert_eq!(policy(&w, 310), Some((0, 3)));
+}
+
+#[test]
+fn a_user_changed_by_hand_is_kept_at_release() {
+    let w = world();
+    w.lock().unwrap().spawn(320, 3001, S4, "hog");
+    let mut d = start(&w);
+    d.scan();
+    // Its user made it nice 5 (still idle): not what allot set, so left as they made it.
+    w.lock().unwrap().policies.insert(320, (SCHED_IDLE, 5));
+    d.undo_dynamic();
+    assert_eq!(policy(&w, 320), Some((SCHED_IDLE, 5)));
+}
+
+#[test]
+fn hostile_another_users_session_process_is_not_explained_to_them_nor_changed_by_setuid() {
+    let w = world();
+    w.lock().unwrap().spawn(330, 3001, S4, "hog");
+    w.lock().unwrap().spawn(331, 3002, S9, "sh");
+    // A setuid process in a session (uids not all one user's): no rule reaches it.
+    w.lock().unwrap().spawn(332, 3002, S9, "hog");
+    w.lock().unwrap().procs.get_mut(&332).unwrap().uids = [3002, 0, 0, 0];
+    let mut d = start(&w);
+    d.scan();
+    let e = explain(&mut d, 3002, 330, 331).unwrap_err();
+    assert!(e.contains("not yours") && e.contains("uid 3001"), "{e}");
+    assert!(explain(&mut d, 3001, 330, 330).is_ok());
+    assert_eq!(policy(&w, 332), None, "a setuid process is never written");
+    // `set` by another user is refused as before.
+    let r = d.handle(Request::Set { pids: vec![330], tickets: Some(5), cap: None, background: None, force: false }, &peer(&w, 3002, 331));
+    assert!(r.is_err(), "{r:?}");
+}
+
+#[test]
+fn hostile_a_recycled_pid_is_never_written_as_the_old_process() {
+    let w = world();
+    w.lock().unwrap().spawn(340, 3001, S4, "hog");
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(policy(&w, 340), Some((SCHED_IDLE, 0)));
+    // It exits; another process (another user's) takes pid 340.
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.remove(&340);
+        x.policies.remove(&340);
+        x.spawn(340, 3002, S9, "sh");
+    }
+    d.undo_dynamic();
+    assert_eq!(policy(&w, 340), None, "the new pid 340 was never written");
+    d.scan();
+    assert_eq!(policy(&w, 340), None);
+}
+
+#[test]
+fn hostile_a_process_that_exits_between_decision_and_write_leaves_nothing() {
+    let w = world();
+    w.lock().unwrap().spawn(350, 3001, S4, "hog");
+    w.lock().unwrap().exit_on_write = Some(350);
+    let mut d = start(&w);
+    d.scan();
+    assert!(!w.lock().unwrap().procs.contains_key(&350));
+    assert_eq!(policy(&w, 350), None);
+    assert_eq!(d.sessions.rule_of(350, 1), None, "nothing kept for a process that is gone");
+    d.undo_dynamic();
+}
+
+#[test]
+fn hostile_a_name_that_is_not_utf8_still_meets_the_rules() {
+    let w = world();
+    // /proc text is read lossily: bytes 0xff 0xfe after "hog" arrive as U+FFFD.
+    let name = String::from_utf8_lossy(b"hog\xff\xfe").into_owned();
+    w.lock().unwrap().spawn(360, 3001, S4, &name);
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(policy(&w, 360), Some((SCHED_IDLE, 0)));
+}
+
+fn sample(uid: u32, name: &str, usage_ns: u64, threads: &[i32]) -> ScopeSample {
+    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()) }
+}
+
+#[test]
+fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_share() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(400, 3001, S4, "probe");
+        x.spawn(401, 3001, S4, "spin");
+        x.spawn(402, 3002, S9, "spin");
+    }
+    let mut d = start(&w);
+    let t0 = Instant::now();
+    let dt = Duration::from_millis(100);
+    // Three ticks: the probe uses 5 ms a tick, each spinner 100 ms (a whole CPU).
+    for k in 0..3u64 {
+        {
+            let mut x = w.lock().unwrap();
+            x.runs.insert(400, (k * 5_000_000, 0));
+            x.runs.insert(401, (k * 100_000_000, k * 20_000_000));
+            x.runs.insert(402, (k * 100_000_000, 0));
+        }
+        let now = t0 + dt * k as u32;
+        d.observe_session_samples(
+            vec![sample(3001, "session-4.scope", k * 105_000_000, &[400, 401]), sample(3002, "session-9.scope", k * 100_000_000, &[402])],
+            now,
+        );
+        d.replan();
+    }
+    let ent = |d: &Daemon, uid| d.sessions.planned[&uid].entitlement;
+    assert!((ent(&d, 3001) - 1.0).abs() < 1e-6 && (ent(&d, 3002) - 1.0).abs() < 1e-6, "{:?}", d.sessions.planned);
+    let slices = w.lock().unwrap().slices.clone();
+    assert_eq!(slices.get(&400), Some(&super::SESSION_BOOST_SLICE_NS), "the probe is boosted: {slices:?}");
+    assert_eq!(slices.get(&401), Some(&3_000_000), "the spinner is CPU-bound against its user's share: its own slice (boosted only while new)");
+    let e = explain(&mut d, 3001, 400, 400).unwrap();
+    let b = e.reasons.iter().find(|r| r.state == "boost").unwrap();
+    assert!(b.on && b.because.contains("interactive") && b.because.contains("100 µs EEVDF slice"), "{b:?}");
+    assert!((e.entitlement - 1.0).abs() < 1e-6, "judged against its user's share: {}", e.entitlement);
+    // The probe turns into a hog: its own slice back.
+    w.lock().unwrap().runs.insert(400, (10_000_000 + 100_000_000, 0));
+    d.observe_session_samples(
+        vec![sample(3001, "session-4.scope", 410_000_000, &[400, 401]), sample(3002, "session-9.scope", 300_000_000, &[402])],
+        t0 + dt * 3,
+    );
+    d.replan();
+    assert_eq!(w.lock().unwrap().slices.get(&400), Some(&3_000_000), "its own slice back");
+    // Busy sessions count as load that is not outside allot: sessions_ns moves with them.
+    assert_eq!(d.sessions.used_ns, 410_000_000 + 300_000_000);
+    // A session whose usage did not move is not read: its threads used nothing.
+    d.observe_session_samples(
+        vec![
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None },
+            sample(3002, "session-9.scope", 400_000_000, &[402]),
+        ],
+        t0 + dt * 4,
+    );
+    assert_eq!(d.sessions.tasks[&400].usage.map(|u| u.last), Some(0.0));
+    assert_eq!(d.sessions.claims().iter().map(|c| c.0).collect::<Vec<_>>(), [3001, 3002], "3001's window still shows its use");
+}
+
+#[test]
+fn hostile_a_reused_thread_id_gets_no_slice_meant_for_the_old_one() {
+    let w = world();
+    w.lock().unwrap().spawn(410, 3001, S4, "probe");
+    let mut d = start(&w);
+    let t0 = Instant::now();
+    for k in 0..2u32 {
+        d.observe_session_samples(vec![sample(3001, "session-4.scope", 0, &[410])], t0 + Duration::from_millis(100) * k);
+        d.replan();
+    }
+    assert_eq!(w.lock().unwrap().slices.get(&410), Some(&super::SESSION_BOOST_SLICE_NS), "asleep: boosted");
+    // It exits; a new process takes the id and sets its own 7 ms slice.
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.remove(&410);
+        x.spawn(410, 3002, S9, "other");
+        x.slices.insert(410, 7_000_000);
+    }
+    d.undo_dynamic();
+    assert_eq!(w.lock().unwrap().slices.get(&410), Some(&7_000_000), "the new task keeps its own slice");
+}
+
+#[test]
+fn a_rule_removed_at_reload_gives_the_process_back_its_policy() {
+    let w = world();
+    w.lock().unwrap().spawn(370, 3001, S4, "hog");
+    let mut d = start(&w);
+    d.scan();
+    assert_eq!(policy(&w, 370), Some((SCHED_IDLE, 0)));
+    d.cfg = toml::from_str("[users]\nmin_uid = 3000\nmax_uid = 60000\n").unwrap();
+    d.recheck_session_rules();
+    assert_eq!(policy(&w, 370), Some((0, 0)));
+}
+
+#[test]
+fn a_boosted_thread_that_leaves_its_session_gets_its_own_slice_back() {
+    let w = world();
+    w.lock().unwrap().spawn(420, 3001, S4, "probe");
+    let mut d = start(&w);
+    let t0 = Instant::now();
+    for k in 0..2u32 {
+        d.observe_session_samples(vec![sample(3001, "session-4.scope", 0, &[420])], t0 + Duration::from_millis(100) * k);
+        d.replan();
+    }
+    assert_eq!(w.lock().unwrap().slices.get(&420), Some(&super::SESSION_BOOST_SLICE_NS));
+    // `allot set` took it into a job: no longer in the session's threads.
+    d.observe_session_samples(vec![sample(3001, "session-4.scope", 1, &[])], t0 + Duration::from_millis(300));
+    assert_eq!(w.lock().unwrap().slices.get(&420), Some(&3_000_000), "its own slice back");
+    assert!(d.sessions.tasks.is_empty());
+}
