@@ -106,9 +106,8 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     require_root();
     let _s = serial();
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
-    let e = exe().display().to_string();
     let lab = lab().display().to_string();
-    let script = format!("sleep 2; exec {e} workload cpu");
+    let script = format!("sleep 2; exec {lab} workload cpu");
     let j = d.run_job(&[], &["sh", "-c", &script], Some(A)).unwrap();
     d.wait_exec(j).unwrap();
     pin(j, 1);
