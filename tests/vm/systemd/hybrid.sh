@@ -22,7 +22,7 @@ snap() {
     find "$m" -type d -not -path '*allot-vm-test.service*' | sort | while read -r d; do
       echo "$d"
       for f in cpu.shares cpu.cfs_quota_us cpu.cfs_period_us cpu.weight cpu.max cpu.idle cgroup.subtree_control; do
-        [ -e "$d/$f" ] && printf '  %s %s\n' "$f" "$(tr '\n' ' ' < "$d/$f" 2> /dev/null || echo '?')"
+        if [ -e "$d/$f" ]; then printf '  %s %s\n' "$f" "$(tr '\n' ' ' < "$d/$f" 2> /dev/null || echo '?')"; fi
       done
     done
   done
