@@ -10,6 +10,7 @@
 //! - *applied* (`tree.applied`, tree.rs): what was last written; writes go out only where
 //!   the plan differs from it.
 
+pub use super::features::Features;
 use super::host::{Host, OpenError};
 use super::observe::{Ctx, Observer};
 use super::registry::{Class, CurrencyId, Desired, JobId, JobSpec};
@@ -23,48 +24,6 @@ use std::time::{Duration, Instant};
 
 /// A job younger than this is not reaped while empty (its first process is on its way).
 pub const GRACE: Duration = Duration::from_secs(3);
-
-/// Kernel features found at start.
-#[derive(Debug, Clone, Default)]
-pub struct Features {
-    /// cgroup cpu.idle (background).
-    pub cpu_idle: bool,
-    /// EEVDF per-task slices through sched_setattr (Linux 6.12+).
-    pub custom_slices: bool,
-    /// /proc/pressure/cpu.
-    pub psi: bool,
-    /// kernel.task_delayacct = 1.
-    pub delay_accounting: bool,
-}
-
-impl Features {
-    /// Reads the kernel's features.
-    pub fn detect(cg: &dyn allot_linux::cgroup::CpuController) -> Self {
-        Self {
-            cpu_idle: cg.has_idle(),
-            custom_slices: allot_linux::sched::custom_slices_supported(),
-            psi: std::path::Path::new("/proc/pressure/cpu").exists(),
-            delay_accounting: std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map(|s| s.trim() == "1").unwrap_or(false),
-        }
-    }
-    /// What is degraded, in sentences.
-    pub fn degraded(&self) -> Vec<String> {
-        let mut v = vec![];
-        if !self.cpu_idle {
-            v.push("no cpu.idle: background jobs get the smallest weight (1) instead of idle-only CPU".into());
-        }
-        if !self.custom_slices {
-            v.push("no custom slices (Linux < 6.12): the latency boost is by weight only".into());
-        }
-        if !self.psi {
-            v.push("no PSI: `allot why` cannot report CPU pressure".into());
-        }
-        if !self.delay_accounting {
-            v.push("delay accounting off: `allot why` has no worst-wait maxima (sysctl kernel.task_delayacct=1)".into());
-        }
-        v
-    }
-}
 
 /// The config's defaults for one user: funding of their currency, cap of their default job,
 /// hard cap of their currency.

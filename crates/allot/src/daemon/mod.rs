@@ -15,6 +15,7 @@ mod currency_cap;
 pub mod explain;
 #[cfg(test)]
 mod fake;
+mod features;
 mod funding;
 pub mod host;
 pub mod http;

@@ -83,6 +83,23 @@ pub struct Task {
     seen: bool,
 }
 
+impl Task {
+    /// A task first seen (or its id reused): nothing measured, nothing done to it yet.
+    fn new(uid: u32, scope: &str, start: u64) -> Self {
+        Task {
+            uid,
+            scope: scope.into(),
+            start,
+            last: None,
+            window: BoostWindow::default(),
+            usage: None,
+            boosted_from: None,
+            boost: None,
+            seen: false,
+        }
+    }
+}
+
 /// What allot knows and did of login sessions.
 #[derive(Debug, Default)]
 pub struct Sessions {
@@ -218,33 +235,13 @@ impl Daemon {
             };
             for tid in threads {
                 let Some(smp) = self.host.thread(tid) else { continue };
-                let t = ss.tasks.entry(tid).or_insert_with(|| Task {
-                    uid: s.uid,
-                    scope: s.name.clone(),
-                    start: 0,
-                    last: None,
-                    window: BoostWindow::default(),
-                    usage: None,
-                    boosted_from: None,
-                    boost: None,
-                    seen: false,
-                });
+                let t = ss.tasks.entry(tid).or_insert_with(|| Task::new(s.uid, &s.name, 0));
                 // A new task, or the id reused (its counters went back): start afresh.
                 let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);
                 if t.last.is_none() || reused {
                     let Some(start) = self.host.start_of(tid) else { continue };
                     if reused || t.start != start {
-                        *t = Task {
-                            uid: s.uid,
-                            scope: s.name.clone(),
-                            start,
-                            last: None,
-                            window: BoostWindow::default(),
-                            usage: None,
-                            boosted_from: None,
-                            boost: None,
-                            seen: false,
-                        };
+                        *t = Task::new(s.uid, &s.name, start);
                     }
                 }
                 t.seen = true;

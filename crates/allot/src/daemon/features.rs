@@ -1,0 +1,43 @@
+//! The kernel features the daemon finds at start, and what runs degraded without each.
+
+/// Kernel features found at start.
+#[derive(Debug, Clone, Default)]
+pub struct Features {
+    /// cgroup cpu.idle (background).
+    pub cpu_idle: bool,
+    /// EEVDF per-task slices through sched_setattr (Linux 6.12+).
+    pub custom_slices: bool,
+    /// /proc/pressure/cpu.
+    pub psi: bool,
+    /// kernel.task_delayacct = 1.
+    pub delay_accounting: bool,
+}
+
+impl Features {
+    /// Reads the kernel's features.
+    pub fn detect(cg: &dyn allot_linux::cgroup::CpuController) -> Self {
+        Self {
+            cpu_idle: cg.has_idle(),
+            custom_slices: allot_linux::sched::custom_slices_supported(),
+            psi: std::path::Path::new("/proc/pressure/cpu").exists(),
+            delay_accounting: std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map(|s| s.trim() == "1").unwrap_or(false),
+        }
+    }
+    /// What is degraded, in sentences.
+    pub fn degraded(&self) -> Vec<String> {
+        let mut v = vec![];
+        if !self.cpu_idle {
+            v.push("no cpu.idle: background jobs get the smallest weight (1) instead of idle-only CPU".into());
+        }
+        if !self.custom_slices {
+            v.push("no custom slices (Linux < 6.12): the latency boost is by weight only".into());
+        }
+        if !self.psi {
+            v.push("no PSI: `allot why` cannot report CPU pressure".into());
+        }
+        if !self.delay_accounting {
+            v.push("delay accounting off: `allot why` has no worst-wait maxima (sysctl kernel.task_delayacct=1)".into());
+        }
+        v
+    }
+}
