@@ -19,5 +19,7 @@ REPO=$(cd "$HERE/../../.." && pwd)
 BIN="$REPO/target/release/allot-scx"
 if [ "${1:-}" = --allot-scx ]; then BIN=$2; shift 2; fi
 [ -x "$BIN" ] || { echo "scx-vm: no $BIN: cargo build --release -p allot-scx" >&2; exit 91; }
+# Single-threaded TCG (tests/vm/run.sh says why).
+export ALLOT_VM_TCG_THREAD=${ALLOT_VM_TCG_THREAD:-single}
 exec bash "$REPO/tests/vm/run.sh" --kernel sid --add "$BIN" --env RUST_BACKTRACE=0 \
   --shell "$(cat "$HERE/checks.sh")" "$@"
