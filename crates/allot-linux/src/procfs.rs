@@ -3,7 +3,9 @@
 use crate::{read, Error, Result};
 use std::path::PathBuf;
 
+mod dir;
 mod task;
+pub use dir::ProcDir;
 pub use task::*;
 
 /// Clock ticks per second for /proc/PID/stat times.

@@ -205,18 +205,8 @@ fn parse_mem_total(s: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// A process's `oom_score_adj`.
-pub fn oom_score_adj(pid: i32) -> Result<i16> {
-    let p = PathBuf::from(format!("/proc/{pid}/oom_score_adj"));
-    let s = read(&p)?;
-    s.trim().parse().map_err(|_| Error::Parse { path: p, what: "an integer -1000..1000", text: s.chars().take(80).collect() })
-}
-
-/// Sets a process's `oom_score_adj` (-1000..1000; the kernel ranks OOM victims by size
-/// plus adj/1000 of the memory they may use).
-pub fn set_oom_score_adj(pid: i32, adj: i16) -> Result<()> {
-    write(format!("/proc/{pid}/oom_score_adj"), &adj.clamp(-1000, 1000).to_string())
-}
+// A process's `oom_score_adj` is read and written through its held /proc directory
+// (`procfs::ProcDir`), never by pid alone: see there.
 
 #[cfg(test)]
 mod tests {

@@ -23,8 +23,8 @@ pub struct MemoryState {
     pub view: BTreeMap<CurrencyId, CurrencyMemory>,
     /// Per directory and file, the value last written (None: unlimited).
     written: HashMap<(String, &'static str), Option<u64>>,
-    /// Per process: the `oom_score_adj` it had before allot raised it, and allot's last.
-    oom: HashMap<i32, (i16, i16)>,
+    /// Per process allot raised: its identity and the `oom_score_adj` it had before.
+    oom: HashMap<i32, Raised>,
     /// The last step's inputs and available memory (for a currency made between ticks).
     last: (Vec<CurrencyMem>, u64),
     /// Currencies whose processes' `oom_score_adj` allot raised (read again until given back).
@@ -35,8 +35,25 @@ pub struct MemoryState {
     at: Option<std::time::Instant>,
     /// cgroup v1 per currency: OOM kills counted in its jobs that are gone.
     retired_kills: HashMap<CurrencyId, u64>,
-    /// Processes someone else set below 0 (left alone).
-    foreign: HashMap<i32, i16>,
+    /// Processes someone else set below 0 (left alone), by pid and start time.
+    foreign: HashMap<i32, u64>,
+}
+
+/// A process whose `oom_score_adj` allot raised: the pid with its start time (who it is),
+/// and the value to give back, written only to that same process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Raised {
+    start: u64,
+    orig: i16,
+}
+
+/// Gives a raised process its own `oom_score_adj` back, if it is still the process allot
+/// raised: a pid that now names another process (the raised one exited and its pid was
+/// reused) is written nothing.
+fn give_back(pid: i32, r: Raised) {
+    if let Some(d) = allot_linux::procfs::ProcDir::open_if(pid, r.start) {
+        let _ = d.set_oom_score_adj(r.orig);
+    }
 }
 
 impl MemoryState {
@@ -259,39 +276,51 @@ impl Daemon {
     /// value it did not write: a process someone set below 0 (an administrator's choice)
     /// is left alone, one set above the currency's keeps its own.
     fn oom_adj(&mut self, pid: i32, adj: i16) {
+        // Everything below is read and written through the process's own /proc directory,
+        // so a pid reused by another process between the listing and the write is never
+        // touched; an entry whose start time no longer matches is another process's.
+        let dir = allot_linux::procfs::ProcDir::open(pid).ok();
+        let start = dir.as_ref().map(|d| d.start());
+        if self.memory.oom.get(&pid).is_some_and(|r| Some(r.start) != start) {
+            self.memory.oom.remove(&pid);
+        }
+        if self.memory.foreign.get(&pid).is_some_and(|s| Some(*s) != start) {
+            self.memory.foreign.remove(&pid);
+        }
         if adj <= model::WITHIN_SHARE_ADJ {
-            if let Some((orig, _)) = self.memory.oom.remove(&pid) {
-                let _ = kmem::set_oom_score_adj(pid, orig);
+            if let Some(r) = self.memory.oom.remove(&pid) {
+                give_back(pid, r);
             }
             return;
         }
+        let Some(d) = dir else { return };
         if self.memory.foreign.contains_key(&pid) {
             return;
         }
-        let Ok(now) = kmem::oom_score_adj(pid) else { return };
+        let Ok(now) = d.oom_score_adj() else { return };
         let orig = match self.memory.oom.get(&pid) {
-            Some(&(orig, _)) => orig,
+            Some(r) => r.orig,
             None if now < 0 => {
-                self.memory.foreign.insert(pid, now);
+                self.memory.foreign.insert(pid, d.start());
                 return;
             }
             None => now,
         };
         let want = adj.max(orig);
         if now != want {
-            if let Err(e) = kmem::set_oom_score_adj(pid, want) {
+            if let Err(e) = d.set_oom_score_adj(want) {
                 log::warn!("memory: could not set oom_score_adj of {pid} to {want}: {e}");
                 return;
             }
         }
-        self.memory.oom.insert(pid, (orig, want));
+        self.memory.oom.insert(pid, Raised { start: d.start(), orig });
     }
 
     /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
     /// process had, and every guard limit to the currency's hard cap (or none).
     pub fn undo_memory(&mut self) {
-        for (pid, (orig, _)) in std::mem::take(&mut self.memory.oom) {
-            let _ = kmem::set_oom_score_adj(pid, orig);
+        for (pid, r) in std::mem::take(&mut self.memory.oom) {
+            give_back(pid, r);
         }
         let Some(mem) = self.memory.mem.clone() else { return };
         let caps: Vec<(String, Option<u64>)> =

@@ -71,3 +71,36 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
 }
+
+/// Hostile: allot raised a process's `oom_score_adj`, the process exited and its pid now
+/// names another process (here: a child of the test, with its own start time). Neither
+/// the give-back when the currency is within its share again nor the undo at stop may
+/// write the old process's value onto the new one; the same process gets its own back.
+#[test]
+fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
+    use super::Raised;
+    use allot_linux::procfs::ProcDir;
+    let w = world();
+    let mut d = start(&w, None);
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id() as i32;
+    let dir = ProcDir::open(pid).unwrap();
+    let before = dir.oom_score_adj().unwrap();
+    let other = Raised { start: dir.start() + 1, orig: 700 };
+    d.memory.oom.insert(pid, other);
+    d.oom_adj(pid, allot_model::memory::WITHIN_SHARE_ADJ);
+    assert_eq!(dir.oom_score_adj().unwrap(), before, "the give-back went to another process");
+    assert!(d.memory.oom.is_empty(), "the other process's entry is dropped");
+    d.memory.oom.insert(pid, other);
+    d.undo_memory();
+    assert_eq!(dir.oom_score_adj().unwrap(), before, "the undo went to another process");
+    // Over its share: raised, recorded with this process's start, and given back to it.
+    d.oom_adj(pid, 600);
+    assert_eq!(dir.oom_score_adj().unwrap(), 600.max(before));
+    assert_eq!(d.memory.oom.get(&pid), Some(&Raised { start: dir.start(), orig: before }));
+    d.memory.oom.insert(pid, Raised { start: dir.start(), orig: 700 });
+    d.undo_memory();
+    assert_eq!(dir.oom_score_adj().unwrap(), 700, "the same process gets its value back");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
