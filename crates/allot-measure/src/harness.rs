@@ -419,6 +419,14 @@ impl PrivateDaemon {
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let left = sweep_tree(&self.root_name);
+        if !left.is_empty() {
+            eprintln!(
+                "allot-test: the daemon left {} directories of its tree; removed: {}",
+                left.len(),
+                left.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")
+            );
+        }
         Ok(())
     }
 
@@ -452,6 +460,48 @@ impl PrivateDaemon {
         unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
         Ok(d.wait()?)
     }
+}
+
+/// Removes what is left of a test daemon's tree `name` at the top of any cgroup hierarchy
+/// (the daemon removes it when it stops; this is the test's own clean-up when it did not):
+/// deepest first, any process still in a directory sent to the hierarchy's root (only the
+/// test's own processes are placed there). Returns the directories it found.
+fn sweep_tree(name: &str) -> Vec<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut tops: Vec<PathBuf> = mounts
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 2 && (f[2] == "cgroup" || f[2] == "cgroup2")).then(|| PathBuf::from(f[1]))
+        })
+        .collect();
+    tops.sort();
+    tops.dedup();
+    fn below(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                below(&e.path(), out);
+            }
+        }
+        out.push(dir.to_path_buf());
+    }
+    let mut found = vec![];
+    for top in tops {
+        let root = top.join(name);
+        if !root.is_dir() {
+            continue;
+        }
+        let mut dirs = vec![];
+        below(&root, &mut dirs);
+        for d in dirs {
+            for pid in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().split_whitespace() {
+                let _ = std::fs::write(top.join("cgroup.procs"), pid);
+            }
+            let _ = std::fs::remove_dir(&d);
+            found.push(d);
+        }
+    }
+    found
 }
 
 impl Drop for PrivateDaemon {

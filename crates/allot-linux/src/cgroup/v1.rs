@@ -61,10 +61,28 @@ impl CpuController for V1 {
     }
     fn remove(&self, rel: &str) -> Result<()> {
         rmdir(&self.cpu.join(rel))?;
+        let mut first = Ok(());
         for a in self.mirrors() {
-            rmdir(&a.join(rel))?;
+            let dir = a.join(rel);
+            if rmdir(&dir).is_ok() {
+                continue;
+            }
+            // Every move writes the cpu hierarchy first, then the mirrors: a child forked
+            // between the two stays where its parent was in each hierarchy, so it can be
+            // left in a mirror of a directory the cpu hierarchy no longer has. Send what is
+            // left to the mirror's root, as a release does, and try once more; every mirror
+            // is tried whatever the others did.
+            let top = a.parent().unwrap_or(Path::new("/"));
+            for pid in read(dir.join("cgroup.procs")).unwrap_or_default().split_whitespace() {
+                let _ = write(top.join("cgroup.procs"), pid);
+            }
+            if let Err(e) = rmdir(&dir) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
         }
-        Ok(())
+        first
     }
     fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
         write(self.cpu.join(rel).join("cpu.shares"), &allot_model::units::v1_shares(units).to_string())
