@@ -10,26 +10,24 @@
 //! - *applied* (`tree.applied`, tree.rs): what was last written; writes go out only where
 //!   the plan differs from it.
 
-pub use super::features::Features;
+pub use super::features::{Features, Kernel};
 use super::host::{Host, OpenError};
 use super::observe::{Ctx, Observer};
-use super::registry::{Class, CurrencyId, Desired, JobId, JobSpec};
+use super::registry::Registry;
+use super::registry::{Class, CurrencyId, JobId, JobSpec};
+use super::serving::Serving;
 use super::tree::{MoveError, Tree};
 use crate::config::Config;
-use crate::proto::Counters;
 use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan, Machine, Params};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A job younger than this is not reaped while empty (its first process is on its way).
 pub const GRACE: Duration = Duration::from_secs(3);
 
-/// The config's defaults for one user: funding of their currency, cap of their default job,
-/// hard cap of their currency.
-pub type UserDefaults = (Option<u32>, Option<allot_model::Cap>, Option<allot_model::Cap>);
+pub use super::registry::UserDefaults;
 
-/// The last plan, kept for `show`.
+/// The last plan, kept for `show` and `explain`.
 #[derive(Debug, Default)]
 pub struct Planned {
     /// Per job.
@@ -38,63 +36,48 @@ pub struct Planned {
     pub currencies: HashMap<CurrencyId, u32>,
     /// The plan's inputs, for `entitlement_if_joined`.
     pub inputs: Option<(Vec<CurrencyIn>, Vec<JobIn>, Vec<JobId>)>,
-}
-
-/// The daemon.
-pub struct Daemon {
-    /// The config in force.
-    pub cfg: Config,
-    /// Processes and threads.
-    pub host: Box<dyn Host>,
-    /// The cgroup tree and what was written to it.
-    pub tree: Tree,
-    /// What users asked for.
-    pub desired: Desired,
-    /// Where `desired` is persisted (None: ephemeral daemon for tests).
-    pub state_path: Option<PathBuf>,
-    /// What was measured.
-    pub obs: Observer,
-    /// The last plan.
-    pub planned: Planned,
-    /// Kernel features.
-    pub features: Features,
-    /// Counters since start.
-    pub counters: Counters,
-    /// CPUs.
-    pub ncpu: usize,
-    /// Real-time group scheduling, in words.
-    pub rt_note: String,
-    /// Start time.
-    pub started: Instant,
-    /// Placement's memory (placement.rs).
-    pub placement: super::placement::Placement,
-    /// Login sessions: their load, boost and rules (sessions/, systemd hosts).
-    pub sessions: super::sessions::Sessions,
-    /// Per-uid request budgets (requests.rs).
-    pub limits: super::limits::Shared,
-    /// `show` leaves pids and command lines to the connection thread (views.rs `fill`).
-    pub defer_reads: bool,
-    /// Outside changes to watch (reconcile.rs).
-    pub watch: super::reconcile::Watch,
-    /// The audit trail (audit.rs).
-    pub audit: super::audit::Audit,
     /// When each job's boost, hold and nice emulation last changed (explain.rs).
     pub since: HashMap<JobId, [Option<Instant>; 3]>,
-    /// The config's per-user defaults, looked up once (`user_defaults`).
-    pub defaults_cache: std::cell::RefCell<HashMap<u32, UserDefaults>>,
-    /// Jobs whose login session ended, and when what is left of them gets SIGKILL (logout.rs).
-    pub logout_kills: HashMap<String, Instant>,
-    /// How the last reload ended (status, metrics).
-    pub last_reload: Option<crate::proto::ReloadOutcome>,
-    /// Memory by share (memory.rs).
-    pub memory: super::memory::MemoryState,
 }
+
+/// The daemon: its state as components, each owning its data, reached from the other
+/// files only through methods (core/access.rs).
+pub struct Daemon {
+    /// The config in force.
+    cfg: Config,
+    /// Processes and threads.
+    host: Box<dyn Host>,
+    /// The cgroup tree and what was written to it (the *applied* state).
+    tree: Tree,
+    /// What users asked for (the *desired* state), persisted.
+    registry: Registry,
+    /// What was measured (the *observed* state).
+    obs: Observer,
+    /// The last plan.
+    planned: Planned,
+    /// What was found about the kernel at start.
+    kernel: Kernel,
+    /// Placement's memory (placement.rs).
+    placement: super::placement::Placement,
+    /// Login sessions: their load, boost and rules (sessions/, systemd hosts).
+    sessions: super::sessions::Sessions,
+    /// Counters, request budgets, the audit trail, the last reload (serving.rs).
+    serving: Serving,
+    /// Outside changes to watch (reconcile.rs).
+    watch: super::reconcile::Watch,
+    /// Jobs whose login session ended, and when what is left of them gets SIGKILL (logout.rs).
+    logout_kills: HashMap<String, Instant>,
+    /// Memory by share (memory.rs).
+    memory: super::memory::MemoryState,
+}
+
+mod access;
 
 impl Daemon {
     /// Funding of a currency: set with `allot fund`, else the config's.
     pub fn funding_of(&self, c: &CurrencyId) -> u32 {
         if self.cfg.funding_authority == crate::config::FundingAuthority::Local {
-            if let Some(f) = self.desired.funding.get(c) {
+            if let Some(f) = self.registry.desired().funding.get(c) {
                 return *f;
             }
         }
@@ -114,8 +97,8 @@ impl Daemon {
     /// name or uid, else the first of its groups (in name order) in `[groups]` that sets
     /// each. Looked up through NSS once per user and kept until the config is reloaded.
     pub fn user_defaults(&self, uid: u32) -> UserDefaults {
-        if let Some(v) = self.defaults_cache.borrow().get(&uid) {
-            return *v;
+        if let Some(v) = self.registry.cached_defaults(uid) {
+            return v;
         }
         let user = allot_linux::users::user_by_uid(uid);
         let named = user.as_ref().and_then(|u| self.cfg.funding.get(&u.name)).or_else(|| self.cfg.funding.get(&uid.to_string())).copied();
@@ -132,17 +115,8 @@ impl Daemon {
                 ccap = ccap.or_else(|| d.currency_cap.as_deref().and_then(|c| allot_model::Cap::parse_currency(c).ok()));
             }
         }
-        self.defaults_cache.borrow_mut().insert(uid, (funding, cap, ccap));
+        self.registry.cache_defaults(uid, (funding, cap, ccap));
         (funding, cap, ccap)
-    }
-
-    /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
-    pub fn save(&mut self) -> Result<(), String> {
-        let Some(p) = &self.state_path else { return Ok(()) };
-        super::state::save(p, &self.desired).map_err(|e| {
-            log::error!("could not save the state file (settings are kept in memory until it can be written): {e:#}");
-            format!("{e:#}")
-        })
     }
 
     /// One tick: observe → reap and repair → plan → apply.
@@ -160,9 +134,9 @@ impl Daemon {
             window_s: self.cfg.policy.boost_window_ms as f64 / 1000.0,
             half_life_ms: self.cfg.half_life_ms,
             now,
-            ncpu: self.ncpu,
+            ncpu: self.kernel.ncpu(),
         };
-        let gone = self.obs.observe(&ctx, self.desired.jobs.values());
+        let gone = self.obs.observe(&ctx, self.registry.desired().jobs.values());
         self.obs.busy |= self.sessions.busy();
         // The backend's upkeep (systemd: held-back funding writes, holders): what it could
         // not write is forgotten, so the plan writes it again.
@@ -193,11 +167,11 @@ impl Daemon {
     }
 
     fn params(&self) -> Params {
-        self.cfg.policy.params(self.features.custom_slices)
+        self.cfg.policy.params(self.kernel.features().custom_slices)
     }
 
     fn machine(&self) -> Machine {
-        Machine { ncpu: self.ncpu, outside: self.obs.machine.outside }
+        Machine { ncpu: self.kernel.ncpu(), outside: self.obs.machine.outside }
     }
 
     /// Plans from desired + observed and applies the difference. Also called right after a
@@ -208,7 +182,7 @@ impl Daemon {
         let mut cur_in: Vec<CurrencyIn> = vec![];
         let mut ids = vec![];
         let mut jobs_in = vec![];
-        for j in self.desired.jobs.values() {
+        for j in self.registry.desired().jobs.values() {
             let ci = match cur_ids.iter().position(|c| *c == j.currency) {
                 Some(i) => i,
                 None => {
@@ -258,7 +232,7 @@ impl Daemon {
         self.weigh_scopes(&ids, &out.jobs);
         self.apply_currency_caps(&cur_ids, &logged_in);
         for (k, id) in ids.iter().enumerate() {
-            let rel = self.desired.jobs[id].rel();
+            let rel = self.registry.desired().jobs[id].rel();
             let p = &out.jobs[k];
             self.tree.weight(&rel, p.weight);
             self.tree.max(&rel, p.quota);
@@ -267,7 +241,7 @@ impl Daemon {
         let now = Instant::now();
         for (k, id) in ids.iter().enumerate() {
             let p = &out.jobs[k];
-            let e = self.since.entry(*id).or_default();
+            let e = self.planned.since.entry(*id).or_default();
             match self.planned.jobs.get(id) {
                 Some(old) => {
                     for (i, (a, b)) in [(old.boosted, p.boosted), (old.held, p.held), (old.niced, p.niced)].into_iter().enumerate() {
@@ -279,11 +253,13 @@ impl Daemon {
                 None => *e = [Some(now); 3],
             }
         }
-        self.since.retain(|id, _| self.desired.jobs.contains_key(id));
+        let jobs = &self.registry.desired().jobs;
+        self.planned.since.retain(|id, _| jobs.contains_key(id));
         self.planned = Planned {
             jobs: ids.iter().copied().zip(out.jobs).collect(),
             currencies: cur_ids.iter().cloned().zip(out.currencies.iter().map(|c| c.weight)).collect(),
             inputs: Some((cur_in, jobs_in, ids)),
+            since: std::mem::take(&mut self.planned.since),
         };
     }
 
@@ -342,7 +318,7 @@ impl Daemon {
     /// places from); otherwise the job is forgotten.
     fn repair(&mut self, gone: Vec<JobId>) {
         for id in gone {
-            let Some(spec) = self.desired.jobs.get(&id).cloned() else { continue };
+            let Some(spec) = self.registry.desired().jobs.get(&id).cloned() else { continue };
             let procs = self.obs.jobs.get(&id).map(|t| t.procs.clone()).unwrap_or_default();
             let mut back = vec![];
             for pid in procs {
@@ -365,7 +341,7 @@ impl Daemon {
                 continue;
             }
             let n = back.iter().filter(|p| self.tree.move_verified(self.host.as_ref(), p, &spec.rel()).is_ok()).count();
-            self.counters.reconciled += 1;
+            self.serving.counters_mut().reconciled += 1;
             log::warn!("{}: its cgroup {} was removed from outside; re-created it and put back {n} of its processes", id, spec.rel());
             if let Some(t) = self.obs.jobs.get_mut(&id) {
                 t.dirty = true;
@@ -376,7 +352,8 @@ impl Daemon {
     /// Removes jobs that have been empty past the grace period.
     fn reap(&mut self, now: Instant) {
         let empty: Vec<JobId> = self
-            .desired
+            .registry
+            .desired()
             .jobs
             .keys()
             .filter(|id| {
@@ -392,7 +369,7 @@ impl Daemon {
         }
         let mut emptied = vec![];
         for id in empty {
-            let spec = &self.desired.jobs[&id];
+            let spec = &self.registry.desired().jobs[&id];
             let (rel, class, currency) = (spec.rel(), spec.class(), spec.currency.clone());
             match self.tree.cg.procs(&rel) {
                 Ok(p) if !p.is_empty() => {
@@ -433,10 +410,10 @@ impl Daemon {
     /// its funding, for the next job. Kept on a systemd host while the currency is funded:
     /// there the funding is the slice's weight, which also weighs the user's logins.
     fn remove_currency_if_unused(&mut self, class: Class, c: &CurrencyId) {
-        if self.desired.jobs.values().any(|j| j.class() == class && j.currency == *c) {
+        if self.registry.desired().jobs.values().any(|j| j.class() == class && j.currency == *c) {
             return;
         }
-        if self.tree.cg.systemd() && class == Class::Foreground && self.desired.funding.contains_key(c) {
+        if self.tree.cg.systemd() && class == Class::Foreground && self.registry.desired().funding.contains_key(c) {
             return;
         }
         let rel = super::registry::currency_rel(class, c);
@@ -452,7 +429,7 @@ impl Daemon {
 
     /// Drops a job from every kind of state (its directory is already gone).
     pub fn forget(&mut self, id: JobId) {
-        self.desired.jobs.remove(&id);
+        self.registry.desired_mut().jobs.remove(&id);
         self.obs.jobs.remove(&id);
         self.planned.jobs.remove(&id);
         self.tree.slices.remove(&id);
@@ -487,7 +464,7 @@ impl Daemon {
             return;
         }
         let mut todo = vec![];
-        for j in self.desired.jobs.values().filter(|j| matches!(j.id, JobId::Default(_)) && !j.background) {
+        for j in self.registry.desired().jobs.values().filter(|j| matches!(j.id, JobId::Default(_)) && !j.background) {
             let Some(t) = self.obs.jobs.get(&j.id) else { continue };
             if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= plan::ACTIVE_CPUS) {
                 continue;
@@ -507,7 +484,7 @@ impl Daemon {
             if self.check_job_limit(parent.owner).is_err() {
                 continue;
             }
-            let mut spec = JobSpec::new(self.desired.take_id(), parent.currency.clone(), parent.owner);
+            let mut spec = JobSpec::new(self.registry.desired_mut().take_id(), parent.currency.clone(), parent.owner);
             spec.tickets = parent.tickets;
             if self.make_job_dir(&spec).is_err() {
                 continue;
@@ -515,7 +492,7 @@ impl Daemon {
             match self.tree.move_verified(self.host.as_ref(), &p, &spec.rel()) {
                 Ok(()) => {
                     log::debug!("process {pid} (nice {}) of {} got a job of its own: {}", self.host.nice(pid).unwrap_or(0), parent.id, spec.id);
-                    self.desired.jobs.insert(spec.id, spec);
+                    self.registry.desired_mut().jobs.insert(spec.id, spec);
                     if let Some(t) = self.obs.jobs.get_mut(&parent.id) {
                         t.dirty = true;
                     }
@@ -536,7 +513,7 @@ impl Daemon {
         for id in self.tree.slices.keys().copied().collect::<Vec<_>>() {
             self.apply_slices(id, None);
         }
-        let specs: Vec<JobSpec> = self.desired.jobs.values().cloned().collect();
+        let specs: Vec<JobSpec> = self.registry.desired().jobs.values().cloned().collect();
         for j in &specs {
             self.tree.weight(&j.rel(), j.tickets.get());
             self.tree.max(&j.rel(), j.cap.filter(|c| c.hard).map(|c| c.cpus));

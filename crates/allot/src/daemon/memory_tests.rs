@@ -47,10 +47,10 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
         files(&root.join(c), &[("cgroup.subtree_control", ""), ("memory.current", cur), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")]);
         files(&root.join(c).join("default"), &[("memory.current", "0\n"), ("memory.low", "")]);
     }
-    d.memory.mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
-    d.cfg.memory.oom = false;
-    d.desired.funding.insert(CurrencyId::User(3000), 300);
-    d.cfg.funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.cfg_mut().memory.oom = false;
+    d.desired_mut().funding.insert(CurrencyId::User(3000), 300);
+    d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), (384 * M).to_string());
     assert_eq!(read(root.join("user-3001/memory.low")), (128 * M).to_string());
@@ -67,7 +67,7 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     // Written once: a second step with nothing changed writes nothing (the file is left as we
     // overwrite it by hand, so a write would show).
     std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
-    d.memory.at = None;
+    d.memory_mut().at = None;
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
 }
