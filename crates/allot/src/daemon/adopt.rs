@@ -42,7 +42,7 @@ impl Daemon {
         d.weigh_tree();
         d.adopt(legacy);
         // On a systemd host "" is no directory of allot's (the mount): its scopes are watched.
-        let roots: &[&str] = if d.tree().cg.systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
+        let roots: &[&str] = if d.tree().cg().systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
         for rel in roots {
             d.watch_rel(rel);
         }
@@ -56,15 +56,15 @@ impl Daemon {
         let mut found = std::collections::HashSet::new();
         for class in [Class::Foreground, Class::Background] {
             let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
-            for cdir in self.tree().cg.children(&base).unwrap_or_default() {
+            for cdir in self.tree().cg().children(&base).unwrap_or_default() {
                 if class == Class::Foreground && cdir == BACKGROUND {
                     continue;
                 }
                 let currency = CurrencyId::from_dir(&cdir);
                 let crel = super::registry::currency_rel(class, &currency);
                 self.watch_rel(&crel);
-                self.tree_mut().applied.insert(crel.clone(), Default::default());
-                for leaf in self.tree().cg.children(&crel).unwrap_or_default() {
+                self.tree_mut().adopted(&crel);
+                for leaf in self.tree().cg().children(&crel).unwrap_or_default() {
                     let rel = format!("{crel}/{leaf}");
                     let Some((id, owner)) = parse_leaf(&currency, &leaf) else {
                         log::warn!("{rel} in allot's tree is not a job allot made; leaving it alone");
@@ -98,7 +98,7 @@ impl Daemon {
                         }
                     }
                     found.insert(id);
-                    self.tree_mut().applied.insert(rel.clone(), Default::default());
+                    self.tree_mut().adopted(&rel);
                     self.watch_rel(&rel);
                 }
             }
@@ -108,7 +108,8 @@ impl Daemon {
             log::debug!("{id} has no directory any more (its processes ended while the daemon was down); forgetting it");
             self.desired_mut().jobs.remove(&id);
         }
-        self.tree_mut().rt_assign();
+        let failures = self.tree_mut().rt_assign();
+        self.report(failures);
     }
 
     /// Moves the processes of a stray directory into a job's directory, then removes it.
@@ -116,7 +117,7 @@ impl Daemon {
         if self.make_job_dir(want).is_err() {
             return;
         }
-        for pid in self.tree().cg.procs(stray).unwrap_or_default() {
+        for pid in self.tree().cg().procs(stray).unwrap_or_default() {
             if let Ok(p) = self.host().open(pid) {
                 let _ = self.move_verified(&p, &want.rel());
             }
@@ -172,9 +173,11 @@ impl Daemon {
     /// allot's tree against load outside it (`[outside] weight`), where the tree is
     /// allot's own; on a systemd host that split is systemd's.
     pub fn weigh_tree(&mut self) {
-        if !self.tree().cg.systemd() {
-            let w = self.cfg().outside.weight;
-            self.tree_mut().weight("", w);
+        if !self.tree().cg().systemd() {
+            let w = super::applied::Write::root(self.cfg().outside.weight);
+            if let Err(f) = self.tree_mut().write(&w) {
+                self.report(vec![f]);
+            }
         }
     }
 
@@ -184,16 +187,16 @@ impl Daemon {
     /// moved: empty jobs and scopes are removed (and the slices they started), and a scope
     /// whose job still runs loses its holder, so systemd stops it with its last process.
     pub fn release(&mut self) {
-        if !self.tree().cg.systemd() {
+        if !self.tree().cg().systemd() {
             return self.shutdown(true);
         }
         self.undo_dynamic();
         self.untie_all();
         for rel in self.tree_rels() {
             self.unwatch_rel(&rel);
-            let empty = self.tree().cg.procs(&rel).is_ok_and(|p| p.is_empty());
+            let empty = self.tree().cg().procs(&rel).is_ok_and(|p| p.is_empty());
             if !(empty && self.tree_mut().remove(&rel).is_ok()) {
-                if let Err(e) = self.tree().cg.release(&rel) {
+                if let Err(e) = self.tree().cg().release(&rel) {
                     log::warn!("could not let {rel} go: {e}");
                 }
             }
@@ -207,12 +210,12 @@ impl Daemon {
         let mut rels: Vec<String> = vec![];
         for class in [Class::Foreground, Class::Background] {
             let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
-            for c in self.tree().cg.children(&base).unwrap_or_default() {
+            for c in self.tree().cg().children(&base).unwrap_or_default() {
                 if class == Class::Foreground && c == BACKGROUND {
                     continue;
                 }
                 let crel = if base.is_empty() { c.clone() } else { format!("{base}/{c}") };
-                for j in self.tree().cg.children(&crel).unwrap_or_default() {
+                for j in self.tree().cg().children(&crel).unwrap_or_default() {
                     rels.push(format!("{crel}/{j}"));
                 }
                 rels.push(crel);
@@ -233,16 +236,16 @@ impl Daemon {
         let home = self.placement().home();
         for rel in self.tree_rels() {
             for _ in 0..20 {
-                let procs = self.tree().cg.procs(&rel).unwrap_or_default();
+                let procs = self.tree().cg().procs(&rel).unwrap_or_default();
                 if procs.is_empty() {
                     break;
                 }
                 for p in procs {
-                    let _ = self.tree().cg.move_to_path(&home, p);
+                    let _ = self.tree().cg().move_to_path(&home, p);
                 }
             }
             self.unwatch_rel(&rel);
-            let _ = self.tree().cg.remove(&rel);
+            let _ = self.tree().cg().remove(&rel);
         }
         self.desired_mut().jobs.clear();
     }

@@ -1,24 +1,26 @@
-//! The daemon's state and its tick: `observe → plan → apply the difference`, with the
+//! The daemon's state and its tick: `gather → plan → apply` (core/tick.rs), with the
 //! steps that change the job set (reaping empty jobs, re-creating a job whose directory
 //! was removed from outside, splitting a niced process off a shared default job) as
-//! explicit steps of their own. Requests (requests.rs), placement (placement.rs) and
-//! reconciliation (reconcile.rs) are further `impl Daemon` blocks, each one concern.
+//! explicit steps of their own between gathering and planning. Requests (requests.rs),
+//! placement (placement.rs) and reconciliation (reconcile.rs) are further `impl Daemon`
+//! blocks, each one concern, reaching the state only through methods (core/access.rs).
 //!
 //! Three kinds of state, kept apart (docs/kernel.md, "The daemon loop"):
-//! - *desired* (`desired`, registry.rs): what users asked for; persisted; the only intent;
+//! - *desired* (`registry`, registry.rs): what users asked for; persisted; the only intent;
 //! - *observed* (`obs`, observe.rs): rebuilt each tick from the kernel;
-//! - *applied* (`tree.applied`, tree.rs): what was last written; writes go out only where
-//!   the plan differs from it.
+//! - *applied* (`tree`, applied.rs and tree.rs): what was last written, per node; writes
+//!   go out only where the plan differs from it.
 
+use super::applied::{Setting, Write};
 pub use super::features::{Features, Kernel};
 use super::host::{Host, OpenError};
-use super::observe::{Ctx, Observer};
+use super::observe::Observer;
 use super::registry::Registry;
 use super::registry::{Class, CurrencyId, JobId, JobSpec};
 use super::serving::Serving;
 use super::tree::{MoveError, Tree};
 use crate::config::Config;
-use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan, Machine, Params};
+use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -69,9 +71,12 @@ pub struct Daemon {
     logout_kills: HashMap<String, Instant>,
     /// Memory by share (memory.rs).
     memory: super::memory::MemoryState,
+    /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
+    applier: tick::Applier,
 }
 
 mod access;
+mod tick;
 
 impl Daemon {
     /// Funding of a currency: set with `allot fund`, else the config's.
@@ -126,24 +131,8 @@ impl Daemon {
 
     /// [`Self::tick`] at a given time (tests drive time themselves).
     pub fn tick_at(&mut self, now: Instant) {
-        self.observe_sessions(now);
-        self.obs.sessions_ns = self.sessions.used_ns;
-        let ctx = Ctx {
-            cg: self.tree.cg.as_ref(),
-            host: self.host.as_ref(),
-            window_s: self.cfg.policy.boost_window_ms as f64 / 1000.0,
-            half_life_ms: self.cfg.half_life_ms,
-            now,
-            ncpu: self.kernel.ncpu(),
-        };
-        let gone = self.obs.observe(&ctx, self.registry.desired().jobs.values());
-        self.obs.busy |= self.sessions.busy();
-        // The backend's upkeep (systemd: held-back funding writes, holders): what it could
-        // not write is forgotten, so the plan writes it again.
-        for (rel, e) in self.tree.cg.upkeep() {
-            log::error!("{rel}: {e}");
-            self.tree.forget(&rel);
-        }
+        let gone = self.gather(now);
+        // The steps that change the job set, between gathering and planning.
         self.repair(gone);
         self.reap(now);
         self.logouts(now);
@@ -166,153 +155,6 @@ impl Daemon {
         }
     }
 
-    fn params(&self) -> Params {
-        self.cfg.policy.params(self.kernel.features().custom_slices)
-    }
-
-    fn machine(&self) -> Machine {
-        Machine { ncpu: self.kernel.ncpu(), outside: self.obs.machine.outside }
-    }
-
-    /// Plans from desired + observed and applies the difference. Also called right after a
-    /// request changed the job set, so a new job is planned (boosted: it has used nothing)
-    /// by the same function as every other, at once.
-    pub fn replan(&mut self) {
-        let mut cur_ids: Vec<CurrencyId> = vec![];
-        let mut cur_in: Vec<CurrencyIn> = vec![];
-        let mut ids = vec![];
-        let mut jobs_in = vec![];
-        for j in self.registry.desired().jobs.values() {
-            let ci = match cur_ids.iter().position(|c| *c == j.currency) {
-                Some(i) => i,
-                None => {
-                    cur_ids.push(j.currency.clone());
-                    cur_in.push(CurrencyIn { funding: self.funding_of(&j.currency), cap: self.currency_cap(&j.currency).map(|c| c.cpus) });
-                    cur_ids.len() - 1
-                }
-            };
-            let t = self.obs.jobs.get(&j.id);
-            jobs_in.push(JobIn {
-                currency: ci,
-                tickets: j.tickets.get(),
-                cap: j.cap,
-                background: j.background,
-                focus: j.focus,
-                usage: t.and_then(|t| t.usage),
-                runnable: t.map_or(0, |t| t.runnable),
-                cpus: t.map(|t| t.cpus.clone()).unwrap_or_default(),
-                nice: t.map_or(0, |t| t.nice),
-                waiting: t.is_some_and(|t| t.waiting),
-                held: self.planned.jobs.get(&j.id).is_some_and(|p| p.held),
-                idle_cpus: t.map_or(0.0, |t| t.idle_cpus),
-            });
-            ids.push(j.id);
-        }
-        // Login sessions (systemd): a claimant per user beside their jobs.
-        let mut plan_cur = cur_in.clone();
-        let (sess_uids, sess_in) = self.session_inputs(&cur_ids, &mut plan_cur);
-        let (out, sess_out) = allot_model::session::plan_with_sessions(&self.params(), &self.machine(), &plan_cur, &jobs_in, &sess_in);
-        self.apply_sessions(sess_uids, sess_out);
-        // Currencies: foreground weight from the plan, background always its funding.
-        for (i, c) in cur_ids.iter().enumerate() {
-            // Only the directories allot made or adopted (no stat per currency per tick).
-            let fg = super::registry::currency_rel(Class::Foreground, c);
-            if self.tree.applied.contains_key(&fg) {
-                self.tree.weight(&fg, out.currencies[i].weight);
-            }
-            let bg = super::registry::currency_rel(Class::Background, c);
-            if self.tree.applied.contains_key(&bg) {
-                self.tree.weight(&bg, cur_in[i].funding);
-            }
-        }
-        // On a systemd host a user's slice exists without jobs, from the first login:
-        // the slices are listed once per plan, for funding and caps alike.
-        let logged_in = self.logged_in();
-        self.fund_slices(&cur_ids, &logged_in);
-        self.weigh_scopes(&ids, &out.jobs);
-        self.apply_currency_caps(&cur_ids, &logged_in);
-        for (k, id) in ids.iter().enumerate() {
-            let rel = self.registry.desired().jobs[id].rel();
-            let p = &out.jobs[k];
-            self.tree.weight(&rel, p.weight);
-            self.tree.max(&rel, p.quota);
-            self.apply_slices(*id, p.slice_ns);
-        }
-        let now = Instant::now();
-        for (k, id) in ids.iter().enumerate() {
-            let p = &out.jobs[k];
-            let e = self.planned.since.entry(*id).or_default();
-            match self.planned.jobs.get(id) {
-                Some(old) => {
-                    for (i, (a, b)) in [(old.boosted, p.boosted), (old.held, p.held), (old.niced, p.niced)].into_iter().enumerate() {
-                        if a != b {
-                            e[i] = Some(now);
-                        }
-                    }
-                }
-                None => *e = [Some(now); 3],
-            }
-        }
-        let jobs = &self.registry.desired().jobs;
-        self.planned.since.retain(|id, _| jobs.contains_key(id));
-        self.planned = Planned {
-            jobs: ids.iter().copied().zip(out.jobs).collect(),
-            currencies: cur_ids.iter().cloned().zip(out.currencies.iter().map(|c| c.weight)).collect(),
-            inputs: Some((cur_in, jobs_in, ids)),
-            since: std::mem::take(&mut self.planned.since),
-        };
-    }
-
-    /// Gives a boosted job's fair threads the boost slice (remembering theirs), or gives
-    /// them back their own. The kernel copies a custom slice at fork, so a thread born of
-    /// a boosted one starts with the boost slice, as does every thread of a job boosted
-    /// when a daemon before this one stopped: a boost slice allot did not write here is
-    /// taken for inherited and given back as the kernel's default (0), never kept as the
-    /// thread's own.
-    fn apply_slices(&mut self, id: JobId, slice: Option<u64>) {
-        // Nothing to do unless the decision or the thread list changed since last time.
-        let gen = self.obs.jobs.get(&id).map_or(0, |t| t.threads_gen);
-        if self.tree.slices_done.get(&id) == Some(&(slice, gen)) {
-            return;
-        }
-        self.tree.slices_done.insert(id, (slice, gen));
-        let threads: std::collections::HashSet<i32> = self.obs.jobs.get(&id).map(|t| t.threads.iter().copied().collect()).unwrap_or_default();
-        let boost = self.params().boost_slice_ns;
-        match slice {
-            Some(ns) => {
-                let have = self.tree.slices.entry(id).or_default();
-                have.retain(|t, _| threads.contains(t));
-                for &t in &threads {
-                    if have.contains_key(&t) {
-                        continue;
-                    }
-                    if let Some(orig) = self.host.slice(t) {
-                        if self.host.set_slice(t, ns).is_ok() {
-                            have.insert(t, if orig == ns { 0 } else { orig });
-                        }
-                    }
-                }
-            }
-            None => {
-                let have = self.tree.slices.remove(&id).unwrap_or_default();
-                for (&t, &orig) in &have {
-                    if threads.contains(&t) {
-                        let _ = self.host.set_slice(t, orig);
-                    }
-                }
-                // Threads never seen boosted that carry the boost slice: born of a boosted
-                // thread since the last list, or boosted before a restart.
-                if let Some(ns) = boost {
-                    for &t in threads.iter().filter(|t| !have.contains_key(t)) {
-                        if self.host.slice(t) == Some(ns) {
-                            let _ = self.host.set_slice(t, 0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
     /// Jobs whose directory was removed from outside: re-created and their processes
     /// put back, when they still run where they were left (the root, or a source allot
     /// places from); otherwise the job is forgotten.
@@ -323,7 +165,7 @@ impl Daemon {
             let mut back = vec![];
             for pid in procs {
                 let Ok(p) = self.host.open(pid) else { continue };
-                let here = self.tree.cg.path_of(pid).unwrap_or_default();
+                let here = self.tree.cg().path_of(pid).unwrap_or_default();
                 // Still its owner's, and left where a request may take it from.
                 let owner = self.host.info(&p).is_some_and(|i| i.creds.all(spec.owner));
                 if owner && self.placement.is_source(&here) {
@@ -371,7 +213,7 @@ impl Daemon {
         for id in empty {
             let spec = &self.registry.desired().jobs[&id];
             let (rel, class, currency) = (spec.rel(), spec.class(), spec.currency.clone());
-            match self.tree.cg.procs(&rel) {
+            match self.tree.cg().procs(&rel) {
                 Ok(p) if !p.is_empty() => {
                     // Something arrived since the observation: keep it, read again next tick.
                     if let Some(t) = self.obs.jobs.get_mut(&id) {
@@ -401,7 +243,8 @@ impl Daemon {
         for (class, c) in emptied {
             self.remove_currency_if_unused(class, &c);
         }
-        self.tree.rt_assign();
+        let failures = self.tree.rt_assign();
+        self.report(failures);
         let _ = self.save();
     }
 
@@ -413,17 +256,17 @@ impl Daemon {
         if self.registry.desired().jobs.values().any(|j| j.class() == class && j.currency == *c) {
             return;
         }
-        if self.tree.cg.systemd() && class == Class::Foreground && self.registry.desired().funding.contains_key(c) {
+        if self.tree.cg().systemd() && class == Class::Foreground && self.registry.desired().funding.contains_key(c) {
             return;
         }
         let rel = super::registry::currency_rel(class, c);
-        if !self.tree.cg.exists(&rel) {
+        if !self.tree.cg().exists(&rel) {
             return;
         }
         self.watch.unwatch(&rel);
         if let Err(e) = self.tree.remove(&rel) {
             log::debug!("kept the currency directory {rel}: {e}");
-            self.watch.watch(self.tree.cg.as_ref(), &rel);
+            self.watch.watch(self.tree.cg(), &rel);
         }
     }
 
@@ -432,28 +275,31 @@ impl Daemon {
         self.registry.desired_mut().jobs.remove(&id);
         self.obs.jobs.remove(&id);
         self.planned.jobs.remove(&id);
-        self.tree.slices.remove(&id);
-        self.tree.slices_done.remove(&id);
+        self.applier.forget(id);
     }
 
     /// Creates a job's directory (and its currency's) with the job's settings written.
     pub fn make_job_dir(&mut self, spec: &JobSpec) -> Result<(), String> {
         let crel = super::registry::currency_rel(spec.class(), &spec.currency);
-        let fresh_currency = !self.tree.cg.exists(&crel);
+        let fresh_currency = !self.tree.cg().exists(&crel);
         self.tree.create(&crel)?;
         if fresh_currency {
             let f = self.funding_of(&spec.currency);
-            self.tree.weight(&crel, f);
-            self.cap_currency_dir(&crel, &spec.currency);
+            let mut writes = vec![Write::currency(spec.class(), &spec.currency, Setting::Weight(f))];
+            writes.extend(self.cap_write(spec.class(), &spec.currency));
+            let failures = self.tree.apply(&writes);
+            self.report(failures);
             self.guard_fresh_currency(spec.class(), &spec.currency);
-            self.watch.watch(self.tree.cg.as_ref(), &crel);
+            self.watch.watch(self.tree.cg(), &crel);
         }
         let rel = spec.rel();
         self.tree.create(&rel)?;
-        self.tree.weight(&rel, spec.tickets.get());
-        self.tree.max(&rel, spec.cap.filter(|c| c.hard).map(|c| c.cpus));
-        self.tree.rt_assign();
-        self.watch.watch(self.tree.cg.as_ref(), &rel);
+        let writes =
+            [Write::job(spec, Setting::Weight(spec.tickets.get())), Write::job(spec, Setting::Max(spec.cap.filter(|c| c.hard).map(|c| c.cpus)))];
+        let mut failures = self.tree.apply(&writes);
+        failures.extend(self.tree.rt_assign());
+        self.report(failures);
+        self.watch.watch(self.tree.cg(), &rel);
         Ok(())
     }
 
@@ -510,21 +356,23 @@ impl Daemon {
     pub fn undo_dynamic(&mut self) {
         self.undo_memory();
         self.undo_sessions();
-        for id in self.tree.slices.keys().copied().collect::<Vec<_>>() {
-            self.apply_slices(id, None);
+        let mut failures = vec![];
+        for id in self.applier.boosted() {
+            failures.extend(self.apply_slices(id, None));
         }
-        let specs: Vec<JobSpec> = self.registry.desired().jobs.values().cloned().collect();
-        for j in &specs {
-            self.tree.weight(&j.rel(), j.tickets.get());
-            self.tree.max(&j.rel(), j.cap.filter(|c| c.hard).map(|c| c.cpus));
+        let mut writes = vec![];
+        for j in self.registry.desired().jobs.values() {
+            writes.push(Write::job(j, Setting::Weight(j.tickets.get())));
+            writes.push(Write::job(j, Setting::Max(j.cap.filter(|c| c.hard).map(|c| c.cpus))));
             let f = self.funding_of(&j.currency);
             for class in [Class::Foreground, Class::Background] {
-                let c = super::registry::currency_rel(class, &j.currency);
-                if self.tree.cg.exists(&c) {
-                    self.tree.weight(&c, f);
+                if self.tree.cg().exists(&super::registry::currency_rel(class, &j.currency)) {
+                    writes.push(Write::currency(class, &j.currency, Setting::Weight(f)));
                 }
             }
         }
+        failures.extend(self.tree.apply(&writes));
+        self.report(failures);
     }
 
     /// Opens a pid for a request, naming what is wrong in the user's words.

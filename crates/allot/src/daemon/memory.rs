@@ -133,7 +133,7 @@ impl Daemon {
                 if self.memory().written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
                     self.mem_write(&mem, rel, "protection", Some(jp.protection));
                 }
-                for pid in if scan { self.tree().cg.procs(rel).unwrap_or_default() } else { vec![] } {
+                for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
                     self.oom_adj(pid, p.oom_score_adj);
                 }

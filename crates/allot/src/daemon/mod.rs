@@ -3,11 +3,14 @@
 //! One event loop owns all state (system76-scheduler's and scx's shape): requests from
 //! the socket's connection threads, signals, cgroup changes reported by inotify and
 //! (when available) the kernel's process events all arrive as [`Event`]s on one channel;
-//! between them the loop runs its tick (`observe → plan → apply`, core.rs) and its scans
+//! between them the loop runs its tick (`gather → plan → apply`, core/tick.rs) and its scans
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
 pub mod allow;
+pub mod applied;
+#[cfg(test)]
+mod apply_tests;
 pub mod audit;
 pub mod claims;
 pub mod core;
@@ -197,7 +200,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
-        if d.tree().cg.systemd() {
+        if d.tree().cg().systemd() {
             log::info!("released: nothing of allot's is left but the scopes of jobs still running, which end with them");
         } else {
             log::info!("released: allot's tree is gone, its processes run on where placement found them");

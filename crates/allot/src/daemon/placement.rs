@@ -202,7 +202,7 @@ impl Daemon {
     pub fn scan(&mut self) {
         // A job directory removed from outside (inotify reports it at once; this is the
         // safety net): its job is read at the next tick, which repairs it.
-        let gone: Vec<_> = self.desired().jobs.values().filter(|j| !self.tree().cg.exists(&j.rel())).map(|j| j.id).collect();
+        let gone: Vec<_> = self.desired().jobs.values().filter(|j| !self.tree().cg().exists(&j.rel())).map(|j| j.id).collect();
         for id in gone {
             if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
                 t.dirty = true;

@@ -86,9 +86,7 @@ impl Daemon {
         for e in evs {
             if e.mask & inotify::OVERFLOW != 0 {
                 // Events were lost: write everything once more.
-                for rel in self.tree().applied.keys().cloned().collect::<Vec<_>>() {
-                    self.tree_mut().forget(&rel);
-                }
+                self.forget_applied(None);
                 replan = true;
                 continue;
             }
@@ -142,22 +140,23 @@ impl Daemon {
 
     /// Compares a written file with what allot last wrote; true if it must be re-asserted.
     fn check_file(&mut self, rel: &str, file: &str) -> bool {
-        let Some(applied) = self.tree().applied.get(rel).cloned() else { return false };
+        let Some(node) = super::applied::Node::of_rel(rel) else { return false };
+        let Some(applied) = self.tree().applied().get(&node).cloned() else { return false };
         match file {
             "cpu.weight" | "cpu.shares" => {
-                let (Some(w), Ok(now)) = (applied.weight, self.tree().cg.weight(rel)) else { return false };
+                let (Some(w), Ok(now)) = (applied.weight, self.tree().cg().weight(rel)) else { return false };
                 if now == w {
                     return false;
                 }
                 self.note_outside(
                     format!("{rel} weight"),
-                    format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree().cg.dir(rel).display()),
+                    format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree().cg().dir(rel).display()),
                 );
-                self.tree_mut().applied.entry(rel.to_string()).or_default().weight = None;
+                self.tree_mut().applied_mut().forget_weight(&node);
                 true
             }
             "cpu.max" | "cpu.cfs_quota_us" | "cpu.cfs_period_us" => {
-                let (Some(q), Ok(now)) = (applied.max, self.tree().cg.max(rel)) else { return false };
+                let (Some(q), Ok(now)) = (applied.max, self.tree().cg().max(rel)) else { return false };
                 let want = q.map(|q| allot_linux::cgroup::Max { quota_us: q, period_us: super::tree::PERIOD_US });
                 if now == want {
                     return false;
@@ -167,23 +166,23 @@ impl Daemon {
                     format!("{rel} max"),
                     format!(
                         "{}: cpu.max changed from outside to {} (allot wrote {}); re-asserting",
-                        self.tree().cg.dir(rel).display(),
+                        self.tree().cg().dir(rel).display(),
                         show(now),
                         show(want)
                     ),
                 );
-                self.tree_mut().applied.entry(rel.to_string()).or_default().max = None;
+                self.tree_mut().applied_mut().forget_max(&node);
                 true
             }
             "cpu.idle" if rel == super::registry::BACKGROUND => {
-                if self.tree().cg.idle(rel).unwrap_or(true) {
+                if self.tree().cg().idle(rel).unwrap_or(true) {
                     return false;
                 }
                 self.note_outside(
                     format!("{rel} idle"),
-                    format!("{}: cpu.idle changed from outside to 0; re-asserting 1", self.tree().cg.dir(rel).display()),
+                    format!("{}: cpu.idle changed from outside to 0; re-asserting 1", self.tree().cg().dir(rel).display()),
                 );
-                if let Err(e) = self.tree().cg.set_idle(rel, true) {
+                if let Err(e) = self.tree().cg().set_idle(rel, true) {
                     log::error!("could not set cpu.idle of {rel} to 1: {e}");
                 }
                 false

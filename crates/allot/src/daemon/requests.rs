@@ -144,7 +144,7 @@ impl Daemon {
             }
             Back::Path(path) => {
                 if self.host().alive(proc) {
-                    let _ = self.tree().cg.move_to_path(path, proc.pid);
+                    let _ = self.tree().cg().move_to_path(path, proc.pid);
                 }
             }
         }
@@ -176,8 +176,8 @@ impl Daemon {
         for s in specs {
             // Its threads and processes now: the plan applied below reaches them (the boost
             // slice), and a directory removed before the next tick can still be repaired.
-            let threads = self.tree().cg.threads(&s.rel()).unwrap_or_default();
-            let procs = self.tree().cg.procs(&s.rel()).unwrap_or_default();
+            let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
+            let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
             let half_life_ms = self.cfg().half_life_ms;
             let t = self.obs_mut().jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(half_life_ms));
             t.threads = threads;
@@ -402,7 +402,7 @@ impl Daemon {
         left.dedup();
         self.commit(specs, &mut undo)?;
         for old in left {
-            if self.tree().cg.procs(&old).is_ok_and(|p| p.is_empty()) {
+            if self.tree().cg().procs(&old).is_ok_and(|p| p.is_empty()) {
                 let _ = self.tree_mut().remove(&old);
                 self.unwatch_rel(&old);
             }
@@ -418,13 +418,13 @@ impl Daemon {
         self.make_job_dir(&to)?;
         undo.push(Undo::Made(to.rel()));
         for _ in 0..100 {
-            let procs = self.tree().cg.procs(&old).unwrap_or_default();
+            let procs = self.tree().cg().procs(&old).unwrap_or_default();
             if procs.is_empty() {
                 return Ok(());
             }
             for pid in procs {
                 let Ok(p) = self.host().open(pid) else { continue };
-                if self.tree().cg.rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
+                if self.tree().cg().rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
                     continue;
                 }
                 match self.move_verified(&p, &to.rel()) {

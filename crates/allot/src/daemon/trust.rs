@@ -107,22 +107,22 @@ fn in_list(list: &[String], uid: u32) -> bool {
 impl Daemon {
     /// Where a process is.
     pub fn place_of(&self, pid: i32) -> Result<Place, String> {
-        match self.tree().cg.rel_of(pid) {
+        match self.tree().cg().rel_of(pid) {
             // A leaf whose name starts with '.' is the backend's own (a systemd scope's
             // holder): never a job's, never touched.
             Ok(Some(rel)) if rel.rsplit('/').next().is_some_and(|l| l.starts_with('.')) => {
-                Ok(Place::Foreign(self.tree().cg.path_of(pid).unwrap_or(rel)))
+                Ok(Place::Foreign(self.tree().cg().path_of(pid).unwrap_or(rel)))
             }
             Ok(Some(rel)) => Ok(match self.desired().by_rel(&rel) {
                 Some(j) => Place::Job(j.id),
                 None => Place::Stray(rel),
             }),
             Ok(None) => {
-                let path = self.tree().cg.path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
+                let path = self.tree().cg().path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
                 if self.placement().is_source(&path) {
                     return Ok(Place::Source(path));
                 }
-                if let Ok(Some(s)) = self.tree().cg.session_of(pid) {
+                if let Ok(Some(s)) = self.tree().cg().session_of(pid) {
                     // Only the session's own scope: a process of a session-started service
                     // or container lives elsewhere and stays foreign.
                     if path.ends_with(&format!("/{}", s.scope)) {

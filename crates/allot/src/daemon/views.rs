@@ -72,7 +72,7 @@ impl Daemon {
             // Read by the connection's thread ([`fill`]): the loop serves everyone.
             (Some(vec![]), Some(String::new()))
         } else if reveal {
-            let pids = self.tree().cg.procs(&rel).unwrap_or_default();
+            let pids = self.tree().cg().procs(&rel).unwrap_or_default();
             let cmd = pids.first().and_then(|&p| self.host().cmdline(p)).map(|c| cut_command(&c));
             (Some(pids), Some(cmd.unwrap_or_default()))
         } else {
@@ -101,7 +101,7 @@ impl Daemon {
             quota: p.and_then(|p| p.quota),
             pids,
             command,
-            dir: self.tree().cg.dir(&rel).display().to_string(),
+            dir: self.tree().cg().dir(&rel).display().to_string(),
             cgroup: rel,
         }
     }
@@ -122,7 +122,7 @@ impl Daemon {
                 .iter()
                 .enumerate()
                 .filter(|(_, j)| open || j.owner == peer.uid)
-                .filter_map(|(i, j)| self.tree().cg.procs_files(&j.rel()).into_iter().next().map(|f| (i, f)))
+                .filter_map(|(i, j)| self.tree().cg().procs_files(&j.rel()).into_iter().next().map(|f| (i, f)))
                 .collect()
         } else {
             vec![]
@@ -189,9 +189,9 @@ impl Daemon {
             protocol: crate::proto::PROTOCOL,
             pid: std::process::id(),
             uptime_s: self.serving().started().elapsed().as_secs(),
-            cgroup_version: format!("{:?}", self.tree().cg.version()).to_lowercase(),
-            cgroup_root: self.tree().cg.root().display().to_string(),
-            manager: if self.tree().cg.systemd() { "systemd".into() } else { "allot".into() },
+            cgroup_version: format!("{:?}", self.tree().cg().version()).to_lowercase(),
+            cgroup_root: self.tree().cg().root().display().to_string(),
+            manager: if self.tree().cg().systemd() { "systemd".into() } else { "allot".into() },
             ncpu: self.ncpu(),
             jobs: self.desired().jobs.len(),
             features: [("cpu_idle", f.cpu_idle), ("custom_slices", f.custom_slices), ("psi", f.psi), ("delay_accounting", f.delay_accounting)]
@@ -203,9 +203,9 @@ impl Daemon {
             placement: self.placement().describe(self.cfg()),
             rt: self.rt_note().to_string(),
             outside: self.obs().machine.outside,
-            outside_weight: (!self.tree().cg.systemd()).then_some(self.cfg().outside.weight),
+            outside_weight: (!self.tree().cg().systemd()).then_some(self.cfg().outside.weight),
             scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
-            counters: crate::proto::Counters { write_errors: self.tree().write_errors, ..self.counters().clone() },
+            counters: self.counters().clone(),
             last_reload: self.serving().last_reload().cloned(),
         }
     }

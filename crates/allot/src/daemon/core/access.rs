@@ -42,6 +42,7 @@ impl Daemon {
             kernel,
             watch,
             memory,
+            applier: Default::default(),
         }
     }
     /// The config in force.
@@ -118,6 +119,8 @@ impl Daemon {
     pub(in crate::daemon) fn setup_rt(&mut self) {
         let note = self.tree.rt_setup();
         self.kernel.set_rt_note(note);
+        let failures = self.tree.rt_assign();
+        self.report(failures);
     }
     /// Real-time group scheduling, in words.
     pub fn rt_note(&self) -> &str {
@@ -165,7 +168,7 @@ impl Daemon {
     }
     /// Watches a directory of allot's tree for outside changes.
     pub fn watch_rel(&mut self, rel: &str) {
-        self.watch.watch(self.tree.cg.as_ref(), rel);
+        self.watch.watch(self.tree.cg(), rel);
     }
     /// Stops watching a directory.
     pub fn unwatch_rel(&mut self, rel: &str) {

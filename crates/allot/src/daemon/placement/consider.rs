@@ -112,7 +112,7 @@ impl Daemon {
             (Place::Job(_) | Place::Stray(_), false) if whole => {
                 // Its user changed to one allot does not place (root, a system user): out.
                 let home = self.placement().home();
-                if self.host().alive(&p) && self.tree().cg.move_to_path(&home, pid).is_ok() {
+                if self.host().alive(&p) && self.tree().cg().move_to_path(&home, pid).is_ok() {
                     log::info!("process {pid} changed user to uid {uid}, which allot does not place; moved it out of allot to {home}");
                     self.mark_left(&place);
                     return (Seen::Done, Some(place));

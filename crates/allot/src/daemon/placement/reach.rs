@@ -91,7 +91,7 @@ impl Daemon {
         match place {
             // su/sudo -u into another human user, inside someone else's login session.
             Place::Session { uid: owner, .. } if *owner != uid => Verdict::Move,
-            Place::Foreign(path) if self.tree().cg.systemd() => self.reach_unit(p, uid, path),
+            Place::Foreign(path) if self.tree().cg().systemd() => self.reach_unit(p, uid, path),
             _ => Verdict::Stay,
         }
     }
@@ -108,7 +108,7 @@ impl Daemon {
             return Verdict::Later;
         }
         self.placement_mut().reach.lookups += 1;
-        let u = match self.tree().cg.unit_of(p.pid) {
+        let u = match self.tree().cg().unit_of(p.pid) {
             Ok(Some(u)) => u,
             Ok(None) => return Verdict::Stay,
             Err(_) => return Verdict::Later,

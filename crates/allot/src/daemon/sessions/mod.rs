@@ -161,12 +161,12 @@ impl Daemon {
     /// Reads every session scope (systemd hosts only): called each tick, before the jobs
     /// are observed, so load outside allot excludes the sessions the plan counts.
     pub fn observe_sessions(&mut self, now: Instant) {
-        if !self.tree().cg.systemd() {
+        if !self.tree().cg().systemd() {
             return;
         }
         let mut left = MAX_TASKS;
         let mut samples = vec![];
-        for s in allot_linux::cgroup::sessions::list(self.tree().cg.mount()) {
+        for s in allot_linux::cgroup::sessions::list(self.tree().cg().mount()) {
             let Ok(usage_ns) = s.usage_ns() else { continue };
             let name = s.name();
             if self.sessions().scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
