@@ -24,8 +24,8 @@ impl Daemon {
         let features = Features::detect(cg.as_ref());
         if features.cpu_idle {
             cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
-        } else if !cg.systemd() {
-            cg.set_weight(BACKGROUND, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+        } else {
+            super::backend::for_controller(cg.as_ref()).background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let (desired, legacy) = match &state_path {
             Some(p) => {
@@ -41,9 +41,7 @@ impl Daemon {
         d.setup_rt();
         d.weigh_tree();
         d.adopt(legacy);
-        // On a systemd host "" is no directory of allot's (the mount): its scopes are watched.
-        let roots: &[&str] = if d.tree().cg().systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
-        for rel in roots {
+        for rel in d.backend().roots() {
             d.watch_rel(rel);
         }
         d.undo_dynamic();
@@ -173,9 +171,8 @@ impl Daemon {
     /// allot's tree against load outside it (`[outside] weight`), where the tree is
     /// allot's own; on a systemd host that split is systemd's.
     pub fn weigh_tree(&mut self) {
-        if !self.tree().cg().systemd() {
-            let w = super::applied::Write::root(self.cfg().outside.weight);
-            if let Err(f) = self.tree_mut().write(&w) {
+        if let Some(w) = self.backend().outside_weight(self.cfg()) {
+            if let Err(f) = self.tree_mut().write(&super::applied::Write::root(w)) {
                 self.report(vec![f]);
             }
         }
@@ -187,9 +184,11 @@ impl Daemon {
     /// moved: empty jobs and scopes are removed (and the slices they started), and a scope
     /// whose job still runs loses its holder, so systemd stops it with its last process.
     pub fn release(&mut self) {
-        if !self.tree().cg().systemd() {
-            return self.shutdown(true);
-        }
+        self.backend_rc().release(self);
+    }
+
+    /// [`Self::release`] on a systemd host (backend.rs).
+    pub(super) fn release_scopes(&mut self) {
         self.undo_dynamic();
         self.untie_all();
         for rel in self.tree_rels() {

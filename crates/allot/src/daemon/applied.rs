@@ -37,9 +37,11 @@ impl Node {
         if let Some(cur) = rel.strip_suffix(SCOPE) {
             return (!cur.contains('/')).then(|| Node::Scope(CurrencyId::from_dir(cur)));
         }
-        let (class, rest) = match rel.strip_prefix(BACKGROUND) {
-            Some("") => return None,
-            Some(r) => (Class::Background, r.strip_prefix('/')?),
+        if rel == BACKGROUND {
+            return None;
+        }
+        let (class, rest) = match rel.strip_prefix(BACKGROUND).and_then(|r| r.strip_prefix('/')) {
+            Some(r) => (Class::Background, r),
             None => (Class::Foreground, rel),
         };
         match rest.split_once('/') {
@@ -212,6 +214,8 @@ mod tests {
         assert_eq!(Node::of_rel("background/ci"), Some(Node::Currency(Class::Background, CurrencyId::Named("ci".into()))));
         assert_eq!(Node::of_rel("user-1000/default"), Some(Node::Job(JobId::Default(1000))));
         assert_eq!(Node::of_rel("background/ci/j7-u1001"), Some(Node::Job(JobId::Numbered(7))));
+        let named = |n: &str| CurrencyId::Named(n.into());
+        assert_eq!(Node::of_rel(&format!("{BACKGROUND}x")), Some(Node::Currency(Class::Foreground, named(&format!("{BACKGROUND}x")))));
         assert_eq!(Node::of_rel("user-1000/#scope"), Some(Node::Scope(CurrencyId::User(1000))));
         assert_eq!(Node::of_rel("user-1000/stray"), None);
         assert_eq!(Node::of_rel("user-1000/default/deeper"), None);

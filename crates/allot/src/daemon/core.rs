@@ -71,6 +71,8 @@ pub struct Daemon {
     logout_kills: HashMap<String, Instant>,
     /// Memory by share (memory.rs).
     memory: super::memory::MemoryState,
+    /// How allot's tree is held on this host (backend.rs), chosen at start.
+    backend: std::rc::Rc<dyn super::backend::Backend>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
     applier: tick::Applier,
 }
@@ -256,7 +258,7 @@ impl Daemon {
         if self.registry.desired().jobs.values().any(|j| j.class() == class && j.currency == *c) {
             return;
         }
-        if self.tree.cg().systemd() && class == Class::Foreground && self.registry.desired().funding.contains_key(c) {
+        if self.backend.currency_is_slice(class) && self.registry.desired().funding.contains_key(c) {
             return;
         }
         let rel = super::registry::currency_rel(class, c);

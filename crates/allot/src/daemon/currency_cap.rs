@@ -11,7 +11,7 @@
 //! `cpu.max`. A slice is systemd's: allot takes a cap off it only where allot put one
 //! (since this start, or `--cap none`), never an admin's own `CPUQuota=`.
 
-use super::applied::{Node, Setting, Write};
+use super::applied::{Setting, Write};
 use super::core::Daemon;
 use super::registry::{Class, CurrencyId};
 use allot_model::Cap;
@@ -44,7 +44,7 @@ impl Daemon {
     pub(super) fn cap_write(&self, class: Class, c: &CurrencyId) -> Option<Write> {
         let cap = self.currency_cap(c);
         let w = Write::currency(class, c, Setting::Max(cap.map(|x| x.cpus)));
-        if self.tree().cg().systemd() && class == Class::Foreground {
+        if self.backend().currency_is_slice(class) {
             let ours = self.tree().applied().get(&w.node).is_some_and(|a| matches!(a.max, Some(Some(_))));
             if !write_slice(cap.is_some(), ours, self.desired().caps.contains_key(c)) {
                 return None;
@@ -63,19 +63,7 @@ impl Daemon {
     pub(super) fn currency_caps(&self, with_jobs: &[CurrencyId], logged_in: &[u32]) -> Vec<Write> {
         let mut cs: Vec<CurrencyId> = with_jobs.to_vec();
         cs.extend(self.desired().caps.keys().cloned());
-        let config_caps = self.cfg().funding.values().any(|e| e.cap.is_some()) || self.cfg().groups.values().any(|g| g.currency_cap.is_some());
-        if self.tree().cg().systemd() {
-            if config_caps {
-                cs.extend(logged_in.iter().copied().filter(|u| self.placement().is_human(*u)).map(CurrencyId::User));
-            }
-            // Slices capped since start whose currency has no job now: a cap taken away
-            // (config reload) is taken off too.
-            let capped = self.tree().applied().capped().filter_map(|n| match n {
-                Node::Currency(Class::Foreground, c) => Some(c.clone()),
-                _ => None,
-            });
-            cs.extend(capped.collect::<Vec<_>>());
-        }
+        cs.extend(self.backend().caps_without_jobs(self, logged_in));
         cs.sort();
         cs.dedup();
         cs.iter().flat_map(|c| [self.cap_write(Class::Foreground, c), self.cap_write(Class::Background, c)]).flatten().collect()

@@ -63,7 +63,7 @@ impl Daemon {
             });
         }
         if let Some(c) = self.currency_cap(&j.currency) {
-            let how = if self.tree().cg().systemd() { "its slice's CPUQuota=" } else { "cpu.max on the currency's directory" };
+            let how = self.backend().cap_mechanism();
             reasons.push(Reason {
                 state: "currency cap".into(),
                 on: true,

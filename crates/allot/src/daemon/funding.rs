@@ -50,21 +50,12 @@ impl Daemon {
     /// login (or lingering); elsewhere none, since a currency's directory exists only while
     /// it has jobs. Listed once per plan.
     pub(super) fn logged_in(&self) -> Vec<u32> {
-        if !self.tree().cg().systemd() {
-            return vec![];
-        }
-        self.tree().cg().user_slices().unwrap_or_else(|e| {
-            log::debug!("could not list the users' slices: {e}");
-            vec![]
-        })
+        self.backend().logged_in(self.tree().cg())
     }
 
     /// The funding of every job-less currency whose slice should carry one ([`to_fund`]).
     /// A systemd host only: elsewhere a currency's directory exists only while it has jobs.
     pub(super) fn slice_funding(&self, with_jobs: &[CurrencyId], logged_in: &[u32]) -> Vec<Write> {
-        if !self.tree().cg().systemd() {
-            return vec![];
-        }
         let funded: Vec<CurrencyId> = self.desired().funding.keys().cloned().collect();
         let list = to_fund(
             with_jobs,
@@ -84,9 +75,6 @@ impl Daemon {
     /// they then divide the user's share as a default job and the jobs would in allot's
     /// own tree. A systemd host only (elsewhere there is no session scope to weigh against).
     pub(super) fn scope_weights(&self, ids: &[super::registry::JobId], jobs: &[allot_model::plan::JobPlan]) -> Vec<Write> {
-        if !self.tree().cg().systemd() {
-            return vec![];
-        }
         let mut by_cur: std::collections::BTreeMap<CurrencyId, Vec<u32>> = Default::default();
         for (id, p) in ids.iter().zip(jobs) {
             let j = &self.desired().jobs[id];

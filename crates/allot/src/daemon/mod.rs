@@ -12,6 +12,7 @@ pub mod applied;
 #[cfg(test)]
 mod apply_tests;
 pub mod audit;
+pub mod backend;
 pub mod claims;
 pub mod core;
 mod currency_cap;
@@ -200,11 +201,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
-        if d.tree().cg().systemd() {
-            log::info!("released: nothing of allot's is left but the scopes of jobs still running, which end with them");
-        } else {
-            log::info!("released: allot's tree is gone, its processes run on where placement found them");
-        }
+        log::info!("released: {}", d.backend().released());
         return Ok(0);
     }
     if let Some(ino) = d.watch().reader() {

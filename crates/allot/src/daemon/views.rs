@@ -191,7 +191,7 @@ impl Daemon {
             uptime_s: self.serving().started().elapsed().as_secs(),
             cgroup_version: format!("{:?}", self.tree().cg().version()).to_lowercase(),
             cgroup_root: self.tree().cg().root().display().to_string(),
-            manager: if self.tree().cg().systemd() { "systemd".into() } else { "allot".into() },
+            manager: self.backend().manager().into(),
             ncpu: self.ncpu(),
             jobs: self.desired().jobs.len(),
             features: [("cpu_idle", f.cpu_idle), ("custom_slices", f.custom_slices), ("psi", f.psi), ("delay_accounting", f.delay_accounting)]
@@ -203,7 +203,7 @@ impl Daemon {
             placement: self.placement().describe(self.cfg()),
             rt: self.rt_note().to_string(),
             outside: self.obs().machine.outside,
-            outside_weight: (!self.tree().cg().systemd()).then_some(self.cfg().outside.weight),
+            outside_weight: self.backend().outside_weight(self.cfg()),
             scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
             counters: self.counters().clone(),
             last_reload: self.serving().last_reload().cloned(),

@@ -28,6 +28,7 @@ impl Daemon {
         watch: Watch,
         memory: MemoryState,
     ) -> Self {
+        let backend = crate::daemon::backend::for_controller(tree.cg());
         Self {
             placement: Placement::new(&cfg),
             sessions: Sessions::default(),
@@ -37,13 +38,22 @@ impl Daemon {
             logout_kills: HashMap::new(),
             cfg,
             host,
-            tree,
             registry,
             kernel,
             watch,
             memory,
+            tree,
             applier: Default::default(),
+            backend,
         }
+    }
+    /// How allot's tree is held on this host.
+    pub fn backend(&self) -> &dyn crate::daemon::backend::Backend {
+        self.backend.as_ref()
+    }
+    /// The backend, to call with the daemon itself (`release`).
+    pub fn backend_rc(&self) -> std::rc::Rc<dyn crate::daemon::backend::Backend> {
+        self.backend.clone()
     }
     /// The config in force.
     pub fn cfg(&self) -> &Config {

@@ -147,8 +147,7 @@ impl Daemon {
         // On a systemd host a user's slice exists without jobs, from the first login:
         // the slices are listed once per plan, for funding and caps alike.
         let logged_in = self.logged_in();
-        writes.extend(self.slice_funding(&cur_ids, &logged_in));
-        writes.extend(self.scope_weights(&ids, &out.jobs));
+        writes.extend(self.backend.plan_writes(self, &cur_ids, &logged_in, &ids, &out.jobs));
         writes.extend(self.currency_caps(&cur_ids, &logged_in));
         for (id, p) in ids.iter().zip(&out.jobs) {
             let spec = &self.registry.desired().jobs[id];

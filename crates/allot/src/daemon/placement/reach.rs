@@ -91,7 +91,7 @@ impl Daemon {
         match place {
             // su/sudo -u into another human user, inside someone else's login session.
             Place::Session { uid: owner, .. } if *owner != uid => Verdict::Move,
-            Place::Foreign(path) if self.tree().cg().systemd() => self.reach_unit(p, uid, path),
+            Place::Foreign(path) if self.backend().reaches_units() => self.reach_unit(p, uid, path),
             _ => Verdict::Stay,
         }
     }

@@ -161,7 +161,7 @@ impl Daemon {
     /// Reads every session scope (systemd hosts only): called each tick, before the jobs
     /// are observed, so load outside allot excludes the sessions the plan counts.
     pub fn observe_sessions(&mut self, now: Instant) {
-        if !self.tree().cg().systemd() {
+        if !self.backend().has_sessions() {
             return;
         }
         let mut left = MAX_TASKS;
