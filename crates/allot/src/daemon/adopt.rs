@@ -4,18 +4,16 @@
 //! more), and every value is written once from the desired state, so no adjustment a dead
 //! daemon left behind survives the restart.
 
-use super::core::{Daemon, Features, Planned};
+use super::core::{Daemon, Features};
 use super::host::Host;
-use super::observe::Observer;
 use super::placement::Placement;
 use super::reconcile::Watch;
 use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
 use super::tree::Tree;
 use crate::config::Config;
-use crate::proto::Counters;
 use allot_linux::cgroup::CpuController;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 impl Daemon {
     /// Creates or adopts the tree. `watch`: reconcile outside changes through inotify.
@@ -26,8 +24,8 @@ impl Daemon {
         let features = Features::detect(cg.as_ref());
         if features.cpu_idle {
             cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
-        } else if !cg.systemd() {
-            cg.set_weight(BACKGROUND, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+        } else {
+            super::backend::for_controller(cg.as_ref()).background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let (desired, legacy) = match &state_path {
             Some(p) => {
@@ -36,40 +34,15 @@ impl Daemon {
             }
             None => Default::default(),
         };
-        let limits = super::limits::Shared::new(cfg.limits.requests_per_second, cfg.limits.request_burst);
         let memory = super::memory::MemoryState::new(cg.as_ref(), cfg.memory.enable);
-        let mut d = Daemon {
-            memory,
-            placement: Placement::new(&cfg),
-            sessions: Default::default(),
-            ncpu: allot_linux::ncpu(),
-            tree: Tree::new(cg),
-            host,
-            desired,
-            state_path,
-            obs: Observer::default(),
-            planned: Planned::default(),
-            features,
-            counters: Counters::default(),
-            rt_note: String::new(),
-            started: Instant::now(),
-            limits,
-            defer_reads: false,
-            watch: Watch::new(watch),
-            audit: super::audit::Audit::new(None),
-            since: Default::default(),
-            defaults_cache: Default::default(),
-            logout_kills: Default::default(),
-            last_reload: None,
-            cfg,
-        };
-        d.rt_note = d.tree.rt_setup();
+        let kernel = super::features::Kernel::new(features, allot_linux::ncpu());
+        let registry = super::registry::Registry::new(desired, state_path);
+        let mut d = Daemon::assemble(cfg, host, Tree::new(cg), registry, kernel, Watch::new(watch), memory);
+        d.setup_rt();
         d.weigh_tree();
         d.adopt(legacy);
-        // On a systemd host "" is no directory of allot's (the mount): its scopes are watched.
-        let roots: &[&str] = if d.tree.cg.systemd() { &[BACKGROUND] } else { &["", BACKGROUND] };
-        for rel in roots {
-            d.watch.watch(d.tree.cg.as_ref(), rel);
+        for rel in d.backend().roots() {
+            d.watch_rel(rel);
         }
         d.undo_dynamic();
         let _ = d.save();
@@ -81,25 +54,25 @@ impl Daemon {
         let mut found = std::collections::HashSet::new();
         for class in [Class::Foreground, Class::Background] {
             let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
-            for cdir in self.tree.cg.children(&base).unwrap_or_default() {
+            for cdir in self.tree().cg().children(&base).unwrap_or_default() {
                 if class == Class::Foreground && cdir == BACKGROUND {
                     continue;
                 }
                 let currency = CurrencyId::from_dir(&cdir);
                 let crel = super::registry::currency_rel(class, &currency);
-                self.watch.watch(self.tree.cg.as_ref(), &crel);
-                self.tree.applied.insert(crel.clone(), Default::default());
-                for leaf in self.tree.cg.children(&crel).unwrap_or_default() {
+                self.watch_rel(&crel);
+                self.tree_mut().adopted(&crel);
+                for leaf in self.tree().cg().children(&crel).unwrap_or_default() {
                     let rel = format!("{crel}/{leaf}");
                     let Some((id, owner)) = parse_leaf(&currency, &leaf) else {
                         log::warn!("{rel} in allot's tree is not a job allot made; leaving it alone");
                         continue;
                     };
                     if let super::registry::JobId::Numbered(n) = id {
-                        self.desired.next_id = self.desired.next_id.max(n + 1);
+                        self.desired_mut().next_id = self.desired_mut().next_id.max(n + 1);
                     }
                     let bg = class == Class::Background;
-                    match self.desired.jobs.get_mut(&id) {
+                    match self.desired_mut().jobs.get_mut(&id) {
                         Some(j) if j.currency == currency && j.owner == owner => {
                             if legacy {
                                 j.background = bg;
@@ -119,21 +92,22 @@ impl Daemon {
                             let mut j = JobSpec::new(id, currency.clone(), owner);
                             j.background = bg;
                             log::info!("adopted {rel} with default settings (it is not in the state file)");
-                            self.desired.jobs.insert(id, j);
+                            self.desired_mut().jobs.insert(id, j);
                         }
                     }
                     found.insert(id);
-                    self.tree.applied.insert(rel.clone(), Default::default());
-                    self.watch.watch(self.tree.cg.as_ref(), &rel);
+                    self.tree_mut().adopted(&rel);
+                    self.watch_rel(&rel);
                 }
             }
         }
-        let missing: Vec<_> = self.desired.jobs.keys().filter(|id| !found.contains(id)).copied().collect();
+        let missing: Vec<_> = self.desired().jobs.keys().filter(|id| !found.contains(id)).copied().collect();
         for id in missing {
             log::debug!("{id} has no directory any more (its processes ended while the daemon was down); forgetting it");
-            self.desired.jobs.remove(&id);
+            self.desired_mut().jobs.remove(&id);
         }
-        self.tree.rt_assign();
+        let failures = self.tree_mut().rt_assign();
+        self.report(failures);
     }
 
     /// Moves the processes of a stray directory into a job's directory, then removes it.
@@ -141,22 +115,22 @@ impl Daemon {
         if self.make_job_dir(want).is_err() {
             return;
         }
-        for pid in self.tree.cg.procs(stray).unwrap_or_default() {
-            if let Ok(p) = self.host.open(pid) {
-                let _ = self.tree.move_verified(self.host.as_ref(), &p, &want.rel());
+        for pid in self.tree().cg().procs(stray).unwrap_or_default() {
+            if let Ok(p) = self.host().open(pid) {
+                let _ = self.move_verified(&p, &want.rel());
             }
         }
-        let _ = self.tree.remove(stray);
+        let _ = self.tree_mut().remove(stray);
     }
 
     /// How often to scan /proc: `scan_ms` without process events; with them a slow safety
     /// net, every 5 minutes (a lost event is reported, ENOBUFS, and scanned for at once;
     /// at 10,000 processes a scan costs about 40 ms, 0.067% of a CPU once a minute).
     pub fn scan_interval(&self) -> Duration {
-        if self.placement.events {
-            Duration::from_millis(self.cfg.scan_ms.max(300_000))
+        if self.placement().events {
+            Duration::from_millis(self.cfg().scan_ms.max(300_000))
         } else {
-            Duration::from_millis(self.cfg.scan_ms)
+            Duration::from_millis(self.cfg().scan_ms)
         }
     }
 
@@ -166,8 +140,8 @@ impl Daemon {
         let loaded = Config::load(&opts.config, opts.config_required);
         let time = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         let refused = loaded.as_ref().err().map(|e| format!("{e:#}"));
-        self.last_reload = Some(crate::proto::ReloadOutcome { time, file: opts.config.display().to_string(), refused: refused.clone() });
-        self.audit.record(crate::proto::AuditRecord {
+        self.serving_mut().set_last_reload(crate::proto::ReloadOutcome { time, file: opts.config.display().to_string(), refused: refused.clone() });
+        self.serving_mut().audit_mut().record(crate::proto::AuditRecord {
             time,
             uid: 0,
             pid: 0,
@@ -179,13 +153,12 @@ impl Daemon {
         });
         match loaded {
             Ok(cfg) => {
-                let events = self.placement.events;
-                self.placement = Placement::new(&cfg);
-                self.placement.events = events;
-                self.limits.set(cfg.limits.requests_per_second, cfg.limits.request_burst);
-                self.cfg = cfg;
+                let events = self.placement().events;
+                *self.placement_mut() = Placement::new(&cfg);
+                self.placement_mut().events = events;
+                self.serving().limits().set(cfg.limits.requests_per_second, cfg.limits.request_burst);
+                self.set_cfg(cfg);
                 self.weigh_tree();
-                self.defaults_cache.borrow_mut().clear();
                 log::info!("config {} reloaded", opts.config.display());
                 self.recheck_session_rules();
                 self.replan();
@@ -198,8 +171,10 @@ impl Daemon {
     /// allot's tree against load outside it (`[outside] weight`), where the tree is
     /// allot's own; on a systemd host that split is systemd's.
     pub fn weigh_tree(&mut self) {
-        if !self.tree.cg.systemd() {
-            self.tree.weight("", self.cfg.outside.weight);
+        if let Some(w) = self.backend().outside_weight(self.cfg()) {
+            if let Err(f) = self.tree_mut().write(&super::applied::Write::root(w)) {
+                self.report(vec![f]);
+            }
         }
     }
 
@@ -209,21 +184,23 @@ impl Daemon {
     /// moved: empty jobs and scopes are removed (and the slices they started), and a scope
     /// whose job still runs loses its holder, so systemd stops it with its last process.
     pub fn release(&mut self) {
-        if !self.tree.cg.systemd() {
-            return self.shutdown(true);
-        }
+        self.backend_rc().release(self);
+    }
+
+    /// [`Self::release`] on a systemd host (backend.rs).
+    pub(super) fn release_scopes(&mut self) {
         self.undo_dynamic();
         self.untie_all();
         for rel in self.tree_rels() {
-            self.watch.unwatch(&rel);
-            let empty = self.tree.cg.procs(&rel).is_ok_and(|p| p.is_empty());
-            if !(empty && self.tree.remove(&rel).is_ok()) {
-                if let Err(e) = self.tree.cg.release(&rel) {
+            self.unwatch_rel(&rel);
+            let empty = self.tree().cg().procs(&rel).is_ok_and(|p| p.is_empty());
+            if !(empty && self.tree_mut().remove(&rel).is_ok()) {
+                if let Err(e) = self.tree().cg().release(&rel) {
                     log::warn!("could not let {rel} go: {e}");
                 }
             }
         }
-        self.desired.jobs.clear();
+        self.desired_mut().jobs.clear();
         let _ = self.save();
     }
 
@@ -232,12 +209,12 @@ impl Daemon {
         let mut rels: Vec<String> = vec![];
         for class in [Class::Foreground, Class::Background] {
             let base = if class == Class::Background { BACKGROUND.to_string() } else { String::new() };
-            for c in self.tree.cg.children(&base).unwrap_or_default() {
+            for c in self.tree().cg().children(&base).unwrap_or_default() {
                 if class == Class::Foreground && c == BACKGROUND {
                     continue;
                 }
                 let crel = if base.is_empty() { c.clone() } else { format!("{base}/{c}") };
-                for j in self.tree.cg.children(&crel).unwrap_or_default() {
+                for j in self.tree().cg().children(&crel).unwrap_or_default() {
                     rels.push(format!("{crel}/{j}"));
                 }
                 rels.push(crel);
@@ -255,20 +232,20 @@ impl Daemon {
         if !ephemeral {
             return;
         }
-        let home = self.placement.home();
+        let home = self.placement().home();
         for rel in self.tree_rels() {
             for _ in 0..20 {
-                let procs = self.tree.cg.procs(&rel).unwrap_or_default();
+                let procs = self.tree().cg().procs(&rel).unwrap_or_default();
                 if procs.is_empty() {
                     break;
                 }
                 for p in procs {
-                    let _ = self.tree.cg.move_to_path(&home, p);
+                    let _ = self.tree().cg().move_to_path(&home, p);
                 }
             }
-            self.watch.unwatch(&rel);
-            let _ = self.tree.cg.remove(&rel);
+            self.unwatch_rel(&rel);
+            let _ = self.tree().cg().remove(&rel);
         }
-        self.desired.jobs.clear();
+        self.desired_mut().jobs.clear();
     }
 }

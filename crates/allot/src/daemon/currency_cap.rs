@@ -11,8 +11,9 @@
 //! `cpu.max`. A slice is systemd's: allot takes a cap off it only where allot put one
 //! (since this start, or `--cap none`), never an admin's own `CPUQuota=`.
 
+use super::applied::{Setting, Write};
 use super::core::Daemon;
-use super::registry::{currency_rel, Class, CurrencyId};
+use super::registry::{Class, CurrencyId};
 use allot_model::Cap;
 
 /// Whether a user's slice gets a `CPUQuota=` write: when the currency has a cap, or to
@@ -27,69 +28,45 @@ impl Daemon {
     /// A currency's hard cap: set with `allot fund --cap` (unless funding_authority is
     /// "config"), else the config's (`[funding]`, then the user's groups' currency_cap).
     pub fn currency_cap(&self, c: &CurrencyId) -> Option<Cap> {
-        if self.cfg.funding_authority == crate::config::FundingAuthority::Local {
-            if let Some(cap) = self.desired.caps.get(c) {
+        if self.cfg().funding_authority == crate::config::FundingAuthority::Local {
+            if let Some(cap) = self.desired().caps.get(c) {
                 return *cap;
             }
         }
         match c {
-            CurrencyId::Named(n) => self.cfg.funding.get(n).and_then(|e| e.cap),
+            CurrencyId::Named(n) => self.cfg().funding.get(n).and_then(|e| e.cap),
             CurrencyId::User(uid) => self.user_defaults(*uid).2,
         }
     }
 
-    /// Writes a currency's cap (or its absence) to its directory in `class`: one allot made
-    /// or adopted, or on a systemd host its user's slice as [`write_slice`] decides.
-    fn cap_in(&mut self, class: Class, c: &CurrencyId) {
-        let rel = currency_rel(class, c);
+    /// A currency's cap (or its absence) for its directory in `class`: one allot made or
+    /// adopted, or on a systemd host its user's slice as [`write_slice`] decides.
+    pub(super) fn cap_write(&self, class: Class, c: &CurrencyId) -> Option<Write> {
         let cap = self.currency_cap(c);
-        if self.tree.cg.systemd() && class == Class::Foreground {
-            let ours = self.tree.applied.get(&rel).is_some_and(|a| matches!(a.max, Some(Some(_))));
-            if !write_slice(cap.is_some(), ours, self.desired.caps.contains_key(c)) {
-                return;
+        let w = Write::currency(class, c, Setting::Max(cap.map(|x| x.cpus)));
+        if self.backend().currency_is_slice(class) {
+            let ours = self.tree().applied().get(&w.node).is_some_and(|a| matches!(a.max, Some(Some(_))));
+            if !write_slice(cap.is_some(), ours, self.desired().caps.contains_key(c)) {
+                return None;
             }
-        } else if !self.tree.applied.contains_key(&rel) {
+        } else if !self.tree().applied().knows(&w.node) {
             // Not a directory allot made or adopted (a currency without jobs has none).
-            return;
+            return None;
         }
-        self.tree.max(&rel, cap.map(|x| x.cpus));
+        Some(w)
     }
 
-    /// A currency directory just made: its cap, if it has one (core.rs `make_job_dir`).
-    pub(super) fn cap_currency_dir(&mut self, rel: &str, c: &CurrencyId) {
-        let class = if rel == currency_rel(Class::Background, c) { Class::Background } else { Class::Foreground };
-        self.cap_in(class, c);
-    }
-
-    /// Writes every currency's cap where it differs from what was written: the currencies
-    /// with jobs, those capped or uncapped with `allot fund`, and on a systemd host the
-    /// slices of logged-in users when the config caps currencies. Each tree write goes out
-    /// only when it differs from the last (tree.rs), so this is cheap every plan.
-    pub(super) fn apply_currency_caps(&mut self, with_jobs: &[CurrencyId], logged_in: &[u32]) {
+    /// Every currency's cap: the currencies with jobs, those capped or uncapped with
+    /// `allot fund`, and on a systemd host the slices of logged-in users when the config
+    /// caps currencies. Each goes out only when it differs from the last (tree.rs), so
+    /// this is cheap every plan.
+    pub(super) fn currency_caps(&self, with_jobs: &[CurrencyId], logged_in: &[u32]) -> Vec<Write> {
         let mut cs: Vec<CurrencyId> = with_jobs.to_vec();
-        cs.extend(self.desired.caps.keys().cloned());
-        let config_caps = self.cfg.funding.values().any(|e| e.cap.is_some()) || self.cfg.groups.values().any(|g| g.currency_cap.is_some());
-        if self.tree.cg.systemd() {
-            if config_caps {
-                cs.extend(logged_in.iter().copied().filter(|u| self.placement.is_human(*u)).map(CurrencyId::User));
-            }
-            // Slices capped since start whose currency has no job now: a cap taken away
-            // (config reload) is taken off too.
-            let capped: Vec<CurrencyId> = self
-                .tree
-                .applied
-                .iter()
-                .filter(|(r, a)| !r.contains('/') && matches!(a.max, Some(Some(_))))
-                .map(|(r, _)| CurrencyId::from_dir(r))
-                .collect();
-            cs.extend(capped);
-        }
+        cs.extend(self.desired().caps.keys().cloned());
+        cs.extend(self.backend().caps_without_jobs(self, logged_in));
         cs.sort();
         cs.dedup();
-        for c in &cs {
-            self.cap_in(Class::Foreground, c);
-            self.cap_in(Class::Background, c);
-        }
+        cs.iter().flat_map(|c| [self.cap_write(Class::Foreground, c), self.cap_write(Class::Background, c)]).flatten().collect()
     }
 }
 
@@ -146,7 +123,7 @@ mod tests {
         };
         assert_eq!(show(&mut d).as_deref(), Some("0.5!"));
         // explain names it beside the currency's funding.
-        let job = d.desired.jobs.values().next().map(|j| d.show_id(j)).unwrap();
+        let job = d.desired().jobs.values().next().map(|j| d.show_id(j)).unwrap();
         match d.handle(Request::Explain { target: job }, &root).unwrap() {
             Response::Explain(x) => {
                 let r = x.reasons.iter().find(|r| r.state == "currency cap").expect("a currency cap reason");
@@ -156,7 +133,7 @@ mod tests {
         }
         d.handle(fund("none"), &root).unwrap();
         assert_eq!(max_of(&w, "/fake/user-3000"), None);
-        assert_eq!(d.desired.caps[&super::CurrencyId::User(3000)], None, "kept as none: it wins over the config");
+        assert_eq!(d.desired().caps[&super::CurrencyId::User(3000)], None, "kept as none: it wins over the config");
         assert_eq!(show(&mut d), None);
     }
 
@@ -165,9 +142,10 @@ mod tests {
         let w = world();
         w.lock().unwrap().spawn(100, 3000, "/", "sh");
         let mut d = start(&w, None);
-        d.cfg = crate::config::Config::parse("t.toml".as_ref(), "[users]\nmin_uid = 3000\n[funding]\n3000 = { funding = 200, cap = \"1/4!\" }\n")
-            .unwrap();
-        d.defaults_cache.borrow_mut().clear();
+        d.set_cfg(
+            crate::config::Config::parse("t.toml".as_ref(), "[users]\nmin_uid = 3000\n[funding]\n3000 = { funding = 200, cap = \"1/4!\" }\n")
+                .unwrap(),
+        );
         d.scan();
         d.replan();
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 25_000, period_us: 100_000 }));
@@ -176,7 +154,7 @@ mod tests {
         d.handle(fund("none"), &root).unwrap();
         assert_eq!(max_of(&w, "/fake/user-3000"), None);
         // With the config the authority, `allot fund --cap` is refused and the config's holds.
-        d.cfg.funding_authority = crate::config::FundingAuthority::Config;
+        d.cfg_mut().funding_authority = crate::config::FundingAuthority::Config;
         let e = d.handle(fund("1!"), &root).unwrap_err();
         assert!(e.contains("currency caps on this machine are set by its config"), "{e}");
         d.replan();

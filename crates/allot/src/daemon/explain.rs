@@ -18,14 +18,14 @@ impl Daemon {
             return r;
         }
         let id = self.find_job(peer, target)?;
-        let j = &self.desired.jobs[&id];
-        let t = self.obs.jobs.get(&id);
-        let p = self.planned.jobs.get(&id).ok_or_else(|| format!("job {target} has not been planned yet; ask again in a moment"))?;
-        let pol = &self.cfg.policy;
+        let j = &self.desired().jobs[&id];
+        let t = self.obs().jobs.get(&id);
+        let p = self.planned().jobs.get(&id).ok_or_else(|| format!("job {target} has not been planned yet; ask again in a moment"))?;
+        let pol = &self.cfg().policy;
         let (window, last) = t.and_then(|t| t.usage).map_or((0.0, 0.0), |u| (u.window, u.last));
         let l = p.boost_limits;
         let (ent, threshold) = (l.entitlement, l.window);
-        let since = self.since.get(&id).copied().unwrap_or_default();
+        let since = self.planned().since.get(&id).copied().unwrap_or_default();
         let ago = |i: usize| since[i].map(|t| t.elapsed().as_secs_f64());
         let win = pol.boost_window_ms;
         let mut reasons = vec![];
@@ -63,7 +63,7 @@ impl Daemon {
             });
         }
         if let Some(c) = self.currency_cap(&j.currency) {
-            let how = if self.tree.cg.systemd() { "its slice's CPUQuota=" } else { "cpu.max on the currency's directory" };
+            let how = self.backend().cap_mechanism();
             reasons.push(Reason {
                 state: "currency cap".into(),
                 on: true,
@@ -117,14 +117,14 @@ impl Daemon {
 
     /// A job named by a job id as `show` prints it, or by a pid the caller may see.
     fn find_job(&self, peer: &Peer, target: &str) -> Result<JobId, String> {
-        if let Some(j) = self.desired.jobs.values().find(|j| self.show_id(j) == target) {
+        if let Some(j) = self.desired().jobs.values().find(|j| self.show_id(j) == target) {
             return Ok(j.id);
         }
         let pid: i32 =
             target.trim().parse().map_err(|_| format!("{target:?} is neither a job (as `allot show` names it: 7, alice/default) nor a pid"))?;
         let p = self.open_for_request(pid)?;
-        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
-        let visible = peer.is_root() || self.cfg.privacy.show_other_users || info.creds.uid[0] == peer.uid;
+        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let visible = peer.is_root() || self.cfg().privacy.show_other_users || info.creds.uid[0] == peer.uid;
         if !visible {
             return Err(format!("process {pid} is not yours; explain it by its job id (allot show lists them)"));
         }

@@ -67,9 +67,24 @@ pub struct World {
     pub signals: Vec<(i32, i32)>,
     /// Signals the daemon may not send (as without CAP_KILL): refused.
     pub no_kill_cap: bool,
+    /// Directories whose weight and cpu.max writes are refused (EACCES), by absolute path.
+    pub refuse_writes: std::collections::BTreeSet<String>,
+    /// Threads whose slice writes are refused (EPERM) while they live.
+    pub refuse_slices: std::collections::BTreeSet<i32>,
+    /// Weight and cpu.max writes that reached the fake kernel.
+    pub writes: u32,
 }
 
 pub type Shared = Arc<Mutex<World>>;
+
+/// Counts a weight or cpu.max write, refused where the world says so.
+fn refused(w: &mut World, rel: &str) -> allot_linux::Result<()> {
+    w.writes += 1;
+    if w.refuse_writes.contains(&abs(rel)) {
+        return Err(allot_linux::Error::Io { op: "write", path: abs(rel).into(), source: std::io::Error::from_raw_os_error(libc::EACCES) });
+    }
+    Ok(())
+}
 
 impl World {
     /// Adds a process in cgroup `path`; returns its pid.
@@ -163,14 +178,18 @@ impl CpuController for FakeCg {
         Ok(())
     }
     fn set_weight(&self, rel: &str, units: u32) -> allot_linux::Result<()> {
-        self.w.lock().unwrap().dirs.get_mut(&abs(rel)).ok_or_else(gone)?.weight = units;
+        let mut w = self.w.lock().unwrap();
+        refused(&mut w, rel)?;
+        w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?.weight = units;
         Ok(())
     }
     fn weight(&self, rel: &str) -> allot_linux::Result<u32> {
         Ok(self.w.lock().unwrap().dirs.get(&abs(rel)).ok_or_else(gone)?.weight)
     }
     fn set_max(&self, rel: &str, max: Option<Max>) -> allot_linux::Result<()> {
-        self.w.lock().unwrap().dirs.get_mut(&abs(rel)).ok_or_else(gone)?.max = max;
+        let mut w = self.w.lock().unwrap();
+        refused(&mut w, rel)?;
+        w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?.max = max;
         Ok(())
     }
     fn max(&self, rel: &str) -> allot_linux::Result<Option<Max>> {
@@ -373,7 +392,11 @@ impl Host for FakeHost {
         Some(*self.w.lock().unwrap().slices.get(&tid).unwrap_or(&3_000_000))
     }
     fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String> {
-        self.w.lock().unwrap().slices.insert(tid, ns);
+        let mut w = self.w.lock().unwrap();
+        if w.refuse_slices.contains(&tid) {
+            return Err(format!("sched_setattr({tid}): Operation not permitted"));
+        }
+        w.slices.insert(tid, ns);
         Ok(())
     }
     fn cpu_times(&self) -> Option<CpuTimes> {

@@ -41,3 +41,44 @@ impl Features {
         v
     }
 }
+
+/// What the daemon found about the kernel and the machine at start.
+#[derive(Debug, Clone, Default)]
+pub struct Kernel {
+    features: Features,
+    ncpu: usize,
+    rt_note: String,
+}
+
+impl Kernel {
+    /// The features found, on a machine of `ncpu` CPUs.
+    pub fn new(features: Features, ncpu: usize) -> Self {
+        Self { features, ncpu, rt_note: String::new() }
+    }
+    /// Kernel features.
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+    /// CPUs.
+    pub fn ncpu(&self) -> usize {
+        self.ncpu
+    }
+    /// Real-time group scheduling, in words (`allot status`).
+    pub fn rt_note(&self) -> &str {
+        &self.rt_note
+    }
+    /// Keeps what the real-time setup found.
+    pub fn set_rt_note(&mut self, s: String) {
+        self.rt_note = s;
+    }
+    /// Tests: the features, to pretend others.
+    #[cfg(test)]
+    pub fn features_mut(&mut self) -> &mut Features {
+        &mut self.features
+    }
+    /// Tests: a machine of `n` CPUs.
+    #[cfg(test)]
+    pub fn set_ncpu(&mut self, n: usize) {
+        self.ncpu = n;
+    }
+}

@@ -8,8 +8,9 @@
 //!
 //! Currencies with jobs are weighed by the plan (core.rs); this covers the rest.
 
+use super::applied::{Node, Setting, Write};
 use super::core::Daemon;
-use super::registry::{currency_rel, Class, CurrencyId};
+use super::registry::{Class, CurrencyId};
 
 /// A slice's `CPUWeight=` when nobody set one: systemd's default, so a user whose funding
 /// is this needs no write.
@@ -49,34 +50,22 @@ impl Daemon {
     /// login (or lingering); elsewhere none, since a currency's directory exists only while
     /// it has jobs. Listed once per plan.
     pub(super) fn logged_in(&self) -> Vec<u32> {
-        if !self.tree.cg.systemd() {
-            return vec![];
-        }
-        self.tree.cg.user_slices().unwrap_or_else(|e| {
-            log::debug!("could not list the users' slices: {e}");
-            vec![]
-        })
+        self.backend().logged_in(self.tree().cg())
     }
 
-    /// Writes the funding of every job-less currency whose slice should carry one
-    /// ([`to_fund`]). A systemd host only: elsewhere a currency's directory exists only
-    /// while it has jobs.
-    pub(super) fn fund_slices(&mut self, with_jobs: &[CurrencyId], logged_in: &[u32]) {
-        if !self.tree.cg.systemd() {
-            return;
-        }
-        let funded: Vec<CurrencyId> = self.desired.funding.keys().cloned().collect();
+    /// The funding of every job-less currency whose slice should carry one ([`to_fund`]).
+    /// A systemd host only: elsewhere a currency's directory exists only while it has jobs.
+    pub(super) fn slice_funding(&self, with_jobs: &[CurrencyId], logged_in: &[u32]) -> Vec<Write> {
+        let funded: Vec<CurrencyId> = self.desired().funding.keys().cloned().collect();
         let list = to_fund(
             with_jobs,
             &funded,
             logged_in,
-            |uid| self.placement.is_human(uid),
+            |uid| self.placement().is_human(uid),
             |c| self.funding_of(c),
-            |c| self.tree.applied.get(&currency_rel(Class::Foreground, c)).is_some_and(|a| a.weight.is_some()),
+            |c| self.tree().applied().get(&Node::Currency(Class::Foreground, c.clone())).is_some_and(|a| a.weight.is_some()),
         );
-        for (c, f) in list {
-            self.tree.weight(&currency_rel(Class::Foreground, &c), f);
-        }
+        list.into_iter().map(|(c, f)| Write::currency(Class::Foreground, &c, Setting::Weight(f))).collect()
     }
 }
 
@@ -85,23 +74,16 @@ impl Daemon {
     /// ([`allot_model::scope::scope_weight`]): against a login session of the same user
     /// they then divide the user's share as a default job and the jobs would in allot's
     /// own tree. A systemd host only (elsewhere there is no session scope to weigh against).
-    pub(super) fn weigh_scopes(&mut self, ids: &[super::registry::JobId], jobs: &[allot_model::plan::JobPlan]) {
-        if !self.tree.cg.systemd() {
-            return;
-        }
+    pub(super) fn scope_weights(&self, ids: &[super::registry::JobId], jobs: &[allot_model::plan::JobPlan]) -> Vec<Write> {
         let mut by_cur: std::collections::BTreeMap<CurrencyId, Vec<u32>> = Default::default();
         for (id, p) in ids.iter().zip(jobs) {
-            let j = &self.desired.jobs[id];
+            let j = &self.desired().jobs[id];
             let active = by_cur.entry(j.currency.clone()).or_default();
             if !j.background && p.entitlement > 0.0 {
                 active.push(p.weight);
             }
         }
-        for (c, active) in by_cur {
-            if let Some(w) = allot_model::scope::scope_weight(active) {
-                self.tree.scope_weight(&currency_rel(Class::Foreground, &c), w);
-            }
-        }
+        by_cur.into_iter().filter_map(|(c, active)| allot_model::scope::scope_weight(active).map(|w| Write::scope(&c, w))).collect()
     }
 }
 

@@ -19,7 +19,7 @@ pub const GRACE: Duration = Duration::from_secs(5);
 impl Daemon {
     /// Ties a job just made from a login session to that session.
     pub fn tie_to_session(&mut self, job: &JobSpec, scope: &str) {
-        if let Err(e) = self.tree.cg.tether(&job.leaf(), scope) {
+        if let Err(e) = self.tree().cg().tether(&job.leaf(), scope) {
             log::warn!("{} is not tied to {scope}: ending the session will not end it ({e})", self.job_label(job));
         }
     }
@@ -27,7 +27,7 @@ impl Daemon {
     /// Once a tick: jobs whose session was stopped are ended; tethers whose job is gone
     /// are let go; SIGKILL for what outlived its grace.
     pub fn logouts(&mut self, now: Instant) {
-        let cut = match self.tree.cg.cut_tethers() {
+        let cut = match self.tree().cg().cut_tethers() {
             Ok(c) => c,
             Err(e) => {
                 log::warn!("could not list the jobs tied to login sessions: {e}");
@@ -35,7 +35,7 @@ impl Daemon {
             }
         };
         for leaf in cut {
-            let Some(j) = self.desired.jobs.values().find(|j| j.leaf() == leaf).cloned() else { continue };
+            let Some(j) = self.desired().jobs.values().find(|j| j.leaf() == leaf).cloned() else { continue };
             let rel = j.rel();
             let (found, sent) = self.signal_job(&rel, &[libc::SIGTERM, libc::SIGHUP, libc::SIGCONT]);
             if found > 0 && sent == 0 {
@@ -45,21 +45,21 @@ impl Daemon {
                 self.kill_job(&rel);
             } else {
                 log::info!("{} ended with its login session: {sent} process(es) sent SIGTERM", self.job_label(&j));
-                self.logout_kills.insert(rel, now + GRACE);
+                self.logout_kills_mut().insert(rel, now + GRACE);
             }
         }
-        let due: Vec<String> = self.logout_kills.iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
+        let due: Vec<String> = self.logout_kills_mut().iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
         for rel in due {
-            self.logout_kills.remove(&rel);
-            if self.tree.cg.procs(&rel).is_ok_and(|p| !p.is_empty()) {
+            self.logout_kills_mut().remove(&rel);
+            if self.tree().cg().procs(&rel).is_ok_and(|p| !p.is_empty()) {
                 log::info!("{rel}: what outlived {GRACE:?} after its session ended is killed");
                 self.kill_job(&rel);
             }
         }
-        let leaves: std::collections::HashSet<String> = self.desired.jobs.values().map(|j| j.leaf()).collect();
-        for t in self.tree.cg.tethered() {
+        let leaves: std::collections::HashSet<String> = self.desired().jobs.values().map(|j| j.leaf()).collect();
+        for t in self.tree().cg().tethered() {
             if !leaves.contains(&t) {
-                if let Err(e) = self.tree.cg.untether(&t) {
+                if let Err(e) = self.tree().cg().untether(&t) {
                     log::warn!("could not let go of the tie of {t} to its session: {e}");
                 }
             }
@@ -70,9 +70,9 @@ impl Daemon {
     /// as plain processes, and no holder of allot's is left).
     pub fn untie_all(&mut self) {
         // The first listing finds the ties a previous daemon made.
-        let _ = self.tree.cg.cut_tethers();
-        for t in self.tree.cg.tethered() {
-            if let Err(e) = self.tree.cg.untether(&t) {
+        let _ = self.tree().cg().cut_tethers();
+        for t in self.tree().cg().tethered() {
+            if let Err(e) = self.tree().cg().untether(&t) {
                 log::warn!("could not let go of the tie of {t} to its session: {e}");
             }
         }
@@ -81,7 +81,7 @@ impl Daemon {
     /// SIGKILL to everything in a job's directory: `cgroup.kill`, else each process
     /// through its pidfd.
     fn kill_job(&self, rel: &str) {
-        if let Err(e) = self.tree.cg.kill_all(rel) {
+        if let Err(e) = self.tree().cg().kill_all(rel) {
             log::warn!("{rel}: cgroup.kill failed ({e}); SIGKILL each process");
             self.signal_job(rel, &[libc::SIGKILL]);
         }
@@ -92,15 +92,15 @@ impl Daemon {
     /// returns how many were found and how many took the signals.
     fn signal_job(&self, rel: &str, sigs: &[i32]) -> (usize, usize) {
         let (mut found, mut sent) = (0, 0);
-        for pid in self.tree.cg.procs(rel).unwrap_or_default() {
-            let Ok(p) = self.host.open(pid) else { continue };
-            if self.tree.cg.rel_of(pid).ok().flatten().as_deref() != Some(rel) || !self.host.alive(&p) {
+        for pid in self.tree().cg().procs(rel).unwrap_or_default() {
+            let Ok(p) = self.host().open(pid) else { continue };
+            if self.tree().cg().rel_of(pid).ok().flatten().as_deref() != Some(rel) || !self.host().alive(&p) {
                 continue;
             }
             found += 1;
             let mut ok = true;
             for &s in sigs {
-                ok &= self.host.signal(&p, s);
+                ok &= self.host().signal(&p, s);
             }
             sent += ok as usize;
         }

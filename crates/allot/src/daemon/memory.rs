@@ -80,17 +80,17 @@ impl Daemon {
     /// At rest (nothing ran) once a second, else every tick: memory held still changes
     /// little, and a new currency's guard is written as its directory is made.
     pub fn apply_memory(&mut self) {
-        let Some(mem) = self.memory.mem.clone() else { return };
-        if !self.obs.busy && self.memory.at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
+        let Some(mem) = self.memory().mem.clone() else { return };
+        if !self.obs().busy && self.memory().at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
             return;
         }
-        self.memory.at = Some(std::time::Instant::now());
+        self.memory_mut().at = Some(std::time::Instant::now());
         let total = kmem::mem_total().unwrap_or(0);
-        let available = model::available(total, self.cfg.memory.reserve, mem.max("").ok().flatten());
+        let available = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
         let mut jobs: Vec<Vec<(String, u32)>> = vec![];
-        let mut specs: Vec<_> = self.desired.jobs.values().filter(|j| j.class() == Class::Foreground).collect();
+        let mut specs: Vec<_> = self.desired().jobs.values().filter(|j| j.class() == Class::Foreground).collect();
         specs.sort_by_key(|j| j.rel());
         for j in specs {
             let i = match ids.iter().position(|c| *c == j.currency) {
@@ -114,7 +114,7 @@ impl Daemon {
             })
             .collect();
         let plan = model::plan(available, &ins);
-        self.memory.last = (ins.clone(), available);
+        self.memory_mut().last = (ins.clone(), available);
         let mut seen = std::collections::HashSet::new();
         let mut rels = std::collections::HashSet::new();
         let mut raised = std::collections::HashSet::new();
@@ -123,9 +123,9 @@ impl Daemon {
             let crel = currency_rel(Class::Foreground, c);
             // v2: the controller is enabled down to each job once (its files appear then).
             for (rel, _) in js {
-                if mem.version() == Version::V2 && !self.memory.delegated.contains(rel) {
+                if mem.version() == Version::V2 && !self.memory().delegated.contains(rel) {
                     match mem.ensure(rel) {
-                        Ok(()) => _ = self.memory.delegated.insert(rel.clone()),
+                        Ok(()) => _ = self.memory_mut().delegated.insert(rel.clone()),
                         Err(e) => log::warn!("memory: could not enable the memory controller down to {rel}: {e}"),
                     }
                 }
@@ -144,13 +144,13 @@ impl Daemon {
             }
             rels.insert(crel.clone());
             // Processes are read only while the currency is over its share, or was.
-            let scan = self.cfg.memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory.raised.contains(c));
+            let scan = self.cfg().memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory().raised.contains(c));
             for ((rel, _), jp) in js.iter().zip(&p.jobs) {
                 rels.insert(rel.clone());
-                if self.memory.written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
+                if self.memory().written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
                     self.mem_write(&mem, rel, "protection", Some(jp.protection));
                 }
-                for pid in if scan { self.tree.cg.procs(rel).unwrap_or_default() } else { vec![] } {
+                for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
                     self.oom_adj(pid, p.oom_score_adj);
                 }
@@ -166,24 +166,24 @@ impl Daemon {
                     available,
                     limit,
                     cap: i.cap.map(|m| m.to_string()),
-                    oom_score_adj: self.cfg.memory.oom.then_some(p.oom_score_adj),
+                    oom_score_adj: self.cfg().memory.oom.then_some(p.oom_score_adj),
                     oom_kills: 0,
                 },
             );
         }
-        self.memory.oom.retain(|pid, _| seen.contains(pid));
-        self.memory.foreign.retain(|pid, _| seen.contains(pid));
-        self.memory.written.retain(|(rel, _), _| rels.contains(rel));
-        self.memory.delegated.retain(|rel| rels.contains(rel));
-        self.memory.raised = raised;
-        self.memory.view = view;
+        self.memory_mut().oom.retain(|pid, _| seen.contains(pid));
+        self.memory_mut().foreign.retain(|pid, _| seen.contains(pid));
+        self.memory_mut().written.retain(|(rel, _), _| rels.contains(rel));
+        self.memory_mut().delegated.retain(|rel| rels.contains(rel));
+        self.memory_mut().raised = raised;
+        self.memory_mut().view = view;
     }
 
     /// A currency's memory as `show` reports it, its OOM kills read now.
     pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
-        let mut v = self.memory.view.get(c)?.clone();
-        if let Some(mem) = &self.memory.mem {
-            v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory.retired_kills.get(c).copied().unwrap_or(0);
+        let mut v = self.memory().view.get(c)?.clone();
+        if let Some(mem) = &self.memory().mem {
+            v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory().retired_kills.get(c).copied().unwrap_or(0);
         }
         Some(v)
     }
@@ -192,11 +192,11 @@ impl Daemon {
     /// its guard is written now, not at the next tick, or a fast-growing first process
     /// (a hog) would meet allot's root's limit first, which reclaims every currency alike.
     pub fn guard_fresh_currency(&mut self, class: Class, c: &CurrencyId) {
-        let Some(mem) = self.memory.mem.clone() else { return };
+        let Some(mem) = self.memory().mem.clone() else { return };
         if mem.version() != Version::V1 || class != Class::Foreground {
             return;
         }
-        let (mut ins, available) = self.memory.last.clone();
+        let (mut ins, available) = self.memory().last.clone();
         if available == 0 {
             return;
         }
@@ -211,15 +211,15 @@ impl Daemon {
     /// A job's directory is about to go: on cgroup v1, where the kernel counts an OOM kill
     /// only in the killed process's own group, its count is kept for its currency.
     pub fn retire_memory(&mut self, rel: &str, c: &CurrencyId) {
-        let Some(mem) = &self.memory.mem else { return };
+        let Some(mem) = &self.memory().mem else { return };
         if mem.version() == Version::V1 && mem.has(rel) {
-            *self.memory.retired_kills.entry(c.clone()).or_default() += mem.oom_kills(rel).unwrap_or(0);
+            *self.memory_mut().retired_kills.entry(c.clone()).or_default() += mem.oom_kills(rel).unwrap_or(0);
         }
     }
 
     /// A currency's memory cap: its `[funding]` entry's `mem`, by currency name or uid.
     fn memory_cap(&self, c: &CurrencyId) -> Option<model::MemCap> {
-        let by = |k: &str| self.cfg.funding.get(k).and_then(|e| e.mem);
+        let by = |k: &str| self.cfg().funding.get(k).and_then(|e| e.mem);
         match c {
             CurrencyId::Named(n) => by(n),
             CurrencyId::User(uid) => allot_linux::users::user_by_uid(*uid).and_then(|u| by(&u.name)).or_else(|| by(&uid.to_string())),
@@ -228,7 +228,7 @@ impl Daemon {
 
     fn mem_write(&mut self, mem: &Memory, rel: &str, what: &'static str, v: Option<u64>) {
         let key = (rel.to_string(), what);
-        if self.memory.written.get(&key) == Some(&v) {
+        if self.memory().written.get(&key) == Some(&v) {
             return;
         }
         let r = match what {
@@ -238,7 +238,7 @@ impl Daemon {
         };
         match r {
             Ok(()) => {
-                self.memory.written.insert(key, v);
+                self.memory_mut().written.insert(key, v);
             }
             Err(e) => log::warn!("memory: could not set {what} of {rel} to {v:?}: {e}"),
         }
@@ -251,19 +251,19 @@ impl Daemon {
         // Whole MiB: the guard moves with every page others touch; a write per MiB is plenty.
         let limit = limit.map(|l| l & !((1 << 20) - 1));
         let key = (rel.to_string(), "max");
-        if self.memory.written.get(&key) == Some(&limit) {
+        if self.memory().written.get(&key) == Some(&limit) {
             return limit;
         }
         match mem.set_max(rel, limit) {
             Ok(()) => {
-                self.memory.written.insert(key, limit);
+                self.memory_mut().written.insert(key, limit);
                 limit
             }
             Err(e) => {
                 log::info!("memory: {rel} could not be brought down to {limit:?} yet ({e}); held at its usage, {usage}");
                 let hold = limit.map(|l| l.max(usage.next_multiple_of(1 << 20)));
                 if mem.set_max(rel, hold).is_ok() {
-                    self.memory.written.remove(&key);
+                    self.memory_mut().written.remove(&key);
                 }
                 hold
             }
@@ -281,27 +281,27 @@ impl Daemon {
         // touched; an entry whose start time no longer matches is another process's.
         let dir = allot_linux::procfs::ProcDir::open(pid).ok();
         let start = dir.as_ref().map(|d| d.start());
-        if self.memory.oom.get(&pid).is_some_and(|r| Some(r.start) != start) {
-            self.memory.oom.remove(&pid);
+        if self.memory().oom.get(&pid).is_some_and(|r| Some(r.start) != start) {
+            self.memory_mut().oom.remove(&pid);
         }
-        if self.memory.foreign.get(&pid).is_some_and(|s| Some(*s) != start) {
-            self.memory.foreign.remove(&pid);
+        if self.memory().foreign.get(&pid).is_some_and(|s| Some(*s) != start) {
+            self.memory_mut().foreign.remove(&pid);
         }
         if adj <= model::WITHIN_SHARE_ADJ {
-            if let Some(r) = self.memory.oom.remove(&pid) {
+            if let Some(r) = self.memory_mut().oom.remove(&pid) {
                 give_back(pid, r);
             }
             return;
         }
         let Some(d) = dir else { return };
-        if self.memory.foreign.contains_key(&pid) {
+        if self.memory().foreign.contains_key(&pid) {
             return;
         }
         let Ok(now) = d.oom_score_adj() else { return };
-        let orig = match self.memory.oom.get(&pid) {
+        let orig = match self.memory().oom.get(&pid) {
             Some(r) => r.orig,
             None if now < 0 => {
-                self.memory.foreign.insert(pid, d.start());
+                self.memory_mut().foreign.insert(pid, d.start());
                 return;
             }
             None => now,
@@ -313,24 +313,24 @@ impl Daemon {
                 return;
             }
         }
-        self.memory.oom.insert(pid, Raised { start: d.start(), orig });
+        self.memory_mut().oom.insert(pid, Raised { start: d.start(), orig });
     }
 
     /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
     /// process had, and every guard limit to the currency's hard cap (or none).
     pub fn undo_memory(&mut self) {
-        for (pid, r) in std::mem::take(&mut self.memory.oom) {
+        for (pid, r) in std::mem::take(&mut self.memory_mut().oom) {
             give_back(pid, r);
         }
-        let Some(mem) = self.memory.mem.clone() else { return };
+        let Some(mem) = self.memory().mem.clone() else { return };
         let caps: Vec<(String, Option<u64>)> =
-            self.memory.view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c).filter(|m| m.hard).map(|m| m.bytes))).collect();
+            self.memory().view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c).filter(|m| m.hard).map(|m| m.bytes))).collect();
         for (rel, cap) in caps {
             if mem.has(&rel) {
                 let _ = mem.set_max(&rel, cap);
             }
         }
-        self.memory.written.clear();
+        self.memory_mut().written.clear();
     }
 }
 

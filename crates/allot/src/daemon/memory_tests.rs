@@ -47,10 +47,10 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
         files(&root.join(c), &[("cgroup.subtree_control", ""), ("memory.current", cur), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")]);
         files(&root.join(c).join("default"), &[("memory.current", "0\n"), ("memory.low", "")]);
     }
-    d.memory.mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
-    d.cfg.memory.oom = false;
-    d.desired.funding.insert(CurrencyId::User(3000), 300);
-    d.cfg.funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.cfg_mut().memory.oom = false;
+    d.desired_mut().funding.insert(CurrencyId::User(3000), 300);
+    d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), (384 * M).to_string());
     assert_eq!(read(root.join("user-3001/memory.low")), (128 * M).to_string());
@@ -67,7 +67,7 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     // Written once: a second step with nothing changed writes nothing (the file is left as we
     // overwrite it by hand, so a write would show).
     std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
-    d.memory.at = None;
+    d.memory_mut().at = None;
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
 }
@@ -87,18 +87,18 @@ fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
     let dir = ProcDir::open(pid).unwrap();
     let before = dir.oom_score_adj().unwrap();
     let other = Raised { start: dir.start() + 1, orig: 700 };
-    d.memory.oom.insert(pid, other);
+    d.memory_mut().oom.insert(pid, other);
     d.oom_adj(pid, allot_model::memory::WITHIN_SHARE_ADJ);
     assert_eq!(dir.oom_score_adj().unwrap(), before, "the give-back went to another process");
-    assert!(d.memory.oom.is_empty(), "the other process's entry is dropped");
-    d.memory.oom.insert(pid, other);
+    assert!(d.memory_mut().oom.is_empty(), "the other process's entry is dropped");
+    d.memory_mut().oom.insert(pid, other);
     d.undo_memory();
     assert_eq!(dir.oom_score_adj().unwrap(), before, "the undo went to another process");
     // Over its share: raised, recorded with this process's start, and given back to it.
     d.oom_adj(pid, 600);
     assert_eq!(dir.oom_score_adj().unwrap(), 600.max(before));
-    assert_eq!(d.memory.oom.get(&pid), Some(&Raised { start: dir.start(), orig: before }));
-    d.memory.oom.insert(pid, Raised { start: dir.start(), orig: 700 });
+    assert_eq!(d.memory_mut().oom.get(&pid), Some(&Raised { start: dir.start(), orig: before }));
+    d.memory_mut().oom.insert(pid, Raised { start: dir.start(), orig: 700 });
     d.undo_memory();
     assert_eq!(dir.oom_score_adj().unwrap(), 700, "the same process gets its value back");
     child.kill().unwrap();

@@ -3,12 +3,16 @@
 //! One event loop owns all state (system76-scheduler's and scx's shape): requests from
 //! the socket's connection threads, signals, cgroup changes reported by inotify and
 //! (when available) the kernel's process events all arrive as [`Event`]s on one channel;
-//! between them the loop runs its tick (`observe → plan → apply`, core.rs) and its scans
+//! between them the loop runs its tick (`gather → plan → apply`, core/tick.rs) and its scans
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
 pub mod allow;
+pub mod applied;
+#[cfg(test)]
+mod apply_tests;
 pub mod audit;
+pub mod backend;
 pub mod claims;
 pub mod core;
 mod currency_cap;
@@ -31,6 +35,7 @@ pub mod registry;
 pub mod requests;
 pub mod rules;
 pub mod server;
+mod serving;
 pub mod sessions;
 pub mod state;
 #[cfg(test)]
@@ -180,14 +185,14 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         Some(opts.state_dir.join(state::FILE))
     };
     let mut d = core::Daemon::start(cg, Box::<host::Linux>::default(), cfg, state_path, true)?;
-    d.defer_reads = true;
+    d.serving_mut().set_defer_reads(true);
     if std::fs::create_dir_all(&opts.state_dir).is_ok() {
-        d.audit = audit::Audit::new(Some(opts.state_dir.join(audit::USERS_FILE)));
+        d.serving_mut().set_audit(audit::Audit::new(Some(opts.state_dir.join(audit::USERS_FILE))));
     }
     // Under systemd the audit records are journal entries with fields to filter on.
     if allot_linux::journal::stderr_is_journal() {
         match allot_linux::journal::Journal::new(allot_linux::journal::SOCKET) {
-            Ok(j) => d.audit.set_journal(j),
+            Ok(j) => d.serving_mut().audit_mut().set_journal(j),
             Err(e) => log::warn!("audit records stay text lines on stderr: {e}"),
         }
     }
@@ -196,14 +201,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
-        if d.tree.cg.systemd() {
-            log::info!("released: nothing of allot's is left but the scopes of jobs still running, which end with them");
-        } else {
-            log::info!("released: allot's tree is gone, its processes run on where placement found them");
-        }
+        log::info!("released: {}", d.backend().released());
         return Ok(0);
     }
-    if let Some(ino) = d.watch.reader() {
+    if let Some(ino) = d.watch().reader() {
         let tx = tx.clone();
         std::thread::Builder::new().name("allot-inotify".into()).spawn(move || loop {
             let mut evs = vec![];
@@ -228,24 +229,24 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     }
     // One placer per source (claims.rs), before the first scan.
     let mut claims = claims::Claims::default();
-    if d.cfg.users.auto_place {
-        claims.apply(&mut d.placement);
+    if d.cfg().users.auto_place {
+        claims.apply(d.placement_mut());
     }
     // Events first, then the scan, so no process starts unseen between them.
-    let refilter = match process_events(tx.clone(), event_kinds(&d.cfg)) {
+    let refilter = match process_events(tx.clone(), event_kinds(d.cfg())) {
         Ok(r) => {
-            d.placement.events = true;
+            d.placement_mut().events = true;
             Some(r)
         }
         Err(e) => {
-            log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg.scan_ms);
+            log::warn!("no process events ({e}); new processes are found by scanning /proc every {} ms", d.cfg().scan_ms);
             None
         }
     };
     let mut metrics = endpoint(&d, None, &tx);
-    log::info!("adopted {} job(s); serving {}", d.desired.jobs.len(), opts.socket.display());
+    log::info!("adopted {} job(s); serving {}", d.desired().jobs.len(), opts.socket.display());
     d.scan();
-    let _ = allot_linux::notify::ready(&format!("{} jobs adopted", d.desired.jobs.len()));
+    let _ = allot_linux::notify::ready(&format!("{} jobs adopted", d.desired().jobs.len()));
     let watchdog = allot_linux::notify::watchdog_interval().map(|w| w / 2);
     let mut next_ping = Instant::now();
     let mut next_status = Instant::now();
@@ -271,9 +272,9 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         if now >= next_status {
             let _ = allot_linux::notify::status(&format!(
                 "{} jobs, {} placed, {} requests",
-                d.desired.jobs.len(),
-                d.counters.placed,
-                d.counters.requests
+                d.desired().jobs.len(),
+                d.counters().placed,
+                d.counters().requests
             ));
             next_status = now + Duration::from_secs(10);
         }
@@ -291,13 +292,13 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         for ev in first.into_iter().chain(std::iter::from_fn(|| rx.try_recv().ok())) {
             match ev {
                 Event::Request(p) => {
-                    let key = limits::bucket(p.peer.uid, d.placement.excluded_why(p.peer.uid).is_some());
+                    let key = limits::bucket(p.peer.uid, d.placement().excluded_why(p.peer.uid).is_some());
                     queue.push(key, p);
                 }
                 Event::Signal(libc::SIGHUP) => {
                     reload(&mut d, &opts, refilter.as_ref());
-                    if d.cfg.users.auto_place {
-                        claims.apply(&mut d.placement);
+                    if d.cfg().users.auto_place {
+                        claims.apply(d.placement_mut());
                     }
                     *admission.lock().unwrap_or_else(|e| e.into_inner()) = admission_of(&d);
                     metrics = endpoint(&d, metrics.take(), &tx);
@@ -323,15 +324,15 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
         if let Some(p) = queue.pop().filter(|p| p.claim.take()) {
             let t0 = Instant::now();
-            let key = limits::bucket(p.peer.uid, d.placement.excluded_why(p.peer.uid).is_some());
+            let key = limits::bucket(p.peer.uid, d.placement().excluded_why(p.peer.uid).is_some());
             let r = d.handle(p.req, &p.peer);
-            d.limits.charge(key, t0.elapsed());
+            d.serving().limits().charge(key, t0.elapsed());
             let r = match r {
                 Ok(v) => Reply::ok(v),
                 Err(e) => Reply::err(e),
             };
             // Refused at connect (connection limits) and over the request budget.
-            d.counters.limited = refused.load(std::sync::atomic::Ordering::Relaxed) + d.limits.refused();
+            d.counters_mut().limited = refused.load(std::sync::atomic::Ordering::Relaxed) + d.serving().limits().refused();
             let _ = p.reply.send(r);
         }
     }
@@ -347,16 +348,16 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
 
 /// Who the socket admits, as the config in force says.
 fn admission_of(d: &core::Daemon) -> server::Admission {
-    let limits = server::ConnLimits { per_user: d.cfg.limits.connections_per_user, total: d.cfg.limits.connections };
-    server::Admission { limits, humans: d.placement.humans(), budgets: d.limits.clone() }
+    let limits = server::ConnLimits { per_user: d.cfg().limits.connections_per_user, total: d.cfg().limits.connections };
+    server::Admission { limits, humans: d.placement().humans(), budgets: d.serving().limits().clone() }
 }
 
 /// The metrics endpoint the config in force asks for: `old` kept if its address is the
 /// same, else dropped (freeing the address) and the new one started.
 fn endpoint(d: &core::Daemon, old: Option<http::Endpoint>, tx: &Sender<Event>) -> Option<http::Endpoint> {
-    let want = d.cfg.metrics.listen.clone();
+    let want = d.cfg().metrics.listen.clone();
     // The config loader checked the list.
-    let nets = allow::parse(&d.cfg.metrics.allow).unwrap_or_default();
+    let nets = allow::parse(&d.cfg().metrics.allow).unwrap_or_default();
     if let Some(o) = old {
         if Some(&o.listen) == want.as_ref() {
             if let Err(e) = o.set_allow(nets) {
@@ -379,7 +380,7 @@ fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::p
     }
     let outcome = d.reload(opts);
     if let Some(r) = refilter {
-        if let Err(e) = r.set(event_kinds(&d.cfg)) {
+        if let Err(e) = r.set(event_kinds(d.cfg())) {
             log::error!(
                 "process events: cannot change what is reported ({e}); execs are matched against the rules again after the next reload that succeeds"
             );

@@ -202,29 +202,28 @@ impl Daemon {
     pub fn scan(&mut self) {
         // A job directory removed from outside (inotify reports it at once; this is the
         // safety net): its job is read at the next tick, which repairs it.
-        for j in self.desired.jobs.values() {
-            if !self.tree.cg.exists(&j.rel()) {
-                if let Some(t) = self.obs.jobs.get_mut(&j.id) {
-                    t.dirty = true;
-                }
+        let gone: Vec<_> = self.desired().jobs.values().filter(|j| !self.tree().cg().exists(&j.rel())).map(|j| j.id).collect();
+        for id in gone {
+            if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
+                t.dirty = true;
             }
         }
-        if !self.cfg.users.auto_place {
+        if !self.cfg().users.auto_place {
             return;
         }
-        self.placement.last_scan = Some(Instant::now());
-        let pids = self.host.pids();
+        self.placement_mut().last_scan = Some(Instant::now());
+        let pids = self.host().pids();
         let mut next = HashMap::with_capacity(pids.len());
         for pid in pids {
-            let Some((owner, ino)) = self.host.quick(pid) else { continue };
-            let keep = match self.placement.seen.get(&pid) {
+            let Some((owner, ino)) = self.host().quick(pid) else { continue };
+            let keep = match self.placement().seen.get(&pid) {
                 Some(&(i, o, seen)) if i == ino && o == owner && seen != Seen::Retry => Some(seen),
                 _ => None,
             };
             let seen = keep.unwrap_or_else(|| self.consider(pid, false));
             next.insert(pid, (ino, owner, seen));
         }
-        self.placement.seen = next;
+        self.placement_mut().seen = next;
         self.due_execs();
     }
 
@@ -237,12 +236,12 @@ impl Daemon {
         for e in evs {
             match e {
                 ProcEvent::Uid { pid, .. } => self.on_process(pid, false),
-                ProcEvent::Exec { pid } if !self.cfg.compiled_rules.is_empty() => self.on_exec(pid),
+                ProcEvent::Exec { pid } if !self.cfg().compiled_rules.is_empty() => self.on_exec(pid),
                 ProcEvent::Lost => {
                     lost = true;
-                    if !self.placement.events_lost_logged {
+                    if !self.placement().events_lost_logged {
                         log::warn!("the kernel dropped process events (its queue overflowed); scanning /proc to catch up");
-                        self.placement.events_lost_logged = true;
+                        self.placement_mut().events_lost_logged = true;
                     }
                 }
                 _ => {}
@@ -253,26 +252,26 @@ impl Daemon {
 
     /// A process event (its user changed, or it exec'd): look at it now.
     pub fn on_process(&mut self, pid: i32, exec: bool) {
-        if !self.cfg.users.auto_place {
+        if !self.cfg().users.auto_place {
             return;
         }
         // Owner and inode before the look: a change after it shows at the next scan.
-        let Some((owner, ino)) = self.host.quick(pid) else { return };
+        let Some((owner, ino)) = self.host().quick(pid) else { return };
         let seen = self.consider(pid, exec);
-        self.placement.seen.insert(pid, (ino, owner, seen));
+        self.placement_mut().seen.insert(pid, (ino, owner, seen));
     }
 
     /// An exec: matched against the rules within its user's budget (budget.rs). Only a
     /// human user's process can match a rule; another's exec costs one stat(2).
     fn on_exec(&mut self, pid: i32) {
-        if !self.cfg.users.auto_place {
+        if !self.cfg().users.auto_place {
             return;
         }
-        let Some((owner, ino)) = self.host.quick(pid) else { return };
-        if !self.placement.humans.contains(owner) {
+        let Some((owner, ino)) = self.host().quick(pid) else { return };
+        if !self.placement().humans.contains(owner) {
             return;
         }
-        if self.placement.execs.admit(owner, pid, ino, Instant::now()) {
+        if self.placement_mut().execs.admit(owner, pid, ino, Instant::now()) {
             self.on_process(pid, true);
         }
     }
@@ -280,8 +279,8 @@ impl Daemon {
     /// Execs that waited for their user's budget and may be matched now (the process still
     /// the one that exec'd: same /proc inode); at every tick and batch of process events.
     pub fn due_execs(&mut self) {
-        for (pid, ino) in self.placement.execs.due(Instant::now()) {
-            if self.host.quick(pid).is_some_and(|(_, i)| i == ino) {
+        for (pid, ino) in self.placement_mut().execs.due(Instant::now()) {
+            if self.host().quick(pid).is_some_and(|(_, i)| i == ino) {
                 self.on_process(pid, true);
             }
         }
@@ -289,7 +288,7 @@ impl Daemon {
 
     fn mark_left(&mut self, place: &Place) {
         if let Place::Job(id) = place {
-            if let Some(t) = self.obs.jobs.get_mut(id) {
+            if let Some(t) = self.obs_mut().jobs.get_mut(id) {
                 t.dirty = true;
             }
         }

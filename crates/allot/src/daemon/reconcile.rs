@@ -72,11 +72,11 @@ impl Watch {
 
 impl Daemon {
     fn note_outside(&mut self, key: String, msg: String) {
-        self.counters.reconciled += 1;
+        self.counters_mut().reconciled += 1;
         let now = Instant::now();
-        if self.watch.logged.get(&key).is_none_or(|t| now.duration_since(*t) > Duration::from_secs(60)) {
+        if self.watch().logged.get(&key).is_none_or(|t| now.duration_since(*t) > Duration::from_secs(60)) {
             log::warn!("{msg}");
-            self.watch.logged.insert(key, now);
+            self.watch_mut().logged.insert(key, now);
         }
     }
 
@@ -86,18 +86,16 @@ impl Daemon {
         for e in evs {
             if e.mask & inotify::OVERFLOW != 0 {
                 // Events were lost: write everything once more.
-                for rel in self.tree.applied.keys().cloned().collect::<Vec<_>>() {
-                    self.tree.forget(&rel);
-                }
+                self.forget_applied(None);
                 replan = true;
                 continue;
             }
-            let Some(rel) = self.watch.by_wd.get(&e.wd).cloned() else { continue };
+            let Some(rel) = self.watch().by_wd.get(&e.wd).cloned() else { continue };
             if e.mask & (inotify::DELETE_SELF | inotify::IGNORED) != 0 {
-                self.watch.unwatch(&rel);
-                if let Some(j) = self.desired.by_rel(&rel) {
+                self.unwatch_rel(&rel);
+                if let Some(j) = self.desired().by_rel(&rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
                         t.dirty = true;
                     }
                 }
@@ -106,10 +104,10 @@ impl Daemon {
             if e.mask & inotify::DELETE != 0 && e.mask & inotify::ISDIR != 0 {
                 // rmdir reports to the parent's watch (the directory's own may say nothing).
                 let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
-                self.watch.unwatch(&child);
-                if let Some(j) = self.desired.by_rel(&child) {
+                self.unwatch_rel(&child);
+                if let Some(j) = self.desired().by_rel(&child) {
                     let id = j.id;
-                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
                         t.dirty = true;
                     }
                 }
@@ -117,7 +115,7 @@ impl Daemon {
             }
             if e.mask & inotify::CREATE != 0 && e.mask & inotify::ISDIR != 0 && !e.name.starts_with('.') {
                 let child = if rel.is_empty() { e.name.clone() } else { format!("{rel}/{}", e.name) };
-                if self.desired.by_rel(&child).is_none() && !self.is_currency_dir(&child) {
+                if self.desired().by_rel(&child).is_none() && !self.is_currency_dir(&child) {
                     self.note_outside(
                         format!("create {child}"),
                         format!("cgroup {child} appeared in allot's tree, made by someone else; allot leaves it alone"),
@@ -137,27 +135,28 @@ impl Daemon {
 
     fn is_currency_dir(&self, rel: &str) -> bool {
         let name = rel.strip_prefix(&format!("{}/", super::registry::BACKGROUND)).unwrap_or(rel);
-        !name.contains('/') && self.desired.jobs.values().any(|j| j.currency.dir() == name)
+        !name.contains('/') && self.desired().jobs.values().any(|j| j.currency.dir() == name)
     }
 
     /// Compares a written file with what allot last wrote; true if it must be re-asserted.
     fn check_file(&mut self, rel: &str, file: &str) -> bool {
-        let Some(applied) = self.tree.applied.get(rel).cloned() else { return false };
+        let Some(node) = super::applied::Node::of_rel(rel) else { return false };
+        let Some(applied) = self.tree().applied().get(&node).cloned() else { return false };
         match file {
             "cpu.weight" | "cpu.shares" => {
-                let (Some(w), Ok(now)) = (applied.weight, self.tree.cg.weight(rel)) else { return false };
+                let (Some(w), Ok(now)) = (applied.weight, self.tree().cg().weight(rel)) else { return false };
                 if now == w {
                     return false;
                 }
                 self.note_outside(
                     format!("{rel} weight"),
-                    format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree.cg.dir(rel).display()),
+                    format!("{}: weight changed from outside to {now} (allot wrote {w}); re-asserting", self.tree().cg().dir(rel).display()),
                 );
-                self.tree.applied.entry(rel.to_string()).or_default().weight = None;
+                self.tree_mut().applied_mut().forget_weight(&node);
                 true
             }
             "cpu.max" | "cpu.cfs_quota_us" | "cpu.cfs_period_us" => {
-                let (Some(q), Ok(now)) = (applied.max, self.tree.cg.max(rel)) else { return false };
+                let (Some(q), Ok(now)) = (applied.max, self.tree().cg().max(rel)) else { return false };
                 let want = q.map(|q| allot_linux::cgroup::Max { quota_us: q, period_us: super::tree::PERIOD_US });
                 if now == want {
                     return false;
@@ -167,31 +166,31 @@ impl Daemon {
                     format!("{rel} max"),
                     format!(
                         "{}: cpu.max changed from outside to {} (allot wrote {}); re-asserting",
-                        self.tree.cg.dir(rel).display(),
+                        self.tree().cg().dir(rel).display(),
                         show(now),
                         show(want)
                     ),
                 );
-                self.tree.applied.entry(rel.to_string()).or_default().max = None;
+                self.tree_mut().applied_mut().forget_max(&node);
                 true
             }
             "cpu.idle" if rel == super::registry::BACKGROUND => {
-                if self.tree.cg.idle(rel).unwrap_or(true) {
+                if self.tree().cg().idle(rel).unwrap_or(true) {
                     return false;
                 }
                 self.note_outside(
                     format!("{rel} idle"),
-                    format!("{}: cpu.idle changed from outside to 0; re-asserting 1", self.tree.cg.dir(rel).display()),
+                    format!("{}: cpu.idle changed from outside to 0; re-asserting 1", self.tree().cg().dir(rel).display()),
                 );
-                if let Err(e) = self.tree.cg.set_idle(rel, true) {
+                if let Err(e) = self.tree().cg().set_idle(rel, true) {
                     log::error!("could not set cpu.idle of {rel} to 1: {e}");
                 }
                 false
             }
             "cgroup.procs" | "tasks" => {
-                if let Some(j) = self.desired.by_rel(rel) {
+                if let Some(j) = self.desired().by_rel(rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs.jobs.get_mut(&id) {
+                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
                         t.dirty = true;
                     }
                 }

@@ -27,16 +27,16 @@ enum Back {
 impl Daemon {
     /// Serves one request from `peer`. Every refusal changes nothing.
     pub fn handle(&mut self, req: Request, peer: &Peer) -> R<Response> {
-        self.counters.requests += 1;
+        self.counters_mut().requests += 1;
         // Every request ends the audit budgets' past minutes (their summaries written).
-        self.audit.flush_now();
+        self.serving_mut().audit_mut().flush_now();
         // The request budget was taken in the connection's thread (server.rs).
-        let excluded = self.placement.excluded_why(peer.uid).map(String::from);
+        let excluded = self.placement().excluded_why(peer.uid).map(String::from);
         let key = super::limits::bucket(peer.uid, excluded.is_some());
         if !super::audit::changes_something(&req) {
             return self.dispatch(req, peer);
         }
-        let before = self.desired.clone();
+        let before = self.desired().clone();
         let request = super::audit::describe(&req);
         // A uid that is no login user's (a subordinate uid: a rootless container's process)
         // changes nothing: each would otherwise be a currency and a job budget of its own.
@@ -44,11 +44,11 @@ impl Daemon {
             Some(why) => Err(format!("uid {} is not a login user's ({why}): allot makes changes only for login users and root", peer.uid)),
             None => self.dispatch(req, peer),
         };
-        let (changes, touched) = super::audit::diff(&before, &self.desired, |c| self.currency_name(c));
+        let (changes, touched) = super::audit::diff(&before, self.desired(), |c| self.currency_name(c));
         let mut owners: Vec<u32> = touched.iter().map(|j| j.owner).collect();
         // A user's own currency's funding and cap are their business too.
-        let funded = self.desired.funding.keys().filter(|c| before.funding.get(*c) != self.desired.funding.get(*c));
-        let capped = self.desired.caps.keys().filter(|c| before.caps.get(*c) != self.desired.caps.get(*c));
+        let funded = self.desired().funding.keys().filter(|c| before.funding.get(*c) != self.desired().funding.get(*c));
+        let capped = self.desired().caps.keys().filter(|c| before.caps.get(*c) != self.desired().caps.get(*c));
         owners.extend(funded.chain(capped).filter_map(|c| match c {
             CurrencyId::User(u) => Some(*u),
             CurrencyId::Named(_) => None,
@@ -65,7 +65,7 @@ impl Daemon {
             jobs: touched.iter().map(|j| self.show_id(j)).collect(),
             owners,
         };
-        self.audit.record_as(key, rec);
+        self.serving_mut().audit_mut().record_as(key, rec);
         r
     }
 
@@ -97,16 +97,16 @@ impl Daemon {
         if c.is_background() {
             return Ok((None, true));
         }
-        c.within(cap, self.ncpu).map_err(|e| e.to_string())?;
+        c.within(cap, self.ncpu()).map_err(|e| e.to_string())?;
         Ok((Some(c), false))
     }
 
     pub(super) fn check_job_limit(&self, uid: u32) -> R<()> {
-        let n = self.desired.jobs.values().filter(|j| j.owner == uid && matches!(j.id, JobId::Numbered(_))).count();
-        if uid != 0 && n >= self.cfg.limits.jobs_per_user {
+        let n = self.desired().jobs.values().filter(|j| j.owner == uid && matches!(j.id, JobId::Numbered(_))).count();
+        if uid != 0 && n >= self.cfg().limits.jobs_per_user {
             return Err(format!(
                 "uid {uid} has {n} jobs, the limit (limits.jobs_per_user = {}); let some finish or ask the admin to raise it",
-                self.cfg.limits.jobs_per_user
+                self.cfg().limits.jobs_per_user
             ));
         }
         Ok(())
@@ -119,7 +119,7 @@ impl Daemon {
 
     fn back_of_place(&self, place: &Place) -> Back {
         match place {
-            Place::Job(id) => Back::Rel(self.desired.jobs[id].rel()),
+            Place::Job(id) => Back::Rel(self.desired().jobs[id].rel()),
             Place::Stray(rel) => Back::Rel(rel.clone()),
             Place::Source(p) | Place::Foreign(p) | Place::Session { path: p, .. } => Back::Path(p.clone()),
         }
@@ -130,8 +130,8 @@ impl Daemon {
             match u {
                 Undo::Moved { proc, back } => self.move_back(&proc, &back),
                 Undo::Made(rel) => {
-                    let _ = self.tree.remove(&rel);
-                    self.watch.unwatch(&rel);
+                    let _ = self.tree_mut().remove(&rel);
+                    self.unwatch_rel(&rel);
                 }
             }
         }
@@ -140,11 +140,11 @@ impl Daemon {
     fn move_back(&mut self, proc: &super::host::Proc, back: &Back) {
         match back {
             Back::Rel(rel) => {
-                let _ = self.tree.move_verified(self.host.as_ref(), proc, rel);
+                let _ = self.move_verified(proc, rel);
             }
             Back::Path(path) => {
-                if self.host.alive(proc) {
-                    let _ = self.tree.cg.move_to_path(path, proc.pid);
+                if self.host().alive(proc) {
+                    let _ = self.tree().cg().move_to_path(path, proc.pid);
                 }
             }
         }
@@ -158,7 +158,7 @@ impl Daemon {
         self.move_for_request(&t.proc, &spec.rel())?;
         // The job it left is read again at the next tick: emptied, it is reaped.
         if let Place::Job(id) = &t.place {
-            if let Some(o) = self.obs.jobs.get_mut(id) {
+            if let Some(o) = self.obs_mut().jobs.get_mut(id) {
                 o.dirty = true;
             }
         }
@@ -171,23 +171,25 @@ impl Daemon {
     /// `undo` taken back, and the request refused (an acknowledged change must survive a
     /// crash).
     fn commit(&mut self, specs: Vec<JobSpec>, undo: &mut Vec<Undo>) -> R<()> {
-        let before = self.desired.clone();
+        let before = self.desired().clone();
         let ids: Vec<JobId> = specs.iter().map(|s| s.id).collect();
         for s in specs {
             // Its threads and processes now: the plan applied below reaches them (the boost
             // slice), and a directory removed before the next tick can still be repaired.
-            let threads = self.tree.cg.threads(&s.rel()).unwrap_or_default();
-            let procs = self.tree.cg.procs(&s.rel()).unwrap_or_default();
-            let t = self.obs.jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(self.cfg.half_life_ms));
+            let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
+            let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
+            let half_life_ms = self.cfg().half_life_ms;
+            let t = self.obs_mut().jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(half_life_ms));
             t.threads = threads;
             t.procs = procs;
             t.dirty = true;
-            self.desired.jobs.insert(s.id, s);
+            self.desired_mut().jobs.insert(s.id, s);
         }
         if let Err(e) = self.save() {
-            self.desired = before;
-            for id in ids.iter().filter(|id| !self.desired.jobs.contains_key(id)) {
-                self.obs.jobs.remove(id);
+            *self.desired_mut() = before;
+            let dropped: Vec<JobId> = ids.iter().filter(|id| !self.desired().jobs.contains_key(id)).copied().collect();
+            for id in &dropped {
+                self.obs_mut().jobs.remove(id);
             }
             self.rollback(std::mem::take(undo));
             return Err(Self::unsaved(&e));
@@ -233,7 +235,7 @@ impl Daemon {
         let caller = peer.caller.as_ref().ok_or_else(|| {
             format!("cannot prove which process is asking (pid {} at connect): this kernel has no SO_PEERPIDFD and the client sent no pidfd; use the allot CLI of this version", peer.pid)
         })?;
-        let info = self.host.info(caller).filter(|_| self.host.alive(caller)).ok_or("the calling process exited; nothing was changed")?;
+        let info = self.host().info(caller).filter(|_| self.host().alive(caller)).ok_or("the calling process exited; nothing was changed")?;
         if !info.creds.all(peer.uid) {
             return Err(format!(
                 "the calling process runs with uids {:?}, not all yours (uid {}); allot run must be called by a process that is wholly yours",
@@ -255,7 +257,7 @@ impl Daemon {
                 ));
             }
         }
-        let mut spec = JobSpec::new(self.desired.take_id(), cur.clone(), peer.uid);
+        let mut spec = JobSpec::new(self.desired_mut().take_id(), cur.clone(), peer.uid);
         spec.tickets = tickets;
         spec.cap = cap;
         spec.background = background || cap_bg;
@@ -289,17 +291,17 @@ impl Daemon {
     /// one (in the currency of the default job it is in, or its owner's).
     fn own_job_plan(&mut self, t: &Target) -> (JobSpec, bool) {
         if let Place::Job(id @ JobId::Numbered(_)) = t.place {
-            return (self.desired.jobs[&id].clone(), false);
+            return (self.desired().jobs[&id].clone(), false);
         }
         let owner = t.info.creds.uid[0];
         let (cur, base) = match t.place {
             Place::Job(id) => {
-                let d = &self.desired.jobs[&id];
+                let d = &self.desired().jobs[&id];
                 (d.currency.clone(), Some(d.clone()))
             }
             _ => (CurrencyId::User(owner), None),
         };
-        let mut spec = JobSpec::new(self.desired.take_id(), cur, owner);
+        let mut spec = JobSpec::new(self.desired_mut().take_id(), cur, owner);
         if let Some(b) = base {
             spec.tickets = b.tickets;
             spec.background = b.background;
@@ -391,7 +393,7 @@ impl Daemon {
         let mut left: Vec<String> = undo
             .iter()
             .filter_map(|u| match u {
-                Undo::Moved { back: Back::Rel(old), .. } if self.desired.by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) => {
+                Undo::Moved { back: Back::Rel(old), .. } if self.desired().by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) => {
                     Some(old.clone())
                 }
                 _ => None,
@@ -400,9 +402,9 @@ impl Daemon {
         left.dedup();
         self.commit(specs, &mut undo)?;
         for old in left {
-            if self.tree.cg.procs(&old).is_ok_and(|p| p.is_empty()) {
-                let _ = self.tree.remove(&old);
-                self.watch.unwatch(&old);
+            if self.tree().cg().procs(&old).is_ok_and(|p| p.is_empty()) {
+                let _ = self.tree_mut().remove(&old);
+                self.unwatch_rel(&old);
             }
         }
         Ok(Response::Changed(Changed { jobs, focus: None, warnings }))
@@ -416,16 +418,16 @@ impl Daemon {
         self.make_job_dir(&to)?;
         undo.push(Undo::Made(to.rel()));
         for _ in 0..100 {
-            let procs = self.tree.cg.procs(&old).unwrap_or_default();
+            let procs = self.tree().cg().procs(&old).unwrap_or_default();
             if procs.is_empty() {
                 return Ok(());
             }
             for pid in procs {
-                let Ok(p) = self.host.open(pid) else { continue };
-                if self.tree.cg.rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
+                let Ok(p) = self.host().open(pid) else { continue };
+                if self.tree().cg().rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
                     continue;
                 }
-                match self.tree.move_verified(self.host.as_ref(), &p, &to.rel()) {
+                match self.move_verified(&p, &to.rel()) {
                     Ok(()) => undo.push(Undo::Moved { proc: p, back: Back::Rel(old.clone()) }),
                     Err(super::tree::MoveError::Gone) => {}
                     Err(super::tree::MoveError::Kernel(k)) => return Err(format!("could not move process {pid} of {}: {k}", spec.id)),
@@ -464,7 +466,7 @@ impl Daemon {
         let t = self.target(peer, pid, force)?;
         let owner = t.info.creds.uid[0];
         self.check_job_limit(owner)?;
-        let spec = JobSpec::new(self.desired.take_id(), cur.clone(), owner);
+        let spec = JobSpec::new(self.desired_mut().take_id(), cur.clone(), owner);
         let mut undo = vec![];
         if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
             self.rollback(undo);
@@ -491,22 +493,22 @@ impl Daemon {
         let f = funding.map(|f| Funding::new(f).map_err(|e| e.to_string())).transpose()?;
         let c = cap.as_deref().map(|c| self.parse_currency_cap(c)).transpose()?;
         let what = if cap.is_some() { "funding and currency caps on this machine are" } else { "funding on this machine is" };
-        if self.cfg.funding_authority == crate::config::FundingAuthority::Config {
+        if self.cfg().funding_authority == crate::config::FundingAuthority::Config {
             return Err(format!("{what} set by its config (funding_authority = \"config\": a centrally managed fleet); change it there"));
         }
         if !self.may_fund(peer, &cur) {
             let what = if cap.is_some() { "the cap" } else { "funding" };
             return Err(format!("setting {what} of {:?} is root's (or a config-listed owner's); you are uid {}", self.currency_name(&cur), peer.uid));
         }
-        let (funding_before, caps_before) = (self.desired.funding.clone(), self.desired.caps.clone());
+        let (funding_before, caps_before) = (self.desired().funding.clone(), self.desired().caps.clone());
         if let Some(f) = f {
-            self.desired.funding.insert(cur.clone(), f.get());
+            self.desired_mut().funding.insert(cur.clone(), f.get());
         }
         if let Some(c) = c {
-            self.desired.caps.insert(cur.clone(), c);
+            self.desired_mut().caps.insert(cur.clone(), c);
         }
         if let Err(e) = self.save() {
-            (self.desired.funding, self.desired.caps) = (funding_before, caps_before);
+            (self.desired_mut().funding, self.desired_mut().caps) = (funding_before, caps_before);
             return Err(Self::unsaved(&e));
         }
         self.replan();
@@ -519,7 +521,7 @@ impl Daemon {
             return Ok(None);
         }
         let c = Cap::parse_currency(cap).map_err(|e| e.to_string())?;
-        c.within(cap, self.ncpu).map_err(|e| e.to_string())?;
+        c.within(cap, self.ncpu()).map_err(|e| e.to_string())?;
         Ok(Some(c))
     }
 }

@@ -244,7 +244,7 @@ fn a_removed_job_directory_is_recreated_and_its_processes_put_back() {
     d.scan();
     d.tick();
     assert_eq!(path_of(&w, 100), job);
-    assert_eq!(d.counters.reconciled, 1);
+    assert_eq!(d.counters().reconciled, 1);
     let s = show(&mut d, 3000);
     assert_eq!(s.jobs.iter().find(|j| j.pids.as_deref() == Some(&[100][..])).unwrap().tickets, 300);
 }
@@ -268,7 +268,7 @@ fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
-    d.cfg.policy.boost_slice_us = 100;
+    d.cfg_mut().policy.boost_slice_us = 100;
     let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
     let Response::Job(_) = r else { panic!() };
     assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
@@ -282,7 +282,7 @@ fn an_inherited_boost_slice_is_given_back_as_the_default() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
-    d.cfg.policy.boost_slice_us = 100;
+    d.cfg_mut().policy.boost_slice_us = 100;
     let Response::Job(_) =
         d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap()
     else {
@@ -487,7 +487,7 @@ fn a_cap_above_the_machine_is_refused_with_the_value_the_cpus_and_the_forms() {
     let w = world();
     w.lock().unwrap().spawn(200, 3001, "/", "allot run");
     let mut d = start(&w, None);
-    d.ncpu = 2;
+    d.set_ncpu(2);
     let r = d.handle(Request::Run { tickets: None, currency: None, cap: Some("3".into()), background: false, force: false }, &peer(&w, 3001, 200));
     let e = format!("{:?}", r.unwrap_err());
     assert!(e.contains("cap \\\"3\\\" is more than this machine's 2 CPUs: give at most 2 CPUs") && e.contains("1/2") && e.contains("50%"), "{e}");
@@ -519,7 +519,7 @@ fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
-    d.ncpu = 1;
+    d.set_ncpu(1);
     let Ok(Response::Job(made)) =
         d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100))
     else {
@@ -538,11 +538,11 @@ fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
         w.lock().unwrap().dirs.get_mut(&dir).unwrap().usage_ns += 100_000_000;
         d.tick_at(t0 + std::time::Duration::from_millis(100) * k);
     }
-    let id = d.desired.jobs.values().find(|j| d.show_id(j) == made.job).unwrap().id;
-    assert_eq!(d.planned.jobs[&id].boost, Boost::CpuBound);
+    let id = d.desired().jobs.values().find(|j| d.show_id(j) == made.job).unwrap().id;
+    assert_eq!(d.planned().jobs[&id].boost, Boost::CpuBound);
     let b = boost(&d);
     assert!(!b.on, "{b:?}");
-    let ent = d.planned.jobs[&id].boost_limits.entitlement;
+    let ent = d.planned().jobs[&id].boost_limits.entitlement;
     assert!(b.because.contains(&format!("at least {BOOST_LAST_TICK_BELOW} × its entitlement {ent:.3}")), "{b:?}");
     // Then it uses 3% of it: interactive, below both limits, named from the plan.
     for k in 20..40u32 {
@@ -553,7 +553,7 @@ fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
     let b = x.reasons.iter().find(|r| r.state == "boost").unwrap();
     assert!(b.on && b.because.starts_with("interactive"), "{b:?}");
     assert!(b.because.contains(&format!("(below {BOOST_LAST_TICK_BELOW} × ")), "{b:?}");
-    assert_eq!(x.threshold, d.planned.jobs[&id].boost_limits.window, "the plan's threshold, not a recomputed one");
+    assert_eq!(x.threshold, d.planned().jobs[&id].boost_limits.window, "the plan's threshold, not a recomputed one");
     // Niced to 19: the bound nice emulation put on its base tickets, in the model's numbers.
     w.lock().unwrap().procs.get_mut(&100).unwrap().nice = 19;
     for k in 40..45u32 {

@@ -1,26 +1,15 @@
-//! allot's cgroup tree and the *applied* state: what the daemon last wrote to each file.
-//! Writes go out only where the plan differs from it; it starts empty (everything is
+//! allot's cgroups and the *applied* state (applied.rs): what the daemon last wrote to each
+//! node. Writes go out only where the plan differs from it; it starts empty (everything is
 //! written once after a start, so no adjustment left by a dead daemon survives), and a
 //! change made from outside (reconcile.rs) resets an entry so the plan is written again.
-//! Every failed write is logged with its path, value and error, once per path and error.
+//! Every failed write is returned as a [`Failure`]; the tick logs and counts them.
 
+use super::applied::{Applied, Failure, Node, Setting, Write};
 use super::host::{Host, Proc};
-use super::registry::JobId;
 use allot_linux::cgroup::{CpuController, Max};
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
 
-/// cpu.max period allot uses (the kernel's default).
-pub const PERIOD_US: u64 = 100_000;
-
-/// What was last written to one directory (None: not known, write it).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Written {
-    /// Weight in allot units.
-    pub weight: Option<u32>,
-    /// Quota µs per PERIOD_US (Some(None): unlimited).
-    pub max: Option<Option<u64>>,
-}
+pub use super::applied::PERIOD_US;
 
 /// Why a verified move failed.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,16 +23,9 @@ pub enum MoveError {
 /// allot's cgroups and what was written to them.
 pub struct Tree {
     /// The cpu controller, rooted at allot's root.
-    pub cg: Box<dyn CpuController>,
-    /// Per directory (relative to allot's root).
-    pub applied: HashMap<String, Written>,
-    /// Per boosted job, per thread: the slice it had before, to restore.
-    pub slices: HashMap<JobId, HashMap<i32, u64>>,
-    /// Per job: the slice decision and thread-list generation last applied.
-    pub slices_done: HashMap<JobId, (Option<u64>, u64)>,
-    failed: HashMap<String, Instant>,
-    /// Writes that failed since start.
-    pub write_errors: u64,
+    cg: Box<dyn CpuController>,
+    /// What was last written, per node.
+    applied: Applied,
     rt: Option<Rt>,
 }
 
@@ -64,16 +46,28 @@ struct Rt {
 impl Tree {
     /// A tree over a controller.
     pub fn new(cg: Box<dyn CpuController>) -> Self {
-        Self { cg, applied: HashMap::new(), slices: HashMap::new(), slices_done: HashMap::new(), failed: HashMap::new(), write_errors: 0, rt: None }
+        Self { cg, applied: Applied::default(), rt: None }
     }
 
-    fn report(&mut self, what: &str, rel: &str, value: &str, e: &allot_linux::Error) {
-        self.write_errors += 1;
-        let key = format!("{what} {rel} {e}");
-        let now = Instant::now();
-        if self.failed.get(&key).is_none_or(|t| now.duration_since(*t) > Duration::from_secs(60)) {
-            log::error!("could not {what} {rel} to {value}: {e}");
-            self.failed.insert(key, now);
+    /// The cpu controller, rooted at allot's root.
+    pub fn cg(&self) -> &dyn CpuController {
+        self.cg.as_ref()
+    }
+
+    /// What was last written, per node.
+    pub fn applied(&self) -> &Applied {
+        &self.applied
+    }
+
+    /// What was last written, to forget (outside changes, lost events, held writes).
+    pub fn applied_mut(&mut self) -> &mut Applied {
+        &mut self.applied
+    }
+
+    /// A directory adopted at start: known, nothing written yet.
+    pub fn adopted(&mut self, rel: &str) {
+        if let Some(n) = Node::of_rel(rel) {
+            self.applied.made(n);
         }
     }
 
@@ -83,13 +77,15 @@ impl Tree {
             return Ok(());
         }
         self.cg.create(rel).map_err(|e| e.to_string())?;
-        self.applied.insert(rel.to_string(), Written::default());
+        self.adopted(rel);
         Ok(())
     }
 
     /// Removes an empty directory and forgets what was written to it.
     pub fn remove(&mut self, rel: &str) -> Result<(), String> {
-        self.applied.remove(rel);
+        if let Some(n) = Node::of_rel(rel) {
+            self.applied.removed(&n);
+        }
         if let Some(rt) = &mut self.rt {
             // A removed cgroup's task group stays among its parent's children until the
             // kernel frees it, its real-time runtime still counted against the parent's:
@@ -100,57 +96,30 @@ impl Tree {
         self.cg.remove(rel).map_err(|e| e.to_string())
     }
 
-    /// Writes a weight unless it is what was last written.
-    pub fn weight(&mut self, rel: &str, w: u32) {
-        if self.applied.get(rel).is_some_and(|a| a.weight == Some(w)) {
-            return;
+    /// Writes one value unless it is what was last written to its node.
+    pub fn write(&mut self, w: &Write) -> Result<(), Failure> {
+        if self.applied.holds(&w.node, w.setting) {
+            return Ok(());
         }
-        match self.cg.set_weight(rel, w) {
-            Ok(()) => self.applied.entry(rel.to_string()).or_default().weight = Some(w),
-            Err(e) => {
-                self.applied.entry(rel.to_string()).or_default().weight = None;
-                self.report("set the weight of", rel, &w.to_string(), &e)
+        let rel = w.rel.as_str();
+        let r = match w.setting {
+            Setting::Weight(v) => self.cg.set_weight(rel, v).map_err(|e| ("set the weight of", v.to_string(), e)),
+            Setting::ScopeWeight(v) => self.cg.set_scope_weight(rel, v).map_err(|e| ("set the scope weight of", v.to_string(), e)),
+            Setting::Max(cpus) => {
+                let quota = Setting::quota_us(cpus);
+                self.cg.set_max(rel, quota.map(|q| Max { quota_us: q, period_us: PERIOD_US })).map_err(|e| {
+                    let v = quota.map_or("max".into(), |q| format!("{q} {PERIOD_US}"));
+                    ("set cpu.max of", v, e)
+                })
             }
-        }
+        };
+        self.applied.record(&w.node, w.setting, r.is_ok());
+        r.map_err(|(what, value, e)| Failure { what, place: rel.to_string(), value, error: e.to_string() })
     }
 
-    /// Weighs the scope of currency `rel`'s jobs (systemd: against the user's sessions),
-    /// unless it is what was last written. Kept as applied under `rel` + `/#scope`, the key
-    /// the backend reports a failed held write under.
-    pub fn scope_weight(&mut self, rel: &str, w: u32) {
-        let key = format!("{rel}/#scope");
-        if self.applied.get(&key).is_some_and(|a| a.weight == Some(w)) {
-            return;
-        }
-        match self.cg.set_scope_weight(rel, w) {
-            Ok(()) => self.applied.entry(key).or_default().weight = Some(w),
-            Err(e) => {
-                self.applied.entry(key).or_default().weight = None;
-                self.report("set the scope weight of", rel, &w.to_string(), &e)
-            }
-        }
-    }
-
-    /// Writes cpu.max (None: unlimited) unless it is what was last written.
-    pub fn max(&mut self, rel: &str, cpus: Option<f64>) {
-        let quota = cpus.map(|c| ((c * PERIOD_US as f64).round() as u64).max(1000));
-        if self.applied.get(rel).is_some_and(|a| a.max == Some(quota)) {
-            return;
-        }
-        match self.cg.set_max(rel, quota.map(|q| Max { quota_us: q, period_us: PERIOD_US })) {
-            Ok(()) => self.applied.entry(rel.to_string()).or_default().max = Some(quota),
-            Err(e) => {
-                self.applied.entry(rel.to_string()).or_default().max = None;
-                let v = quota.map_or("max".into(), |q| format!("{q} {PERIOD_US}"));
-                self.report("set cpu.max of", rel, &v, &e)
-            }
-        }
-    }
-
-    /// Forgets what was written to `rel`, so the next apply writes it again.
-    pub fn forget(&mut self, rel: &str) {
-        self.applied.insert(rel.to_string(), Written::default());
-        self.slices_done.clear();
+    /// Writes every value that differs from what was last written; returns every failure.
+    pub fn apply(&mut self, writes: &[Write]) -> Vec<Failure> {
+        writes.iter().filter_map(|w| self.write(w).err()).collect()
     }
 
     /// Moves a process into `rel`, proving it is the process held: alive before the write
@@ -179,8 +148,8 @@ impl Tree {
         Err(MoveError::Gone)
     }
 
-    /// Sets up real-time budgets where the kernel has RT group scheduling (see [`Rt`]).
-    /// Returns a sentence for `allot status`.
+    /// Sets up real-time budgets where the kernel has RT group scheduling (see [`Rt`]),
+    /// assigned by [`Self::rt_assign`]. Returns a sentence for `allot status`.
     pub fn rt_setup(&mut self) -> String {
         let top = self.cg.mount().join("cpu.rt_runtime_us");
         let Ok(text) = std::fs::read_to_string(&top) else {
@@ -200,7 +169,6 @@ impl Tree {
         let share = ((root - taken) / 2).min(root / 2).max(0);
         let budget = if root < 0 { [-1, -1] } else { [share * 3 / 4, share / 4] };
         self.rt = Some(Rt { budget, written: HashMap::new() });
-        self.rt_assign();
         if root < 0 {
             "real-time group scheduling, unlimited (kernel.sched_rt_runtime_us = -1): every job may run real-time tasks".into()
         } else if share == 0 {
@@ -214,8 +182,8 @@ impl Tree {
     }
 
     /// Re-divides the real-time budget after jobs came or went (no-op without RT groups).
-    pub fn rt_assign(&mut self) {
-        let Some(rt) = &self.rt else { return };
+    pub fn rt_assign(&mut self) -> Vec<Failure> {
+        let Some(rt) = &self.rt else { return vec![] };
         let mut want: BTreeMap<String, i64> = BTreeMap::new();
         for (t, base) in [(0usize, String::new()), (1, super::registry::BACKGROUND.to_string())] {
             let budget = rt.budget[t];
@@ -264,11 +232,9 @@ impl Tree {
                 Ok(()) => {
                     rt.written.insert(r.clone(), v);
                 }
-                Err(e) => errs.push((r.clone(), v, e)),
+                Err(e) => errs.push(Failure { what: "set cpu.rt_runtime_us of", place: r.clone(), value: v.to_string(), error: e.to_string() }),
             }
         }
-        for (r, v, e) in errs {
-            self.report("set cpu.rt_runtime_us of", &r, &v.to_string(), &e);
-        }
+        errs
     }
 }

@@ -107,22 +107,22 @@ fn in_list(list: &[String], uid: u32) -> bool {
 impl Daemon {
     /// Where a process is.
     pub fn place_of(&self, pid: i32) -> Result<Place, String> {
-        match self.tree.cg.rel_of(pid) {
+        match self.tree().cg().rel_of(pid) {
             // A leaf whose name starts with '.' is the backend's own (a systemd scope's
             // holder): never a job's, never touched.
             Ok(Some(rel)) if rel.rsplit('/').next().is_some_and(|l| l.starts_with('.')) => {
-                Ok(Place::Foreign(self.tree.cg.path_of(pid).unwrap_or(rel)))
+                Ok(Place::Foreign(self.tree().cg().path_of(pid).unwrap_or(rel)))
             }
-            Ok(Some(rel)) => Ok(match self.desired.by_rel(&rel) {
+            Ok(Some(rel)) => Ok(match self.desired().by_rel(&rel) {
                 Some(j) => Place::Job(j.id),
                 None => Place::Stray(rel),
             }),
             Ok(None) => {
-                let path = self.tree.cg.path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
-                if self.placement.is_source(&path) {
+                let path = self.tree().cg().path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
+                if self.placement().is_source(&path) {
                     return Ok(Place::Source(path));
                 }
-                if let Ok(Some(s)) = self.tree.cg.session_of(pid) {
+                if let Ok(Some(s)) = self.tree().cg().session_of(pid) {
                     // Only the session's own scope: a process of a session-started service
                     // or container lives elsewhere and stays foreign.
                     if path.ends_with(&format!("/{}", s.scope)) {
@@ -149,11 +149,11 @@ impl Daemon {
         if pid == 1 {
             return Err("pid 1 (init) is never moved: it must stay where the system put it".into());
         }
-        if pid == self.host.me() {
+        if pid == self.host().me() {
             return Err(format!("pid {pid} is the allot daemon itself"));
         }
         let proc = self.open_for_request(pid)?;
-        let info = self.host.info(&proc).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&proc).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
         if info.kernel_thread {
             return Err(format!("pid {pid} ({}) is a kernel thread; allot manages user processes only", info.comm));
         }
@@ -173,7 +173,7 @@ impl Daemon {
         let place = self.place_of(pid)?;
         match &place {
             Place::Job(id) if !peer.is_root() => {
-                let j = &self.desired.jobs[id];
+                let j = &self.desired().jobs[id];
                 if j.owner != peer.uid {
                     return Err(format!(
                         "process {pid} is in {} of {} (uid {}); only its owner or root may change it",
@@ -201,7 +201,7 @@ impl Daemon {
             }
             _ => {}
         }
-        if !self.host.alive(&proc) {
+        if !self.host().alive(&proc) {
             return Err(format!("no process {pid} (it has exited)"));
         }
         Ok(Target { proc, info, place })
@@ -214,7 +214,7 @@ impl Daemon {
         }
         match c {
             CurrencyId::User(uid) => *uid == peer.uid,
-            CurrencyId::Named(n) => self.cfg.currencies.get(n).is_some_and(|c| {
+            CurrencyId::Named(n) => self.cfg().currencies.get(n).is_some_and(|c| {
                 in_list(&c.users, peer.uid)
                     || in_list(&c.owners, peer.uid)
                     || c.groups.iter().any(|g| {
@@ -230,7 +230,7 @@ impl Daemon {
 
     /// May `peer` fund currency `c`, or move processes into it?
     pub fn may_fund(&self, peer: &Peer, c: &CurrencyId) -> bool {
-        peer.is_root() || matches!(c, CurrencyId::Named(n) if self.cfg.currencies.get(n).is_some_and(|x| in_list(&x.owners, peer.uid)))
+        peer.is_root() || matches!(c, CurrencyId::Named(n) if self.cfg().currencies.get(n).is_some_and(|x| in_list(&x.owners, peer.uid)))
     }
 
     /// A currency's name for people: the user's name, or the named currency's.
@@ -251,13 +251,13 @@ impl Daemon {
 
     /// Resolves a currency argument: a named currency, a user name, or a uid.
     pub fn resolve_currency(&self, arg: &str) -> Result<CurrencyId, String> {
-        if self.cfg.currencies.contains_key(arg) {
+        if self.cfg().currencies.contains_key(arg) {
             return Ok(CurrencyId::Named(arg.to_string()));
         }
         match allot_linux::procfs::user_uid(arg).or_else(|| arg.parse::<u32>().ok()) {
             Some(uid) => Ok(CurrencyId::User(uid)),
             None => {
-                let named: Vec<&str> = self.cfg.currencies.keys().map(|s| s.as_str()).collect();
+                let named: Vec<&str> = self.cfg().currencies.keys().map(|s| s.as_str()).collect();
                 Err(format!(
                     "unknown currency or user {arg:?}: named currencies are [{}]; otherwise give a user name or uid (named currencies are defined in the config)",
                     named.join(", ")

@@ -50,30 +50,30 @@ impl Daemon {
     }
 
     fn entitlement_of(&self, id: JobId) -> (f64, bool) {
-        let p = self.planned.jobs.get(&id);
+        let p = self.planned().jobs.get(&id);
         let active =
-            self.planned.inputs.as_ref().and_then(|(_, jobs, ids)| ids.iter().position(|i| *i == id).map(|k| jobs[k].active())).unwrap_or(false);
+            self.planned().inputs.as_ref().and_then(|(_, jobs, ids)| ids.iter().position(|i| *i == id).map(|k| jobs[k].active())).unwrap_or(false);
         if active {
             return (p.map_or(0.0, |p| p.entitlement), true);
         }
-        let Some((cur, jobs, ids)) = &self.planned.inputs else { return (0.0, false) };
+        let Some((cur, jobs, ids)) = &self.planned().inputs else { return (0.0, false) };
         let Some(k) = ids.iter().position(|i| *i == id) else { return (0.0, false) };
         let params = allot_model::plan::Params { boost: false, ..Default::default() };
-        let m = allot_model::plan::Machine { ncpu: self.ncpu, outside: self.obs.machine.outside };
-        (entitlement_if_joined(&allot_model::plan::Params { nice_emulation: self.cfg.policy.nice_emulation, ..params }, &m, cur, jobs, k), false)
+        let m = allot_model::plan::Machine { ncpu: self.ncpu(), outside: self.obs().machine.outside };
+        (entitlement_if_joined(&allot_model::plan::Params { nice_emulation: self.cfg().policy.nice_emulation, ..params }, &m, cur, jobs, k), false)
     }
 
     fn job_view(&self, j: &JobSpec, reveal: bool) -> JobView {
-        let t = self.obs.jobs.get(&j.id);
-        let p = self.planned.jobs.get(&j.id);
+        let t = self.obs().jobs.get(&j.id);
+        let p = self.planned().jobs.get(&j.id);
         let (entitlement, active) = self.entitlement_of(j.id);
         let rel = j.rel();
-        let (pids, command) = if reveal && self.defer_reads {
+        let (pids, command) = if reveal && self.serving().defer_reads() {
             // Read by the connection's thread ([`fill`]): the loop serves everyone.
             (Some(vec![]), Some(String::new()))
         } else if reveal {
-            let pids = self.tree.cg.procs(&rel).unwrap_or_default();
-            let cmd = pids.first().and_then(|&p| self.host.cmdline(p)).map(|c| cut_command(&c));
+            let pids = self.tree().cg().procs(&rel).unwrap_or_default();
+            let cmd = pids.first().and_then(|&p| self.host().cmdline(p)).map(|c| cut_command(&c));
             (Some(pids), Some(cmd.unwrap_or_default()))
         } else {
             (None, None)
@@ -101,7 +101,7 @@ impl Daemon {
             quota: p.and_then(|p| p.quota),
             pids,
             command,
-            dir: self.tree.cg.dir(&rel).display().to_string(),
+            dir: self.tree().cg().dir(&rel).display().to_string(),
             cgroup: rel,
         }
     }
@@ -114,15 +114,15 @@ impl Daemon {
             ),
             None => None,
         };
-        let open = peer.is_root() || self.cfg.privacy.show_other_users;
-        let shown: Vec<&JobSpec> = self.desired.jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).collect();
+        let open = peer.is_root() || self.cfg().privacy.show_other_users;
+        let shown: Vec<&JobSpec> = self.desired().jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).collect();
         let jobs: Vec<JobView> = shown.iter().map(|j| self.job_view(j, open || j.owner == peer.uid)).collect();
-        let unread = if self.defer_reads {
+        let unread = if self.serving().defer_reads() {
             shown
                 .iter()
                 .enumerate()
                 .filter(|(_, j)| open || j.owner == peer.uid)
-                .filter_map(|(i, j)| self.tree.cg.procs_files(&j.rel()).into_iter().next().map(|f| (i, f)))
+                .filter_map(|(i, j)| self.tree().cg().procs_files(&j.rel()).into_iter().next().map(|f| (i, f)))
                 .collect()
         } else {
             vec![]
@@ -131,21 +131,21 @@ impl Daemon {
         if let Some(u) = only {
             currencies.retain(|c| jobs.iter().any(|j| j.currency == c.name) || c.name == user_label(u));
         }
-        Ok(ShowView { ncpu: self.ncpu, outside: self.obs.machine.outside, jobs, currencies, hidden: !open, unread })
+        Ok(ShowView { ncpu: self.ncpu(), outside: self.obs().machine.outside, jobs, currencies, hidden: !open, unread })
     }
 
     /// Every currency: with jobs, funded, or named in the config.
     pub fn currency_views(&self) -> Vec<CurrencyView> {
-        let mut ids: Vec<CurrencyId> = self.desired.jobs.values().map(|j| j.currency.clone()).collect();
-        ids.extend(self.desired.funding.keys().cloned());
-        ids.extend(self.desired.caps.keys().cloned());
-        ids.extend(self.cfg.currencies.keys().map(|n| CurrencyId::Named(n.clone())));
+        let mut ids: Vec<CurrencyId> = self.desired().jobs.values().map(|j| j.currency.clone()).collect();
+        ids.extend(self.desired().funding.keys().cloned());
+        ids.extend(self.desired().caps.keys().cloned());
+        ids.extend(self.cfg().currencies.keys().map(|n| CurrencyId::Named(n.clone())));
         ids.sort();
         ids.dedup();
         ids.iter()
             .map(|c| {
-                let jobs: Vec<&JobSpec> = self.desired.jobs.values().filter(|j| &j.currency == c).collect();
-                let active = jobs.iter().filter(|j| self.obs.jobs.get(&j.id).and_then(|t| t.usage).is_some_and(|u| u.active())).count();
+                let jobs: Vec<&JobSpec> = self.desired().jobs.values().filter(|j| &j.currency == c).collect();
+                let active = jobs.iter().filter(|j| self.obs().jobs.get(&j.id).and_then(|t| t.usage).is_some_and(|u| u.active())).count();
                 CurrencyView {
                     name: self.currency_name(c),
                     kind: match c {
@@ -154,10 +154,10 @@ impl Daemon {
                     },
                     funding: self.funding_of(c),
                     cap: self.currency_cap(c).map(|x| x.to_string()),
-                    weight: self.planned.currencies.get(c).copied().unwrap_or_else(|| self.funding_of(c)),
+                    weight: self.planned().currencies.get(c).copied().unwrap_or_else(|| self.funding_of(c)),
                     jobs: jobs.len(),
                     active,
-                    usage: allot_model::usage::cpus_used(jobs.iter().filter_map(|j| self.obs.jobs.get(&j.id)).map(|t| t.rate.cpus).sum()),
+                    usage: allot_model::usage::cpus_used(jobs.iter().filter_map(|j| self.obs().jobs.get(&j.id)).map(|t| t.rate.cpus).sum()),
                     memory: self.memory_view(c),
                 }
             })
@@ -175,7 +175,7 @@ impl Daemon {
         };
         let limit = limit.unwrap_or(50).clamp(1, 100_000);
         let mine = |r: &crate::proto::AuditRecord| peer.is_root() || r.uid == peer.uid || r.owners.contains(&peer.uid);
-        let records = self.audit.read(limit, |r| {
+        let records = self.serving().audit().read(limit, |r| {
             mine(r) && only.is_none_or(|u| r.uid == u || r.owners.contains(&u)) && job.is_none_or(|j| r.jobs.iter().any(|x| x == j))
         });
         Ok(crate::proto::Response::Log(crate::proto::LogView { records }))
@@ -183,30 +183,30 @@ impl Daemon {
 
     /// `status`.
     pub fn status(&self) -> StatusView {
-        let f = &self.features;
+        let f = &self.features();
         StatusView {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: crate::proto::PROTOCOL,
             pid: std::process::id(),
-            uptime_s: self.started.elapsed().as_secs(),
-            cgroup_version: format!("{:?}", self.tree.cg.version()).to_lowercase(),
-            cgroup_root: self.tree.cg.root().display().to_string(),
-            manager: if self.tree.cg.systemd() { "systemd".into() } else { "allot".into() },
-            ncpu: self.ncpu,
-            jobs: self.desired.jobs.len(),
+            uptime_s: self.serving().started().elapsed().as_secs(),
+            cgroup_version: format!("{:?}", self.tree().cg().version()).to_lowercase(),
+            cgroup_root: self.tree().cg().root().display().to_string(),
+            manager: self.backend().manager().into(),
+            ncpu: self.ncpu(),
+            jobs: self.desired().jobs.len(),
             features: [("cpu_idle", f.cpu_idle), ("custom_slices", f.custom_slices), ("psi", f.psi), ("delay_accounting", f.delay_accounting)]
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
-            degraded: f.degraded().into_iter().chain(self.memory.degraded(self.cfg.memory.enable)).collect(),
-            tracking: self.placement.tracking(),
-            placement: self.placement.describe(&self.cfg),
-            rt: self.rt_note.clone(),
-            outside: self.obs.machine.outside,
-            outside_weight: (!self.tree.cg.systemd()).then_some(self.cfg.outside.weight),
+            degraded: f.degraded().into_iter().chain(self.memory().degraded(self.cfg().memory.enable)).collect(),
+            tracking: self.placement().tracking(),
+            placement: self.placement().describe(self.cfg()),
+            rt: self.rt_note().to_string(),
+            outside: self.obs().machine.outside,
+            outside_weight: self.backend().outside_weight(self.cfg()),
             scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
-            counters: crate::proto::Counters { write_errors: self.tree.write_errors, ..self.counters.clone() },
-            last_reload: self.last_reload.clone(),
+            counters: self.counters().clone(),
+            last_reload: self.serving().last_reload().cloned(),
         }
     }
 }

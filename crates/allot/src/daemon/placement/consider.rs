@@ -36,7 +36,7 @@ impl Daemon {
         let mut todo = VecDeque::from([pid]);
         let mut left = TAKE_ALONG;
         while let Some(p) = todo.pop_front() {
-            for c in self.host.children(p) {
+            for c in self.host().children(p) {
                 if left == 0 {
                     log::warn!("process {pid}: more than {TAKE_ALONG} descendants to place along with it; the rest wait for the next scan");
                     return;
@@ -45,10 +45,10 @@ impl Daemon {
                 if self.place_of(c).ok().as_ref() != Some(from) {
                     continue;
                 }
-                let q = self.host.quick(c);
+                let q = self.host().quick(c);
                 let (seen, moved) = self.consider_one(c, false);
                 if let Some((owner, ino)) = q {
-                    self.placement.seen.insert(c, (ino, owner, seen));
+                    self.placement_mut().seen.insert(c, (ino, owner, seen));
                 }
                 if moved.is_some() {
                     todo.push_back(c);
@@ -60,14 +60,14 @@ impl Daemon {
     /// Looks at one process; returns what was found and, when it was moved for who it is
     /// (not by a rule at exec), where it was.
     fn consider_one(&mut self, pid: i32, exec: bool) -> (Seen, Option<Place>) {
-        if pid == self.host.me() || pid == 1 {
+        if pid == self.host().me() || pid == 1 {
             return (Seen::Never, None);
         }
         // pidfd first, then identity, then where it is, then alive before the move. A
         // process that cannot be read now is looked at again at the next scan: nothing a
         // user controls (a name, a command line, an exited leader) may make it "never".
-        let Ok(p) = self.host.open(pid) else { return (Seen::Retry, None) };
-        let Some(info) = self.host.info(&p) else { return (Seen::Retry, None) };
+        let Ok(p) = self.host().open(pid) else { return (Seen::Retry, None) };
+        let Some(info) = self.host().info(&p) else { return (Seen::Retry, None) };
         if info.kernel_thread {
             return (Seen::Never, None);
         }
@@ -78,9 +78,9 @@ impl Daemon {
         }
         let uid = info.creds.uid[0];
         let whole = info.creds.all(uid);
-        let human = whole && self.placement.humans.contains(uid);
+        let human = whole && self.placement().humans.contains(uid);
         let Ok(place) = self.place_of(pid) else { return (Seen::Retry, None) };
-        let own_job = matches!(&place, Place::Job(id) if whole && self.desired.jobs.get(id).is_some_and(|j| j.owner == uid));
+        let own_job = matches!(&place, Place::Job(id) if whole && self.desired().jobs.get(id).is_some_and(|j| j.owner == uid));
         match (&place, human) {
             // A human user's own login session (systemd hosts): it stays where logind put
             // it, and a matching rule reaches it per task (sessions/rules.rs).
@@ -100,19 +100,19 @@ impl Daemon {
                 super::reach::Verdict::Stay => return (Seen::Never, None),
                 super::reach::Verdict::Later => return (Seen::Retry, None),
             },
-            (Place::Source(path), _) if !self.placement.is_auto(path) => return (Seen::Never, None),
+            (Place::Source(path), _) if !self.placement().is_auto(path) => return (Seen::Never, None),
             (Place::Job(id), _) if own_job => {
                 // In its own job. Rules apply at exec, and only to the user's default job:
                 // a job the user made stays as they made it.
-                if !(exec && human && *id == JobId::Default(uid) && !self.cfg.compiled_rules.is_empty()) {
+                if !(exec && human && *id == JobId::Default(uid) && !self.cfg().compiled_rules.is_empty()) {
                     return (Seen::Done, None);
                 }
             }
             (Place::Source(_), false) => return (Seen::Done, None),
             (Place::Job(_) | Place::Stray(_), false) if whole => {
                 // Its user changed to one allot does not place (root, a system user): out.
-                let home = self.placement.home();
-                if self.host.alive(&p) && self.tree.cg.move_to_path(&home, pid).is_ok() {
+                let home = self.placement().home();
+                if self.host().alive(&p) && self.tree().cg().move_to_path(&home, pid).is_ok() {
                     log::info!("process {pid} changed user to uid {uid}, which allot does not place; moved it out of allot to {home}");
                     self.mark_left(&place);
                     return (Seen::Done, Some(place));
@@ -133,25 +133,25 @@ impl Daemon {
         if place == Place::Job(dest) {
             return (Seen::Done, None);
         }
-        if !self.desired.jobs.contains_key(&dest) {
+        if !self.desired().jobs.contains_key(&dest) {
             let mut spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
             spec.cap = self.user_defaults(uid).1;
             if let Err(e) = self.make_job_dir(&spec) {
                 log::error!("could not make the default job of uid {uid}: {e}");
                 return (Seen::Retry, None);
             }
-            self.desired.jobs.insert(dest, spec);
+            self.desired_mut().jobs.insert(dest, spec);
             let _ = self.save();
         }
-        let rel = self.desired.jobs[&dest].rel();
-        match self.tree.move_verified(self.host.as_ref(), &p, &rel) {
+        let rel = self.desired().jobs[&dest].rel();
+        match self.move_verified(&p, &rel) {
             Ok(()) => {
-                self.counters.placed += 1;
+                self.counters_mut().placed += 1;
                 if !own_job && !matches!(place, Place::Source(_)) {
                     log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
                 }
                 self.mark_left(&place);
-                if let Some(t) = self.obs.jobs.get_mut(&dest) {
+                if let Some(t) = self.obs_mut().jobs.get_mut(&dest) {
                     t.dirty = true;
                 }
                 (Seen::Done, (!own_job).then_some(place))
@@ -167,9 +167,9 @@ impl Daemon {
     #[allow(clippy::type_complexity)]
     pub(in crate::daemon) fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
         let uid = info.creds.uid[0];
-        let facts = self.host.facts(pid, info.tid);
+        let facts = self.host().facts(pid, info.tid);
         let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
-        let rule = self.cfg.compiled_rules.iter().find(|r| r.test(&f).is_ok())?.clone();
+        let rule = self.cfg().compiled_rules.iter().find(|r| r.test(&f).is_ok())?.clone();
         let currency = match rule.currency.as_deref().map(|c| self.resolve_currency(c)) {
             None => Ok((CurrencyId::User(uid), false)),
             Some(Err(e)) => Err(e),
@@ -184,7 +184,7 @@ impl Daemon {
     /// The job the first matching rule gives a process (made if needed): None when no rule
     /// matches; Err when the rule's job cannot be made.
     fn rule_job(&mut self, pid: i32, info: &ProcInfo) -> Option<Result<JobId, String>> {
-        if self.cfg.compiled_rules.is_empty() {
+        if self.cfg().compiled_rules.is_empty() {
             return None;
         }
         let uid = info.creds.uid[0];
@@ -195,7 +195,7 @@ impl Daemon {
         };
         if refused {
             let key = (uid, rule.name.clone());
-            if self.placement.refusals_logged.len() < REFUSALS_LOGGED && self.placement.refusals_logged.insert(key) {
+            if self.placement().refusals_logged.len() < REFUSALS_LOGGED && self.placement_mut().refusals_logged.insert(key) {
                 log::warn!(
                     "rule {} (line {}) matches process {pid} of uid {uid}, who may not use currency {:?}: its job is in the user's own currency (logged once per user and rule)",
                     rule.name,
@@ -209,11 +209,11 @@ impl Daemon {
             }
         }
         if let Some(j) =
-            self.desired.jobs.values().find(|j| j.owner == uid && j.rule.as_deref() == Some(rule.name.as_str()) && j.currency == currency)
+            self.desired().jobs.values().find(|j| j.owner == uid && j.rule.as_deref() == Some(rule.name.as_str()) && j.currency == currency)
         {
             return Some(Ok(j.id));
         }
-        let mut spec = JobSpec::new(self.desired.take_id(), currency, uid);
+        let mut spec = JobSpec::new(self.desired_mut().take_id(), currency, uid);
         spec.tickets = rule.tickets.unwrap_or_default();
         spec.cap = rule.cap;
         spec.background = rule.background;
@@ -223,7 +223,7 @@ impl Daemon {
         }
         log::info!("rule {} (line {}) made {} for uid {uid}: {}", rule.name, rule.line, spec.id, rule.action());
         let id = spec.id;
-        self.desired.jobs.insert(id, spec);
+        self.desired_mut().jobs.insert(id, spec);
         let _ = self.save();
         Some(Ok(id))
     }
@@ -232,15 +232,15 @@ impl Daemon {
     pub fn rules_test(&self, peer: &Peer, pid: i64) -> Result<crate::proto::Response, String> {
         let pid = i32::try_from(pid).ok().filter(|&p| p > 0).ok_or_else(|| format!("pid {pid} is not a process id"))?;
         let p = self.open_for_request(pid)?;
-        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
         let uid = info.creds.uid[0];
-        if !(peer.is_root() || self.cfg.privacy.show_other_users || uid == peer.uid) {
+        if !(peer.is_root() || self.cfg().privacy.show_other_users || uid == peer.uid) {
             return Err(format!("process {pid} is not yours"));
         }
-        let facts = self.host.facts(pid, info.tid);
+        let facts = self.host().facts(pid, info.tid);
         let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
         let mut checked = vec![];
-        for r in &self.cfg.compiled_rules {
+        for r in &self.cfg().compiled_rules {
             let t = r.test(&f);
             checked.push(crate::proto::RuleCheck {
                 rule: r.name.clone(),

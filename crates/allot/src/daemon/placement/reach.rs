@@ -91,7 +91,7 @@ impl Daemon {
         match place {
             // su/sudo -u into another human user, inside someone else's login session.
             Place::Session { uid: owner, .. } if *owner != uid => Verdict::Move,
-            Place::Foreign(path) if self.tree.cg.systemd() => self.reach_unit(p, uid, path),
+            Place::Foreign(path) if self.backend().reaches_units() => self.reach_unit(p, uid, path),
             _ => Verdict::Stay,
         }
     }
@@ -101,14 +101,14 @@ impl Daemon {
             return Verdict::Stay;
         }
         let key = (p.pid, p.start, uid);
-        if self.placement.reach.kept.contains_key(&key) {
+        if self.placement().reach.kept.contains_key(&key) {
             return Verdict::Stay;
         }
-        if !self.placement.reach.admit(uid, Instant::now()) {
+        if !self.placement_mut().reach.admit(uid, Instant::now()) {
             return Verdict::Later;
         }
-        self.placement.reach.lookups += 1;
-        let u = match self.tree.cg.unit_of(p.pid) {
+        self.placement_mut().reach.lookups += 1;
+        let u = match self.tree().cg().unit_of(p.pid) {
             Ok(Some(u)) => u,
             Ok(None) => return Verdict::Stay,
             Err(_) => return Verdict::Later,
@@ -121,11 +121,11 @@ impl Daemon {
             || u.own_pids.contains(&(p.pid as u32))
             || runs_as_user;
         // Still the process the lookup was about (GetUnitByPID takes a number).
-        if !self.host.alive(p) {
+        if !self.host().alive(p) {
             return Verdict::Later;
         }
         if stays {
-            self.placement.reach.keep(key);
+            self.placement_mut().reach.keep(key);
             return Verdict::Stay;
         }
         log::info!(

@@ -22,21 +22,21 @@ impl Daemon {
 
     fn session_view(&self, peer: &Peer, pid: i32, uid: u32, scope: &str) -> Result<Response, String> {
         let p = self.open_for_request(pid)?;
-        let info = self.host.info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
-        if !(peer.is_root() || self.cfg.privacy.show_other_users || info.creds.uid[0] == peer.uid) {
+        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        if !(peer.is_root() || self.cfg().privacy.show_other_users || info.creds.uid[0] == peer.uid) {
             return Err(format!("process {pid} is in a login session of uid {uid}, not yours; only its user or root may ask about it"));
         }
-        let s = &self.sessions;
+        let s = &self.sessions();
         let planned = s.planned.get(&uid);
         let ent = planned.map_or(0.0, |j| j.entitlement);
-        let params = self.cfg.policy.params(self.features.custom_slices);
+        let params = self.cfg().policy.params(self.features().custom_slices);
         let l = BoostLimits::new(&params, ent);
         // The process's busiest thread speaks for it (its leader when none ran).
         let task = self
-            .host
+            .host()
             .tids(pid)
             .into_iter()
-            .filter_map(|t| s.tasks.get(&t).filter(|x| self.host.task_start(pid, t) == Some(x.start)).map(|x| (t, x)))
+            .filter_map(|t| s.tasks.get(&t).filter(|x| self.host().task_start(pid, t) == Some(x.start)).map(|x| (t, x)))
             .max_by(|a, b| a.1.usage.map_or(0.0, |u| u.window).total_cmp(&b.1.usage.map_or(0.0, |u| u.window)));
         let (window, last) = task.and_then(|t| t.1.usage).map_or((0.0, 0.0), |u| (u.window, u.last));
         let currency = self.currency_name(&CurrencyId::User(uid));
@@ -48,7 +48,7 @@ impl Daemon {
                 "in {scope}, a login session of uid {uid}, which systemd owns: allot never moves it; its user's sessions together are a claimant of {SESSION_WEIGHT} tickets in currency {currency} beside the user's jobs, entitled to {ent:.3} CPU now (its user's share, not CPUs ÷ runnable tasks)"
             ),
         }];
-        let win = self.cfg.policy.boost_window_ms;
+        let win = self.cfg().policy.boost_window_ms;
         let (on, because) = match (task, s.slice_ns) {
             (None, _) => (false, format!("not followed yet (allot reads session threads each tick, at most {} of them)", super::MAX_TASKS)),
             (Some((tid, t)), slice) => {

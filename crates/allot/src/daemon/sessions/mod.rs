@@ -161,24 +161,24 @@ impl Daemon {
     /// Reads every session scope (systemd hosts only): called each tick, before the jobs
     /// are observed, so load outside allot excludes the sessions the plan counts.
     pub fn observe_sessions(&mut self, now: Instant) {
-        if !self.tree.cg.systemd() {
+        if !self.backend().has_sessions() {
             return;
         }
         let mut left = MAX_TASKS;
         let mut samples = vec![];
-        for s in allot_linux::cgroup::sessions::list(self.tree.cg.mount()) {
+        for s in allot_linux::cgroup::sessions::list(self.tree().cg().mount()) {
             let Ok(usage_ns) = s.usage_ns() else { continue };
             let name = s.name();
-            if self.sessions.scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
+            if self.sessions().scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
                 samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: None });
                 continue;
             }
             let mut threads = s.threads().unwrap_or_default();
             if threads.len() > left {
                 threads.truncate(left);
-                if !self.sessions.capped_logged {
+                if !self.sessions().capped_logged {
                     log::warn!("login sessions have more than {MAX_TASKS} threads: the boost follows the first {MAX_TASKS}");
-                    self.sessions.capped_logged = true;
+                    self.sessions_mut().capped_logged = true;
                 }
             }
             left -= threads.len();
@@ -189,8 +189,9 @@ impl Daemon {
 
     /// [`Self::observe_sessions`] from scopes already read.
     pub fn observe_session_samples(&mut self, samples: Vec<ScopeSample>, now: Instant) {
-        let window_s = self.cfg.policy.boost_window_ms as f64 / 1000.0;
-        let ss = &mut self.sessions;
+        let window_s = self.cfg().policy.boost_window_ms as f64 / 1000.0;
+        let ncpu = self.ncpu();
+        let (ss, host) = self.sessions_with_host();
         ss.scopes.retain(|name, _| samples.iter().any(|s| &s.name == name));
         for t in ss.tasks.values_mut() {
             t.seen = false;
@@ -234,12 +235,12 @@ impl Daemon {
                 continue;
             };
             for tid in threads {
-                let Some(smp) = self.host.thread(tid) else { continue };
+                let Some(smp) = host.thread(tid) else { continue };
                 let t = ss.tasks.entry(tid).or_insert_with(|| Task::new(s.uid, &s.name, 0));
                 // A new task, or the id reused (its counters went back): start afresh.
                 let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);
                 if t.last.is_none() || reused {
-                    let Some(start) = self.host.start_of(tid) else { continue };
+                    let Some(start) = host.start_of(tid) else { continue };
                     if reused || t.start != start {
                         *t = Task::new(s.uid, &s.name, start);
                     }
@@ -255,8 +256,8 @@ impl Daemon {
                     }
                     if smp.run_ns > run || smp.wait_ns > wait {
                         runnable += 1;
-                        let aff = self.host.affinity(tid);
-                        all_cpus |= aff.is_empty() || aff.len() >= self.ncpu;
+                        let aff = host.affinity(tid);
+                        all_cpus |= aff.is_empty() || aff.len() >= ncpu;
                         cpus.extend(aff);
                     }
                     waited += smp.wait_ns.saturating_sub(wait);
@@ -287,7 +288,7 @@ impl Daemon {
         use super::registry::CurrencyId;
         let (mut uids, mut ins) = (vec![], vec![]);
         let mut extra: Vec<CurrencyId> = vec![];
-        for (uid, claim) in self.sessions.claims() {
+        for (uid, claim) in self.sessions().claims() {
             let c = CurrencyId::User(uid);
             let currency = match cur_ids.iter().chain(&extra).position(|x| *x == c) {
                 Some(i) => i,
@@ -306,32 +307,32 @@ impl Daemon {
     /// Keeps the sessions' plan and gives each session thread its boost slice, or its own
     /// slice back ([`allot_model::session::task_boost`] against its session's entitlement).
     pub fn apply_sessions(&mut self, uids: Vec<u32>, plans: Vec<JobPlan>) {
-        self.sessions.planned = uids.into_iter().zip(plans).collect();
-        let p = self.cfg.policy.params(self.features.custom_slices);
-        let slice = self.features.custom_slices.then(|| p.boost_slice_ns.unwrap_or(SESSION_BOOST_SLICE_NS)).filter(|_| p.boost);
-        self.sessions.slice_ns = slice;
-        let tids: Vec<i32> = self.sessions.tasks.keys().copied().collect();
+        self.sessions_mut().planned = uids.into_iter().zip(plans).collect();
+        let p = self.cfg().policy.params(self.features().custom_slices);
+        let slice = self.features().custom_slices.then(|| p.boost_slice_ns.unwrap_or(SESSION_BOOST_SLICE_NS)).filter(|_| p.boost);
+        self.sessions_mut().slice_ns = slice;
+        let tids: Vec<i32> = self.sessions().tasks.keys().copied().collect();
         for tid in tids {
-            let t = &self.sessions.tasks[&tid];
-            let ent = self.sessions.planned.get(&t.uid).map_or(0.0, |j| j.entitlement);
-            let idle = self.sessions.is_idle_by_rule(tid);
+            let t = &self.sessions().tasks[&tid];
+            let ent = self.sessions().planned.get(&t.uid).map_or(0.0, |j| j.entitlement);
+            let idle = self.sessions().is_idle_by_rule(tid);
             let boost = if idle { allot_model::plan::Boost::Background } else { allot_model::session::task_boost(&p, t.usage, ent) };
             let want = slice.filter(|_| boost.on());
-            self.sessions.tasks.get_mut(&tid).expect("listed").boost = Some(boost);
-            let t = &self.sessions.tasks[&tid];
+            self.sessions_mut().tasks.get_mut(&tid).expect("listed").boost = Some(boost);
+            let t = &self.sessions().tasks[&tid];
             match (want, t.boosted_from) {
                 (Some(ns), None) => {
-                    let Some(orig) = self.host.slice(tid) else { continue };
+                    let Some(orig) = self.host().slice(tid) else { continue };
                     let start = t.start;
                     if self.write_slice(tid, start, ns) {
                         // A slice equal to the boost's was inherited from a boosted parent.
-                        self.sessions.tasks.get_mut(&tid).expect("listed").boosted_from = Some(if orig == ns { 0 } else { orig });
+                        self.sessions_mut().tasks.get_mut(&tid).expect("listed").boosted_from = Some(if orig == ns { 0 } else { orig });
                     }
                 }
                 (None, Some(orig)) => {
                     let start = t.start;
                     self.write_slice(tid, start, orig);
-                    self.sessions.tasks.get_mut(&tid).expect("listed").boosted_from = None;
+                    self.sessions_mut().tasks.get_mut(&tid).expect("listed").boosted_from = None;
                 }
                 _ => {}
             }
@@ -341,11 +342,11 @@ impl Daemon {
     /// Sets a session thread's slice if the id still names the task that was seen
     /// (`start`), before and after the write; true if it was written to that task.
     fn write_slice(&self, tid: i32, start: u64, ns: u64) -> bool {
-        if self.host.start_of(tid) != Some(start) {
+        if self.host().start_of(tid) != Some(start) {
             return false;
         }
-        let ok = self.host.set_slice(tid, ns).is_ok();
-        if self.host.start_of(tid) != Some(start) {
+        let ok = self.host().set_slice(tid, ns).is_ok();
+        if self.host().start_of(tid) != Some(start) {
             log::warn!("thread {tid} exited while its slice was set; a task that took its id may carry a {} µs slice", ns / 1000);
             return false;
         }
@@ -355,10 +356,10 @@ impl Daemon {
     /// Gives back every session thread's slice and every attribute a rule set (at a clean
     /// stop and at `--release`).
     pub fn undo_sessions(&mut self) {
-        let boosted: Vec<(i32, u64, u64)> = self.sessions.tasks.iter().filter_map(|(&tid, t)| t.boosted_from.map(|o| (tid, t.start, o))).collect();
+        let boosted: Vec<(i32, u64, u64)> = self.sessions().tasks.iter().filter_map(|(&tid, t)| t.boosted_from.map(|o| (tid, t.start, o))).collect();
         for (tid, start, orig) in boosted {
             self.write_slice(tid, start, orig);
-            if let Some(t) = self.sessions.tasks.get_mut(&tid) {
+            if let Some(t) = self.sessions_mut().tasks.get_mut(&tid) {
                 t.boosted_from = None;
             }
         }

@@ -53,17 +53,17 @@ impl Daemon {
     /// match set when none matches now.
     pub fn session_rule(&mut self, p: &Proc, info: &ProcInfo, scope: &str) -> RuleOutcome {
         let pid = p.pid;
-        if self.cfg.compiled_rules.is_empty() && !self.sessions.ruled.contains_key(&pid) {
+        if self.cfg().compiled_rules.is_empty() && !self.sessions().ruled.contains_key(&pid) {
             return RuleOutcome::Done;
         }
         // What was kept for an earlier process with this pid is not this one's: forgotten,
         // and nothing of it is written (the pid is another process now).
-        if self.sessions.ruled.get(&pid).is_some_and(|r| r.start != p.start) {
-            self.sessions.ruled.remove(&pid);
+        if self.sessions().ruled.get(&pid).is_some_and(|r| r.start != p.start) {
+            self.sessions_mut().ruled.remove(&pid);
         }
         let want =
             self.match_rule(pid, info).and_then(|(r, ..)| task_attrs(r.background, r.tickets.map(|t| t.get())).map(|a| (r.name.clone(), r.line, a)));
-        let have = self.sessions.ruled.get(&pid).map(|r| r.attrs);
+        let have = self.sessions().ruled.get(&pid).map(|r| r.attrs);
         if want.as_ref().map(|w| w.2) == have {
             return RuleOutcome::Done;
         }
@@ -72,21 +72,21 @@ impl Daemon {
         }
         let Some((rule, line, attrs)) = want else { return RuleOutcome::Done };
         let mut tasks = vec![];
-        for tid in self.host.tids(pid) {
-            let Some(ts) = self.host.task_start(pid, tid) else { continue };
+        for tid in self.host().tids(pid) {
+            let Some(ts) = self.host().task_start(pid, tid) else { continue };
             // Real-time threads (None) are left as they are.
-            let Some((pol, nice)) = self.host.policy(tid) else { continue };
+            let Some((pol, nice)) = self.host().policy(tid) else { continue };
             let set = (if attrs.idle { SCHED_IDLE } else { pol }, attrs.nice.unwrap_or(nice));
-            if self.host.set_policy(tid, set.0, set.1).is_err() {
+            if self.host().set_policy(tid, set.0, set.1).is_err() {
                 continue;
             }
-            if self.host.task_start(pid, tid) != Some(ts) {
+            if self.host().task_start(pid, tid) != Some(ts) {
                 log::warn!("thread {tid} of process {pid} exited while a rule set its policy; a task that took its id may carry it");
                 continue;
             }
             tasks.push((tid, ts, (pol, nice), set));
         }
-        if !self.host.alive(p) || tasks.is_empty() {
+        if !self.host().alive(p) || tasks.is_empty() {
             return RuleOutcome::Gone;
         }
         let what = match attrs {
@@ -99,21 +99,21 @@ impl Daemon {
             info.comm,
             info.creds.uid[0]
         );
-        self.sessions.ruled.insert(pid, Ruled { start: p.start, rule, attrs, tasks });
+        self.sessions_mut().ruled.insert(pid, Ruled { start: p.start, rule, attrs, tasks });
         RuleOutcome::Done
     }
 
     /// Gives process `pid`'s threads back what they had before a rule, if `pid` is still
     /// the process the rule reached and a thread still carries what the rule set.
     fn restore_ruled(&mut self, pid: i32) {
-        let Some(r) = self.sessions.ruled.remove(&pid) else { return };
-        let Ok(p) = self.host.open(pid) else { return };
+        let Some(r) = self.sessions_mut().ruled.remove(&pid) else { return };
+        let Ok(p) = self.host().open(pid) else { return };
         if p.start != r.start {
             return;
         }
         let leader = r.tasks.iter().find(|t| t.0 == pid).or(r.tasks.first()).map(|t| (t.2, t.3));
-        for tid in self.host.tids(pid) {
-            let Some(ts) = self.host.task_start(pid, tid) else { continue };
+        for tid in self.host().tids(pid) {
+            let Some(ts) = self.host().task_start(pid, tid) else { continue };
             // A thread seen then: its own; one born since inherited the leader's.
             let (before, set) = match r.tasks.iter().find(|t| t.0 == tid && t.1 == ts) {
                 Some(t) => (t.2, t.3),
@@ -122,14 +122,14 @@ impl Daemon {
                     None => continue,
                 },
             };
-            if self.host.policy(tid) != Some(set) {
+            if self.host().policy(tid) != Some(set) {
                 continue;
             }
-            if self.host.task_start(pid, tid) == Some(ts) {
-                let _ = self.host.set_policy(tid, before.0, before.1);
+            if self.host().task_start(pid, tid) == Some(ts) {
+                let _ = self.host().set_policy(tid, before.0, before.1);
             }
         }
-        if self.host.alive(&p) {
+        if self.host().alive(&p) {
             log::info!("process {pid}: rule {} no longer applies; its threads have their own policy and nice back", r.rule);
         }
     }
@@ -137,13 +137,13 @@ impl Daemon {
     /// After a reload: each process a rule reached is matched against the rules in force
     /// now (a rule removed or changed gives its threads back what they had).
     pub fn recheck_session_rules(&mut self) {
-        let pids: Vec<i32> = self.sessions.ruled.keys().copied().collect();
+        let pids: Vec<i32> = self.sessions().ruled.keys().copied().collect();
         for pid in pids {
-            let Ok(p) = self.host.open(pid) else {
-                self.sessions.ruled.remove(&pid);
+            let Ok(p) = self.host().open(pid) else {
+                self.sessions_mut().ruled.remove(&pid);
                 continue;
             };
-            match (self.host.info(&p), self.place_of(pid)) {
+            match (self.host().info(&p), self.place_of(pid)) {
                 (Some(info), Ok(super::super::trust::Place::Session { scope, .. })) => {
                     self.session_rule(&p, &info, &scope);
                 }
@@ -154,7 +154,7 @@ impl Daemon {
 
     /// Gives back everything rules set on session processes.
     pub(super) fn undo_session_rules(&mut self) {
-        let pids: Vec<i32> = self.sessions.ruled.keys().copied().collect();
+        let pids: Vec<i32> = self.sessions().ruled.keys().copied().collect();
         for pid in pids {
             self.restore_ruled(pid);
         }

@@ -22,8 +22,8 @@ fn start(w: &Shared) -> Daemon {
     let cfg = Config::load(&path, true).unwrap();
     let _ = std::fs::remove_file(&path);
     let mut d = Daemon::start(Box::new(FakeCg { w: w.clone() }), Box::new(FakeHost { w: w.clone() }), cfg, None, false).unwrap();
-    d.features.custom_slices = true;
-    d.ncpu = 2;
+    d.features_mut().custom_slices = true;
+    d.set_ncpu(2);
     d
 }
 
@@ -141,7 +141,7 @@ fn hostile_a_process_that_exits_between_decision_and_write_leaves_nothing() {
     d.scan();
     assert!(!w.lock().unwrap().procs.contains_key(&350));
     assert_eq!(policy(&w, 350), None);
-    assert_eq!(d.sessions.rule_of(350, 1), None, "nothing kept for a process that is gone");
+    assert_eq!(d.sessions().rule_of(350, 1), None, "nothing kept for a process that is gone");
     d.undo_dynamic();
 }
 
@@ -187,8 +187,8 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
         );
         d.replan();
     }
-    let ent = |d: &Daemon, uid| d.sessions.planned[&uid].entitlement;
-    assert!((ent(&d, 3001) - 1.0).abs() < 1e-6 && (ent(&d, 3002) - 1.0).abs() < 1e-6, "{:?}", d.sessions.planned);
+    let ent = |d: &Daemon, uid| d.sessions().planned[&uid].entitlement;
+    assert!((ent(&d, 3001) - 1.0).abs() < 1e-6 && (ent(&d, 3002) - 1.0).abs() < 1e-6, "{:?}", d.sessions().planned);
     let slices = w.lock().unwrap().slices.clone();
     assert_eq!(slices.get(&400), Some(&super::SESSION_BOOST_SLICE_NS), "the probe is boosted: {slices:?}");
     assert_eq!(slices.get(&401), Some(&3_000_000), "the spinner is CPU-bound against its user's share: its own slice (boosted only while new)");
@@ -205,7 +205,7 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
     d.replan();
     assert_eq!(w.lock().unwrap().slices.get(&400), Some(&3_000_000), "its own slice back");
     // Busy sessions count as load that is not outside allot: sessions_ns moves with them.
-    assert_eq!(d.sessions.used_ns, 410_000_000 + 300_000_000);
+    assert_eq!(d.sessions().used_ns, 410_000_000 + 300_000_000);
     // A session whose usage did not move is not read: its threads used nothing.
     d.observe_session_samples(
         vec![
@@ -214,8 +214,8 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
         ],
         t0 + dt * 4,
     );
-    assert_eq!(d.sessions.tasks[&400].usage.map(|u| u.last), Some(0.0));
-    assert_eq!(d.sessions.claims().iter().map(|c| c.0).collect::<Vec<_>>(), [3001, 3002], "3001's window still shows its use");
+    assert_eq!(d.sessions().tasks[&400].usage.map(|u| u.last), Some(0.0));
+    assert_eq!(d.sessions().claims().iter().map(|c| c.0).collect::<Vec<_>>(), [3001, 3002], "3001's window still shows its use");
 }
 
 #[test]
@@ -247,7 +247,7 @@ fn a_rule_removed_at_reload_gives_the_process_back_its_policy() {
     let mut d = start(&w);
     d.scan();
     assert_eq!(policy(&w, 370), Some((SCHED_IDLE, 0)));
-    d.cfg = toml::from_str("[users]\nmin_uid = 3000\nmax_uid = 60000\n").unwrap();
+    d.set_cfg(toml::from_str("[users]\nmin_uid = 3000\nmax_uid = 60000\n").unwrap());
     d.recheck_session_rules();
     assert_eq!(policy(&w, 370), Some((0, 0)));
 }
@@ -266,5 +266,5 @@ fn a_boosted_thread_that_leaves_its_session_gets_its_own_slice_back() {
     // `allot set` took it into a job: no longer in the session's threads.
     d.observe_session_samples(vec![sample(3001, "session-4.scope", 1, &[])], t0 + Duration::from_millis(300));
     assert_eq!(w.lock().unwrap().slices.get(&420), Some(&3_000_000), "its own slice back");
-    assert!(d.sessions.tasks.is_empty());
+    assert!(d.sessions().tasks.is_empty());
 }

@@ -58,7 +58,7 @@ fn a_uid_change_that_is_not_what_it_claims_moves_nothing() {
     assert_eq!(path_of(&w, 21), "/user.slice/user-3001.slice/session-4.scope", "a login session's own user stays in it");
     assert_eq!(path_of(&w, 22), CRON, "not wholly a human user's: not moved");
     assert_eq!(lookups(&w), 0, "none of them was worth a unit lookup");
-    assert!(!d.desired.jobs.keys().any(|j| matches!(j, super::super::super::registry::JobId::Default(ALICE))), "no job made for alice");
+    assert!(!d.desired().jobs.keys().any(|j| matches!(j, super::super::super::registry::JobId::Default(ALICE))), "no job made for alice");
 }
 
 #[test]

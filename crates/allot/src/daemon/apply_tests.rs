@@ -1,0 +1,66 @@
+//! The tick's apply step against the fake kernel: only differences are written, and every
+//! failed write, of a cgroup file or of a thread's slice, is returned, counted and written
+//! again at the next plan.
+
+use super::tests::{path_of, peer, start, world};
+use crate::proto::{Request, Response};
+
+fn run(d: &mut super::core::Daemon, w: &super::fake::Shared, pid: i32) {
+    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(w, 3000, pid)).unwrap();
+    assert!(matches!(r, Response::Job(_)), "{r:?}");
+}
+
+#[test]
+fn a_plan_that_changes_nothing_writes_nothing() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    run(&mut d, &w, 100);
+    d.replan();
+    let before = w.lock().unwrap().writes;
+    d.replan();
+    d.replan();
+    assert_eq!(w.lock().unwrap().writes, before, "the applied state holds every value: nothing is written again");
+    // Forgotten (an outside change, lost events): written once more, then quiet again.
+    d.forget_applied(None);
+    d.replan();
+    let after = w.lock().unwrap().writes;
+    assert!(after > before, "{after} > {before}");
+    d.replan();
+    assert_eq!(w.lock().unwrap().writes, after);
+}
+
+#[test]
+fn a_refused_write_is_counted_and_written_again_until_it_holds() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    run(&mut d, &w, 100);
+    let dir = path_of(&w, 100);
+    assert_eq!(d.counters().write_errors, 0);
+    w.lock().unwrap().refuse_writes.insert(dir.clone());
+    d.forget_applied(None);
+    d.replan();
+    // The job's weight and cpu.max, each refused.
+    assert_eq!(d.counters().write_errors, 2, "every failure returned and counted");
+    d.replan();
+    assert_eq!(d.counters().write_errors, 4, "a refused value is not taken for written: tried again");
+    w.lock().unwrap().refuse_writes.clear();
+    w.lock().unwrap().dirs.get_mut(&dir).unwrap().weight = 0;
+    d.replan();
+    assert_eq!(d.counters().write_errors, 4);
+    let planned = d.planned().jobs.values().map(|p| p.weight).max().unwrap();
+    assert_eq!(w.lock().unwrap().dirs[&dir].weight, planned, "written once the kernel takes it");
+}
+
+#[test]
+fn a_refused_slice_write_is_a_failure() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    w.lock().unwrap().refuse_slices.insert(100);
+    let mut d = start(&w, None);
+    d.cfg_mut().policy.boost_slice_us = 100;
+    run(&mut d, &w, 100);
+    assert_eq!(w.lock().unwrap().slices.get(&100), None, "refused");
+    assert_eq!(d.counters().write_errors, 1, "a slice write that failed is no longer silent");
+}

@@ -1,0 +1,207 @@
+//! How the rest of the daemon reaches its components: the constructor, one accessor per
+//! component, and the few steps that need two components at once (a process moved by the
+//! tree and proven by the host, a directory watched on the tree's controller).
+
+use super::{Daemon, Kernel, Planned};
+use crate::config::Config;
+use crate::daemon::host::{Host, Proc};
+use crate::daemon::memory::MemoryState;
+use crate::daemon::observe::Observer;
+use crate::daemon::placement::Placement;
+use crate::daemon::reconcile::Watch;
+use crate::daemon::registry::{Desired, Registry};
+use crate::daemon::serving::Serving;
+use crate::daemon::sessions::Sessions;
+use crate::daemon::tree::{MoveError, Tree};
+use crate::proto::Counters;
+use std::collections::HashMap;
+use std::time::Instant;
+
+impl Daemon {
+    /// The daemon over its parts, before anything is adopted or written (adopt.rs `start`).
+    pub(in crate::daemon) fn assemble(
+        cfg: Config,
+        host: Box<dyn Host>,
+        tree: Tree,
+        registry: Registry,
+        kernel: Kernel,
+        watch: Watch,
+        memory: MemoryState,
+    ) -> Self {
+        let backend = crate::daemon::backend::for_controller(tree.cg());
+        Self {
+            placement: Placement::new(&cfg),
+            sessions: Sessions::default(),
+            serving: Serving::new(cfg.limits.requests_per_second, cfg.limits.request_burst),
+            obs: Observer::default(),
+            planned: Planned::default(),
+            logout_kills: HashMap::new(),
+            cfg,
+            host,
+            registry,
+            kernel,
+            watch,
+            memory,
+            tree,
+            applier: Default::default(),
+            backend,
+        }
+    }
+    /// How allot's tree is held on this host.
+    pub fn backend(&self) -> &dyn crate::daemon::backend::Backend {
+        self.backend.as_ref()
+    }
+    /// The backend, to call with the daemon itself (`release`).
+    pub fn backend_rc(&self) -> std::rc::Rc<dyn crate::daemon::backend::Backend> {
+        self.backend.clone()
+    }
+    /// The config in force.
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+    /// Puts a config in force (a reload, after its checks; tests).
+    pub(in crate::daemon) fn set_cfg(&mut self, cfg: Config) {
+        self.cfg = cfg;
+        self.registry.clear_defaults();
+    }
+    /// Tests: the config in force, to change in place.
+    #[cfg(test)]
+    pub fn cfg_mut(&mut self) -> &mut Config {
+        self.registry.clear_defaults();
+        &mut self.cfg
+    }
+    /// Processes and threads.
+    pub fn host(&self) -> &dyn Host {
+        self.host.as_ref()
+    }
+    /// allot's cgroups and what was written to them.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+    /// allot's cgroups, to write.
+    pub fn tree_mut(&mut self) -> &mut Tree {
+        &mut self.tree
+    }
+    /// What users asked for.
+    pub fn desired(&self) -> &Desired {
+        self.registry.desired()
+    }
+    /// What users asked for, to change (then [`Self::save`]).
+    pub fn desired_mut(&mut self) -> &mut Desired {
+        self.registry.desired_mut()
+    }
+    /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
+    pub fn save(&mut self) -> Result<(), String> {
+        self.registry.save()
+    }
+    /// What was measured.
+    pub fn obs(&self) -> &Observer {
+        &self.obs
+    }
+    /// What was measured, to mark a job to be read again.
+    pub fn obs_mut(&mut self) -> &mut Observer {
+        &mut self.obs
+    }
+    /// The last plan.
+    pub fn planned(&self) -> &Planned {
+        &self.planned
+    }
+    /// Kernel features.
+    pub fn features(&self) -> &super::Features {
+        self.kernel.features()
+    }
+    /// CPUs.
+    pub fn ncpu(&self) -> usize {
+        self.kernel.ncpu()
+    }
+    /// Tests: the kernel features, to pretend others.
+    #[cfg(test)]
+    pub fn features_mut(&mut self) -> &mut super::Features {
+        self.kernel.features_mut()
+    }
+    /// Tests: a machine of `n` CPUs.
+    #[cfg(test)]
+    pub fn set_ncpu(&mut self, n: usize) {
+        self.kernel.set_ncpu(n);
+    }
+    /// Sets up real-time budgets where the kernel has RT group scheduling (tree.rs), and
+    /// keeps what it found for `allot status`.
+    pub(in crate::daemon) fn setup_rt(&mut self) {
+        let note = self.tree.rt_setup();
+        self.kernel.set_rt_note(note);
+        let failures = self.tree.rt_assign();
+        self.report(failures);
+    }
+    /// Real-time group scheduling, in words.
+    pub fn rt_note(&self) -> &str {
+        self.kernel.rt_note()
+    }
+    /// Placement's memory.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+    /// Placement's memory, to change.
+    pub fn placement_mut(&mut self) -> &mut Placement {
+        &mut self.placement
+    }
+    /// Login sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+    /// Login sessions, to change.
+    pub fn sessions_mut(&mut self) -> &mut Sessions {
+        &mut self.sessions
+    }
+    /// Login sessions to change, beside the host that reads their threads.
+    pub fn sessions_with_host(&mut self) -> (&mut Sessions, &dyn Host) {
+        (&mut self.sessions, self.host.as_ref())
+    }
+    /// Counters, request budgets, the audit trail, the last reload.
+    pub fn serving(&self) -> &Serving {
+        &self.serving
+    }
+    /// The same, to count and record.
+    pub fn serving_mut(&mut self) -> &mut Serving {
+        &mut self.serving
+    }
+    /// Counters since start.
+    pub fn counters(&self) -> &Counters {
+        self.serving.counters()
+    }
+    /// Counters since start, to count.
+    pub fn counters_mut(&mut self) -> &mut Counters {
+        self.serving.counters_mut()
+    }
+    /// Outside changes watched.
+    pub fn watch(&self) -> &Watch {
+        &self.watch
+    }
+    /// Watches a directory of allot's tree for outside changes.
+    pub fn watch_rel(&mut self, rel: &str) {
+        self.watch.watch(self.tree.cg(), rel);
+    }
+    /// Stops watching a directory.
+    pub fn unwatch_rel(&mut self, rel: &str) {
+        self.watch.unwatch(rel);
+    }
+    /// Outside changes watched, to change.
+    pub fn watch_mut(&mut self) -> &mut Watch {
+        &mut self.watch
+    }
+    /// Jobs whose login session ended, and when what is left of them gets SIGKILL.
+    pub fn logout_kills_mut(&mut self) -> &mut HashMap<String, Instant> {
+        &mut self.logout_kills
+    }
+    /// Memory by share.
+    pub fn memory(&self) -> &MemoryState {
+        &self.memory
+    }
+    /// Memory by share, to change.
+    pub fn memory_mut(&mut self) -> &mut MemoryState {
+        &mut self.memory
+    }
+    /// Moves a held process into `rel`, proving it is the process held (tree.rs).
+    pub fn move_verified(&mut self, p: &Proc, rel: &str) -> Result<(), MoveError> {
+        self.tree.move_verified(self.host.as_ref(), p, rel)
+    }
+}
