@@ -445,7 +445,8 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
             p_work_kept * 100.0,
             2 * n,
             idle_rate,
-            idle_other.iter().copied().fold(0.0, f64::max),
+            // The mean of the same two windows the background's idle use is the mean of.
+            idle_other.iter().sum::<f64>() / idle_other.len().max(1) as f64,
             during
         ),
         values: serde_json::json!({"kept": kept, "plain_kept": p_kept, "work_kept": work_kept, "plain_work_kept": p_work_kept, "plain_alone": p_alone, "plain_with_background": p_with, "alone": alone, "with_background": with, "background_cpus_idle": bg_idle, "other_cpus_idle": idle_other, "background_cpus_during": bg_during}),
