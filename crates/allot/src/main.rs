@@ -16,6 +16,7 @@ mod config_props;
 mod config_scheduler;
 mod daemon;
 mod docgen;
+mod fields;
 mod metrics;
 mod metrics_cmd;
 mod output;

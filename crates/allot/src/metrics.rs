@@ -10,6 +10,7 @@
 //! named `job` would not survive node_exporter's textfile collector. Label values are
 //! escaped as the formats require (`\\`, `\"`, `\n`).
 
+use crate::fields;
 use crate::proto::{JobView, ShowView, StatusView};
 use crate::readings::Readings;
 use std::fmt::Write;
@@ -44,15 +45,15 @@ enum Kind {
 
 /// One metric family and its samples: label pairs and a value.
 struct Family {
-    name: &'static str,
+    name: String,
     kind: Kind,
     help: &'static str,
     samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
 impl Family {
-    fn new(name: &'static str, kind: Kind, help: &'static str) -> Family {
-        Family { name, kind, help, samples: vec![] }
+    fn new(name: impl Into<String>, kind: Kind, help: &'static str) -> Family {
+        Family { name: name.into(), kind, help, samples: vec![] }
     }
     fn add(&mut self, labels: Vec<(&'static str, String)>, v: f64) {
         self.samples.push((labels, v));
@@ -175,85 +176,21 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
         out.push(f);
     }
 
-    let job = |name, kind, help, v: &dyn Fn(&JobView) -> Option<f64>| {
-        let mut f = Family::new(name, kind, help);
+    // A job's families: every field the schema gives a metric, named, described and read
+    // as `show` and `top` read it.
+    for field in fields::shown_in(|i| i.metric) {
+        let spec = field.spec();
+        let mut f = Family::new(field.metric_name(), if spec.counter { Counter } else { Gauge }, spec.help);
         for j in &show.jobs {
-            if let Some(x) = v(j) {
-                f.add(job_labels(j), x);
+            let k = kernel.jobs.get(&j.id).copied().unwrap_or_default();
+            if let Some(x) = field.number(j, &k) {
+                let mut l = job_labels(j);
+                l.extend(field.label(j));
+                f.add(l, x);
             }
         }
-        f
-    };
-    let k = |j: &JobView| kernel.jobs.get(&j.id).copied().unwrap_or_default();
-    out.push(job("allot_job_tickets", Gauge, "The job's tickets: its claim inside its currency (1..10000).", &|j| Some(j.tickets as f64)));
-    out.push(job("allot_job_weight", Gauge, "The weight written to the kernel for the job now (boost and soft caps move it).", &|j| {
-        Some(j.weight as f64)
-    }));
-    out.push(job(
-        "allot_job_entitlement_cpus",
-        Gauge,
-        "CPUs the job gets now among the active claimants; for an idle job, what it would get if it woke.",
-        &|j| Some(j.entitlement),
-    ));
-    out.push(job("allot_job_active", Gauge, "1 if the job competes for CPU now.", &|j| Some(flag(j.active))));
-    out.push(job("allot_job_usage_cpus", Gauge, "The job's usage rate: smoothed CPU use, CPUs.", &|j| Some(j.usage)));
-    out.push(job("allot_job_window_usage_cpus", Gauge, "The job's CPU use over the boost window, CPUs.", &|j| Some(j.recent)));
-    let mut f = Family::new("allot_job_cap_cpus", Gauge, "The job's cap in CPUs (kind hard: always; soft: while others want the CPU).");
-    for j in show.jobs.iter().filter(|j| !j.background) {
-        if let Some(cap) = j.cap.as_deref().and_then(|c| c.parse::<allot_model::Cap>().ok()) {
-            let mut l = job_labels(j);
-            l.push(("kind", if cap.hard { "hard" } else { "soft" }.into()));
-            f.add(l, cap.cpus);
-        }
+        out.push(f);
     }
-    out.push(f);
-    out.push(job("allot_job_quota_cpus", Gauge, "The cpu.max quota in force now, CPUs (a hard cap, or a soft cap held).", &|j| j.quota));
-    out.push(job("allot_job_background", Gauge, "1 if the job is in the background class (runs on idle CPU only).", &|j| Some(flag(j.background))));
-    out.push(job("allot_job_boosted", Gauge, "1 if the job's boost is applied now.", &|j| Some(flag(j.boost))));
-    out.push(job("allot_job_held", Gauge, "1 if the job's soft cap is held now.", &|j| Some(flag(j.held))));
-    out.push(job("allot_job_focused", Gauge, "1 if the job is focused by its user.", &|j| Some(flag(j.focus))));
-    out.push(job("allot_job_niced", Gauge, "1 if nice emulation has changed the job's weight now.", &|j| Some(flag(j.niced))));
-    out.push(job("allot_job_nice", Gauge, "The lowest nice value among the job's processes.", &|j| Some(j.nice as f64)));
-    out.push(job("allot_job_runnable_threads", Gauge, "The job's threads that ran or waited lately.", &|j| Some(j.runnable as f64)));
-    out.push(job("allot_job_processes", Gauge, "Processes in the job (jobs whose processes are hidden from the caller have none).", &|j| {
-        j.pids.as_ref().map(|p| p.len() as f64)
-    }));
-    out.push(job("allot_job_cpu_periods_total", Counter, "Bandwidth periods elapsed while the job had a quota (cpu.stat nr_periods).", &|j| {
-        k(j).throttling.map(|t| t.periods as f64)
-    }));
-    out.push(job("allot_job_throttled_periods_total", Counter, "Periods in which the job used its whole quota (cpu.stat nr_throttled).", &|j| {
-        k(j).throttling.map(|t| t.throttled_periods as f64)
-    }));
-    out.push(job(
-        "allot_job_throttled_seconds_total",
-        Counter,
-        "Time the job's threads were stopped by its quota (cpu.stat throttled_usec, v1 throttled_time).",
-        &|j| k(j).throttling.map(|t| t.throttled_ns as f64 / 1e9),
-    ));
-    out.push(job(
-        "allot_job_pressure_cpu_waiting_seconds_total",
-        Counter,
-        "Time in which some of the job's threads waited for a CPU (cgroup v2 cpu.pressure some).",
-        &|j| k(j).pressure.map(|p| p.some_s),
-    ));
-    out.push(job(
-        "allot_job_pressure_cpu_stalled_seconds_total",
-        Counter,
-        "Time in which all of the job's non-idle threads waited for a CPU (cgroup v2 cpu.pressure full).",
-        &|j| k(j).pressure.and_then(|p| p.full_s),
-    ));
-    out.push(job(
-        "allot_job_run_queue_wait_ratio",
-        Gauge,
-        "Share of the job's runnable time spent waiting for a CPU over the sampling window (its visible threads' schedstat).",
-        &|j| k(j).wait.map(|w| w.ratio),
-    ));
-    out.push(job(
-        "allot_job_run_queue_waiting_threads",
-        Gauge,
-        "The job's threads waiting for a CPU, on average over the sampling window (its visible threads' schedstat).",
-        &|j| k(j).wait.map(|w| w.threads),
-    ));
     out.retain(|f| !f.samples.is_empty());
     out
 }
@@ -290,9 +227,9 @@ pub fn render(status: &StatusView, show: &ShowView, kernel: &Readings, format: F
     let mut out = String::new();
     for f in families(status, show, kernel) {
         let (family, sample) = match (format, f.kind) {
-            (Format::OpenMetrics, Kind::Counter) => (f.name.strip_suffix("_total").unwrap_or(f.name), f.name),
-            (Format::OpenMetrics, Kind::Info) => (f.name.strip_suffix("_info").unwrap_or(f.name), f.name),
-            _ => (f.name, f.name),
+            (Format::OpenMetrics, Kind::Counter) => (f.name.strip_suffix("_total").unwrap_or(&f.name), &*f.name),
+            (Format::OpenMetrics, Kind::Info) => (f.name.strip_suffix("_info").unwrap_or(&f.name), &*f.name),
+            _ => (&*f.name, &*f.name),
         };
         let kind = match (format, f.kind) {
             (_, Kind::Gauge) | (Format::Prometheus, Kind::Info) => "gauge",
@@ -330,7 +267,7 @@ pub fn render(status: &StatusView, show: &ShowView, kernel: &Readings, format: F
 
 /// Every metric name [`render`] can write (for checks of dashboards and docs).
 #[cfg(test)]
-pub fn names() -> Vec<&'static str> {
+pub fn names() -> Vec<String> {
     let (status, mut show) = (tests::status(), tests::show());
     show.jobs[0].cap = Some("0.5!".into());
     show.jobs[0].quota = Some(0.5);
@@ -343,7 +280,7 @@ pub fn names() -> Vec<&'static str> {
             wait: Some(Default::default()),
         },
     );
-    families(&status, &show, &r).iter().map(|f| f.name).collect()
+    families(&status, &show, &r).into_iter().map(|f| f.name).collect()
 }
 
 #[cfg(test)]

@@ -206,7 +206,7 @@ fn the_grafana_dashboard_uses_only_metrics_that_exist() {
         // A word that merely starts with allot_ inside another identifier is not a metric.
         let inside = start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
         if !inside && !name.ends_with('_') {
-            assert!(names.contains(&name), "the dashboard uses {name}, which allot metrics does not write");
+            assert!(names.iter().any(|n| n == name), "the dashboard uses {name}, which allot metrics does not write");
             used += 1;
         }
         i = end;

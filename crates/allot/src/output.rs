@@ -2,7 +2,8 @@
 //! that came from a process or a user goes through `allot_report::for_terminal` (the
 //! table does it per cell), so nothing can move the cursor or retitle the terminal.
 
-use crate::proto::{Changed, CurrencyView, FundingView, JobMade, JobView, Response, ShowView, StatusView};
+use crate::fields::{self, cpus, Field, Form};
+use crate::proto::{Changed, CurrencyView, FundingView, JobMade, Response, ShowView, StatusView};
 use allot_report::{for_terminal, Align, Table};
 use std::fmt::Write;
 
@@ -40,78 +41,18 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn cpus(x: f64) -> String {
-    format!("{:.2}", allot_model::usage::cpus_used(x))
-}
-
-/// A job's applied state in a few words (`show` and `top`).
-pub fn state(j: &JobView) -> String {
-    let mut v = vec![];
-    if j.background {
-        v.push("bg".to_string());
-    }
-    if j.focus {
-        v.push("focus".into());
-    } else if j.boost {
-        v.push("boost".into());
-    }
-    if j.held {
-        v.push("held".into());
-    }
-    if j.niced {
-        v.push(format!("nice:{}", j.nice));
-    }
-    if v.is_empty() {
-        "-".into()
-    } else {
-        v.join(",")
-    }
-}
-
 /// `allot show`. With no jobs, one line saying how to start one instead of empty tables.
 pub fn show(d: &ShowView) -> String {
     if d.jobs.is_empty() {
         return "no jobs: start one with allot run -- COMMAND, or give a running process to allot with allot set PID\n".into();
     }
-    let mut t = Table::new(["JOB", "USER", "CURRENCY", "TICKETS", "FUNDING", "ENTITLED", "USAGE", "CAP", "STATE", "PIDS", "COMMAND"])
-        .aligns(&[
-            Align::Left,
-            Align::Left,
-            Align::Left,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Right,
-            Align::Left,
-            Align::Left,
-            Align::Left,
-            Align::Left,
-        ])
-        .free_last(true);
+    // The fields `show` prints, from the one schema `top` and `metrics` read too.
+    let fields: Vec<Field> = fields::shown_in(|i| i.show).collect();
+    let aligns: Vec<Align> = fields.iter().map(|f| if f.right(Form::Full) { Align::Right } else { Align::Left }).collect();
+    let mut t = Table::new(fields.iter().map(|f| f.spec().header)).aligns(&aligns).free_last(true);
+    let none = Default::default();
     for j in &d.jobs {
-        let pids = match &j.pids {
-            None => "(hidden)".to_string(),
-            Some(p) if p.len() > 4 => format!("{},… ({})", p[..3].iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","), p.len()),
-            Some(p) => p.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(","),
-        };
-        let cmd = match &j.command {
-            None => "(hidden)".to_string(),
-            Some(c) => allot_report::fit(c, 60).into_owned(),
-        };
-        let ent = if j.active { cpus(j.entitlement) } else { format!("({})", cpus(j.entitlement)) };
-        t.row([
-            j.id.clone(),
-            j.user.clone(),
-            j.currency.clone(),
-            j.tickets.to_string(),
-            j.funding.to_string(),
-            ent,
-            cpus(j.usage),
-            j.cap.clone().unwrap_or_else(|| "-".into()),
-            state(j),
-            pids,
-            cmd,
-        ]);
+        t.row(fields.iter().map(|f| f.text(j, &none, Form::Full)));
     }
     let mut out = t.render();
     out.push('\n');

@@ -214,13 +214,15 @@ fn one_user_cannot_lock_out_the_others() {
     let mut kids = Kids::default();
     let lab = lab().display().to_string();
     let sock = d.socket.display().to_string();
+    let before = requests_seen(&d).unwrap();
     let flood = kids.add(
         d.user_command(B, &[&lab, "flood", "--target", &sock, "--idle", "200", "--trickle", "8", "--hammer", "2", "--duration", "9s"])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    // In full swing: the daemon has seen the flood's requests, not merely its start.
+    wait_for_requests(&d, before, 20);
     let (mut runs, mut statuses) = (vec![], vec![]);
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(7) {

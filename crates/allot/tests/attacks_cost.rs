@@ -102,13 +102,14 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
     let cmd = show(&d)["jobs"].as_array().unwrap().iter().find(|j| j["uid"] == B).unwrap()["command"].as_str().unwrap().to_string();
     assert!(cmd.chars().count() <= 512, "show cuts a command line: {} chars", cmd.chars().count());
     // The flood: sixteen connections looping `show`, for 30 s.
+    let before = requests_seen(&d).unwrap();
     let flood = kids.add(
         d.user_command(B, &[&lab, "flood", "--target", &sock, "--idle", "0", "--trickle", "0", "--hammer", "16", "--duration", "30s"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    wait_for_requests(&d, before, 50);
     let (mut statuses, mut runs, mut logins) = (vec![], vec![], vec![]);
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(26) {
@@ -170,11 +171,17 @@ fn trickling_metrics_readers_hold_no_one_up_and_see_no_other_users_processes() {
     d.wait_exec(j).unwrap();
     // 200 readers that send one byte every half second and never finish, for 6 s.
     let until = Instant::now() + Duration::from_secs(6);
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tricklers: Vec<_> = (0..200)
         .map(|_| {
+            let connected = connected.clone();
             std::thread::spawn(move || {
+                let mut first = true;
                 while Instant::now() < until {
                     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { continue };
+                    if std::mem::take(&mut first) {
+                        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     while Instant::now() < until && s.write_all(b"G").is_ok() {
                         std::thread::sleep(Duration::from_millis(500));
                     }
@@ -182,7 +189,11 @@ fn trickling_metrics_readers_hold_no_one_up_and_see_no_other_users_processes() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // Every reader has connected once: the endpoint is under the whole trickle.
+    poll_until("200 readers connected", Duration::from_secs(5), || {
+        let n = connected.load(std::sync::atomic::Ordering::Relaxed);
+        check(n >= 200, || format!("{n} connected"))
+    });
     let mut times = vec![];
     while Instant::now() + Duration::from_millis(300) < until {
         let (t, r) = get(port);

@@ -50,7 +50,9 @@ fn two_daemons_never_race_for_the_processes_of_one_source() {
     for &p in &pids {
         wait_for("placed by the first daemon", || cgroup_of(p).contains(&first.root_name).then_some(()));
     }
-    std::thread::sleep(std::time::Duration::from_millis(600)); // scans of both have passed
+    // What must not happen has no event to wait for: give both daemons three scans
+    // (scan_ms 200), then look.
+    std::thread::sleep(std::time::Duration::from_millis(600));
     for &p in &pids {
         let cg = cgroup_of(p);
         assert!(cg.contains(&first.root_name) && !cg.contains(&second.root_name), "process {p} is in {cg}");

@@ -92,7 +92,11 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     // C alone, capped hard at 64M: its 460M file never takes more.
     let c = reader(&d, &mut kids, C, &files.path(2));
     wait_for("C placed", || job_with_pid(&show(&d), c));
-    std::thread::sleep(Duration::from_secs(3));
+    // Its reads have filled its cap's worth of page cache (or more, were the cap broken).
+    poll_until("C's charge near its cap", Duration::from_secs(20), || {
+        let u = usage(&d, &uc);
+        check(u >= 56 * MIB, || format!("{} MiB", u / MIB))
+    });
     let c_peak = (0..20)
         .map(|_| {
             std::thread::sleep(Duration::from_millis(100));

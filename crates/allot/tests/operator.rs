@@ -300,7 +300,13 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     d.wait_exec(capped).unwrap();
     let capped_job = wait_for("the capped job", || job_with_pid(&show(&d), capped));
     let capped_id = capped_job["id"].as_str().unwrap().to_string();
-    std::thread::sleep(Duration::from_millis(600));
+    // The kernel has throttled the capped job at least once (its cpu.stat says so).
+    let stat = format!("{}/cpu.stat", capped_job["dir"].as_str().unwrap());
+    poll_until("the capped job throttled", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(&stat).map_err(|e| format!("{stat}: {e}"))?;
+        let n = text.lines().find_map(|l| l.strip_prefix("nr_throttled ")).and_then(|n| n.trim().parse::<u64>().ok());
+        check(n.is_some_and(|n| n > 0), || format!("{stat}: {text}"))
+    });
 
     // Plain top: no escape code, two frames, every job with its tickets.
     let o = d.cli(&["top", "--iterations", "2", "--interval", "0.3s", "--sort", "tickets"], None).unwrap();

@@ -120,7 +120,11 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     assert_eq!(cg.max(&rel).unwrap(), None, "the boost leaves no quota behind");
     // It wakes and burns with no daemon: compare with the same program outside allot,
     // on the same CPU, measured right after (the machine may be busy with other work).
-    std::thread::sleep(Duration::from_millis(2500));
+    // (Its shell's command line names the hog from the start: the program it runs is the event.)
+    poll_until("the job to wake and exec its hog", Duration::from_secs(10), || {
+        let exe = std::fs::read_link(format!("/proc/{j}/exe"));
+        check(exe.as_ref().is_ok_and(|e| e.as_path() == lab.as_ref() as &std::path::Path), || exe)
+    });
     let t0 = Instant::now();
     let inside = rate(j, 2.0);
     unsafe { libc::kill(j as i32, libc::SIGKILL) };
@@ -177,7 +181,12 @@ fn an_outside_change_is_reasserted_within_a_second_and_logged_once() {
     let took2 = t1.elapsed();
     assert!(took2 < Duration::from_secs(1), "re-created after {took2:?}");
     assert_eq!(cg.max(&rel).unwrap(), quota, "with its cap");
-    std::thread::sleep(Duration::from_millis(500));
+    // Each outside change is logged once it is handled: wait for the three, then count.
+    let needles = ["weight changed from outside to 7", "cpu.max changed from outside", "was removed from outside"];
+    poll_until("the three outside changes logged", Duration::from_secs(5), || {
+        let log = d.log();
+        check(needles.iter().all(|n| log.contains(n)), || log.lines().filter(|l| l.contains("outside")).map(String::from).collect::<Vec<_>>())
+    });
     let log = d.log();
     let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
     eprintln!("re-asserted in {took:?}, re-created in {took2:?}\n{}", log.lines().filter(|l| l.contains("outside")).collect::<Vec<_>>().join("\n"));
@@ -195,10 +204,13 @@ fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
     let mut d = PrivateDaemon::start(exe(), CONFIG).unwrap();
     let lab = lab().display().to_string();
     let mut kids = Kids::default();
-    for _ in 0..allot_linux::ncpu() {
-        spawn_as(&d, &mut kids, B, &[&lab, "workload", "cpu"]);
-    }
-    std::thread::sleep(Duration::from_millis(1000));
+    let hogs: Vec<u32> = (0..allot_linux::ncpu()).map(|_| spawn_as(&d, &mut kids, B, &[&lab, "workload", "cpu"])).collect();
+    // Busy: every hog placed in a job the daemon has seen compete for CPU.
+    poll_until("every hog in an active job", Duration::from_secs(10), || {
+        let v = show(&d);
+        let jobs: Vec<_> = hogs.iter().map(|&p| job_with_pid(&v, p)).collect();
+        check(jobs.iter().all(|j| j.as_ref().is_some_and(|j| j["active"] == true)), || jobs)
+    });
     let o = d.cli(&["run", "--", &lab, "workload", "ncpu"], Some(A)).unwrap();
     let v: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
     eprintln!("{v}");

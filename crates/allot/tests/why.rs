@@ -31,16 +31,16 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
     d.wait_exec(hog).unwrap();
     let job = wait_for("the capped job", || job_with_pid(&show(&d), hog));
     assert_eq!(job["cap"], "0.3!", "{job}");
-    // Let its usage reach the cap (the daemon smooths it); the machine is shared, so a
-    // busy moment may keep the hog under its cap for a while: ask again, up to 30 s.
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let t0 = std::time::Instant::now();
-    let owner = loop {
+    // Its usage reaches the cap (the daemon smooths it); the machine is shared, so a busy
+    // moment may keep the hog under its cap for a while: ask until why says capped, up to 30 s.
+    let owner = poll_until("why to say capped", std::time::Duration::from_secs(30), || {
         let v = why(&d, hog, Some(A));
-        if v["verdict"] == "capped" || t0.elapsed().as_secs() > 30 {
-            break v;
+        if v["verdict"] == "capped" {
+            Ok(v)
+        } else {
+            Err(v)
         }
-    };
+    });
     let id = job["id"].as_str().unwrap();
     assert_eq!(owner["verdict"], "capped", "the owner's why: {owner:#}");
     assert_eq!(owner["allot"]["state"], "job");

@@ -17,3 +17,15 @@ unmount_under() {
   done < <(mounts_under "$1")
   [ -z "$(mounts_under "$1")" ]
 }
+
+# A cached image holding a mount is not trusted: linking it (cp -al) fails or links the
+# host's files into the guest. Prints the mounts it held and unmounts them. Status 0: it
+# held none; 1: it held some, now unmounted (build it again); 2: some are still mounted.
+check_cache() {
+  local held
+  held=$(mounts_under "$1")
+  [ -z "$held" ] && return 0
+  printf '%s\n' "$held" | tr '\n' ' '
+  unmount_under "$1" && return 1
+  return 2
+}

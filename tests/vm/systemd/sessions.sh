@@ -1,4 +1,4 @@
-# Login-session processes meet allot's policy in place (issue 18, items 1 and 2), sourced by
+# Login-session processes meet allot's policy in place, sourced by
 # allot.sh while the daemon runs; uses its $A, check, wait_for and login_session. allot-ta
 # (uid 2001) and allot-tb (2002) are logged in; both funded 100 here, so their slices
 # weigh alike. Each check measures from /proc/PID/stat or the slices' cpu.stat.

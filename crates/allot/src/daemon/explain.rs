@@ -8,8 +8,8 @@ use super::registry::JobId;
 use super::tree::PERIOD_US;
 use super::trust::Peer;
 use crate::proto::{ExplainView, Reason, Response};
-use allot_model::plan::Boost;
-use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS};
+use allot_model::plan::{Boost, ACTIVE_CPUS};
+use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS, WAITING_FRACTION};
 
 impl Daemon {
     /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
@@ -45,7 +45,7 @@ impl Daemon {
             let idle = t.map_or(0.0, |t| t.idle_cpus);
             let because = match p.hold {
                 Some(Hold::Imposed | Hold::Kept) => format!(
-                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU; written as cpu.max until more than {RELEASE_IDLE_CPUS} CPU sits idle on its CPUs (now {idle:.2})",
+                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU (more than {WAITING_FRACTION} of a tick); written as cpu.max until more than {RELEASE_IDLE_CPUS} CPU sits idle on its CPUs (now {idle:.2})",
                     c.cpus
                 ),
                 Some(Hold::Released | Hold::UnderCap | Hold::Alone) | None => {
@@ -135,7 +135,8 @@ impl Daemon {
     }
 }
 
-/// The boost rule's branch in words (`what`: "job", or "thread" for a session task).
+/// The boost rule's branch in words, every number from the plan's [`BoostLimits`] or the
+/// model's constants (`what`: "job", or "thread" for a session task).
 pub fn boost_words(b: Boost, window: f64, last: f64, l: &allot_model::plan::BoostLimits, win: u64, what: &str) -> String {
     let (ent, threshold, wf, lf) = (l.entitlement, l.window, l.window_fraction, l.last_fraction);
     match b {
@@ -143,7 +144,9 @@ pub fn boost_words(b: Boost, window: f64, last: f64, l: &allot_model::plan::Boos
             Boost::Off => "the boost is off (policy.boost = false)".to_string(),
             Boost::Focused => "focused by its user (allot focus): boosted whatever it uses".to_string(),
             Boost::New => "new: not measured yet, so it counts as having used none of its entitlement: the largest boost".to_string(),
-            Boost::Asleep => format!("asleep: it used {window:.3} CPU over the last {win} ms; a job that used nothing gets the largest boost").replace("a job", &format!("a {what}")),
+            Boost::Asleep => format!(
+                "asleep: it used {window:.3} CPU over the last {win} ms and {last:.3} in the last tick, neither above {ACTIVE_CPUS} CPU; a {what} that used nothing gets the largest boost"
+            ),
             Boost::Interactive => format!(
                 "interactive: it used {window:.3} CPU over the last {win} ms, below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}, and {last:.3} in the last tick (below {lf} × {ent:.3})"
             ),
@@ -153,3 +156,7 @@ pub fn boost_words(b: Boost, window: f64, last: f64, l: &allot_model::plan::Boos
             Boost::Busy => format!("busy: it used {window:.3} CPU over the last {win} ms, not below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}"),
     }
 }
+
+#[cfg(test)]
+#[path = "explain_tests.rs"]
+mod tests;

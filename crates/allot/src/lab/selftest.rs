@@ -125,10 +125,12 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
             } else {
                 "FAIL"
             };
+            // The outside load beside every verdict: a pass or a failure on a busy machine
+            // says how busy it was.
             let other = if o.inconclusive {
                 format!(" [inconclusive: {:.2} CPU of other load on the machine; run it again when the machine is quieter]", o.outside)
             } else {
-                String::new()
+                format!(" [other load on the machine: up to {:.2} CPU]", o.outside)
             };
             println!("{verdict} {:?}: {}{other} ({:.0} s)", o.check, o.detail, t0.elapsed().as_secs_f64());
         }
@@ -378,7 +380,7 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
     args.extend(["--threads".into(), (2 * n).to_string()]);
     // Alone and with the background, interleaved twice, so drift in the machine's speed
     // (other load on the host, a VM's stolen time) falls on both sides alike.
-    let (mut alone, mut with, mut bg_idle, mut bg_during) = (vec![], vec![], vec![], vec![]);
+    let (mut alone, mut with, mut bg_idle, mut bg_during, mut idle_other) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..2 {
         let m = load::Meter::start(&d);
         alone.push(fg(&d)?);
@@ -393,7 +395,8 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
         // idle" is only true when it is small.
         let m = load::Meter::start(&d);
         let (u, w) = measure(cg.as_ref(), std::slice::from_ref(&rel), 1.0)?;
-        other = other.max(m.finish(0.0));
+        idle_other.push(m.finish(0.0));
+        other = other.max(idle_other[idle_other.len() - 1]);
         bg_idle.push(u[0] / w);
         let (t0, bg0, m) = (Instant::now(), cg.usage_ns(&rel)?, load::Meter::start(&d));
         with.push(fg(&d)?);
@@ -435,16 +438,18 @@ fn background(exe: &Path, window: f64) -> anyhow::Result<Outcome> {
         // The background must really run when the CPU is free (else "kept" proves nothing).
         passed: kept >= 0.95 && p_kept >= 0.95 && idle_rate > 0.2,
         detail: format!(
-            "foreground job ({n} threads) kept {:.1}% of its CPU time and a plain process outside allot {:.1}% (want >= 95 each; work kept {:.1}% and {:.1}%) against {} background hogs; background used {:.2} CPU while the machine was otherwise idle and {:.3} CPU during the foreground runs",
+            "foreground job ({n} threads) kept {:.1}% of its CPU time and a plain process outside allot {:.1}% (want >= 95 each; work kept {:.1}% and {:.1}%) against {} background hogs; background used {:.2} CPU while allot ran nothing else (other load on the machine then: {:.2} CPU) and {:.3} CPU during the foreground runs",
             kept * 100.0,
             p_kept * 100.0,
             work_kept * 100.0,
             p_work_kept * 100.0,
             2 * n,
             idle_rate,
+            // The mean of the same two windows the background's idle use is the mean of.
+            idle_other.iter().sum::<f64>() / idle_other.len().max(1) as f64,
             during
         ),
-        values: serde_json::json!({"kept": kept, "plain_kept": p_kept, "work_kept": work_kept, "plain_work_kept": p_work_kept, "plain_alone": p_alone, "plain_with_background": p_with, "alone": alone, "with_background": with, "background_cpus_idle": bg_idle, "background_cpus_during": bg_during}),
+        values: serde_json::json!({"kept": kept, "plain_kept": p_kept, "work_kept": work_kept, "plain_work_kept": p_work_kept, "plain_alone": p_alone, "plain_with_background": p_with, "alone": alone, "with_background": with, "background_cpus_idle": bg_idle, "other_cpus_idle": idle_other, "background_cpus_during": bg_during}),
         inconclusive: false,
         outside: 0.0,
     }))

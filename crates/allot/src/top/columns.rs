@@ -7,55 +7,61 @@ use crate::proto::JobView;
 use crate::readings::JobKernel;
 use allot_report::{fit, for_terminal, width};
 
-/// A column of the job or currency table; its header is [`Col::header`].
+pub use crate::fields::{cpus, secs};
+use crate::fields::{shown_in, Field, Form};
+
+/// A column of the job or currency table: a job's field (its header, alignment and cell
+/// from [`crate::fields`]), the usage bar, or one of the currency table's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Col {
-    Job,
-    User,
-    Currency,
-    Tickets,
-    Funding,
-    Entitled,
-    Usage,
+    F(Field),
     Bar,
-    Cap,
-    State,
-    Wait,
-    Psi,
-    Throttled,
-    Pids,
-    Command,
     // The currency table's own.
     Kind,
     Jobs,
     Active,
 }
 
-/// The job table's columns, left to right (PSI only where a job has pressure).
-pub const COLS: [Col; 15] = [
-    Col::Job,
-    Col::User,
-    Col::Currency,
-    Col::Tickets,
-    Col::Funding,
-    Col::Entitled,
-    Col::Usage,
-    Col::Bar,
-    Col::Cap,
-    Col::State,
-    Col::Wait,
-    Col::Psi,
-    Col::Throttled,
-    Col::Pids,
-    Col::Command,
-];
+/// The job table's columns, left to right: the fields `top` shows, the bar after USAGE
+/// (PSI only where a job has pressure).
+pub fn cols() -> Vec<Col> {
+    let mut v = vec![];
+    for f in shown_in(|i| i.top) {
+        v.push(Col::F(f));
+        if f == Field::Usage {
+            v.push(Col::Bar);
+        }
+    }
+    v
+}
 
 /// Job columns dropped first when the terminal is narrow.
-pub const DROP: [Col; 10] = [Col::Psi, Col::Funding, Col::Currency, Col::Throttled, Col::Pids, Col::Cap, Col::Wait, Col::Bar, Col::State, Col::User];
+pub const DROP: [Col; 10] = [
+    Col::F(Field::Psi),
+    Col::F(Field::Funding),
+    Col::F(Field::Currency),
+    Col::F(Field::Throttled),
+    Col::F(Field::Processes),
+    Col::F(Field::Cap),
+    Col::F(Field::Wait),
+    Col::Bar,
+    Col::F(Field::State),
+    Col::F(Field::User),
+];
 
 /// The currency table's columns, and those it drops first.
-pub const CURRENCY_COLS: [Col; 9] = [Col::Currency, Col::Kind, Col::Funding, Col::Cap, Col::Jobs, Col::Active, Col::Entitled, Col::Usage, Col::Bar];
-pub const CURRENCY_DROP: [Col; 5] = [Col::Kind, Col::Jobs, Col::Active, Col::Cap, Col::Bar];
+pub const CURRENCY_COLS: [Col; 9] = [
+    Col::F(Field::Currency),
+    Col::Kind,
+    Col::F(Field::Funding),
+    Col::F(Field::Cap),
+    Col::Jobs,
+    Col::Active,
+    Col::F(Field::Entitled),
+    Col::F(Field::Usage),
+    Col::Bar,
+];
+pub const CURRENCY_DROP: [Col; 5] = [Col::Kind, Col::Jobs, Col::Active, Col::F(Field::Cap), Col::Bar];
 
 /// COMMAND keeps at least this many columns before another column is dropped (enough
 /// for "make -j8"; at 80 columns that keeps WAIT beside a 13-character job id).
@@ -64,73 +70,38 @@ pub const COMMAND_MIN: usize = 8;
 impl Col {
     pub fn header(self) -> &'static str {
         match self {
-            Col::Job => "JOB",
-            Col::User => "USER",
-            Col::Currency => "CURRENCY",
-            Col::Tickets => "TICKETS",
-            Col::Funding => "FUNDING",
-            Col::Entitled => "ENTITLED",
-            Col::Usage => "USAGE",
+            Col::F(f) => f.spec().header,
             Col::Bar => "USE/ENT",
-            Col::Cap => "CAP",
-            Col::State => "STATE",
-            Col::Wait => "WAIT",
-            Col::Psi => "PSI",
-            Col::Throttled => "THROTTLED",
-            Col::Pids => "PIDS",
-            Col::Command => "COMMAND",
             Col::Kind => "KIND",
             Col::Jobs => "JOBS",
             Col::Active => "ACTIVE",
         }
     }
     pub fn right(self) -> bool {
-        matches!(
-            self,
-            Col::Tickets | Col::Funding | Col::Entitled | Col::Usage | Col::Wait | Col::Psi | Col::Throttled | Col::Pids | Col::Jobs | Col::Active
-        )
+        match self {
+            Col::F(f) => f.right(Form::Short),
+            Col::Bar | Col::Kind => false,
+            Col::Jobs | Col::Active => true,
+        }
     }
     pub fn max(self) -> usize {
         match self {
-            Col::Job => 16,
-            Col::User | Col::Currency | Col::Cap => 12,
-            Col::State => 16,
+            Col::F(Field::Job) => 16,
+            Col::F(Field::User | Field::Currency | Field::Cap) => 12,
+            Col::F(Field::State) => 16,
             _ => 60,
         }
     }
     pub fn sort(self) -> Option<SortKey> {
         Some(match self {
-            Col::Usage => SortKey::Usage,
-            Col::Entitled => SortKey::Entitled,
-            Col::Tickets => SortKey::Tickets,
-            Col::Pids => SortKey::Pids,
-            Col::Wait => SortKey::Wait,
-            Col::Job => SortKey::Job,
+            Col::F(Field::Usage) => SortKey::Usage,
+            Col::F(Field::Entitled) => SortKey::Entitled,
+            Col::F(Field::Tickets) => SortKey::Tickets,
+            Col::F(Field::Processes) => SortKey::Pids,
+            Col::F(Field::Wait) => SortKey::Wait,
+            Col::F(Field::Job) => SortKey::Job,
             _ => return None,
         })
-    }
-}
-
-/// CPUs with two decimals, never "-0.00".
-pub fn cpus(x: f64) -> String {
-    format!("{:.2}", allot_model::usage::cpus_used(x))
-}
-
-/// Seconds as a person reads them: 0, 0.42s, 12.3s, 4m05s, 3h12m, 2d04h.
-pub fn secs(s: f64) -> String {
-    let s = s.max(0.0);
-    if s == 0.0 {
-        "0".into()
-    } else if s < 1.0 {
-        format!("{s:.2}s")
-    } else if s < 60.0 {
-        format!("{s:.1}s")
-    } else if s < 3600.0 {
-        format!("{}m{:02}s", (s / 60.0) as u64, s as u64 % 60)
-    } else if s < 86400.0 {
-        format!("{}h{:02}m", (s / 3600.0) as u64, (s as u64 % 3600) / 60)
-    } else {
-        format!("{}d{:02}h", (s / 86400.0) as u64, (s as u64 % 86400) / 3600)
     }
 }
 
@@ -153,37 +124,10 @@ pub fn bar(usage: f64, entitled: f64, scale: f64, w: usize) -> String {
 /// A job's cell in a column (the bar is drawn by the frame, which knows the scale).
 pub fn cell(c: Col, j: &JobView, k: &JobKernel) -> String {
     let s = match c {
-        Col::Job => j.id.clone(),
-        Col::User => j.user.clone(),
-        Col::Currency => j.currency.clone(),
-        Col::Tickets => j.tickets.to_string(),
-        Col::Funding => j.funding.to_string(),
-        Col::Entitled if j.active => cpus(j.entitlement),
-        Col::Entitled => format!("({})", cpus(j.entitlement)),
-        Col::Usage => cpus(j.usage),
-        Col::Bar => String::new(),
-        Col::Cap => j.cap.clone().unwrap_or_else(|| "-".into()),
-        Col::State => crate::output::state(j),
-        Col::Wait => k.wait.map_or("-".into(), |w| format!("{:.0}%", w.ratio * 100.0)),
-        Col::Psi => k.pressure.map_or("-".into(), |p| format!("{:.0}%", p.some_avg10)),
-        Col::Throttled => k.throttling.map_or("-".into(), |t| secs(t.throttled_ns as f64 / 1e9)),
-        Col::Pids => j.pids.as_ref().map_or("-".into(), |p| p.len().to_string()),
-        Col::Command => j.command.as_deref().map_or_else(|| "(hidden)".into(), short_command),
-        Col::Kind | Col::Jobs | Col::Active => String::new(),
+        Col::F(f) => f.text(j, k, Form::Short),
+        Col::Bar | Col::Kind | Col::Jobs | Col::Active => String::new(),
     };
     fit(&for_terminal(&s), c.max()).into_owned()
-}
-
-/// A command line with its program's directory left out (`/usr/bin/python3 x.py` is
-/// `python3 x.py`), as columns are scarce; `allot show` prints it whole.
-pub fn short_command(c: &str) -> String {
-    let (prog, rest) = c.split_once(' ').unwrap_or((c, ""));
-    let base = prog.rsplit('/').next().filter(|b| !b.is_empty()).unwrap_or(prog);
-    if rest.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base} {rest}")
-    }
 }
 
 /// Pads or cuts `s` to exactly `w` columns.

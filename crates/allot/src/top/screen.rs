@@ -8,7 +8,8 @@
 //! terminal is narrow, whole columns are dropped in a fixed order (PSI, FUNDING, CURRENCY,
 //! THROTTLED, PIDS, CAP, WAIT, bar, STATE, USER) before COMMAND shrinks.
 
-use super::columns::{bar, cell, cpus, pad, secs, Col, COLS, COMMAND_MIN, CURRENCY_COLS, CURRENCY_DROP, DROP};
+use super::columns::{bar, cell, cols, cpus, pad, secs, Col, COMMAND_MIN, CURRENCY_COLS, CURRENCY_DROP, DROP};
+use crate::fields::Field;
 use crate::proto::{JobView, ShowView, StatusView};
 use crate::readings::Readings;
 use allot_report::{fit, for_terminal, width};
@@ -191,7 +192,12 @@ fn table(cols: &[Col], drop: &[Col], rows: &[Vec<String>], avail: Option<usize>,
     if let Some(avail) = avail {
         let need = |keep: &[bool]| -> usize {
             let n = keep.iter().filter(|k| **k).count();
-            cols.iter().zip(&w).zip(keep).filter(|(_, k)| **k).map(|((c, w), _)| if *c == Col::Command { COMMAND_MIN } else { *w }).sum::<usize>()
+            cols.iter()
+                .zip(&w)
+                .zip(keep)
+                .filter(|(_, k)| **k)
+                .map(|((c, w), _)| if *c == Col::F(Field::Command) { COMMAND_MIN } else { *w })
+                .sum::<usize>()
                 + 2 * n.saturating_sub(1)
         };
         for &d in drop {
@@ -213,7 +219,7 @@ fn table(cols: &[Col], drop: &[Col], rows: &[Vec<String>], avail: Option<usize>,
         }
         let sep = if first { "" } else { "  " };
         first = false;
-        let last = *c == Col::Command;
+        let last = *c == Col::F(Field::Command);
         let start = header.len() + sep.len();
         header.push_str(sep);
         header.push_str(&if last { c.header().to_string() } else { pad(c.header(), w[i], c.right()) });
@@ -275,10 +281,10 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
         .map(|c| {
             let e = currency_entitlement(f.show, &c.name);
             vec![
-                fit(&for_terminal(&c.name), Col::Currency.max()).into_owned(),
+                fit(&for_terminal(&c.name), Col::F(Field::Currency).max()).into_owned(),
                 fit(&for_terminal(&c.kind), 8).into_owned(),
                 c.funding.to_string(),
-                fit(&for_terminal(c.cap.as_deref().unwrap_or("-")), Col::Cap.max()).into_owned(),
+                fit(&for_terminal(c.cap.as_deref().unwrap_or("-")), Col::F(Field::Cap).max()).into_owned(),
                 c.jobs.to_string(),
                 c.active.to_string(),
                 cpus(e),
@@ -306,9 +312,9 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
 
     // Jobs.
     let jobs = sorted(f);
-    let mut cols: Vec<Col> = COLS.to_vec();
+    let mut cols: Vec<Col> = cols();
     if !f.kernel.jobs.values().any(|k| k.pressure.is_some()) {
-        cols.retain(|c| *c != Col::Psi);
+        cols.retain(|c| *c != Col::F(Field::Psi));
     }
     let rows: Vec<Vec<String>> = jobs
         .iter()

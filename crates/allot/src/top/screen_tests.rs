@@ -1,7 +1,7 @@
 use super::*;
+use crate::fields::short_command;
 use crate::metrics::tests::{job, show, status};
 use crate::readings::{JobKernel, Wait};
-use crate::top::columns::short_command;
 use allot_linux::cgroup::stat::Throttling;
 
 fn data() -> (StatusView, ShowView, Readings) {

@@ -4,6 +4,10 @@
 #![allow(dead_code)]
 
 pub use allot_measure::harness::{Kids, PrivateDaemon, TEST_UIDS};
+#[allow(unused_imports)] // each test file uses some
+pub use wait::{check, poll_until, requests_seen, wait_for_requests};
+
+mod wait;
 use std::path::Path;
 use std::process::Output;
 use std::sync::Mutex;
