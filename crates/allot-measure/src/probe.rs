@@ -430,7 +430,10 @@ mod tests {
 
     #[test]
     fn short_run_measures() {
-        let cfg = ProbeConfig { count: 20, interval: Duration::from_millis(1), ..Default::default() };
+        // At this process's own nice: nice 0 from a test run under `nice -n 19` would be
+        // a raise, which needs root.
+        let own = allot_linux::sched::nice(std::process::id() as i32).unwrap();
+        let cfg = ProbeConfig { count: 20, interval: Duration::from_millis(1), policy: Policy::Nice(own), ..Default::default() };
         let r = measure(&cfg).unwrap();
         assert!(r.lateness_us.n + r.missed as usize >= 20);
         assert!(r.kernel.timeslices >= 1);

@@ -42,6 +42,8 @@ fn hog(cpu: Option<usize>, nice: i32) -> Child {
 /// 2 × ncpu hogs on CPU 0. Slightly heavier than the probe (nice -5: weight 3121 vs
 /// 1024) so a quiet CI machine starves the probe as surely as a busy one.
 fn starving_hogs() -> Kids {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the hogs' nice -5 needs root: run as root (scripts/test); this test does not skip");
     let n = 2 * allot_linux::ncpu();
     Kids((0..n).map(|_| hog(Some(0), -5)).collect())
 }
@@ -61,6 +63,7 @@ fn probe_thread(cfg: ProbeConfig) -> (i32, std::thread::JoinHandle<anyhow::Resul
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn why_says_starved_for_a_probe_under_hogs() {
     let _l = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _hogs = starving_hogs();
@@ -100,6 +103,7 @@ fn why_says_sleeping_for_sleep() {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn probe_worst_lateness_agrees_with_its_kernel_wait_under_contention() {
     // The starved-task tutorial step 3: "wait_max of ~48 ms matches the jitter we measured". This kernel has
     // no wait_max (no CONFIG_SCHEDSTATS), so the probe reads its own schedstat around each

@@ -27,6 +27,7 @@ fn quota(dir: &std::path::Path) -> String {
 }
 
 #[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
 fn a_users_two_hogs_under_a_currency_cap_of_half_a_cpu_use_half_a_cpu() {
     require_root();
     let _s = serial();

@@ -10,6 +10,8 @@
 //! mirrors every directory and every move into the cpuacct hierarchy too, and into the
 //! memory hierarchy where one is mounted (memory by share, [`memory`]).
 
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod memory;
 pub mod sessions;
 pub mod stat;
@@ -245,7 +247,7 @@ pub fn detect(name: &str) -> Result<Box<dyn CpuController>> {
     check_name(name)?;
     let fg = detect_one(name)?;
     let bg = detect_one(&format!("{name}-background"))?;
-    Ok(Box::new(Tree { fg, bg }))
+    Ok(Box::new(Tree::new(fg, bg)))
 }
 
 /// The directory of a process's own cgroup in the cpu hierarchy (where its `cpu.stat`
@@ -272,6 +274,10 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// `fg` for allot's root, `bg` for its background sibling.
+    pub(crate) fn new(fg: Box<dyn CpuController>, bg: Box<dyn CpuController>) -> Self {
+        Self { fg, bg }
+    }
     fn route<'a>(&self, rel: &'a str) -> (&dyn CpuController, &'a str) {
         if rel == BACKGROUND {
             (self.bg.as_ref(), "")

@@ -104,8 +104,9 @@ impl CpuController for V1 {
     }
     fn max(&self, rel: &str) -> Result<Option<Max>> {
         let dir = self.cpu.join(rel);
-        let q = read(dir.join("cpu.cfs_quota_us"))?;
-        let q: i64 = q.trim().parse().unwrap_or(-1);
+        let p = dir.join("cpu.cfs_quota_us");
+        let s = read(&p)?;
+        let q: i64 = s.trim().parse().map_err(|_| crate::Error::Parse { path: p, what: "cpu.cfs_quota_us", text: s.chars().take(80).collect() })?;
         if q < 0 {
             return Ok(None);
         }
@@ -158,3 +159,7 @@ impl CpuController for V1 {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "v1_tests.rs"]
+mod tests;

@@ -91,3 +91,7 @@ impl CpuController for V2 {
         write(self.mount.join(path.trim_start_matches('/')).join("cgroup.procs"), &pid.to_string())
     }
 }
+
+#[cfg(test)]
+#[path = "v2_tests.rs"]
+mod tests;

@@ -98,8 +98,10 @@ pub fn spawn(h: &Holder) -> Result<i32> {
         unsafe { libc::close(rd) };
         return Err(e);
     }
-    // The middle child sends the holder's pid; the holder sends an errno only if its exec
-    // failed (on success the close-on-exec pipe closes and the read sees its end).
+    // The middle child sends the holder's pid (or -errno when its fork failed); the holder
+    // sends -errno only if its exec failed (on success the close-on-exec pipe closes and
+    // the read sees its end). The two write in either order: a holder whose exec fails at
+    // once can write before the middle child does, so the sign tells them apart.
     let mut buf = [0u8; 8];
     let mut got = 0;
     while got < 8 {
@@ -119,12 +121,16 @@ pub fn spawn(h: &Holder) -> Result<i32> {
         libc::waitpid(mid, &mut st, 0);
         libc::close(rd);
     }
-    let pid = i32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
-    if got < 4 || pid <= 0 {
+    let word = |i: usize| i32::from_ne_bytes(buf[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+    let (pid, exec_errno) = match got {
+        8 => (word(0).max(word(1)), Some(-word(0).min(word(1)))),
+        4 => (word(0), None),
+        _ => (0, None),
+    };
+    if pid <= 0 {
         return Err(Error::Sys { call: "start a holder: fork (second)".into(), source: std::io::Error::from_raw_os_error(-pid.min(0)) });
     }
-    if got == 8 {
-        let errno = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
+    if let Some(errno) = exec_errno {
         return Err(Error::Sys { call: format!("start a holder: execve({prog})"), source: std::io::Error::from_raw_os_error(errno) });
     }
     Ok(pid)
@@ -166,7 +172,7 @@ unsafe fn holder(wr: i32, null: i32, prog: &CString, argv: &[*const libc::c_char
     // close-on-exec) by the dup2s below.
     let (first_wr, wr, null) = (wr, libc::fcntl(wr, libc::F_DUPFD_CLOEXEC, 3), libc::fcntl(null, libc::F_DUPFD_CLOEXEC, 3));
     if wr < 0 || null < 0 {
-        let v = *libc::__errno_location();
+        let v = -*libc::__errno_location();
         libc::write(first_wr, (&v as *const i32).cast(), 4);
         libc::_exit(126);
     }
@@ -175,7 +181,7 @@ unsafe fn holder(wr: i32, null: i32, prog: &CString, argv: &[*const libc::c_char
     }
     close_above_2(wr);
     libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-    let v = *libc::__errno_location();
+    let v = -*libc::__errno_location();
     libc::write(wr, (&v as *const i32).cast(), 4);
     libc::_exit(127)
 }

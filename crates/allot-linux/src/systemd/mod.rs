@@ -9,6 +9,8 @@
 
 pub mod holder;
 mod units;
+#[cfg(test)]
+mod wire_props;
 
 pub use units::UnitOf;
 
@@ -166,6 +168,38 @@ fn hint(name: &str, unit: &str) -> String {
     }
 }
 
+/// StartTransientUnit's arguments: the name, mode `fail`, the properties, no auxiliary units.
+pub(crate) fn transient_body(name: &str, props: Vec<Value>) -> Vec<Value> {
+    vec![Value::str(name), Value::str("fail"), Value::Array("(sv)".into(), props), Value::Array("(sa(sv))".into(), vec![])]
+}
+
+/// A scope's properties for [`Systemd::start_scope`].
+pub(crate) fn scope_props(slice: &str, pids: &[u32], delegate: Option<&[&str]>, extra: Vec<Value>) -> Vec<Value> {
+    let mut props = vec![prop("Slice", Value::str(slice)), prop("PIDs", Value::u32s(pids))];
+    if let Some(ctrls) = delegate {
+        props.push(prop("DelegateControllers", Value::strs(ctrls)));
+    }
+    props.extend(extra);
+    props
+}
+
+/// SetUnitProperties' arguments.
+pub(crate) fn set_properties_body(unit: &str, runtime: bool, props: Vec<Value>) -> Vec<Value> {
+    vec![Value::str(unit), Value::Bool(runtime), Value::Array("(sv)".into(), props)]
+}
+
+/// The units of a ListUnitsByPatterns reply (`a(ssssssouso)`: the first five fields).
+pub(crate) fn units_of(items: &[Value]) -> Vec<UnitInfo> {
+    items
+        .iter()
+        .filter_map(|u| {
+            let f = u.items()?;
+            let s = |i: usize| f.get(i).and_then(|x| x.as_str()).unwrap_or_default().to_string();
+            Some(UnitInfo { name: s(0), description: s(1), load: s(2), active: s(3), sub: s(4) })
+        })
+        .collect()
+}
+
 /// A client of systemd (and logind) on the system bus.
 #[derive(Debug)]
 pub struct Systemd {
@@ -245,8 +279,7 @@ impl Systemd {
     /// Starts a transient unit and waits until its start job finished; an error unless
     /// the job's result is `done`.
     pub fn start_transient(&mut self, name: &str, props: Vec<Value>) -> Result<()> {
-        let body = vec![Value::str(name), Value::str("fail"), Value::Array("(sv)".into(), props), Value::Array("(sa(sv))".into(), vec![])];
-        self.run_job("StartTransientUnit", name, body)
+        self.run_job("StartTransientUnit", name, transient_body(name, props))
     }
 
     /// Starts a scope holding `pids` in `slice`. `delegate`: Some(controllers) turns on
@@ -256,12 +289,7 @@ impl Systemd {
     /// that (systemd 252), enabling io, cpuset and memory up to the root.
     /// `extra` adds more properties (e.g. `Description`). Waits for the start job.
     pub fn start_scope(&mut self, name: &str, slice: &str, pids: &[u32], delegate: Option<&[&str]>, extra: Vec<Value>) -> Result<()> {
-        let mut props = vec![prop("Slice", Value::str(slice)), prop("PIDs", Value::u32s(pids))];
-        if let Some(ctrls) = delegate {
-            props.push(prop("DelegateControllers", Value::strs(ctrls)));
-        }
-        props.extend(extra);
-        self.start_transient(name, props)
+        self.start_transient(name, scope_props(slice, pids, delegate, extra))
     }
 
     /// Starts a transient slice with these properties. Waits for the start job.
@@ -319,7 +347,7 @@ impl Systemd {
     /// Sets unit properties; `runtime`: until reboot only (a drop-in under
     /// /run/systemd/system.control), else persistently (under /etc).
     pub fn set_properties(&mut self, unit: &str, runtime: bool, props: Vec<Value>) -> Result<()> {
-        self.manager("SetUnitProperties", unit, vec![Value::str(unit), Value::Bool(runtime), Value::Array("(sv)".into(), props)]).map(|_| ())
+        self.manager("SetUnitProperties", unit, set_properties_body(unit, runtime, props)).map(|_| ())
     }
 
     /// Moves processes into `subcgroup` (absolute within the unit's cgroup, `/` or empty
@@ -403,14 +431,7 @@ impl Systemd {
         let what = patterns.join(" ");
         let v = self.manager("ListUnitsByPatterns", &what, vec![Value::strs(states), Value::strs(patterns)])?;
         let items = v.first().and_then(|x| x.items()).ok_or_else(|| Self::bad_reply("ListUnitsByPatterns", &what, &v))?;
-        Ok(items
-            .iter()
-            .filter_map(|u| {
-                let f = u.items()?;
-                let s = |i: usize| f.get(i).and_then(|x| x.as_str()).unwrap_or_default().to_string();
-                Some(UnitInfo { name: s(0), description: s(1), load: s(2), active: s(3), sub: s(4) })
-            })
-            .collect())
+        Ok(units_of(items))
     }
 
     /// The logind session a process is in (GetSessionByPID), or None when it is in none

@@ -17,9 +17,16 @@
 //! - Scopes are found through systemd (ListUnitsByPatterns, `ControlGroup`), so a
 //!   restarted daemon finds every scope, job and holder where it left them.
 
+#[cfg(test)]
+mod fake;
+mod manager;
 pub mod names;
 mod scopes;
+#[cfg(test)]
+mod tests;
 mod tethers;
+
+pub use manager::Manager;
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
 use crate::systemd::holder::Holder;
@@ -53,7 +60,7 @@ pub struct SystemdTree {
 
 #[derive(Debug)]
 struct State {
-    sd: Systemd,
+    sd: Box<dyn Manager>,
     /// Scope → its cgroup as /proc/PID/cgroup names it.
     scopes: BTreeMap<Key, String>,
     /// Slice unit → its cgroup.
@@ -99,7 +106,13 @@ impl SystemdTree {
     /// (`--cgroup-root`); scopes are `<root>:<currency>.scope`.
     pub fn new(root: &str, holder: Holder) -> Result<Self> {
         super::check_name(root)?;
-        let mut sd = Systemd::connect()?;
+        Self::with_manager(root, PathBuf::from("/sys/fs/cgroup"), holder, Box::new(Systemd::connect()?))
+    }
+
+    /// The tree over `manager` (systemd, or a test's fake) with the cgroup2 hierarchy
+    /// mounted at `mount`; finds this root's scopes.
+    pub fn with_manager(root: &str, mount: PathBuf, holder: Holder, mut sd: Box<dyn Manager>) -> Result<Self> {
+        super::check_name(root)?;
         let version = sd.version_major()?;
         if version < crate::systemd::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
@@ -116,14 +129,7 @@ impl SystemdTree {
             tethers: Default::default(),
             tethers_checked: None,
         };
-        let t = Self {
-            names: Names::new(root),
-            mount: PathBuf::from("/sys/fs/cgroup"),
-            holder,
-            version,
-            state: Mutex::new(state),
-            counters: Default::default(),
-        };
+        let t = Self { names: Names::new(root), mount, holder, version, state: Mutex::new(state), counters: Default::default() };
         t.refresh(&mut t.lock())?;
         Ok(t)
     }
@@ -533,17 +539,5 @@ impl CpuController for SystemdTree {
             }
         }
         errs
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn background_is_idle_from_252_and_the_smallest_weight_before() {
-        assert_eq!(idle_weight(252), CpuWeight::Idle);
-        assert_eq!(idle_weight(251), CpuWeight::Weight(1));
-        assert_eq!(idle_weight(crate::systemd::MIN_VERSION), CpuWeight::Weight(1));
     }
 }
