@@ -3,6 +3,7 @@
 #![deny(missing_docs)]
 
 pub mod activation;
+pub mod block;
 pub mod cgroup;
 mod closer;
 pub mod dbus;

@@ -25,6 +25,7 @@ pub(crate) fn status() -> StatusView {
         outside: 0.25,
         outside_weight: Some(100),
         scheduler: Default::default(),
+        io: Default::default(),
         counters: Counters { placed: 7, reconciled: 1, write_errors: 0, requests: 120, limited: 2 },
         last_reload: None,
     }

@@ -135,6 +135,7 @@ pub fn status(d: &StatusView) -> String {
     };
     let _ = writeln!(out, "cpus              {} (load outside allot: {:.2}; {against})", d.ncpu, d.outside);
     let _ = writeln!(out, "{}", for_terminal(&crate::config_scheduler::line(&d.scheduler)));
+    let _ = writeln!(out, "{}", for_terminal(&allot::io_view::line(&d.io)));
     let _ = writeln!(out, "jobs              {}", d.jobs);
     let _ = writeln!(out, "placement         {}", for_terminal(&d.placement));
     let _ = writeln!(out, "tracking          {}", d.tracking);

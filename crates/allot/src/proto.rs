@@ -529,6 +529,9 @@ pub struct StatusView {
     /// The CPU scheduler backend, and whether sched_ext could run here and why not (docs/scx.md).
     #[serde(default)]
     pub scheduler: crate::scheduler_view::SchedulerView,
+    /// Block devices and whether each honours cgroup I/O weights.
+    #[serde(default)]
+    pub io: crate::io_view::IoView,
     /// Counters since start.
     pub counters: Counters,
     /// The last reload (SIGHUP, `systemctl reload allot`) since start: None when there was
