@@ -132,3 +132,48 @@ fn a_hidden_or_unread_value_is_a_dash_in_top_and_no_sample_in_metrics() {
     let metrics = render(&st, &sh, &r, Format::Prometheus);
     assert!(!metrics.contains("allot_job_processes{job_id=\"2\""), "{metrics}");
 }
+
+#[test]
+fn every_currency_field_appears_exactly_where_its_spec_says() {
+    use crate::currency_fields::{currency_shown_in, CURRENCY_FIELDS};
+    let (st, sh, r) = full();
+    let shown = crate::output::show(&sh);
+    let show_header = shown.lines().find(|l| l.starts_with("CURRENCY ")).expect("show's currency table").to_string();
+    let f = Frame {
+        status: &st,
+        show: &sh,
+        kernel: &r,
+        sort: SortKey::Usage,
+        ascending: false,
+        filter: None,
+        prompt: None,
+        message: None,
+        scroll: 0,
+        clock: "12:00:00",
+    };
+    let top = screen::render(&f, None).0.into_iter().map(|l| l.text).find(|t| t.starts_with("CURRENCY ")).expect("top's currency table");
+    let metrics = render(&st, &sh, &r, Format::Prometheus);
+    let families: Vec<String> = metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE allot_currency_"))
+        .map(|l| format!("allot_currency_{}", l.split(' ').next().unwrap()))
+        .collect();
+    let want = |pick: fn(In) -> bool| currency_shown_in(pick).map(|f| f.spec().header.to_string()).collect::<Vec<_>>();
+    assert_eq!(words(&show_header), want(|i| i.show), "{show_header}");
+    let mut top_want = want(|i| i.top);
+    top_want.push("USE/ENT".into());
+    assert_eq!(words(&top), top_want, "{top}");
+    // The fixture shares no memory, so the currency families are the schema's alone.
+    let names: Vec<String> = currency_shown_in(|i| i.metric).map(|f| f.metric_name()).collect();
+    assert_eq!(families, names, "{metrics}");
+    // A number reads the same in a cell and in a scrape.
+    let c = &sh.currencies[0];
+    for f in CURRENCY_FIELDS.into_iter().filter(|f| f.spec().shown.metric) {
+        let prefix = format!("{}{{currency=\"alice\",", f.metric_name());
+        let line = metrics.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{metrics}"));
+        let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        let cell = f.text(c, &sh.jobs);
+        let want = if f == crate::currency_fields::CurrencyField::Cap { format!("{v}!") } else { format_unit(f.spec().unit, v) };
+        assert_eq!(cell, want, "{f:?}: {line}");
+    }
+}

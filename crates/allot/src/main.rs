@@ -14,6 +14,7 @@ mod config_memory;
 #[cfg(test)]
 mod config_props;
 mod config_scheduler;
+mod currency_fields;
 mod daemon;
 mod docgen;
 mod fields;

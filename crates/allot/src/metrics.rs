@@ -10,9 +10,9 @@
 //! named `job` would not survive node_exporter's textfile collector. Label values are
 //! escaped as the formats require (`\\`, `\"`, `\n`).
 
-use crate::fields;
 use crate::proto::{JobView, ShowView, StatusView};
 use crate::readings::Readings;
+use crate::{currency_fields, fields};
 use std::fmt::Write;
 
 /// Which exposition format.
@@ -132,28 +132,16 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
     out.push(daemon("allot_machine_cpus", Gauge, "CPUs of the machine.", show.ncpu as f64));
     out.push(daemon("allot_outside_usage_cpus", Gauge, "CPUs used lately by processes outside allot's tree.", show.outside));
 
-    let cur = |name, help, v: &dyn Fn(&crate::proto::CurrencyView) -> f64| {
-        let mut f = Family::new(name, Gauge, help);
+    // A currency's families: every currency field the schema gives a metric.
+    for field in currency_fields::currency_shown_in(|i| i.metric) {
+        let mut f = Family::new(field.metric_name(), Gauge, field.spec().help);
         for c in &show.currencies {
-            f.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], v(c));
+            if let Some(x) = field.number(c, &show.jobs) {
+                f.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], x);
+            }
         }
-        f
-    };
-    out.push(cur("allot_currency_funding", "The currency's funding: its base tickets (1..10000).", &|c| c.funding as f64));
-    out.push(cur("allot_currency_weight", "The weight written to the kernel for the currency now (nice emulation may lower it).", &|c| {
-        c.weight as f64
-    }));
-    let mut capped =
-        Family::new("allot_currency_cap_cpus", Gauge, "The currency's hard cap, CPUs: all its jobs together use at most this (absent: no cap).");
-    for c in &show.currencies {
-        if let Some(cap) = c.cap.as_deref().and_then(|x| x.parse::<allot_model::Cap>().ok()) {
-            capped.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], cap.cpus);
-        }
+        out.push(f);
     }
-    out.push(capped);
-    out.push(cur("allot_currency_jobs", "Jobs in the currency.", &|c| c.jobs as f64));
-    out.push(cur("allot_currency_active_jobs", "Jobs of the currency using CPU now.", &|c| c.active as f64));
-    out.push(cur("allot_currency_usage_cpus", "The currency's summed usage rate, CPUs.", &|c| c.usage));
     // Memory by share (docs/memory.md): only currencies whose memory the daemon shares.
     type MemValue = dyn Fn(&crate::memory_view::CurrencyMemory) -> Option<f64>;
     let memory: [(&str, Kind, &str, &MemValue); 4] = [

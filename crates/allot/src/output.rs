@@ -2,7 +2,8 @@
 //! that came from a process or a user goes through `allot_report::for_terminal` (the
 //! table does it per cell), so nothing can move the cursor or retitle the terminal.
 
-use crate::fields::{self, cpus, Field, Form};
+use crate::currency_fields::{currency_shown_in, CurrencyField};
+use crate::fields::{self, Field, Form};
 use crate::proto::{Changed, CurrencyView, FundingView, JobMade, Response, ShowView, StatusView};
 use allot_report::{for_terminal, Align, Table};
 use std::fmt::Write;
@@ -31,7 +32,7 @@ pub fn print(json: bool, r: &Response) -> anyhow::Result<i32> {
                 Response::Job(x) => job_made(x),
                 Response::Changed(x) => changed(x),
                 Response::Funding(x) => funding(x),
-                Response::Currencies(x) => currencies(&x.currencies),
+                Response::Currencies(x) => currencies(&x.currencies, &[]),
                 Response::Log(x) => log(x),
                 Response::Explain(x) => explain(x),
                 Response::Rules(x) => rules(x),
@@ -56,7 +57,7 @@ pub fn show(d: &ShowView) -> String {
     }
     let mut out = t.render();
     out.push('\n');
-    out.push_str(&currencies(&d.currencies));
+    out.push_str(&currencies(&d.currencies, &d.jobs));
     let mem: Vec<(String, &crate::memory_view::CurrencyMemory)> =
         d.currencies.iter().filter_map(|c| Some((c.name.clone(), c.memory.as_ref()?))).collect();
     if let Some(t) = crate::memory_view::table(&mem) {
@@ -76,22 +77,14 @@ pub fn show(d: &ShowView) -> String {
     out
 }
 
-fn currencies(c: &[CurrencyView]) -> String {
-    Table::new(["CURRENCY", "KIND", "FUNDING", "CAP", "WEIGHT", "JOBS", "ACTIVE", "USAGE"])
-        .aligns(&[Align::Left, Align::Left, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right, Align::Right])
-        .with_rows(c.iter().map(|c| {
-            let cap = c.cap.clone().unwrap_or_else(|| "-".into());
-            [
-                c.name.clone(),
-                c.kind.clone(),
-                c.funding.to_string(),
-                cap,
-                c.weight.to_string(),
-                c.jobs.to_string(),
-                c.active.to_string(),
-                cpus(c.usage),
-            ]
-        }))
+/// The currency table: the fields `show` prints, from the schema `top` and `metrics` read
+/// too (`jobs`: the reply's jobs, for the fields summed over them).
+fn currencies(c: &[CurrencyView], jobs: &[crate::proto::JobView]) -> String {
+    let fields: Vec<CurrencyField> = currency_shown_in(|i| i.show).collect();
+    let aligns: Vec<Align> = fields.iter().map(|f| if f.right() { Align::Right } else { Align::Left }).collect();
+    Table::new(fields.iter().map(|f| f.spec().header))
+        .aligns(&aligns)
+        .with_rows(c.iter().map(|c| fields.iter().map(|f| f.text(c, jobs)).collect::<Vec<_>>()))
         .render()
 }
 

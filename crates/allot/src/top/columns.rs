@@ -3,23 +3,21 @@
 //! cut to its column's widest.
 
 use super::screen::SortKey;
-use crate::proto::JobView;
+use crate::currency_fields::{currency_shown_in, CurrencyField};
+use crate::proto::{CurrencyView, JobView};
 use crate::readings::JobKernel;
 use allot_report::{fit, for_terminal, width};
 
-pub use crate::fields::{cpus, secs};
+pub use crate::fields::secs;
 use crate::fields::{shown_in, Field, Form};
 
-/// A column of the job or currency table: a job's field (its header, alignment and cell
-/// from [`crate::fields`]), the usage bar, or one of the currency table's own.
+/// A column of the job or currency table: a job's field or a currency's (its header,
+/// alignment and cell from [`crate::fields`] and [`crate::currency_fields`]), or the usage bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Col {
     F(Field),
+    C(CurrencyField),
     Bar,
-    // The currency table's own.
-    Kind,
-    Jobs,
-    Active,
 }
 
 /// The job table's columns, left to right: the fields `top` shows, the bar after USAGE
@@ -29,6 +27,18 @@ pub fn cols() -> Vec<Col> {
     for f in shown_in(|i| i.top) {
         v.push(Col::F(f));
         if f == Field::Usage {
+            v.push(Col::Bar);
+        }
+    }
+    v
+}
+
+/// The currency table's columns: the currency fields `top` shows, the bar after USAGE.
+pub fn currency_cols() -> Vec<Col> {
+    let mut v = vec![];
+    for f in currency_shown_in(|i| i.top) {
+        v.push(Col::C(f));
+        if f == CurrencyField::Usage {
             v.push(Col::Bar);
         }
     }
@@ -49,19 +59,9 @@ pub const DROP: [Col; 10] = [
     Col::F(Field::User),
 ];
 
-/// The currency table's columns, and those it drops first.
-pub const CURRENCY_COLS: [Col; 9] = [
-    Col::F(Field::Currency),
-    Col::Kind,
-    Col::F(Field::Funding),
-    Col::F(Field::Cap),
-    Col::Jobs,
-    Col::Active,
-    Col::F(Field::Entitled),
-    Col::F(Field::Usage),
-    Col::Bar,
-];
-pub const CURRENCY_DROP: [Col; 5] = [Col::Kind, Col::Jobs, Col::Active, Col::F(Field::Cap), Col::Bar];
+/// The currency table's columns dropped first.
+pub const CURRENCY_DROP: [Col; 5] =
+    [Col::C(CurrencyField::Kind), Col::C(CurrencyField::Jobs), Col::C(CurrencyField::Active), Col::C(CurrencyField::Cap), Col::Bar];
 
 /// COMMAND keeps at least this many columns before another column is dropped (enough
 /// for "make -j8"; at 80 columns that keeps WAIT beside a 13-character job id).
@@ -71,23 +71,22 @@ impl Col {
     pub fn header(self) -> &'static str {
         match self {
             Col::F(f) => f.spec().header,
+            Col::C(f) => f.spec().header,
             Col::Bar => "USE/ENT",
-            Col::Kind => "KIND",
-            Col::Jobs => "JOBS",
-            Col::Active => "ACTIVE",
         }
     }
     pub fn right(self) -> bool {
         match self {
             Col::F(f) => f.right(Form::Short),
-            Col::Bar | Col::Kind => false,
-            Col::Jobs | Col::Active => true,
+            Col::C(f) => f.right(),
+            Col::Bar => false,
         }
     }
     pub fn max(self) -> usize {
         match self {
             Col::F(Field::Job) => 16,
-            Col::F(Field::User | Field::Currency | Field::Cap) => 12,
+            Col::F(Field::User | Field::Currency | Field::Cap) | Col::C(CurrencyField::Name | CurrencyField::Cap) => 12,
+            Col::C(CurrencyField::Kind) => 8,
             Col::F(Field::State) => 16,
             _ => 60,
         }
@@ -125,9 +124,18 @@ pub fn bar(usage: f64, entitled: f64, scale: f64, w: usize) -> String {
 pub fn cell(c: Col, j: &JobView, k: &JobKernel) -> String {
     let s = match c {
         Col::F(f) => f.text(j, k, Form::Short),
-        Col::Bar | Col::Kind | Col::Jobs | Col::Active => String::new(),
+        Col::C(_) | Col::Bar => String::new(),
     };
     fit(&for_terminal(&s), c.max()).into_owned()
+}
+
+/// A currency's cell in a column (the bar is drawn by the frame); `jobs`: the frame's.
+pub fn currency_cell(col: Col, c: &CurrencyView, jobs: &[JobView]) -> String {
+    let s = match col {
+        Col::C(f) => f.text(c, jobs),
+        Col::F(_) | Col::Bar => String::new(),
+    };
+    fit(&for_terminal(&s), col.max()).into_owned()
 }
 
 /// Pads or cuts `s` to exactly `w` columns.

@@ -8,7 +8,8 @@
 //! terminal is narrow, whole columns are dropped in a fixed order (PSI, FUNDING, CURRENCY,
 //! THROTTLED, PIDS, CAP, WAIT, bar, STATE, USER) before COMMAND shrinks.
 
-use super::columns::{bar, cell, cols, cpus, pad, secs, Col, COMMAND_MIN, CURRENCY_COLS, CURRENCY_DROP, DROP};
+use super::columns::{bar, cell, cols, currency_cell, currency_cols, pad, secs, Col, COMMAND_MIN, CURRENCY_DROP, DROP};
+use crate::currency_fields::entitlement as currency_entitlement;
 use crate::fields::Field;
 use crate::proto::{JobView, ShowView, StatusView};
 use crate::readings::Readings;
@@ -140,12 +141,6 @@ fn scale_of(values: impl Iterator<Item = f64>, ncpu: usize) -> f64 {
     s.min((ncpu as f64).max(0.25))
 }
 
-/// A currency's entitlement: the summed entitlement of its active jobs.
-fn currency_entitlement(show: &ShowView, name: &str) -> f64 {
-    // A fold from +0: `sum` of no f64 is -0.0, which prints as "-0.00".
-    show.jobs.iter().filter(|j| j.active && j.currency == name).map(|j| j.entitlement).fold(0.0, |a, b| a + b)
-}
-
 fn job_order(a: &str, b: &str) -> Ordering {
     match (a.parse::<u64>(), b.parse::<u64>()) {
         (Ok(x), Ok(y)) => x.cmp(&y),
@@ -270,30 +265,21 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
         _ => 12,
     };
     let scale = scale_of(f.show.jobs.iter().map(|j| j.usage.max(j.entitlement)), f.show.ncpu);
-    let cscale = scale_of(f.show.currencies.iter().map(|c| c.usage.max(currency_entitlement(f.show, &c.name))), f.show.ncpu);
+    let cscale = scale_of(f.show.currencies.iter().map(|c| c.usage.max(currency_entitlement(&f.show.jobs, &c.name))), f.show.ncpu);
     let mut out = vec![Line::new(Style::Title, fit_w(&title(f, f.show.ncpu)))];
 
     // Currencies: funding, hard cap, jobs, and the summed entitlement of their active jobs.
+    let ccols = currency_cols();
     let crow: Vec<Vec<String>> = f
         .show
         .currencies
         .iter()
         .map(|c| {
-            let e = currency_entitlement(f.show, &c.name);
-            vec![
-                fit(&for_terminal(&c.name), Col::F(Field::Currency).max()).into_owned(),
-                fit(&for_terminal(&c.kind), 8).into_owned(),
-                c.funding.to_string(),
-                fit(&for_terminal(c.cap.as_deref().unwrap_or("-")), Col::F(Field::Cap).max()).into_owned(),
-                c.jobs.to_string(),
-                c.active.to_string(),
-                cpus(e),
-                cpus(c.usage),
-                bar(c.usage, e, cscale, bar_w),
-            ]
+            let bar_of = || bar(c.usage, currency_entitlement(&f.show.jobs, &c.name), cscale, bar_w);
+            ccols.iter().map(|col| if *col == Col::Bar { bar_of() } else { currency_cell(*col, c, &f.show.jobs) }).collect()
         })
         .collect();
-    let (ch, mut clines) = table(&CURRENCY_COLS, &CURRENCY_DROP, &crow, avail, None, bar_w);
+    let (ch, mut clines) = table(&ccols, &CURRENCY_DROP, &crow, avail, None, bar_w);
     let height = size.map(|(_, h)| h.max(6));
     if let Some(h) = height {
         let room = ((h.saturating_sub(6)) / 4).max(1);

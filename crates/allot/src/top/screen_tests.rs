@@ -197,7 +197,7 @@ fn bars_and_durations() {
 #[test]
 fn cpus_never_print_as_negative_zero() {
     let none: f64 = std::iter::empty::<f64>().sum();
-    assert_eq!(crate::top::columns::cpus(none), "0.00");
-    assert_eq!(crate::top::columns::cpus(-1e-9), "0.00");
-    assert_eq!(crate::top::columns::cpus(1.234), "1.23");
+    assert_eq!(crate::fields::cpus(none), "0.00");
+    assert_eq!(crate::fields::cpus(-1e-9), "0.00");
+    assert_eq!(crate::fields::cpus(1.234), "1.23");
 }
