@@ -4,15 +4,19 @@
 //! more), and every value is written once from the desired state, so no adjustment a dead
 //! daemon left behind survives the restart.
 
+use super::backend::raw::Raw;
+use super::backend::systemd::Systemd;
+use super::backend::Backend;
 use super::core::{Daemon, Features};
 use super::host::Host;
 use super::placement::Placement;
-use super::reconcile::Watch;
 use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
 use super::tree::Tree;
+use super::watch::Watch;
 use crate::config::Config;
 use allot_linux::cgroup::CpuController;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 impl Daemon {
@@ -22,10 +26,11 @@ impl Daemon {
         cg.create("").map_err(|e| anyhow::anyhow!("{e}"))?;
         cg.create(BACKGROUND).map_err(|e| anyhow::anyhow!("{e}"))?;
         let features = Features::detect(cg.as_ref());
+        let backend = for_controller(cg.as_ref());
         if features.cpu_idle {
             cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
         } else {
-            super::backend::for_controller(cg.as_ref()).background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            backend.background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let (desired, legacy) = match &state_path {
             Some(p) => {
@@ -34,10 +39,9 @@ impl Daemon {
             }
             None => Default::default(),
         };
-        let memory = super::memory::MemoryState::new(cg.as_ref(), cfg.memory.enable);
         let kernel = super::features::Kernel::new(features, allot_linux::ncpu());
-        let registry = super::registry::Registry::new(desired, state_path);
-        let mut d = Daemon::assemble(cfg, host, Tree::new(cg), registry, kernel, Watch::new(watch), memory);
+        let registry = super::state::Registry::new(desired, state_path);
+        let mut d = Daemon::assemble(cfg, host, backend, Tree::new(cg), registry, kernel, Watch::new(watch));
         d.setup_rt();
         d.weigh_tree();
         d.adopt(legacy);
@@ -247,5 +251,14 @@ impl Daemon {
             let _ = self.tree().cg().remove(&rel);
         }
         self.desired_mut().jobs.clear();
+    }
+}
+
+/// The backend for a controller, chosen once at start.
+fn for_controller(cg: &dyn CpuController) -> Rc<dyn Backend<Daemon>> {
+    if cg.systemd() {
+        Rc::new(Systemd)
+    } else {
+        Rc::new(Raw)
     }
 }

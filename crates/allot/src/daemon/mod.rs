@@ -43,6 +43,7 @@ mod tests;
 pub mod tree;
 pub mod trust;
 pub mod views;
+pub mod watch;
 
 use crate::config::Config;
 use crate::proto::Reply;

@@ -4,17 +4,20 @@
 
 use super::{Daemon, Kernel, Planned};
 use crate::config::Config;
+use crate::daemon::backend::Backend;
 use crate::daemon::host::{Host, Proc};
 use crate::daemon::memory::MemoryState;
 use crate::daemon::observe::Observer;
 use crate::daemon::placement::Placement;
-use crate::daemon::reconcile::Watch;
-use crate::daemon::registry::{Desired, Registry};
+use crate::daemon::registry::Desired;
 use crate::daemon::serving::Serving;
 use crate::daemon::sessions::Sessions;
+use crate::daemon::state::Registry;
 use crate::daemon::tree::{MoveError, Tree};
+use crate::daemon::watch::Watch;
 use crate::proto::Counters;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Instant;
 
 impl Daemon {
@@ -22,13 +25,13 @@ impl Daemon {
     pub(in crate::daemon) fn assemble(
         cfg: Config,
         host: Box<dyn Host>,
+        backend: Rc<dyn Backend<Daemon>>,
         tree: Tree,
         registry: Registry,
         kernel: Kernel,
         watch: Watch,
-        memory: MemoryState,
     ) -> Self {
-        let backend = crate::daemon::backend::for_controller(tree.cg());
+        let memory = MemoryState::new(tree.cg(), cfg.memory.enable);
         Self {
             placement: Placement::new(&cfg),
             sessions: Sessions::default(),
@@ -48,11 +51,11 @@ impl Daemon {
         }
     }
     /// How allot's tree is held on this host.
-    pub fn backend(&self) -> &dyn crate::daemon::backend::Backend {
+    pub fn backend(&self) -> &dyn Backend<Daemon> {
         self.backend.as_ref()
     }
     /// The backend, to call with the daemon itself (`release`).
-    pub fn backend_rc(&self) -> std::rc::Rc<dyn crate::daemon::backend::Backend> {
+    pub fn backend_rc(&self) -> Rc<dyn Backend<Daemon>> {
         self.backend.clone()
     }
     /// The config in force.
