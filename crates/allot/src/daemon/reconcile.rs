@@ -36,9 +36,7 @@ impl Daemon {
                 self.unwatch_rel(&rel);
                 if let Some(j) = self.desired().by_rel(&rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.obs_mut().read_again(&id);
                 }
                 continue;
             }
@@ -48,9 +46,7 @@ impl Daemon {
                 self.unwatch_rel(&child);
                 if let Some(j) = self.desired().by_rel(&child) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.obs_mut().read_again(&id);
                 }
                 continue;
             }
@@ -131,9 +127,7 @@ impl Daemon {
             "cgroup.procs" | "tasks" => {
                 if let Some(j) = self.desired().by_rel(rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.obs_mut().read_again(&id);
                 }
                 false
             }

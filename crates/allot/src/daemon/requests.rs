@@ -158,9 +158,7 @@ impl Daemon {
         self.move_for_request(&t.proc, &spec.rel())?;
         // The job it left is read again at the next tick: emptied, it is reaped.
         if let Place::Job(id) = &t.place {
-            if let Some(o) = self.obs_mut().jobs.get_mut(id) {
-                o.dirty = true;
-            }
+            self.obs_mut().read_again(id);
         }
         undo.push(Undo::Moved { proc: t.proc, back });
         Ok(())
@@ -179,17 +177,14 @@ impl Daemon {
             let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
             let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
             let half_life_ms = self.cfg().half_life_ms;
-            let t = self.obs_mut().jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(half_life_ms));
-            t.threads = threads;
-            t.procs = procs;
-            t.dirty = true;
+            self.obs_mut().track(s.id, half_life_ms, threads, procs);
             self.desired_mut().jobs.insert(s.id, s);
         }
         if let Err(e) = self.save() {
             *self.desired_mut() = before;
             let dropped: Vec<JobId> = ids.iter().filter(|id| !self.desired().jobs.contains_key(id)).copied().collect();
             for id in &dropped {
-                self.obs_mut().jobs.remove(id);
+                self.obs_mut().untrack(id);
             }
             self.rollback(std::mem::take(undo));
             return Err(Self::unsaved(&e));
