@@ -64,3 +64,26 @@ fn a_refused_slice_write_is_a_failure() {
     assert_eq!(w.lock().unwrap().slices.get(&100), None, "refused");
     assert_eq!(d.counters().write_errors, 1, "a slice write that failed is no longer silent");
 }
+
+/// The backend is chosen once at start from the controller, and answers for the host: on
+/// allot's own tree allot weighs its root against outside load and names itself; on a
+/// systemd host that split is systemd's, and nothing is written to the root.
+#[test]
+fn the_backend_chosen_at_start_answers_for_the_host() {
+    for systemd in [false, true] {
+        let w = world();
+        w.lock().unwrap().systemd = systemd;
+        // A weight nobody would write, to see whether the root is written at all.
+        w.lock().unwrap().dirs.insert("/fake".into(), super::fake::Dir { weight: 77, ..Default::default() });
+        let d = start(&w, None);
+        let st = d.status();
+        let root = w.lock().unwrap().dirs.get("/fake").map(|x| x.weight);
+        if systemd {
+            assert_eq!((st.manager.as_str(), st.outside_weight), ("systemd", None));
+            assert_eq!(root, Some(77), "the root's weight is systemd's: never written");
+        } else {
+            assert_eq!((st.manager.as_str(), st.outside_weight), ("allot", Some(d.cfg().outside.weight)));
+            assert_eq!(root, Some(d.cfg().outside.weight), "allot's root weighed against outside load");
+        }
+    }
+}
