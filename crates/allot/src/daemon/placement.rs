@@ -204,7 +204,7 @@ impl Daemon {
         // safety net): its job is read at the next tick, which repairs it.
         let gone: Vec<_> = self.desired().jobs.values().filter(|j| !self.tree().cg().exists(&j.rel())).map(|j| j.id).collect();
         for id in gone {
-            self.obs_mut().read_again(&id);
+            self.read_again(&id);
         }
         if !self.cfg().users.auto_place {
             return;
@@ -286,7 +286,7 @@ impl Daemon {
 
     fn mark_left(&mut self, place: &Place) {
         if let Place::Job(id) = place {
-            self.obs_mut().read_again(id);
+            self.read_again(id);
         }
     }
 }

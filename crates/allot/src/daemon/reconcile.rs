@@ -36,7 +36,7 @@ impl Daemon {
                 self.unwatch_rel(&rel);
                 if let Some(j) = self.desired().by_rel(&rel) {
                     let id = j.id;
-                    self.obs_mut().read_again(&id);
+                    self.read_again(&id);
                 }
                 continue;
             }
@@ -46,7 +46,7 @@ impl Daemon {
                 self.unwatch_rel(&child);
                 if let Some(j) = self.desired().by_rel(&child) {
                     let id = j.id;
-                    self.obs_mut().read_again(&id);
+                    self.read_again(&id);
                 }
                 continue;
             }
@@ -127,7 +127,7 @@ impl Daemon {
             "cgroup.procs" | "tasks" => {
                 if let Some(j) = self.desired().by_rel(rel) {
                     let id = j.id;
-                    self.obs_mut().read_again(&id);
+                    self.read_again(&id);
                 }
                 false
             }

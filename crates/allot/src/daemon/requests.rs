@@ -158,7 +158,7 @@ impl Daemon {
         self.move_for_request(&t.proc, &spec.rel())?;
         // The job it left is read again at the next tick: emptied, it is reaped.
         if let Place::Job(id) = &t.place {
-            self.obs_mut().read_again(id);
+            self.read_again(id);
         }
         undo.push(Undo::Moved { proc: t.proc, back });
         Ok(())
@@ -176,15 +176,14 @@ impl Daemon {
             // slice), and a directory removed before the next tick can still be repaired.
             let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
             let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
-            let half_life_ms = self.cfg().half_life_ms;
-            self.obs_mut().track(s.id, half_life_ms, threads, procs);
+            self.track(s.id, threads, procs);
             self.desired_mut().jobs.insert(s.id, s);
         }
         if let Err(e) = self.save() {
             *self.desired_mut() = before;
             let dropped: Vec<JobId> = ids.iter().filter(|id| !self.desired().jobs.contains_key(id)).copied().collect();
             for id in &dropped {
-                self.obs_mut().untrack(id);
+                self.untrack(id);
             }
             self.rollback(std::mem::take(undo));
             return Err(Self::unsaved(&e));

@@ -101,9 +101,17 @@ impl Daemon {
     pub fn obs(&self) -> &Observer {
         &self.obs
     }
-    /// What was measured, to mark a job to be read again.
-    pub fn obs_mut(&mut self) -> &mut Observer {
-        &mut self.obs
+    /// Reads a job again at the next observation (something arrived or left).
+    pub fn read_again(&mut self, id: &crate::daemon::registry::JobId) {
+        self.obs.read_again(id);
+    }
+    /// Tracks a job just made or changed, with its threads and processes now.
+    pub fn track(&mut self, id: crate::daemon::registry::JobId, threads: Vec<i32>, procs: Vec<i32>) {
+        self.obs.track(id, self.cfg.half_life_ms, threads, procs);
+    }
+    /// Stops tracking a job (a request that could not be saved).
+    pub fn untrack(&mut self, id: &crate::daemon::registry::JobId) {
+        self.obs.untrack(id);
     }
     /// The last plan.
     pub fn planned(&self) -> &Planned {

@@ -151,7 +151,7 @@ impl Daemon {
                     log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
                 }
                 self.mark_left(&place);
-                self.obs_mut().read_again(&dest);
+                self.read_again(&dest);
                 (Seen::Done, (!own_job).then_some(place))
             }
             Err(_) => (Seen::Retry, None),
