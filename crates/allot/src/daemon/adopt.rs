@@ -73,10 +73,10 @@ impl Daemon {
                         continue;
                     };
                     if let super::registry::JobId::Numbered(n) = id {
-                        self.desired_mut().next_id = self.desired_mut().next_id.max(n + 1);
+                        self.registry_mut().taken_id(n);
                     }
                     let bg = class == Class::Background;
-                    match self.desired_mut().jobs.get_mut(&id) {
+                    match self.registry_mut().job_mut(&id) {
                         Some(j) if j.currency == currency && j.owner == owner => {
                             if legacy {
                                 j.background = bg;
@@ -96,7 +96,7 @@ impl Daemon {
                             let mut j = JobSpec::new(id, currency.clone(), owner);
                             j.background = bg;
                             log::info!("adopted {rel} with default settings (it is not in the state file)");
-                            self.desired_mut().jobs.insert(id, j);
+                            self.registry_mut().put_job(j);
                         }
                     }
                     found.insert(id);
@@ -108,7 +108,7 @@ impl Daemon {
         let missing: Vec<_> = self.desired().jobs.keys().filter(|id| !found.contains(id)).copied().collect();
         for id in missing {
             log::debug!("{id} has no directory any more (its processes ended while the daemon was down); forgetting it");
-            self.desired_mut().jobs.remove(&id);
+            self.registry_mut().drop_job(&id);
         }
         let failures = self.tree_mut().rt_assign();
         self.report(failures);
@@ -204,7 +204,7 @@ impl Daemon {
                 }
             }
         }
-        self.desired_mut().jobs.clear();
+        self.registry_mut().drop_jobs();
         let _ = self.save();
     }
 
@@ -250,7 +250,7 @@ impl Daemon {
             self.unwatch_rel(&rel);
             let _ = self.tree().cg().remove(&rel);
         }
-        self.desired_mut().jobs.clear();
+        self.registry_mut().drop_jobs();
     }
 }
 

@@ -274,7 +274,7 @@ impl Daemon {
 
     /// Drops a job from every kind of state (its directory is already gone).
     pub fn forget(&mut self, id: JobId) {
-        self.registry.desired_mut().jobs.remove(&id);
+        self.registry.drop_job(&id);
         self.obs.jobs.remove(&id);
         self.planned.jobs.remove(&id);
         self.applier.forget(id);
@@ -332,7 +332,7 @@ impl Daemon {
             if self.check_job_limit(parent.owner).is_err() {
                 continue;
             }
-            let mut spec = JobSpec::new(self.registry.desired_mut().take_id(), parent.currency.clone(), parent.owner);
+            let mut spec = JobSpec::new(self.registry.take_id(), parent.currency.clone(), parent.owner);
             spec.tickets = parent.tickets;
             if self.make_job_dir(&spec).is_err() {
                 continue;
@@ -340,7 +340,7 @@ impl Daemon {
             match self.tree.move_verified(self.host.as_ref(), &p, &spec.rel()) {
                 Ok(()) => {
                     log::debug!("process {pid} (nice {}) of {} got a job of its own: {}", self.host.nice(pid).unwrap_or(0), parent.id, spec.id);
-                    self.registry.desired_mut().jobs.insert(spec.id, spec);
+                    self.registry.put_job(spec);
                     if let Some(t) = self.obs.jobs.get_mut(&parent.id) {
                         t.dirty = true;
                     }

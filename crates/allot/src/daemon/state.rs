@@ -211,9 +211,45 @@ impl Registry {
     pub fn desired(&self) -> &Desired {
         &self.desired
     }
-    /// What users asked for, to change (persisted by [`Self::save`]).
-    pub fn desired_mut(&mut self) -> &mut Desired {
-        &mut self.desired
+    /// Takes a fresh job id.
+    pub fn take_id(&mut self) -> JobId {
+        self.desired.take_id()
+    }
+    /// Numbered ids up to `n` are taken (a job found in the tree at start).
+    pub fn taken_id(&mut self, n: u64) {
+        self.desired.next_id = self.desired.next_id.max(n + 1);
+    }
+    /// A job as asked for, made or changed.
+    pub fn put_job(&mut self, spec: JobSpec) {
+        self.desired.jobs.insert(spec.id, spec);
+    }
+    /// A job, to change in place (adoption finishing a cut-short move).
+    pub fn job_mut(&mut self, id: &JobId) -> Option<&mut JobSpec> {
+        self.desired.jobs.get_mut(id)
+    }
+    /// A job gone.
+    pub fn drop_job(&mut self, id: &JobId) {
+        self.desired.jobs.remove(id);
+    }
+    /// Every job gone (a release or a clean stop of an ephemeral daemon).
+    pub fn drop_jobs(&mut self) {
+        self.desired.jobs.clear();
+    }
+    /// A currency's funding set with `allot fund`.
+    pub fn set_funding(&mut self, c: CurrencyId, f: u32) {
+        self.desired.funding.insert(c, f);
+    }
+    /// A currency's cap set with `allot fund --cap` (None: `--cap none`).
+    pub fn set_cap(&mut self, c: CurrencyId, cap: Option<Cap>) {
+        self.desired.caps.insert(c, cap);
+    }
+    /// Funding and currency caps as they were before a change that could not be saved.
+    pub fn restore_funding(&mut self, funding: BTreeMap<CurrencyId, u32>, caps: BTreeMap<CurrencyId, Option<Cap>>) {
+        (self.desired.funding, self.desired.caps) = (funding, caps);
+    }
+    /// The desired state as it was before a change that could not be saved.
+    pub fn restore(&mut self, before: Desired) {
+        self.desired = before;
     }
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
     pub fn save(&self) -> Result<(), String> {

@@ -89,9 +89,9 @@ impl Daemon {
     pub fn desired(&self) -> &Desired {
         self.registry.desired()
     }
-    /// What users asked for, to change (then [`Self::save`]).
-    pub fn desired_mut(&mut self) -> &mut Desired {
-        self.registry.desired_mut()
+    /// The registry of what users asked for, to change (then [`Self::save`]).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
     }
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
     pub fn save(&mut self) -> Result<(), String> {
