@@ -131,7 +131,7 @@ impl Daemon {
     /// net, every 5 minutes (a lost event is reported, ENOBUFS, and scanned for at once;
     /// at 10,000 processes a scan costs about 40 ms, 0.067% of a CPU once a minute).
     pub fn scan_interval(&self) -> Duration {
-        if self.placement().events {
+        if self.placement().events() {
             Duration::from_millis(self.cfg().scan_ms.max(300_000))
         } else {
             Duration::from_millis(self.cfg().scan_ms)
@@ -157,9 +157,9 @@ impl Daemon {
         });
         match loaded {
             Ok(cfg) => {
-                let events = self.placement().events;
+                let events = self.placement().events();
                 *self.placement_mut() = Placement::new(&cfg);
-                self.placement_mut().events = events;
+                self.placement_mut().set_events(events);
                 self.serving().limits().set(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.set_cfg(cfg);
                 self.weigh_tree();

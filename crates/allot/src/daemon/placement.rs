@@ -55,9 +55,9 @@ pub struct Placement {
     sources: Vec<String>,
     humans: Humans,
     /// New processes are reported by the kernel's process events (else only by scans).
-    pub events: bool,
+    events: bool,
     /// The last full scan.
-    pub last_scan: Option<Instant>,
+    last_scan: Option<Instant>,
     events_lost_logged: bool,
     /// Per-user budgets for matching execs against the rules.
     execs: budget::ExecBudget,
@@ -100,6 +100,14 @@ impl Humans {
 }
 
 impl Placement {
+    /// Whether new processes are reported by the kernel's process events.
+    pub fn events(&self) -> bool {
+        self.events
+    }
+    /// New processes are reported by the kernel's process events from now on (or not).
+    pub fn set_events(&mut self, on: bool) {
+        self.events = on;
+    }
     /// Placement for a config.
     pub fn new(cfg: &Config) -> Self {
         let sources = cfg.placement.from.iter().map(|s| normalize(s)).collect();

@@ -199,9 +199,17 @@ impl Daemon {
     pub fn watch_mut(&mut self) -> &mut Watch {
         &mut self.watch
     }
-    /// Jobs whose login session ended, and when what is left of them gets SIGKILL.
-    pub fn logout_kills_mut(&mut self) -> &mut HashMap<String, Instant> {
-        &mut self.logout_kills
+    /// What is left of a job whose login session ended gets SIGKILL at `at` (logout.rs).
+    pub fn kill_at(&mut self, rel: String, at: Instant) {
+        self.logout_kills.insert(rel, at);
+    }
+    /// The jobs whose SIGKILL is due at `now`, no longer waited for.
+    pub fn kills_due(&mut self, now: Instant) -> Vec<String> {
+        let due: Vec<String> = self.logout_kills.iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
+        for r in &due {
+            self.logout_kills.remove(r);
+        }
+        due
     }
     /// Memory by share.
     pub fn memory(&self) -> &MemoryState {
