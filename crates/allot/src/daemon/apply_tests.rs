@@ -31,6 +31,20 @@ fn a_plan_that_changes_nothing_writes_nothing() {
 }
 
 #[test]
+fn plan_writes_nothing_and_apply_writes_what_it_planned() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    run(&mut d, &w, 100);
+    d.forget_applied(None);
+    let before = w.lock().unwrap().writes;
+    let plan = d.plan();
+    assert_eq!(w.lock().unwrap().writes, before, "planning touches no file");
+    assert!(d.apply(&plan).is_empty(), "nothing refused");
+    assert!(w.lock().unwrap().writes > before, "apply writes what was forgotten");
+}
+
+#[test]
 fn a_refused_write_is_counted_and_written_again_until_it_holds() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
