@@ -4,15 +4,19 @@
 //! more), and every value is written once from the desired state, so no adjustment a dead
 //! daemon left behind survives the restart.
 
+use super::backend::raw::Raw;
+use super::backend::systemd::Systemd;
+use super::backend::Backend;
 use super::core::{Daemon, Features};
 use super::host::Host;
 use super::placement::Placement;
-use super::reconcile::Watch;
 use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
 use super::tree::Tree;
+use super::watch::Watch;
 use crate::config::Config;
 use allot_linux::cgroup::CpuController;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 impl Daemon {
@@ -22,10 +26,11 @@ impl Daemon {
         cg.create("").map_err(|e| anyhow::anyhow!("{e}"))?;
         cg.create(BACKGROUND).map_err(|e| anyhow::anyhow!("{e}"))?;
         let features = Features::detect(cg.as_ref());
+        let backend = for_controller(cg.as_ref());
         if features.cpu_idle {
             cg.set_idle(BACKGROUND, true).map_err(|e| anyhow::anyhow!("{e}"))?;
         } else {
-            super::backend::for_controller(cg.as_ref()).background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            backend.background_without_idle(cg.as_ref()).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         let (desired, legacy) = match &state_path {
             Some(p) => {
@@ -34,10 +39,9 @@ impl Daemon {
             }
             None => Default::default(),
         };
-        let memory = super::memory::MemoryState::new(cg.as_ref(), cfg.memory.enable);
         let kernel = super::features::Kernel::new(features, allot_linux::ncpu());
-        let registry = super::registry::Registry::new(desired, state_path);
-        let mut d = Daemon::assemble(cfg, host, Tree::new(cg), registry, kernel, Watch::new(watch), memory);
+        let registry = super::state::Registry::new(desired, state_path);
+        let mut d = Daemon::assemble(cfg, host, backend, Tree::new(cg), registry, kernel, Watch::new(watch));
         d.setup_rt();
         d.weigh_tree();
         d.adopt(legacy);
@@ -69,10 +73,10 @@ impl Daemon {
                         continue;
                     };
                     if let super::registry::JobId::Numbered(n) = id {
-                        self.desired_mut().next_id = self.desired_mut().next_id.max(n + 1);
+                        self.registry_mut().taken_id(n);
                     }
                     let bg = class == Class::Background;
-                    match self.desired_mut().jobs.get_mut(&id) {
+                    match self.registry_mut().job_mut(&id) {
                         Some(j) if j.currency == currency && j.owner == owner => {
                             if legacy {
                                 j.background = bg;
@@ -92,7 +96,7 @@ impl Daemon {
                             let mut j = JobSpec::new(id, currency.clone(), owner);
                             j.background = bg;
                             log::info!("adopted {rel} with default settings (it is not in the state file)");
-                            self.desired_mut().jobs.insert(id, j);
+                            self.registry_mut().put_job(j);
                         }
                     }
                     found.insert(id);
@@ -104,7 +108,7 @@ impl Daemon {
         let missing: Vec<_> = self.desired().jobs.keys().filter(|id| !found.contains(id)).copied().collect();
         for id in missing {
             log::debug!("{id} has no directory any more (its processes ended while the daemon was down); forgetting it");
-            self.desired_mut().jobs.remove(&id);
+            self.registry_mut().drop_job(&id);
         }
         let failures = self.tree_mut().rt_assign();
         self.report(failures);
@@ -127,7 +131,7 @@ impl Daemon {
     /// net, every 5 minutes (a lost event is reported, ENOBUFS, and scanned for at once;
     /// at 10,000 processes a scan costs about 40 ms, 0.067% of a CPU once a minute).
     pub fn scan_interval(&self) -> Duration {
-        if self.placement().events {
+        if self.placement().events() {
             Duration::from_millis(self.cfg().scan_ms.max(300_000))
         } else {
             Duration::from_millis(self.cfg().scan_ms)
@@ -153,9 +157,9 @@ impl Daemon {
         });
         match loaded {
             Ok(cfg) => {
-                let events = self.placement().events;
+                let events = self.placement().events();
                 *self.placement_mut() = Placement::new(&cfg);
-                self.placement_mut().events = events;
+                self.placement_mut().set_events(events);
                 self.serving().limits().set(cfg.limits.requests_per_second, cfg.limits.request_burst);
                 self.set_cfg(cfg);
                 self.weigh_tree();
@@ -200,7 +204,7 @@ impl Daemon {
                 }
             }
         }
-        self.desired_mut().jobs.clear();
+        self.registry_mut().drop_jobs();
         let _ = self.save();
     }
 
@@ -246,6 +250,15 @@ impl Daemon {
             self.unwatch_rel(&rel);
             let _ = self.tree().cg().remove(&rel);
         }
-        self.desired_mut().jobs.clear();
+        self.registry_mut().drop_jobs();
+    }
+}
+
+/// The backend for a controller, chosen once at start.
+fn for_controller(cg: &dyn CpuController) -> Rc<dyn Backend<Daemon>> {
+    if cg.systemd() {
+        Rc::new(Systemd)
+    } else {
+        Rc::new(Raw)
     }
 }

@@ -31,6 +31,20 @@ fn a_plan_that_changes_nothing_writes_nothing() {
 }
 
 #[test]
+fn plan_writes_nothing_and_apply_writes_what_it_planned() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    run(&mut d, &w, 100);
+    d.forget_applied(None);
+    let before = w.lock().unwrap().writes;
+    let plan = d.plan();
+    assert_eq!(w.lock().unwrap().writes, before, "planning touches no file");
+    assert!(d.apply(&plan).is_empty(), "nothing refused");
+    assert!(w.lock().unwrap().writes > before, "apply writes what was forgotten");
+}
+
+#[test]
 fn a_refused_write_is_counted_and_written_again_until_it_holds() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
@@ -63,4 +77,27 @@ fn a_refused_slice_write_is_a_failure() {
     run(&mut d, &w, 100);
     assert_eq!(w.lock().unwrap().slices.get(&100), None, "refused");
     assert_eq!(d.counters().write_errors, 1, "a slice write that failed is no longer silent");
+}
+
+/// The backend is chosen once at start from the controller, and answers for the host: on
+/// allot's own tree allot weighs its root against outside load and names itself; on a
+/// systemd host that split is systemd's, and nothing is written to the root.
+#[test]
+fn the_backend_chosen_at_start_answers_for_the_host() {
+    for systemd in [false, true] {
+        let w = world();
+        w.lock().unwrap().systemd = systemd;
+        // A weight nobody would write, to see whether the root is written at all.
+        w.lock().unwrap().dirs.insert("/fake".into(), super::fake::Dir { weight: 77, ..Default::default() });
+        let d = start(&w, None);
+        let st = d.status();
+        let root = w.lock().unwrap().dirs.get("/fake").map(|x| x.weight);
+        if systemd {
+            assert_eq!((st.manager.as_str(), st.outside_weight), ("systemd", None));
+            assert_eq!(root, Some(77), "the root's weight is systemd's: never written");
+        } else {
+            assert_eq!((st.manager.as_str(), st.outside_weight), ("allot", Some(d.cfg().outside.weight)));
+            assert_eq!(root, Some(d.cfg().outside.weight), "allot's root weighed against outside load");
+        }
+    }
 }

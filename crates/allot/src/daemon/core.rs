@@ -15,9 +15,9 @@ use super::applied::{Setting, Write};
 pub use super::features::{Features, Kernel};
 use super::host::{Host, OpenError};
 use super::observe::Observer;
-use super::registry::Registry;
 use super::registry::{Class, CurrencyId, JobId, JobSpec};
 use super::serving::Serving;
+use super::state::Registry;
 use super::tree::{MoveError, Tree};
 use crate::config::Config;
 use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// A job younger than this is not reaped while empty (its first process is on its way).
 pub const GRACE: Duration = Duration::from_secs(3);
 
-pub use super::registry::UserDefaults;
+pub use super::state::UserDefaults;
 
 /// The last plan, kept for `show` and `explain`.
 #[derive(Debug, Default)]
@@ -66,13 +66,13 @@ pub struct Daemon {
     /// Counters, request budgets, the audit trail, the last reload (serving.rs).
     serving: Serving,
     /// Outside changes to watch (reconcile.rs).
-    watch: super::reconcile::Watch,
+    watch: super::watch::Watch,
     /// Jobs whose login session ended, and when what is left of them gets SIGKILL (logout.rs).
     logout_kills: HashMap<String, Instant>,
     /// Memory by share (memory.rs).
     memory: super::memory::MemoryState,
     /// How allot's tree is held on this host (backend.rs), chosen at start.
-    backend: std::rc::Rc<dyn super::backend::Backend>,
+    backend: std::rc::Rc<dyn super::backend::Backend<Daemon>>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
     applier: tick::Applier,
 }
@@ -274,7 +274,7 @@ impl Daemon {
 
     /// Drops a job from every kind of state (its directory is already gone).
     pub fn forget(&mut self, id: JobId) {
-        self.registry.desired_mut().jobs.remove(&id);
+        self.registry.drop_job(&id);
         self.obs.jobs.remove(&id);
         self.planned.jobs.remove(&id);
         self.applier.forget(id);
@@ -332,7 +332,7 @@ impl Daemon {
             if self.check_job_limit(parent.owner).is_err() {
                 continue;
             }
-            let mut spec = JobSpec::new(self.registry.desired_mut().take_id(), parent.currency.clone(), parent.owner);
+            let mut spec = JobSpec::new(self.registry.take_id(), parent.currency.clone(), parent.owner);
             spec.tickets = parent.tickets;
             if self.make_job_dir(&spec).is_err() {
                 continue;
@@ -340,7 +340,7 @@ impl Daemon {
             match self.tree.move_verified(self.host.as_ref(), &p, &spec.rel()) {
                 Ok(()) => {
                     log::debug!("process {pid} (nice {}) of {} got a job of its own: {}", self.host.nice(pid).unwrap_or(0), parent.id, spec.id);
-                    self.registry.desired_mut().jobs.insert(spec.id, spec);
+                    self.registry.put_job(spec);
                     if let Some(t) = self.obs.jobs.get_mut(&parent.id) {
                         t.dirty = true;
                     }

@@ -45,12 +45,10 @@ impl Daemon {
                 self.kill_job(&rel);
             } else {
                 log::info!("{} ended with its login session: {sent} process(es) sent SIGTERM", self.job_label(&j));
-                self.logout_kills_mut().insert(rel, now + GRACE);
+                self.kill_at(rel, now + GRACE);
             }
         }
-        let due: Vec<String> = self.logout_kills_mut().iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
-        for rel in due {
-            self.logout_kills_mut().remove(&rel);
+        for rel in self.kills_due(now) {
             if self.tree().cg().procs(&rel).is_ok_and(|p| !p.is_empty()) {
                 log::info!("{rel}: what outlived {GRACE:?} after its session ended is killed");
                 self.kill_job(&rel);

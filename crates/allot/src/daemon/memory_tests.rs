@@ -49,7 +49,7 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     }
     d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
     d.cfg_mut().memory.oom = false;
-    d.desired_mut().funding.insert(CurrencyId::User(3000), 300);
+    d.registry_mut().set_funding(CurrencyId::User(3000), 300);
     d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), (384 * M).to_string());

@@ -43,6 +43,7 @@ mod tests;
 pub mod tree;
 pub mod trust;
 pub mod views;
+pub mod watch;
 
 use crate::config::Config;
 use crate::proto::Reply;
@@ -235,7 +236,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     // Events first, then the scan, so no process starts unseen between them.
     let refilter = match process_events(tx.clone(), event_kinds(d.cfg())) {
         Ok(r) => {
-            d.placement_mut().events = true;
+            d.placement_mut().set_events(true);
             Some(r)
         }
         Err(e) => {

@@ -144,6 +144,24 @@ pub struct Ctx<'a> {
 }
 
 impl Observer {
+    /// Reads a job again at the next observation (something arrived or left).
+    pub fn read_again(&mut self, id: &JobId) {
+        if let Some(t) = self.jobs.get_mut(id) {
+            t.dirty = true;
+        }
+    }
+    /// Tracks a job just made or changed, with its threads and processes now, read again
+    /// at the next observation.
+    pub fn track(&mut self, id: JobId, half_life_ms: u64, threads: Vec<i32>, procs: Vec<i32>) {
+        let t = self.jobs.entry(id).or_insert_with(|| Tracker::new(half_life_ms));
+        t.threads = threads;
+        t.procs = procs;
+        t.dirty = true;
+    }
+    /// Stops tracking a job.
+    pub fn untrack(&mut self, id: &JobId) {
+        self.jobs.remove(id);
+    }
     /// Counter of a directory if it moved since the last read (None: unchanged or unreadable).
     fn moved(&mut self, cg: &dyn CpuController, rel: &str) -> Option<u64> {
         let ns = cg.usage_ns(rel).ok()?;

@@ -55,9 +55,9 @@ pub struct Placement {
     sources: Vec<String>,
     humans: Humans,
     /// New processes are reported by the kernel's process events (else only by scans).
-    pub events: bool,
+    events: bool,
     /// The last full scan.
-    pub last_scan: Option<Instant>,
+    last_scan: Option<Instant>,
     events_lost_logged: bool,
     /// Per-user budgets for matching execs against the rules.
     execs: budget::ExecBudget,
@@ -100,6 +100,14 @@ impl Humans {
 }
 
 impl Placement {
+    /// Whether new processes are reported by the kernel's process events.
+    pub fn events(&self) -> bool {
+        self.events
+    }
+    /// New processes are reported by the kernel's process events from now on (or not).
+    pub fn set_events(&mut self, on: bool) {
+        self.events = on;
+    }
     /// Placement for a config.
     pub fn new(cfg: &Config) -> Self {
         let sources = cfg.placement.from.iter().map(|s| normalize(s)).collect();
@@ -204,9 +212,7 @@ impl Daemon {
         // safety net): its job is read at the next tick, which repairs it.
         let gone: Vec<_> = self.desired().jobs.values().filter(|j| !self.tree().cg().exists(&j.rel())).map(|j| j.id).collect();
         for id in gone {
-            if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                t.dirty = true;
-            }
+            self.read_again(&id);
         }
         if !self.cfg().users.auto_place {
             return;
@@ -288,9 +294,7 @@ impl Daemon {
 
     fn mark_left(&mut self, place: &Place) {
         if let Place::Job(id) = place {
-            if let Some(t) = self.obs_mut().jobs.get_mut(id) {
-                t.dirty = true;
-            }
+            self.read_again(id);
         }
     }
 }

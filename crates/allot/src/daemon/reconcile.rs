@@ -8,75 +8,16 @@
 //! is logged once (per directory and file, at most once a minute) and counted.
 
 use super::core::Daemon;
-use allot_linux::cgroup::CpuController;
-use allot_linux::inotify::{self, Inotify};
-use std::collections::HashMap;
-use std::sync::Arc;
+use allot_linux::inotify;
 use std::time::{Duration, Instant};
-
-/// The watches on allot's directories.
-#[derive(Debug, Default)]
-pub struct Watch {
-    ino: Option<Arc<Inotify>>,
-    by_wd: HashMap<i32, String>,
-    by_rel: HashMap<String, i32>,
-    logged: HashMap<String, Instant>,
-}
-
-const MASK: u32 = inotify::MODIFY | inotify::DELETE_SELF | inotify::CREATE | inotify::DELETE;
-
-impl Watch {
-    /// Watches through a fresh inotify instance (None: reconciliation off, e.g. in tests).
-    pub fn new(enabled: bool) -> Self {
-        let ino = if enabled {
-            match Inotify::new() {
-                Ok(i) => Some(Arc::new(i)),
-                Err(e) => {
-                    log::warn!("no inotify ({e}): values changed from outside are noticed only when the daemon next writes them");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        Self { ino, ..Default::default() }
-    }
-    /// The instance, for the reader thread.
-    pub fn reader(&self) -> Option<Arc<Inotify>> {
-        self.ino.clone()
-    }
-    /// Watches one of allot's directories.
-    pub fn watch(&mut self, cg: &dyn CpuController, rel: &str) {
-        let Some(i) = &self.ino else { return };
-        if self.by_rel.contains_key(rel) {
-            return;
-        }
-        match i.add(&cg.dir(rel), MASK) {
-            Ok(wd) => {
-                self.by_wd.insert(wd, rel.to_string());
-                self.by_rel.insert(rel.to_string(), wd);
-            }
-            Err(e) => log::debug!("cannot watch {rel}: {e}"),
-        }
-    }
-    /// Stops watching a directory (before or after it is removed).
-    pub fn unwatch(&mut self, rel: &str) {
-        if let Some(wd) = self.by_rel.remove(rel) {
-            self.by_wd.remove(&wd);
-            if let Some(i) = &self.ino {
-                i.remove(wd);
-            }
-        }
-    }
-}
 
 impl Daemon {
     fn note_outside(&mut self, key: String, msg: String) {
         self.counters_mut().reconciled += 1;
         let now = Instant::now();
-        if self.watch().logged.get(&key).is_none_or(|t| now.duration_since(*t) > Duration::from_secs(60)) {
+        if self.watch().logged_since(&key).is_none_or(|t| now.duration_since(t) > Duration::from_secs(60)) {
             log::warn!("{msg}");
-            self.watch_mut().logged.insert(key, now);
+            self.watch_mut().set_logged(key, now);
         }
     }
 
@@ -90,14 +31,12 @@ impl Daemon {
                 replan = true;
                 continue;
             }
-            let Some(rel) = self.watch().by_wd.get(&e.wd).cloned() else { continue };
+            let Some(rel) = self.watch().rel_of(e.wd) else { continue };
             if e.mask & (inotify::DELETE_SELF | inotify::IGNORED) != 0 {
                 self.unwatch_rel(&rel);
                 if let Some(j) = self.desired().by_rel(&rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.read_again(&id);
                 }
                 continue;
             }
@@ -107,9 +46,7 @@ impl Daemon {
                 self.unwatch_rel(&child);
                 if let Some(j) = self.desired().by_rel(&child) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.read_again(&id);
                 }
                 continue;
             }
@@ -190,9 +127,7 @@ impl Daemon {
             "cgroup.procs" | "tasks" => {
                 if let Some(j) = self.desired().by_rel(rel) {
                     let id = j.id;
-                    if let Some(t) = self.obs_mut().jobs.get_mut(&id) {
-                        t.dirty = true;
-                    }
+                    self.read_again(&id);
                 }
                 false
             }

@@ -169,55 +169,6 @@ impl Desired {
     }
 }
 
-/// The config's defaults for one user: funding of their currency, cap of their default job,
-/// hard cap of their currency.
-pub type UserDefaults = (Option<u32>, Option<Cap>, Option<Cap>);
-
-/// The registry: the desired state, where it is persisted, and the config's per-user
-/// defaults looked up for it (kept until the config is reloaded).
-#[derive(Debug, Default)]
-pub struct Registry {
-    desired: Desired,
-    /// Where `desired` is persisted (None: an ephemeral daemon for tests and benchmarks).
-    state_path: Option<std::path::PathBuf>,
-    defaults: std::cell::RefCell<std::collections::HashMap<u32, UserDefaults>>,
-}
-
-impl Registry {
-    /// A registry holding `desired`, persisted at `state_path`.
-    pub fn new(desired: Desired, state_path: Option<std::path::PathBuf>) -> Self {
-        Self { desired, state_path, defaults: Default::default() }
-    }
-    /// What users asked for.
-    pub fn desired(&self) -> &Desired {
-        &self.desired
-    }
-    /// What users asked for, to change (persisted by [`Self::save`]).
-    pub fn desired_mut(&mut self) -> &mut Desired {
-        &mut self.desired
-    }
-    /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
-    pub fn save(&self) -> Result<(), String> {
-        let Some(p) = &self.state_path else { return Ok(()) };
-        super::state::save(p, &self.desired).map_err(|e| {
-            log::error!("could not save the state file (settings are kept in memory until it can be written): {e:#}");
-            format!("{e:#}")
-        })
-    }
-    /// A user's defaults if they were looked up since the last reload.
-    pub fn cached_defaults(&self, uid: u32) -> Option<UserDefaults> {
-        self.defaults.borrow().get(&uid).copied()
-    }
-    /// Keeps a user's defaults until the config is reloaded.
-    pub fn cache_defaults(&self, uid: u32, v: UserDefaults) {
-        self.defaults.borrow_mut().insert(uid, v);
-    }
-    /// Forgets every user's defaults (the config changed).
-    pub fn clear_defaults(&self) {
-        self.defaults.borrow_mut().clear();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

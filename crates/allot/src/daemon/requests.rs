@@ -158,9 +158,7 @@ impl Daemon {
         self.move_for_request(&t.proc, &spec.rel())?;
         // The job it left is read again at the next tick: emptied, it is reaped.
         if let Place::Job(id) = &t.place {
-            if let Some(o) = self.obs_mut().jobs.get_mut(id) {
-                o.dirty = true;
-            }
+            self.read_again(id);
         }
         undo.push(Undo::Moved { proc: t.proc, back });
         Ok(())
@@ -178,18 +176,14 @@ impl Daemon {
             // slice), and a directory removed before the next tick can still be repaired.
             let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
             let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
-            let half_life_ms = self.cfg().half_life_ms;
-            let t = self.obs_mut().jobs.entry(s.id).or_insert_with(|| super::observe::Tracker::new(half_life_ms));
-            t.threads = threads;
-            t.procs = procs;
-            t.dirty = true;
-            self.desired_mut().jobs.insert(s.id, s);
+            self.track(s.id, threads, procs);
+            self.registry_mut().put_job(s);
         }
         if let Err(e) = self.save() {
-            *self.desired_mut() = before;
+            self.registry_mut().restore(before);
             let dropped: Vec<JobId> = ids.iter().filter(|id| !self.desired().jobs.contains_key(id)).copied().collect();
             for id in &dropped {
-                self.obs_mut().jobs.remove(id);
+                self.untrack(id);
             }
             self.rollback(std::mem::take(undo));
             return Err(Self::unsaved(&e));
@@ -257,7 +251,7 @@ impl Daemon {
                 ));
             }
         }
-        let mut spec = JobSpec::new(self.desired_mut().take_id(), cur.clone(), peer.uid);
+        let mut spec = JobSpec::new(self.registry_mut().take_id(), cur.clone(), peer.uid);
         spec.tickets = tickets;
         spec.cap = cap;
         spec.background = background || cap_bg;
@@ -301,7 +295,7 @@ impl Daemon {
             }
             _ => (CurrencyId::User(owner), None),
         };
-        let mut spec = JobSpec::new(self.desired_mut().take_id(), cur, owner);
+        let mut spec = JobSpec::new(self.registry_mut().take_id(), cur, owner);
         if let Some(b) = base {
             spec.tickets = b.tickets;
             spec.background = b.background;
@@ -466,7 +460,7 @@ impl Daemon {
         let t = self.target(peer, pid, force)?;
         let owner = t.info.creds.uid[0];
         self.check_job_limit(owner)?;
-        let spec = JobSpec::new(self.desired_mut().take_id(), cur.clone(), owner);
+        let spec = JobSpec::new(self.registry_mut().take_id(), cur.clone(), owner);
         let mut undo = vec![];
         if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
             self.rollback(undo);
@@ -502,13 +496,13 @@ impl Daemon {
         }
         let (funding_before, caps_before) = (self.desired().funding.clone(), self.desired().caps.clone());
         if let Some(f) = f {
-            self.desired_mut().funding.insert(cur.clone(), f.get());
+            self.registry_mut().set_funding(cur.clone(), f.get());
         }
         if let Some(c) = c {
-            self.desired_mut().caps.insert(cur.clone(), c);
+            self.registry_mut().set_cap(cur.clone(), c);
         }
         if let Err(e) = self.save() {
-            (self.desired_mut().funding, self.desired_mut().caps) = (funding_before, caps_before);
+            self.registry_mut().restore_funding(funding_before, caps_before);
             return Err(Self::unsaved(&e));
         }
         self.replan();

@@ -188,6 +188,91 @@ fn write_then_rename(tmp: &Path, path: &Path, d: &Desired) -> anyhow::Result<()>
     std::fs::rename(tmp, path).with_context(|| format!("rename {} to {}", tmp.display(), path.display()))
 }
 
+/// The config's defaults for one user: funding of their currency, cap of their default job,
+/// hard cap of their currency.
+pub type UserDefaults = (Option<u32>, Option<Cap>, Option<Cap>);
+
+/// The registry: the desired state, where it is persisted, and the config's per-user
+/// defaults looked up for it (kept until the config is reloaded).
+#[derive(Debug, Default)]
+pub struct Registry {
+    desired: Desired,
+    /// Where `desired` is persisted (None: an ephemeral daemon for tests and benchmarks).
+    state_path: Option<std::path::PathBuf>,
+    defaults: std::cell::RefCell<std::collections::HashMap<u32, UserDefaults>>,
+}
+
+impl Registry {
+    /// A registry holding `desired`, persisted at `state_path`.
+    pub fn new(desired: Desired, state_path: Option<std::path::PathBuf>) -> Self {
+        Self { desired, state_path, defaults: Default::default() }
+    }
+    /// What users asked for.
+    pub fn desired(&self) -> &Desired {
+        &self.desired
+    }
+    /// Takes a fresh job id.
+    pub fn take_id(&mut self) -> JobId {
+        self.desired.take_id()
+    }
+    /// Numbered ids up to `n` are taken (a job found in the tree at start).
+    pub fn taken_id(&mut self, n: u64) {
+        self.desired.next_id = self.desired.next_id.max(n + 1);
+    }
+    /// A job as asked for, made or changed.
+    pub fn put_job(&mut self, spec: JobSpec) {
+        self.desired.jobs.insert(spec.id, spec);
+    }
+    /// A job, to change in place (adoption finishing a cut-short move).
+    pub fn job_mut(&mut self, id: &JobId) -> Option<&mut JobSpec> {
+        self.desired.jobs.get_mut(id)
+    }
+    /// A job gone.
+    pub fn drop_job(&mut self, id: &JobId) {
+        self.desired.jobs.remove(id);
+    }
+    /// Every job gone (a release or a clean stop of an ephemeral daemon).
+    pub fn drop_jobs(&mut self) {
+        self.desired.jobs.clear();
+    }
+    /// A currency's funding set with `allot fund`.
+    pub fn set_funding(&mut self, c: CurrencyId, f: u32) {
+        self.desired.funding.insert(c, f);
+    }
+    /// A currency's cap set with `allot fund --cap` (None: `--cap none`).
+    pub fn set_cap(&mut self, c: CurrencyId, cap: Option<Cap>) {
+        self.desired.caps.insert(c, cap);
+    }
+    /// Funding and currency caps as they were before a change that could not be saved.
+    pub fn restore_funding(&mut self, funding: BTreeMap<CurrencyId, u32>, caps: BTreeMap<CurrencyId, Option<Cap>>) {
+        (self.desired.funding, self.desired.caps) = (funding, caps);
+    }
+    /// The desired state as it was before a change that could not be saved.
+    pub fn restore(&mut self, before: Desired) {
+        self.desired = before;
+    }
+    /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
+    pub fn save(&self) -> Result<(), String> {
+        let Some(p) = &self.state_path else { return Ok(()) };
+        save(p, &self.desired).map_err(|e| {
+            log::error!("could not save the state file (settings are kept in memory until it can be written): {e:#}");
+            format!("{e:#}")
+        })
+    }
+    /// A user's defaults if they were looked up since the last reload.
+    pub fn cached_defaults(&self, uid: u32) -> Option<UserDefaults> {
+        self.defaults.borrow().get(&uid).copied()
+    }
+    /// Keeps a user's defaults until the config is reloaded.
+    pub fn cache_defaults(&self, uid: u32, v: UserDefaults) {
+        self.defaults.borrow_mut().insert(uid, v);
+    }
+    /// Forgets every user's defaults (the config changed).
+    pub fn clear_defaults(&self) {
+        self.defaults.borrow_mut().clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

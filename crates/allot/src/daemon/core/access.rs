@@ -4,17 +4,20 @@
 
 use super::{Daemon, Kernel, Planned};
 use crate::config::Config;
+use crate::daemon::backend::Backend;
 use crate::daemon::host::{Host, Proc};
 use crate::daemon::memory::MemoryState;
 use crate::daemon::observe::Observer;
 use crate::daemon::placement::Placement;
-use crate::daemon::reconcile::Watch;
-use crate::daemon::registry::{Desired, Registry};
+use crate::daemon::registry::Desired;
 use crate::daemon::serving::Serving;
 use crate::daemon::sessions::Sessions;
+use crate::daemon::state::Registry;
 use crate::daemon::tree::{MoveError, Tree};
+use crate::daemon::watch::Watch;
 use crate::proto::Counters;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Instant;
 
 impl Daemon {
@@ -22,13 +25,13 @@ impl Daemon {
     pub(in crate::daemon) fn assemble(
         cfg: Config,
         host: Box<dyn Host>,
+        backend: Rc<dyn Backend<Daemon>>,
         tree: Tree,
         registry: Registry,
         kernel: Kernel,
         watch: Watch,
-        memory: MemoryState,
     ) -> Self {
-        let backend = crate::daemon::backend::for_controller(tree.cg());
+        let memory = MemoryState::new(tree.cg(), cfg.memory.enable);
         Self {
             placement: Placement::new(&cfg),
             sessions: Sessions::default(),
@@ -48,11 +51,11 @@ impl Daemon {
         }
     }
     /// How allot's tree is held on this host.
-    pub fn backend(&self) -> &dyn crate::daemon::backend::Backend {
+    pub fn backend(&self) -> &dyn Backend<Daemon> {
         self.backend.as_ref()
     }
     /// The backend, to call with the daemon itself (`release`).
-    pub fn backend_rc(&self) -> std::rc::Rc<dyn crate::daemon::backend::Backend> {
+    pub fn backend_rc(&self) -> Rc<dyn Backend<Daemon>> {
         self.backend.clone()
     }
     /// The config in force.
@@ -86,9 +89,9 @@ impl Daemon {
     pub fn desired(&self) -> &Desired {
         self.registry.desired()
     }
-    /// What users asked for, to change (then [`Self::save`]).
-    pub fn desired_mut(&mut self) -> &mut Desired {
-        self.registry.desired_mut()
+    /// The registry of what users asked for, to change (then [`Self::save`]).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
     }
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
     pub fn save(&mut self) -> Result<(), String> {
@@ -98,9 +101,17 @@ impl Daemon {
     pub fn obs(&self) -> &Observer {
         &self.obs
     }
-    /// What was measured, to mark a job to be read again.
-    pub fn obs_mut(&mut self) -> &mut Observer {
-        &mut self.obs
+    /// Reads a job again at the next observation (something arrived or left).
+    pub fn read_again(&mut self, id: &crate::daemon::registry::JobId) {
+        self.obs.read_again(id);
+    }
+    /// Tracks a job just made or changed, with its threads and processes now.
+    pub fn track(&mut self, id: crate::daemon::registry::JobId, threads: Vec<i32>, procs: Vec<i32>) {
+        self.obs.track(id, self.cfg.half_life_ms, threads, procs);
+    }
+    /// Stops tracking a job (a request that could not be saved).
+    pub fn untrack(&mut self, id: &crate::daemon::registry::JobId) {
+        self.obs.untrack(id);
     }
     /// The last plan.
     pub fn planned(&self) -> &Planned {
@@ -188,9 +199,17 @@ impl Daemon {
     pub fn watch_mut(&mut self) -> &mut Watch {
         &mut self.watch
     }
-    /// Jobs whose login session ended, and when what is left of them gets SIGKILL.
-    pub fn logout_kills_mut(&mut self) -> &mut HashMap<String, Instant> {
-        &mut self.logout_kills
+    /// What is left of a job whose login session ended gets SIGKILL at `at` (logout.rs).
+    pub fn kill_at(&mut self, rel: String, at: Instant) {
+        self.logout_kills.insert(rel, at);
+    }
+    /// The jobs whose SIGKILL is due at `now`, no longer waited for.
+    pub fn kills_due(&mut self, now: Instant) -> Vec<String> {
+        let due: Vec<String> = self.logout_kills.iter().filter(|(_, &t)| t <= now).map(|(r, _)| r.clone()).collect();
+        for r in &due {
+            self.logout_kills.remove(r);
+        }
+        due
     }
     /// Memory by share.
     pub fn memory(&self) -> &MemoryState {

@@ -70,9 +70,10 @@ impl Daemon {
         let gone = self.obs.observe(&ctx, self.registry.desired().jobs.values());
         self.obs.busy |= self.sessions.busy();
         // The backend's upkeep (systemd: held-back funding writes, holders): what it could
-        // not write is forgotten, so the plan writes it again.
+        // not write is counted and forgotten, so the plan writes it again.
         for (rel, e) in self.tree.cg().upkeep() {
             log::error!("{rel}: {e}");
+            self.serving.counters_mut().write_errors += 1;
             self.forget_applied(Node::of_rel(&rel).as_ref());
         }
         gone

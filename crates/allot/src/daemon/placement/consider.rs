@@ -140,7 +140,7 @@ impl Daemon {
                 log::error!("could not make the default job of uid {uid}: {e}");
                 return (Seen::Retry, None);
             }
-            self.desired_mut().jobs.insert(dest, spec);
+            self.registry_mut().put_job(spec);
             let _ = self.save();
         }
         let rel = self.desired().jobs[&dest].rel();
@@ -151,9 +151,7 @@ impl Daemon {
                     log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
                 }
                 self.mark_left(&place);
-                if let Some(t) = self.obs_mut().jobs.get_mut(&dest) {
-                    t.dirty = true;
-                }
+                self.read_again(&dest);
                 (Seen::Done, (!own_job).then_some(place))
             }
             Err(_) => (Seen::Retry, None),
@@ -213,7 +211,7 @@ impl Daemon {
         {
             return Some(Ok(j.id));
         }
-        let mut spec = JobSpec::new(self.desired_mut().take_id(), currency, uid);
+        let mut spec = JobSpec::new(self.registry_mut().take_id(), currency, uid);
         spec.tickets = rule.tickets.unwrap_or_default();
         spec.cap = rule.cap;
         spec.background = rule.background;
@@ -223,7 +221,7 @@ impl Daemon {
         }
         log::info!("rule {} (line {}) made {} for uid {uid}: {}", rule.name, rule.line, spec.id, rule.action());
         let id = spec.id;
-        self.desired_mut().jobs.insert(id, spec);
+        self.registry_mut().put_job(spec);
         let _ = self.save();
         Some(Ok(id))
     }
