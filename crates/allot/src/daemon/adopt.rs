@@ -36,7 +36,8 @@ impl Daemon {
         };
         let memory = super::memory::MemoryState::new(cg.as_ref(), cfg.memory.enable);
         let kernel = super::features::Kernel::new(features, allot_linux::ncpu());
-        let registry = super::registry::Registry::new(desired, state_path);
+        let store = state_path.map(|p| Box::new(super::state::StateFile(p)) as Box<dyn super::registry::Persist>);
+        let registry = super::registry::Registry::new(desired, store);
         let mut d = Daemon::assemble(cfg, host, Tree::new(cg), registry, kernel, Watch::new(watch), memory);
         d.setup_rt();
         d.weigh_tree();

@@ -173,20 +173,27 @@ impl Desired {
 /// hard cap of their currency.
 pub type UserDefaults = (Option<u32>, Option<Cap>, Option<Cap>);
 
+/// Where the desired state is kept between runs. The registry saves through it and knows
+/// nothing of its format: the state file (state.rs) is one.
+pub trait Persist: fmt::Debug {
+    /// Writes `desired` whole, or says why it could not.
+    fn save(&self, desired: &Desired) -> anyhow::Result<()>;
+}
+
 /// The registry: the desired state, where it is persisted, and the config's per-user
 /// defaults looked up for it (kept until the config is reloaded).
 #[derive(Debug, Default)]
 pub struct Registry {
     desired: Desired,
     /// Where `desired` is persisted (None: an ephemeral daemon for tests and benchmarks).
-    state_path: Option<std::path::PathBuf>,
+    store: Option<Box<dyn Persist>>,
     defaults: std::cell::RefCell<std::collections::HashMap<u32, UserDefaults>>,
 }
 
 impl Registry {
-    /// A registry holding `desired`, persisted at `state_path`.
-    pub fn new(desired: Desired, state_path: Option<std::path::PathBuf>) -> Self {
-        Self { desired, state_path, defaults: Default::default() }
+    /// A registry holding `desired`, persisted by `store`.
+    pub fn new(desired: Desired, store: Option<Box<dyn Persist>>) -> Self {
+        Self { desired, store, defaults: Default::default() }
     }
     /// What users asked for.
     pub fn desired(&self) -> &Desired {
@@ -198,8 +205,8 @@ impl Registry {
     }
     /// Persists the desired state; a failure is logged (intent stays in memory) and returned.
     pub fn save(&self) -> Result<(), String> {
-        let Some(p) = &self.state_path else { return Ok(()) };
-        super::state::save(p, &self.desired).map_err(|e| {
+        let Some(store) = &self.store else { return Ok(()) };
+        store.save(&self.desired).map_err(|e| {
             log::error!("could not save the state file (settings are kept in memory until it can be written): {e:#}");
             format!("{e:#}")
         })

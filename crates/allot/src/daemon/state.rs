@@ -6,16 +6,26 @@
 //! Format 2 (this version) holds every job. Format 1 (allot 0.1) held funding and the
 //! settings of numbered jobs only, keyed `currency/jN-uUID`; it is read and upgraded.
 
-use super::registry::{parse_leaf, CurrencyId, Desired, JobId, JobSpec};
+use super::registry::{parse_leaf, CurrencyId, Desired, JobId, JobSpec, Persist};
 use allot_model::{Cap, Tickets};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The state file's name in the state directory.
 pub const FILE: &str = "state.json";
+
+/// The state file at a path: where the registry persists the desired state.
+#[derive(Debug)]
+pub struct StateFile(pub PathBuf);
+
+impl Persist for StateFile {
+    fn save(&self, desired: &Desired) -> anyhow::Result<()> {
+        save(&self.0, desired)
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,6 +235,22 @@ mod tests {
         assert!(load(&p).err().unwrap().to_string().contains("funding of x"));
         std::fs::write(&p, r#"{"version":9}"#).unwrap();
         assert!(load(&p).err().unwrap().to_string().contains("newer than this allot"));
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_registry_saves_through_the_state_file() {
+        use super::super::registry::Registry;
+        let p = tmp("registry");
+        let mut r = Registry::new(Desired::default(), Some(Box::new(StateFile(p.clone()))));
+        r.desired_mut().funding.insert(CurrencyId::User(1000), 250);
+        r.save().unwrap();
+        assert_eq!(load(&p).unwrap().desired, *r.desired());
+        // A state file that cannot be written: the registry says why and keeps the intent.
+        let gone = Registry::new(r.desired().clone(), Some(Box::new(StateFile(p.parent().unwrap().join("no-such-dir/state.json")))));
+        assert!(gone.save().unwrap_err().contains("no-such-dir"));
+        assert_eq!(gone.desired().funding.get(&CurrencyId::User(1000)), Some(&250));
+        assert!(Registry::new(Desired::default(), None).save().is_ok(), "an ephemeral daemon saves nothing");
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 
