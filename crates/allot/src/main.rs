@@ -20,6 +20,7 @@ mod currency_fields;
 mod daemon;
 mod docgen;
 mod fields;
+mod memory_fields;
 mod metrics;
 mod metrics_cmd;
 mod output;
