@@ -1,6 +1,8 @@
 //! The optional TOML config (`/etc/allot/allot.toml`). Every field has a default, so no
 //! file is needed; unknown fields are refused, naming the file, line and field.
 
+pub use crate::config_metrics::MetricsConfig;
+pub use crate::config_rules::{Rule, RuleConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,18 +50,7 @@ pub struct Config {
     pub scheduler: crate::config_scheduler::Scheduler,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
-    pub compiled_rules: Vec<crate::daemon::rules::Rule>,
-}
-
-/// The optional HTTP metrics endpoint.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct MetricsConfig {
-    /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
-    pub listen: Option<String>,
-    /// Who may scrape: addresses and networks ("10.0.0.0/8"); required when `listen` is
-    /// not loopback. Empty: loopback peers only.
-    pub allow: Vec<String>,
+    pub compiled_rules: Vec<Rule>,
 }
 
 /// allot's whole tree against processes outside it (root's, daemons'), on hosts where allot keeps its own tree. On a systemd host
@@ -90,32 +81,6 @@ pub struct GroupDefaults {
     pub default_cap: Option<String>,
     /// Hard cap of each member's own currency, all their jobs together, e.g. "4!".
     pub currency_cap: Option<String>,
-}
-
-/// One `[[rules]]` entry.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RuleConfig {
-    /// A name for logs and `allot rules test`.
-    pub name: Option<String>,
-    /// Matches processes of this user (name or uid).
-    pub user: Option<String>,
-    /// Matches processes running with this group (primary or supplementary, as `id` shows).
-    pub group: Option<String>,
-    /// Glob on the executable's path (/proc/PID/exe); `re:` for a regex.
-    pub exe: Option<String>,
-    /// Glob on the process name (comm).
-    pub comm: Option<String>,
-    /// Glob on the command line; `re:` for a regex.
-    pub cmdline: Option<String>,
-    /// Tickets of its jobs.
-    pub tickets: Option<u32>,
-    /// Cap of its jobs.
-    pub cap: Option<String>,
-    /// Its jobs run in the background.
-    pub background: Option<bool>,
-    /// Its jobs' currency (default: the process owner's).
-    pub currency: Option<String>,
 }
 
 /// Where automatic placement takes processes from.
@@ -426,7 +391,7 @@ impl Config {
         for (n, r) in cfg.rules.iter().enumerate() {
             let line = line_col(text, r.span().start).0;
             let name = r.get_ref().name.clone().unwrap_or_else(|| format!("{}", n + 1));
-            let rule = crate::daemon::rules::Rule::compile(n, line, r.get_ref()).map_err(|e| at(Some(line), format!("rule {name}: {e}")))?;
+            let rule = Rule::compile(n, line, r.get_ref()).map_err(|e| at(Some(line), format!("rule {name}: {e}")))?;
             if let Some(c) = &rule.currency {
                 if !cfg.currencies.contains_key(c) && allot_linux::procfs::user_uid(c).is_none() && c.parse::<u32>().is_err() {
                     return Err(at(
@@ -444,7 +409,7 @@ impl Config {
     /// and why, with what is allowed.
     fn check(&self) -> Result<(), (String, String)> {
         let bad = |key: &str, msg: String| Err((key.to_string(), msg));
-        crate::daemon::allow::check(&self.metrics)?;
+        crate::config_metrics::check(&self.metrics)?;
         crate::config_scheduler::check(&self.scheduler, crate::config_scheduler::support())?;
         if let Err(e) = allot_model::Funding::new(self.default_funding as i64) {
             return bad("default_funding", format!("default_funding: {e}"));

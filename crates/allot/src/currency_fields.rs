@@ -1,7 +1,8 @@
 //! A currency's fields in the one schema ([`crate::fields`]): the currency tables of
 //! `allot show` and `allot top` and the `allot_currency_` metric families read them, so a
-//! currency's numbers are named, measured and formatted the same in each. Its memory is
-//! apart ([`crate::memory_view`]): a table and families of its own, where memory is shared.
+//! currency's numbers are named, measured and formatted the same in each. Its memory has
+//! fields of its own ([`crate::memory_fields`]): a table and families apart, where memory
+//! is shared.
 
 use crate::fields::{cpus, format_unit, In, Spec, Unit};
 use crate::proto::{CurrencyView, JobView};
@@ -56,8 +57,7 @@ impl CurrencyField {
 
     /// Its metric family's name: `allot_currency_` + id + unit suffix.
     pub fn metric_name(self) -> String {
-        let s = self.spec();
-        format!("allot_currency_{}{}", s.id, s.unit.suffix())
+        self.spec().metric_name("allot_currency_")
     }
 
     /// Its number for a currency whose jobs are among `jobs` (None: none, e.g. no cap).

@@ -99,6 +99,8 @@ pub enum Unit {
     Percent,
     /// 0 or 1.
     Flag,
+    /// Bytes (`_bytes`), as `384M`, `1.5G`.
+    Bytes,
 }
 
 impl Unit {
@@ -109,6 +111,7 @@ impl Unit {
             Unit::Seconds => "_seconds",
             Unit::Ratio => "_ratio",
             Unit::Percent => "_percent",
+            Unit::Bytes => "_bytes",
             Unit::Text | Unit::Number | Unit::Flag => "",
         }
     }
@@ -138,6 +141,14 @@ pub struct Spec {
     /// What it is, in a sentence (the metric's HELP).
     pub help: &'static str,
     pub shown: In,
+}
+
+impl Spec {
+    /// Its metric family's name: `prefix` (`allot_job_`, `allot_currency_`) + id + unit
+    /// suffix, `_total` on counters.
+    pub fn metric_name(&self, prefix: &str) -> String {
+        format!("{prefix}{}{}{}", self.id, self.unit.suffix(), if self.counter { "_total" } else { "" })
+    }
 }
 
 const SHOW_TOP: In = In { show: true, top: true, metric: false };
@@ -268,8 +279,7 @@ impl Field {
 
     /// Its metric family's name: `allot_job_` + id + unit suffix, `_total` on counters.
     pub fn metric_name(self) -> String {
-        let s = self.spec();
-        format!("allot_job_{}{}{}", s.id, s.unit.suffix(), if s.counter { "_total" } else { "" })
+        self.spec().metric_name("allot_job_")
     }
 
     /// Its number for a job (None: none to report, e.g. no cap, or a reading this caller
@@ -362,6 +372,7 @@ pub fn format_unit(unit: Unit, x: f64) -> String {
         Unit::Seconds => secs(x),
         Unit::Ratio => format!("{:.0}%", x * 100.0),
         Unit::Percent => format!("{x:.0}%"),
+        Unit::Bytes => allot_model::memory::human_size(x as u64),
         Unit::Text | Unit::Number | Unit::Flag => format!("{}", x + 0.0),
     }
 }

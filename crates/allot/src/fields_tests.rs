@@ -5,7 +5,8 @@ use super::*;
 use crate::metrics::tests::{job, show, status};
 use crate::metrics::{render, Format};
 use crate::readings::{JobKernel, Pressure, Readings, Wait};
-use crate::top::screen::{self, Frame, SortKey};
+use crate::top::screen::{self, Frame};
+use crate::top::sort::SortKey;
 use allot_linux::cgroup::stat::Throttling;
 
 /// A job with every field present: a hard cap and its quota, kernel readings of each kind.

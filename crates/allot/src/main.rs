@@ -11,13 +11,16 @@ mod config;
 mod config_check;
 mod config_funding;
 mod config_memory;
+mod config_metrics;
 #[cfg(test)]
 mod config_props;
+mod config_rules;
 mod config_scheduler;
 mod currency_fields;
 mod daemon;
 mod docgen;
 mod fields;
+mod memory_fields;
 mod metrics;
 mod metrics_cmd;
 mod output;

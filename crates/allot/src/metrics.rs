@@ -12,7 +12,7 @@
 
 use crate::proto::{JobView, ShowView, StatusView};
 use crate::readings::Readings;
-use crate::{currency_fields, fields};
+use crate::{currency_fields, fields, memory_fields};
 use std::fmt::Write;
 
 /// Which exposition format.
@@ -142,23 +142,12 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
         }
         out.push(f);
     }
-    // Memory by share (docs/memory.md): only currencies whose memory the daemon shares.
-    type MemValue = dyn Fn(&crate::memory_view::CurrencyMemory) -> Option<f64>;
-    let memory: [(&str, Kind, &str, &MemValue); 4] = [
-        ("allot_currency_memory_bytes", Gauge, "The currency's memory charge now, bytes.", &|m| Some(m.usage as f64)),
-        ("allot_currency_memory_protection_bytes", Gauge, "The currency's funded share of the memory available to users, bytes.", &|m| {
-            Some(m.protection as f64)
-        }),
-        ("allot_currency_memory_limit_bytes", Gauge, "The hard memory limit in force for the currency, bytes (absent: none).", &|m| {
-            m.limit.map(|l| l as f64)
-        }),
-        ("allot_currency_oom_kills_total", Counter, "OOM kills in the currency (cgroup v1: since the daemon started).", &|m| {
-            Some(m.oom_kills as f64)
-        }),
-    ];
-    for (name, kind, help, v) in memory {
-        let mut f = Family::new(name, kind, help);
-        for (c, x) in show.currencies.iter().filter_map(|c| Some((c, v(c.memory.as_ref()?)?))) {
+    // Memory by share (docs/memory.md): every memory field the schema gives a metric, for
+    // the currencies whose memory the daemon shares.
+    for field in memory_fields::memory_shown_in(|i| i.metric) {
+        let spec = field.spec();
+        let mut f = Family::new(field.metric_name(), if spec.counter { Counter } else { Gauge }, spec.help);
+        for (c, x) in show.currencies.iter().filter_map(|c| Some((c, field.number(c.memory.as_ref()?)?))) {
             f.add(vec![("currency", c.name.clone()), ("kind", c.kind.clone())], x);
         }
         out.push(f);

@@ -58,9 +58,7 @@ pub fn show(d: &ShowView) -> String {
     let mut out = t.render();
     out.push('\n');
     out.push_str(&currencies(&d.currencies, &d.jobs));
-    let mem: Vec<(String, &crate::memory_view::CurrencyMemory)> =
-        d.currencies.iter().filter_map(|c| Some((c.name.clone(), c.memory.as_ref()?))).collect();
-    if let Some(t) = crate::memory_view::table(&mem) {
+    if let Some(t) = crate::memory_fields::table(&d.currencies) {
         out.push('\n');
         out.push_str(&t);
     }

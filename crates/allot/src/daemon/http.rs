@@ -1,14 +1,14 @@
 //! The optional metrics endpoint: `GET /metrics` over HTTP, off unless `[metrics] listen`
 //! is set. Only loopback peers may scrape, or with `[metrics] allow` only the peers it
-//! lists (required for any other address; the rest get 403: [`super::allow`]). Each reader gets a thread of its own and a deadline for its whole request;
+//! lists (required for any other address; the rest get 403: [`crate::config_metrics`]). Each reader gets a thread of its own and a deadline for its whole request;
 //! readers still sending are bounded by evicting the oldest, so a trickling reader holds
 //! no one else up; the
 //! numbers come from the loop (a snapshot of `status` and `show` as a user who owns no job
 //! sees them: no other user's processes, unless `privacy.show_other_users`) and are
 //! rendered by the same code as `allot metrics` (crate::metrics).
 
-use super::allow::{self, Net};
 use super::Event;
+use crate::config_metrics::{self as allow, Net};
 use crate::metrics::{render, Format};
 use crate::proto::{ShowView, StatusView};
 use std::collections::VecDeque;

@@ -7,7 +7,6 @@
 //! (placement.rs). Requests are answered in order; no client can hold the loop.
 
 mod adopt;
-pub mod allow;
 pub mod applied;
 #[cfg(test)]
 mod apply_tests;
@@ -33,7 +32,6 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
-pub mod rules;
 pub mod server;
 mod serving;
 pub mod sessions;
@@ -358,7 +356,7 @@ fn admission_of(d: &core::Daemon) -> server::Admission {
 fn endpoint(d: &core::Daemon, old: Option<http::Endpoint>, tx: &Sender<Event>) -> Option<http::Endpoint> {
     let want = d.cfg().metrics.listen.clone();
     // The config loader checked the list.
-    let nets = allow::parse(&d.cfg().metrics.allow).unwrap_or_default();
+    let nets = crate::config_metrics::parse(&d.cfg().metrics.allow).unwrap_or_default();
     if let Some(o) = old {
         if Some(&o.listen) == want.as_ref() {
             if let Err(e) = o.set_allow(nets) {

@@ -314,6 +314,21 @@ mod tests {
     }
 
     #[test]
+    fn the_registry_saves_through_the_state_file() {
+        let p = tmp("registry");
+        let mut r = Registry::new(Desired::default(), Some(p.clone()));
+        r.set_funding(CurrencyId::User(1000), 250);
+        r.save().unwrap();
+        assert_eq!(load(&p).unwrap().desired, *r.desired());
+        // A state file that cannot be written: the registry says why and keeps the intent.
+        let gone = Registry::new(r.desired().clone(), Some(p.parent().unwrap().join("no-such-dir/state.json")));
+        assert!(gone.save().unwrap_err().contains("no-such-dir"));
+        assert_eq!(gone.desired().funding.get(&CurrencyId::User(1000)), Some(&250));
+        assert!(Registry::new(Desired::default(), None).save().is_ok(), "an ephemeral daemon saves nothing");
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    #[test]
     fn currency_caps_round_trip_and_a_file_without_them_loads() {
         let p = tmp("caps");
         // As written before currency caps existed: no "caps" key.

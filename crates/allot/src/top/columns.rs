@@ -2,7 +2,7 @@
 //! cell shows. Every cell from a process or a user goes through `for_terminal` and is
 //! cut to its column's widest.
 
-use super::screen::SortKey;
+use super::sort::SortKey;
 use crate::currency_fields::{currency_shown_in, CurrencyField};
 use crate::proto::{CurrencyView, JobView};
 use crate::readings::JobKernel;

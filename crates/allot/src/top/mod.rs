@@ -9,6 +9,7 @@
 
 pub mod columns;
 pub mod screen;
+pub mod sort;
 pub mod tty;
 
 use crate::client;
@@ -17,7 +18,8 @@ use crate::proto::{Request, Response, ShowView, StatusView};
 use crate::readings::{Readings, Sampler};
 use allot_model::duration::{self, Unit};
 use anyhow::bail;
-use screen::{Frame, SortKey};
+use screen::Frame;
+use sort::SortKey;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -4,9 +4,9 @@
 use super::super::core::Daemon;
 use super::super::host::{Facts, ProcInfo};
 use super::super::registry::{CurrencyId, JobId, JobSpec};
-use super::super::rules::Rule;
 use super::super::trust::{Peer, Place};
 use super::Seen;
+use crate::config_rules::{self as rules, Rule};
 use std::collections::VecDeque;
 
 /// Descendants looked at after one process changed place: a process forks at most this
@@ -166,7 +166,7 @@ impl Daemon {
     pub(in crate::daemon) fn match_rule(&self, pid: i32, info: &ProcInfo) -> Option<(Rule, Result<(CurrencyId, bool), String>, Facts)> {
         let uid = info.creds.uid[0];
         let facts = self.host().facts(pid, info.tid);
-        let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
+        let f = rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
         let rule = self.cfg().compiled_rules.iter().find(|r| r.test(&f).is_ok())?.clone();
         let currency = match rule.currency.as_deref().map(|c| self.resolve_currency(c)) {
             None => Ok((CurrencyId::User(uid), false)),
@@ -236,7 +236,7 @@ impl Daemon {
             return Err(format!("process {pid} is not yours"));
         }
         let facts = self.host().facts(pid, info.tid);
-        let f = super::super::rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
+        let f = rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };
         let mut checked = vec![];
         for r in &self.cfg().compiled_rules {
             let t = r.test(&f);

@@ -1,11 +1,23 @@
-//! Who may scrape the metrics endpoint: `[metrics] allow`, a list of addresses and
+//! The config's `[metrics]`: where the endpoint listens and who may scrape it: `allow`, a list of addresses and
 //! networks (`10.0.0.0/8`, `192.0.2.7`, `2001:db8::/32`). With no list only loopback
 //! peers may, and the config refuses a non-loopback `listen` without one; with a list,
 //! only the peers in it (loopback too only if listed), so what the admin wrote is all
 //! that is let in.
 
+use serde::Deserialize;
 use std::net::IpAddr;
 use std::str::FromStr;
+
+/// The optional HTTP metrics endpoint.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).
+    pub listen: Option<String>,
+    /// Who may scrape: addresses and networks ("10.0.0.0/8"); required when `listen` is
+    /// not loopback. Empty: loopback peers only.
+    pub allow: Vec<String>,
+}
 
 /// An address with a prefix length: a network (a bare address is a network of one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,9 +82,9 @@ pub fn parse(list: &[String]) -> Result<Vec<Net>, String> {
 }
 
 /// `[metrics]`'s rules: every `allow` entry parses, and a `listen` address that is not
-/// loopback has a list (a host name is checked once bound, in [`super::http::start`]).
+/// loopback has a list (a host name is checked once bound, in the daemon's endpoint).
 /// Err: the setting's dotted path and why.
-pub fn check(m: &crate::config::MetricsConfig) -> Result<(), (String, String)> {
+pub fn check(m: &MetricsConfig) -> Result<(), (String, String)> {
     let nets = parse(&m.allow).map_err(|e| ("metrics.allow".to_string(), format!("metrics.allow: {e}")))?;
     let Some(listen) = &m.listen else { return Ok(()) };
     match listen.parse::<std::net::SocketAddr>() {
@@ -143,10 +155,7 @@ mod tests {
 
     #[test]
     fn a_network_listen_needs_an_allow_list() {
-        let m = |listen: &str, allow: &[&str]| crate::config::MetricsConfig {
-            listen: Some(listen.into()),
-            allow: allow.iter().map(|s| s.to_string()).collect(),
-        };
+        let m = |listen: &str, allow: &[&str]| MetricsConfig { listen: Some(listen.into()), allow: allow.iter().map(|s| s.to_string()).collect() };
         let (key, e) = check(&m("0.0.0.0:9743", &[])).unwrap_err();
         assert_eq!(key, "metrics.listen");
         assert!(e.contains("\"0.0.0.0:9743\" is not a loopback address") && e.contains("metrics.allow") && e.contains("403"), "{e}");

@@ -3,8 +3,38 @@
 //! regex with `re:`) — with tickets, a cap, the background class or a currency. The first
 //! matching rule wins. All matching processes of one user share one job per rule, so a
 //! build that execs a thousand compilers makes one job, not a thousand.
+//!
+//! Here is a rule as written (`RuleConfig`), compiled (`Rule`) and matched (`Rule::test`):
+//! the config loads and compiles rules, the daemon's placement matches them, and this
+//! module needs neither.
 
-use crate::config::RuleConfig;
+use serde::Deserialize;
+
+/// One `[[rules]]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuleConfig {
+    /// A name for logs and `allot rules test`.
+    pub name: Option<String>,
+    /// Matches processes of this user (name or uid).
+    pub user: Option<String>,
+    /// Matches processes running with this group (primary or supplementary, as `id` shows).
+    pub group: Option<String>,
+    /// Glob on the executable's path (/proc/PID/exe); `re:` for a regex.
+    pub exe: Option<String>,
+    /// Glob on the process name (comm).
+    pub comm: Option<String>,
+    /// Glob on the command line; `re:` for a regex.
+    pub cmdline: Option<String>,
+    /// Tickets of its jobs.
+    pub tickets: Option<u32>,
+    /// Cap of its jobs.
+    pub cap: Option<String>,
+    /// Its jobs run in the background.
+    pub background: Option<bool>,
+    /// Its jobs' currency (default: the process owner's).
+    pub currency: Option<String>,
+}
 
 /// A glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) or, prefixed `re:`, a regex.
 #[derive(Debug, Clone)]
