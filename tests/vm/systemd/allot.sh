@@ -330,7 +330,13 @@ JOB
   # Whatever a failed check above left running goes, so the checks after it stand alone.
   for f in /tmp/lo.keep.pid /tmp/lo.term.pid /tmp/lo.kill.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
   check "the ties of the ended jobs are let go" wait_for -t 20 sh -c "! systemctl list-units --all --plain --no-legend 'allot_logout_*-u2003.scope' | grep -q ."
-  wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice' || echo "user-2003.slice still there" >&2
+  if ! wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice'; then
+    # What holds it: the units and processes in it, and logind's view of the user.
+    echo "user-2003.slice still there:" >&2
+    systemctl list-units --all --plain --no-legend 'user-2003*' 'allot*2003*' 'session-*' >&2 || true
+    find /sys/fs/cgroup/user.slice/user-2003.slice -name cgroup.procs -exec sh -c 'for f; do printf "%s: %s\n" "$f" "$(tr "\n" " " < "$f")"; done' sh {} + >&2 || true
+    loginctl show-user allot-tc >&2 || true
+  fi
 }
 logout_checks
 
