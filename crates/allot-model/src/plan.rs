@@ -73,12 +73,16 @@ impl Default for Params {
 }
 
 /// The machine as the plan sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Machine {
     /// CPUs online.
     pub ncpu: usize,
     /// CPUs that load outside allot's tree took lately (smoothed): what allot cannot give.
     pub outside: f64,
+    /// Per CPU, the fraction of it that was busy over the last tick, whoever ran (empty:
+    /// not measured). Tells how much of the outside load falls on the CPUs pinned jobs
+    /// may use.
+    pub busy: Vec<f64>,
 }
 
 /// One currency's input.
@@ -326,7 +330,10 @@ fn ceiling(m: &Machine, j: &JobIn, held: bool) -> f64 {
 }
 
 /// CPUs allot can give: the CPUs its active jobs may use (all, unless they are pinned),
-/// less what load outside allot takes.
+/// less what load outside allot takes of them. When every active job is pinned to a set
+/// of CPUs, the outside load there is what those CPUs were busy with less what allot's
+/// jobs used (all of which ran there), at most the machine's outside load: outside load
+/// on the other CPUs takes nothing from them.
 fn capacity(m: &Machine, jobs: &[JobIn], active: impl Fn(usize) -> bool) -> f64 {
     let n = m.ncpu.max(1);
     let mut allowed = vec![false; n];
@@ -342,8 +349,16 @@ fn capacity(m: &Machine, jobs: &[JobIn], active: impl Fn(usize) -> bool) -> f64 
             }
         }
     }
-    let cpus = if any { allowed.iter().filter(|&&a| a).count().max(1) } else { n } as f64;
-    (cpus - m.outside.max(0.0)).max(0.0)
+    let count = if any { allowed.iter().filter(|&&a| a).count().max(1) } else { n };
+    let outside = m.outside.max(0.0);
+    let outside = if any && count < n && m.busy.len() == n {
+        let busy: f64 = m.busy.iter().zip(&allowed).filter(|(_, &a)| a).map(|(b, _)| b.clamp(0.0, 1.0)).sum();
+        let used: f64 = jobs.iter().enumerate().filter(|(i, _)| active(*i)).filter_map(|(_, j)| j.usage).map(|u| u.last.max(0.0)).sum();
+        (busy - used).clamp(0.0, outside)
+    } else {
+        outside
+    };
+    (count as f64 - outside).max(0.0)
 }
 
 fn water(

@@ -2,7 +2,7 @@ use super::*;
 use proptest::prelude::*;
 
 fn m(ncpu: usize) -> Machine {
-    Machine { ncpu, outside: 0.0 }
+    Machine { ncpu, outside: 0.0, ..Default::default() }
 }
 
 fn hog(currency: usize, tickets: u32, usage: f64) -> JobIn {
@@ -53,7 +53,7 @@ fn a_sleeping_parent_does_not_raise_the_entitlement() {
 #[test]
 fn load_outside_allot_is_not_given_away() {
     // A lone hog against three of root's (outside allot) on two CPUs gets about half.
-    let m = Machine { ncpu: 2, outside: 1.49 };
+    let m = Machine { ncpu: 2, outside: 1.49, ..Default::default() };
     let pl = plan(&Params::default(), &m, &[CurrencyIn { funding: 100, cap: None }], &[hog(0, 100, 0.51)]);
     assert!(close(pl.jobs[0].entitlement, 0.51), "{}", pl.jobs[0].entitlement);
 }
@@ -192,11 +192,38 @@ fn arb_input() -> impl Strategy<Value = (Params, Machine, Vec<CurrencyIn>, Vec<J
     (1usize..6, 1usize..5, 0.0f64..3.0, any::<bool>(), any::<bool>()).prop_flat_map(|(ncur, ncpu, outside, boost, nice)| {
         (
             Just(Params { boost, nice_emulation: nice, ..Params::default() }),
-            Just(Machine { ncpu, outside }),
+            Just(Machine { ncpu, outside, ..Default::default() }),
             prop::collection::vec((1u32..=10_000).prop_map(|funding| CurrencyIn { funding, cap: None }), ncur),
             prop::collection::vec(arb_job(ncur, ncpu), 0..12),
         )
     })
+}
+
+/// Jobs pinned to CPU 0 while other work keeps both CPUs busy: only the outside load on
+/// CPU 0 (its busy time less what the jobs used) is taken from what they are entitled to,
+/// not the machine's whole outside load (which took all of one CPU and most of the other).
+#[test]
+fn pinned_jobs_lose_only_the_outside_load_on_their_cpus() {
+    let pinned = |t: u32, used: f64| JobIn { cpus: vec![0], ..hog(0, t, used) };
+    let jobs = [pinned(100, 0.07), pinned(200, 0.13), pinned(300, 0.20)];
+    let all = |_: usize| true;
+    let mut m = Machine { ncpu: 2, outside: 1.58, busy: vec![1.0, 0.98] };
+    let cap = capacity(&m, &jobs, all);
+    assert!((cap - 0.40).abs() < 1e-9, "CPU 0 was busy 1.0, 0.40 of it the jobs': {cap}");
+    // Unmeasured, or the jobs not all pinned: the machine's outside load, as before.
+    m.busy.clear();
+    assert_eq!(capacity(&m, &jobs, all), 0.0);
+    m.busy = vec![1.0, 0.98];
+    let mut free = jobs.clone();
+    free[0].cpus.clear();
+    assert!((capacity(&m, &free, all) - (2.0 - 1.58)).abs() < 1e-9);
+    // Never more than the machine's outside load, never below none.
+    let quiet = Machine { ncpu: 2, outside: 0.1, busy: vec![1.0, 0.0] };
+    assert!((capacity(&quiet, &jobs, all) - 0.9).abs() < 1e-9);
+    let idle = Machine { ncpu: 2, outside: 0.5, busy: vec![0.2, 1.0] };
+    assert!((capacity(&idle, &jobs, all) - 1.0).abs() < 1e-9, "the jobs used more than CPU 0's busy time: no outside load there");
+    let pl = plan(&Params::default(), &Machine { ncpu: 2, outside: 1.58, busy: vec![1.0, 0.98] }, &[CurrencyIn { funding: 100, cap: None }], &jobs);
+    assert!(pl.jobs.iter().all(|j| j.entitlement > 0.0), "{:?}", pl.jobs);
 }
 
 proptest! {

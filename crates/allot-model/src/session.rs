@@ -158,7 +158,7 @@ mod tests {
         // hog. Alone, B's job is entitled to both CPUs and its 1 CPU is half of that: the
         // boost limit, boosted by noise. With A's session counted: 1 CPU each.
         let p = Params::default();
-        let m = Machine { ncpu: 2, outside: 0.0 };
+        let m = Machine { ncpu: 2, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
         let mut b = hog(0, 4);
         b.usage = Some(Usage { window: 0.98, last: 0.98 });
@@ -177,7 +177,7 @@ mod tests {
         // session claims CPU 1 only, so the 100-ticket job is entitled to 0.2 (its use)
         // and not boosted; counted on both CPUs it would be entitled to 0.5 and boosted.
         let p = Params { nice_emulation: false, ..Params::default() };
-        let m = Machine { ncpu: 2, outside: 0.0 };
+        let m = Machine { ncpu: 2, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }];
         let mut a = hog(0, 1);
         (a.tickets, a.cpus, a.usage) = (300, vec![1], Some(Usage { window: 0.6, last: 0.6 }));
@@ -197,7 +197,7 @@ mod tests {
     fn a_session_beside_its_users_jobs_weighs_as_a_default_job() {
         // One currency: jobs of 300 and 100 tickets and a busy session on 1 CPU: 0.6/0.2/0.2.
         let p = Params { nice_emulation: false, ..Params::default() };
-        let m = Machine { ncpu: 1, outside: 0.0 };
+        let m = Machine { ncpu: 1, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }];
         let mut a = hog(0, 1);
         a.tickets = 300;
@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn a_soft_cap_is_held_while_a_session_waits_and_released_when_none_does() {
         let p = Params::default();
-        let m = Machine { ncpu: 2, outside: 0.0 };
+        let m = Machine { ncpu: 2, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
         let mut capped = hog(0, 4);
         capped.cap = Some(Cap { cpus: 0.5, hard: false });
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn an_idle_session_takes_nothing_and_no_session_is_the_plain_plan() {
         let p = Params::default();
-        let m = Machine { ncpu: 2, outside: 0.0 };
+        let m = Machine { ncpu: 2, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
         let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![] };
         let (out, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[idle]);

@@ -111,6 +111,14 @@ pub struct Machine {
     pub outside: f64,
 }
 
+impl Machine {
+    /// Per CPU, the fraction of it that was busy during the last tick (empty: not yet
+    /// measured).
+    pub fn busy(&self) -> Vec<f64> {
+        self.idle.iter().map(|i| (1.0 - i).clamp(0.0, 1.0)).collect()
+    }
+}
+
 /// The observer: trackers per job, counters per currency and root.
 #[derive(Debug, Default)]
 pub struct Observer {

@@ -59,7 +59,7 @@ impl Daemon {
         let Some((cur, jobs, ids)) = &self.planned().inputs else { return (0.0, false) };
         let Some(k) = ids.iter().position(|i| *i == id) else { return (0.0, false) };
         let params = allot_model::plan::Params { boost: false, ..Default::default() };
-        let m = allot_model::plan::Machine { ncpu: self.ncpu(), outside: self.obs().machine.outside };
+        let m = allot_model::plan::Machine { ncpu: self.ncpu(), outside: self.obs().machine.outside, busy: self.obs().machine.busy() };
         (entitlement_if_joined(&allot_model::plan::Params { nice_emulation: self.cfg().policy.nice_emulation, ..params }, &m, cur, jobs, k), false)
     }
 

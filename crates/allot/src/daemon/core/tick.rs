@@ -94,7 +94,7 @@ impl Daemon {
     }
 
     fn machine(&self) -> Machine {
-        Machine { ncpu: self.kernel.ncpu(), outside: self.obs.machine.outside }
+        Machine { ncpu: self.kernel.ncpu(), outside: self.obs.machine.outside, busy: self.obs.machine.busy() }
     }
 
     /// Plan: the model's decisions from desired + observed, and the writes they mean.
