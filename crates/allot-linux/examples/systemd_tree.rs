@@ -15,7 +15,7 @@
 //! ```
 //! Prints one line per fact; exits 1 with the error on stderr when a call fails.
 
-use allot_linux::cgroup::{CpuController, Max, SystemdTree};
+use allot_linux::cgroup::{CpuController, Delegation, Max, SystemdTree};
 use allot_linux::systemd::holder::{hold_if_asked, Holder};
 use std::time::{Duration, Instant};
 

@@ -104,7 +104,10 @@ impl Tree {
         let rel = w.rel.as_str();
         let r = match w.setting {
             Setting::Weight(v) => self.cg.set_weight(rel, v).map_err(|e| ("set the weight of", v.to_string(), e)),
-            Setting::ScopeWeight(v) => self.cg.set_scope_weight(rel, v).map_err(|e| ("set the scope weight of", v.to_string(), e)),
+            // A scope's weight exists only inside systemd's delegation: nothing to do elsewhere.
+            Setting::ScopeWeight(v) => {
+                self.cg.delegation().map_or(Ok(()), |d| d.set_scope_weight(rel, v)).map_err(|e| ("set the scope weight of", v.to_string(), e))
+            }
             Setting::Max(cpus) => {
                 let quota = Setting::quota_us(cpus);
                 self.cg.set_max(rel, quota.map(|q| Max { quota_us: q, period_us: PERIOD_US })).map_err(|e| {

@@ -122,7 +122,7 @@ impl Daemon {
                 if self.placement().is_source(&path) {
                     return Ok(Place::Source(path));
                 }
-                if let Ok(Some(s)) = self.tree().cg().session_of(pid) {
+                if let Some(Ok(Some(s))) = self.tree().cg().delegation().map(|d| d.session_of(pid)) {
                     // Only the session's own scope: a process of a session-started service
                     // or container lives elsewhere and stays foreign.
                     if path.ends_with(&format!("/{}", s.scope)) {
