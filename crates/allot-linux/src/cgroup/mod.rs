@@ -10,8 +10,10 @@
 //! mirrors every directory and every move into the cpuacct hierarchy too, and into the
 //! memory hierarchy where one is mounted (memory by share, [`memory`]).
 
+pub mod block;
 #[cfg(test)]
 pub(crate) mod fixture;
+pub mod inotify;
 pub mod memory;
 pub mod sessions;
 pub mod stat;
@@ -185,9 +187,9 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
 pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The login session a process is in, as logind reports it (None when the process is
     /// in no session).
-    fn session_of(&self, pid: i32) -> Result<Option<crate::systemd::Session>>;
+    fn session_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::Session>>;
     /// The systemd unit a process outside allot is in (GetUnitByPID and its properties).
-    fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>>;
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>>;
     /// Ties job `job` (its directory's leaf name) to the login session whose scope is
     /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
     /// session (a `PartOf=` tether, systemd/tethers.rs).
@@ -221,11 +223,11 @@ pub fn is_cgroup2_mount(path: &Path) -> bool {
 /// systemd as init), where allot must not keep a tree of its own, else [`detect`]'s.
 /// A systemd host whose systemd cannot be reached is an error, never a fallback to a
 /// tree at the root.
-pub fn detect_host(name: &str, holder: crate::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
-    if crate::systemd::is_systemd_host() {
+pub fn detect_host(name: &str, holder: crate::ipc::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
+    if crate::ipc::systemd::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
-    if crate::systemd::is_systemd_init() {
+    if crate::ipc::systemd::is_systemd_init() {
         return Err(Error::NoCpuController(V1_SYSTEMD.into()));
     }
     detect(name)

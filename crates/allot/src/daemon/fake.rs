@@ -3,8 +3,8 @@
 
 use super::host::{Facts, Host, OpenError, Proc, ProcInfo, ThreadSample};
 use allot_linux::cgroup::{CpuController, Delegation, Max, Version};
-use allot_linux::machine::{CpuTimes, Creds};
-use allot_linux::pidfd::PidFd;
+use allot_linux::process::machine::{CpuTimes, Creds};
+use allot_linux::process::pidfd::PidFd;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -56,7 +56,7 @@ pub struct World {
     /// A systemd host: processes outside allot are in units (`units`, by cgroup path; a
     /// path not listed is a plain unit named by its leaf).
     pub systemd: bool,
-    pub units: BTreeMap<String, allot_linux::systemd::UnitOf>,
+    pub units: BTreeMap<String, allot_linux::ipc::systemd::UnitOf>,
     /// Units looked up (each costs D-Bus calls on a real host).
     pub unit_lookups: u32,
     /// Jobs tied to login sessions (by leaf), as systemd would list their tethers.
@@ -288,13 +288,13 @@ impl CpuController for FakeCg {
 impl Delegation for FakeCg {
     /// A process in a directory named `session-N.scope` is in login session N of its user
     /// (as logind would say on a systemd host).
-    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::Session>> {
+    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::Session>> {
         let w = self.w.lock().unwrap();
         let p = w.procs.get(&pid).ok_or_else(gone)?;
         let leaf = p.path.rsplit('/').next().unwrap_or_default();
         // The session's user: its slice's (`user-UID.slice`), else the process's own.
         let owner = p.path.split('/').find_map(|c| c.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok()).unwrap_or(p.uids[0]);
-        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::systemd::Session {
+        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::ipc::systemd::Session {
             id: id.into(),
             uid: owner,
             scope: leaf.into(),
@@ -321,7 +321,7 @@ impl Delegation for FakeCg {
     fn tethered(&self) -> Vec<String> {
         self.w.lock().unwrap().tethers_known.iter().cloned().collect()
     }
-    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
+    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::UnitOf>> {
         let mut w = self.w.lock().unwrap();
         if !w.systemd {
             return Ok(None);
@@ -329,7 +329,7 @@ impl Delegation for FakeCg {
         w.unit_lookups += 1;
         let path = w.procs.get(&pid).filter(|p| !p.zombie).ok_or_else(gone)?.path.clone();
         let leaf = path.rsplit('/').next().unwrap_or_default().to_string();
-        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
+        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::ipc::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
     }
     fn set_scope_weight(&self, _rel: &str, _units: u32) -> allot_linux::Result<()> {
         Ok(())

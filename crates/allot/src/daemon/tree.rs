@@ -141,7 +141,7 @@ impl Tree {
         if r.is_ok() && host.start_of(p.pid).is_some_and(|s| s != p.start) {
             if let Ok(Some(now)) = self.cg.rel_of(p.pid) {
                 if now == rel {
-                    let ppid = allot_linux::procfs::stat(p.pid).map(|s| s.ppid).unwrap_or(1);
+                    let ppid = allot_linux::process::procfs::stat(p.pid).map(|s| s.ppid).unwrap_or(1);
                     let home = self.cg.path_of(ppid).unwrap_or_else(|_| "/".into());
                     let back = self.cg.move_to_path(&home, p.pid);
                     log::error!("pid {} was reused while it was being moved into {rel}; the new process was put back in {home} ({back:?})", p.pid);

@@ -29,8 +29,8 @@ mod tethers;
 pub use manager::Manager;
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version};
-use crate::systemd::holder::Holder;
-use crate::systemd::{CpuQuota, CpuWeight, Session, Systemd};
+use crate::ipc::systemd::holder::Holder;
+use crate::ipc::systemd::{CpuQuota, CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
 use names::{Key, Limiter, Names, Offer, Place};
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ struct State {
 
 /// The background slice's weight under systemd `version`.
 fn idle_weight(version: u32) -> CpuWeight {
-    if version >= crate::systemd::IDLE_VERSION {
+    if version >= crate::ipc::systemd::IDLE_VERSION {
         CpuWeight::Idle
     } else {
         CpuWeight::Weight(1)
@@ -114,10 +114,10 @@ impl SystemdTree {
     pub fn with_manager(root: &str, mount: PathBuf, holder: Holder, mut sd: Box<dyn Manager>) -> Result<Self> {
         super::check_name(root)?;
         let version = sd.version_major()?;
-        if version < crate::systemd::MIN_VERSION {
+        if version < crate::ipc::systemd::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
                 "systemd {version} is older than {}, the oldest allot works with (AttachProcessesToUnit came in 238); upgrade systemd",
-                crate::systemd::MIN_VERSION
+                crate::ipc::systemd::MIN_VERSION
             )));
         }
         let state = State {
@@ -237,7 +237,7 @@ impl Delegation for SystemdTree {
     fn session_of(&self, pid: i32) -> Result<Option<Session>> {
         self.session(pid)
     }
-    fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>> {
         self.lock().sd.unit_of(pid as u32).map(Some)
     }
     fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
@@ -423,7 +423,7 @@ impl CpuController for SystemdTree {
         Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
     }
     fn has_idle(&self) -> bool {
-        if self.version < crate::systemd::IDLE_VERSION {
+        if self.version < crate::ipc::systemd::IDLE_VERSION {
             return false;
         }
         let mut st = self.lock();
@@ -490,7 +490,7 @@ impl CpuController for SystemdTree {
         Ok(names::rel_of(&path, st.scopes.iter()))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::procfs::cgroup_of(pid, None)
+        crate::process::procfs::cgroup_of(pid, None)
     }
     fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
         let inside = names::rel_of(path, self.lock().scopes.iter());
