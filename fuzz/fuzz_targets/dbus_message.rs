@@ -1,7 +1,7 @@
 //! Any bytes as one D-Bus message, as the daemon's client reads them from the system
 //! bus: decoded or refused, never a panic, and a decoded one encodes again.
 #![no_main]
-use allot_linux::dbus::Message;
+use allot_linux::ipc::dbus::Message;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -26,8 +26,8 @@
 //! and the storm's CPU per fork or thread (getrusage of itself and its children),
 //! the side that runs the socket filter and queues the datagrams.
 
+use allot_linux::process::procfs;
 use allot_linux::procevents::{Kinds, Listener, Options, ProcEvent, Stats};
-use allot_linux::procfs;
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -15,8 +15,8 @@
 //! ```
 //! Prints one line per fact; exits 1 with the error on stderr when a call fails.
 
-use allot_linux::cgroup::{CpuController, Max, SystemdTree};
-use allot_linux::systemd::holder::{hold_if_asked, Holder};
+use allot_linux::cgroup::{CpuController, Delegation, Max, SystemdTree};
+use allot_linux::ipc::systemd::holder::{hold_if_asked, Holder};
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -123,7 +123,7 @@ fn show(t: &SystemdTree) -> R {
 /// fed; SIGHUP reloads (RELOADING=1, READY=1), SIGTERM stops (STOPPING=1), leaving the
 /// scopes where they are.
 fn daemon(t: &SystemdTree) -> R {
-    use allot_linux::notify;
+    use allot_linux::ipc::notify;
     // SAFETY: signal-mask manipulation of this single-threaded process, on a local set.
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();

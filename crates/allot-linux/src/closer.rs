@@ -41,7 +41,7 @@ pub fn discard_fds(fds: Vec<OwnedFd>) {
 }
 
 /// Descriptors handed to [`discard_fds`] and not closed yet. Stays above zero if a close
-/// hangs: worth reporting (`allot status`), and a reason to set [`crate::peer::set_passrights`].
+/// hangs: worth reporting (`allot status`), and a reason to set [`crate::ipc::peer::set_passrights`].
 pub fn discards_pending() -> usize {
     PENDING.load(Ordering::SeqCst)
 }

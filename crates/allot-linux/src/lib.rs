@@ -1,25 +1,26 @@
 //! allot's kernel boundary: thin, typed readers and writers for the files and calls
 //! allot uses. No policy lives here; every error names the path or call that failed.
+//!
+//! Four domains, a module each:
+//!
+//! | module | domain |
+//! |---|---|
+//! | [`cgroup`] | the cgroup backends (v1, v2, and systemd's delegation) behind one trait, [`cgroup::CpuController`]; the memory controller, a cgroup's statistics, login sessions' cgroups, inotify on allot's files, block devices and whether they honour I/O weights |
+//! | [`process`] | processes and scheduling: /proc, pidfds, sched_setattr(2), sched_ext detection, credentials and machine-wide CPU time, users and groups |
+//! | [`ipc`] | other programs: the D-Bus client, systemd and logind over it, peer credentials, sd_notify, socket activation, the journal |
+//! | [`procevents`] | the kernel's process events (the proc connector over netlink) |
+//!
+//! Beside them: [`reread`] (kernel files kept open and read again with pread(2)), closing
+//! descriptors off the caller's thread (`closer.rs`), and here [`read`], [`write()`],
+//! [`read_u64`], [`ncpu`] and the one [`Error`].
 #![deny(missing_docs)]
 
-pub mod activation;
-pub mod block;
 pub mod cgroup;
 mod closer;
-pub mod dbus;
-pub mod inotify;
-pub mod journal;
-pub mod machine;
-pub mod notify;
-pub mod peer;
-pub mod pidfd;
+pub mod ipc;
+pub mod process;
 pub mod procevents;
-pub mod procfs;
 pub mod reread;
-pub mod sched;
-pub mod sched_ext;
-pub mod systemd;
-pub mod users;
 
 use std::path::{Path, PathBuf};
 
@@ -60,10 +61,10 @@ pub enum Error {
     /// message says what the peer sent and what was expected. Refuse the request.
     #[error("client identity refused: {0}")]
     Identity(String),
-    /// A client's message was refused before it ended ([`peer::recv_message`]): the
-    /// [`peer::Refusal`] says which way, so a server answers by kind, not by wording.
+    /// A client's message was refused before it ended ([`ipc::peer::recv_message`]): the
+    /// [`ipc::peer::Refusal`] says which way, so a server answers by kind, not by wording.
     #[error("client message refused: {0}")]
-    Message(peer::Refusal),
+    Message(ipc::peer::Refusal),
     /// A system call failed in a way the caller can act on: `hint` says what to do.
     #[error("{call}: {source}; {hint}")]
     SysHint {

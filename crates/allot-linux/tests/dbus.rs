@@ -2,7 +2,7 @@
 //! session configuration, on a socket in a temporary directory), so it runs on any
 //! machine with the dbus-daemon package, systemd or not. Fails, never skips, without it.
 
-use allot_linux::dbus::{message, Bus, Match, Message, Value};
+use allot_linux::ipc::dbus::{message, Bus, Match, Message, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ impl Drop for Daemon {
 
 const T: Duration = Duration::from_secs(10);
 
-fn bus_call(b: &mut Bus, member: &str, body: Vec<Value>) -> Result<Vec<Value>, allot_linux::dbus::Reject> {
+fn bus_call(b: &mut Bus, member: &str, body: Vec<Value>) -> Result<Vec<Value>, allot_linux::ipc::dbus::Reject> {
     b.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", member, body, T).expect("the bus answers")
 }
 

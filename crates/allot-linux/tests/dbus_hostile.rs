@@ -9,8 +9,8 @@
 
 mod common;
 
-use allot_linux::dbus::{message, Message, Value};
-use allot_linux::systemd::Systemd;
+use allot_linux::ipc::dbus::{message, Message, Value};
+use allot_linux::ipc::systemd::Systemd;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};

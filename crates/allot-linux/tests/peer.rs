@@ -1,10 +1,10 @@
-//! Kernel tests for `allot_linux::peer`: who is asking on the daemon's socket, with
+//! Kernel tests for `allot_linux::ipc::peer`: who is asking on the daemon's socket, with
 //! clients that lie. Needs root (clients run as uid 61001); fails, never skips.
 //! Clients are this test binary re-run in a role (see `common::client`).
 
 mod common;
 
-use allot_linux::peer::*;
+use allot_linux::ipc::peer::*;
 use allot_linux::Error;
 use common::*;
 use std::io::{Read, Write};

@@ -1,10 +1,10 @@
-//! Kernel tests for `allot_linux::sched::set_fair_policy`, what a rule gives a login-session
+//! Kernel tests for `allot_linux::process::sched::set_fair_policy`, what a rule gives a login-session
 //! process (docs/systemd.md): SCHED_IDLE takes only idle CPU against a nice-0 spinner on
 //! the same CPU, the old policy and nice come back, and a real-time task is never demoted.
 //! Needs root (nice below the caller's, SCHED_FIFO); fails, never skips. Each test kills
 //! only the children it started, by pid.
 
-use allot_linux::sched::{self, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER};
+use allot_linux::process::sched::{self, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER};
 use std::process::{Child, Command};
 use std::time::Duration;
 
@@ -13,8 +13,8 @@ fn spinner() -> Child {
 }
 
 fn cpu_s(pid: u32) -> f64 {
-    let st = allot_linux::procfs::stat(pid as i32).unwrap();
-    (st.utime + st.stime) as f64 / allot_linux::procfs::clk_tck() as f64
+    let st = allot_linux::process::procfs::stat(pid as i32).unwrap();
+    (st.utime + st.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64
 }
 
 fn stop(mut c: Child) {

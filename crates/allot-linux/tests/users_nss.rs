@@ -1,4 +1,4 @@
-//! `allot_linux::users` finds users that exist only in a non-files NSS source.
+//! `allot_linux::process::users` finds users that exist only in a non-files NSS source.
 //!
 //! Debian's libnss-extrausers (installed by .ci/run) reads /var/lib/extrausers/passwd and
 //! group. The host's /etc/nsswitch.conf and /var/lib/extrausers are never touched: a
@@ -10,7 +10,7 @@
 
 mod common;
 
-use allot_linux::users::*;
+use allot_linux::process::users::*;
 use common::*;
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
@@ -37,9 +37,9 @@ fn child_checks() {
     gs.sort();
     assert_eq!(gs, vec![61235, 61236]);
     // The old procfs names, now wrappers, see the same.
-    assert_eq!(allot_linux::procfs::user_uid(NAME), Some(UID));
-    assert_eq!(allot_linux::procfs::user_name(UID).as_deref(), Some(NAME));
-    assert_eq!(allot_linux::procfs::group_members("allotnssx").map(|(g, _)| g), Some(61236));
+    assert_eq!(allot_linux::process::procfs::user_uid(NAME), Some(UID));
+    assert_eq!(allot_linux::process::procfs::user_name(UID).as_deref(), Some(NAME));
+    assert_eq!(allot_linux::process::procfs::group_members("allotnssx").map(|(g, _)| g), Some(61236));
     // Files still answer first.
     assert_eq!(user_by_uid(0).unwrap().name, "root");
     println!("nss child: {NAME} found through libnss_extrausers");

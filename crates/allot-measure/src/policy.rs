@@ -2,7 +2,7 @@
 //! `batch`, `idle`, `fifo:P`, `rr:P`, and Judin's combination `batch:N`), parsed with
 //! one clear error and applied with sched_setattr(2).
 
-use allot_linux::sched::{self, SchedAttr, SCHED_BATCH, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RR};
+use allot_linux::process::sched::{self, SchedAttr, SCHED_BATCH, SCHED_FIFO, SCHED_IDLE, SCHED_OTHER, SCHED_RR};
 use std::fmt;
 use std::str::FromStr;
 

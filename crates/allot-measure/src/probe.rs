@@ -216,30 +216,30 @@ fn gettid() -> i32 {
 /// measures, then restores the thread's previous policy and affinity as best it can.
 pub fn measure(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
     let tid = gettid();
-    let before = allot_linux::sched::get(tid).context("read the probe thread's scheduling attributes")?;
-    if cfg.slice_ns != 0 && !allot_linux::sched::custom_slices_supported() {
+    let before = allot_linux::process::sched::get(tid).context("read the probe thread's scheduling attributes")?;
+    if cfg.slice_ns != 0 && !allot_linux::process::sched::custom_slices_supported() {
         anyhow::bail!("--slice needs a kernel that honours EEVDF custom slices (Linux 6.12+); this one ignores sched_runtime");
     }
     if !cfg.cpus.is_empty() {
-        allot_linux::sched::set_affinity(tid, &cfg.cpus).context("pin the probe")?;
+        allot_linux::process::sched::set_affinity(tid, &cfg.cpus).context("pin the probe")?;
     }
     cfg.policy.apply(tid, cfg.slice_ns)?;
     // Timer slack 1 ns: the default 50 µs slack would show up as lateness.
     // SAFETY: prctl with integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let result = measure_loop(cfg);
-    let _ = allot_linux::sched::set(tid, &before);
+    let _ = allot_linux::process::sched::set(tid, &before);
     if !cfg.cpus.is_empty() {
         let all: Vec<usize> = (0..allot_linux::ncpu()).collect();
-        let _ = allot_linux::sched::set_affinity(tid, &all);
+        let _ = allot_linux::process::sched::set_affinity(tid, &all);
     }
     result
 }
 
 fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
     let ss = std::fs::File::open("/proc/thread-self/schedstat").context("open /proc/thread-self/schedstat")?;
-    let sched0 = allot_linux::procfs::parse_task_sched(&allot_linux::read("/proc/thread-self/sched")?);
-    let st0 = allot_linux::procfs::schedstat_at("/proc/thread-self/schedstat")?;
+    let sched0 = allot_linux::process::procfs::parse_task_sched(&allot_linux::read("/proc/thread-self/sched")?);
+    let st0 = allot_linux::process::procfs::schedstat_at("/proc/thread-self/schedstat")?;
     let interval = cfg.interval.as_nanos() as u64;
     let work = cfg.work.as_nanos() as u64;
     let n_max = match cfg.duration {
@@ -279,8 +279,8 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         }
     }
     let wall_s = (mono_ns() - t_start) as f64 / 1e9;
-    let st1 = allot_linux::procfs::schedstat_at("/proc/thread-self/schedstat")?;
-    let sched1 = allot_linux::procfs::parse_task_sched(&allot_linux::read("/proc/thread-self/sched")?);
+    let st1 = allot_linux::process::procfs::schedstat_at("/proc/thread-self/schedstat")?;
+    let sched1 = allot_linux::process::procfs::parse_task_sched(&allot_linux::read("/proc/thread-self/sched")?);
     let kernel = KernelAccount {
         run_ms: st1.run_ns.saturating_sub(st0.run_ns) as f64 / 1e6,
         run_delay_ms: st1.wait_ns.saturating_sub(st0.wait_ns) as f64 / 1e6,
@@ -290,7 +290,7 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         worst_cycle_wait_us: cyc.iter().copied().fold(0.0, f64::max),
         wait_max_ms: sched1.wait_max_ms,
         slice_us: sched1.slice_ns.map(|s| s as f64 / 1e3),
-        policy: sched1.policy.map(allot_linux::sched::policy_name).unwrap_or("?").to_string(),
+        policy: sched1.policy.map(allot_linux::process::sched::policy_name).unwrap_or("?").to_string(),
     };
     Ok(ProbeReport {
         config: cfg.clone(),
@@ -298,8 +298,8 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         histogram: log2_histogram(&late),
         missed,
         kernel,
-        cgroup: allot_linux::procfs::cgroup_of(std::process::id() as i32, Some("cpu"))
-            .or_else(|_| allot_linux::procfs::cgroup_of(std::process::id() as i32, None))
+        cgroup: allot_linux::process::procfs::cgroup_of(std::process::id() as i32, Some("cpu"))
+            .or_else(|_| allot_linux::process::procfs::cgroup_of(std::process::id() as i32, None))
             .ok(),
         wall_s,
         samples_us: late,
@@ -432,7 +432,7 @@ mod tests {
     fn short_run_measures() {
         // At this process's own nice: nice 0 from a test run under `nice -n 19` would be
         // a raise, which needs root.
-        let own = allot_linux::sched::nice(std::process::id() as i32).unwrap();
+        let own = allot_linux::process::sched::nice(std::process::id() as i32).unwrap();
         let cfg = ProbeConfig { count: 20, interval: Duration::from_millis(1), policy: Policy::Nice(own), ..Default::default() };
         let r = measure(&cfg).unwrap();
         assert!(r.lateness_us.n + r.missed as usize >= 20);

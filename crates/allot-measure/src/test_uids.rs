@@ -13,7 +13,7 @@
 //! [`choose`] is the choice itself, pure; [`TestUids::pick`] gathers what it needs from
 //! this machine.
 
-use allot_linux::users;
+use allot_linux::process::users;
 use clap::Args;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -128,8 +128,8 @@ fn known(id: u32) -> Option<String> {
 
 /// The real and effective uids of every process now (one that ends while read is skipped).
 fn running_uids() -> anyhow::Result<BTreeSet<u32>> {
-    let pids = allot_linux::procfs::pids().map_err(|e| anyhow::anyhow!("list the processes running now: {e}"))?;
-    Ok(pids.into_iter().filter_map(|p| allot_linux::procfs::ids(p).ok()).flat_map(|i| [i.ruid, i.euid]).collect())
+    let pids = allot_linux::process::procfs::pids().map_err(|e| anyhow::anyhow!("list the processes running now: {e}"))?;
+    Ok(pids.into_iter().filter_map(|p| allot_linux::process::procfs::ids(p).ok()).flat_map(|i| [i.ruid, i.euid]).collect())
 }
 
 /// The first `n` uids of `range` that are free: in no `reserved` range (start, end, whose),
@@ -255,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_subordinate_range_over_part_of_the_range_is_skipped() {
-        let subuid = allot_linux::users::subuid_ranges("bob:2850:100\n");
+        let subuid = allot_linux::process::users::subuid_ranges("bob:2850:100\n");
         let reserved: Vec<_> = subuid.into_iter().map(|(a, b, w)| (a, b, format!("/etc/subuid range of {w}"))).collect();
         let got = choose(r("2800-2999"), 52, &reserved, &BTreeSet::new(), nobody).unwrap();
         assert_eq!(got[..50], (2800..2850).collect::<Vec<_>>()[..]);
@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn a_malformed_subuid_line_hides_nothing_else() {
         // shadow skips a line it cannot read; the lines around it still hold their uids.
-        let subuid = allot_linux::users::subuid_ranges("carl:2900:2\ncarl:2902\nnot a line\ndave:2904:x\neve:2905:1\n");
+        let subuid = allot_linux::process::users::subuid_ranges("carl:2900:2\ncarl:2902\nnot a line\ndave:2904:x\neve:2905:1\n");
         assert_eq!(subuid, vec![(2900, 2901, "carl".to_string()), (2905, 2905, "eve".to_string())]);
         let got = choose(r("2900-2907"), 4, &subuid, &BTreeSet::new(), nobody).unwrap();
         assert_eq!(got, [2902, 2903, 2904, 2906]);
@@ -307,10 +307,10 @@ mod tests {
         let got = t.pick(3).unwrap();
         assert_eq!(got.len(), 3);
         for u in got {
-            assert_eq!(allot_linux::users::try_user_by_uid(u).unwrap(), None, "{u}");
+            assert_eq!(allot_linux::process::users::try_user_by_uid(u).unwrap(), None, "{u}");
         }
         // A uid of this machine's passwd (daemon, bin, ...) is never taken.
-        if let Some((name, uid, _)) = allot_linux::procfs::passwd().into_iter().find(|(_, u, _)| (1..61184).contains(u)) {
+        if let Some((name, uid, _)) = allot_linux::process::procfs::passwd().into_iter().find(|(_, u, _)| (1..61184).contains(u)) {
             let e = TestUids { test_uids: UidRange { lo: uid, hi: uid } }.pick(1).unwrap_err().to_string();
             assert!(e.contains("has 0 free uids") && (e.contains(&format!("{uid}: user {name}")) || e.contains("running a process")), "{e}");
         }

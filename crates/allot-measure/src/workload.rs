@@ -257,7 +257,7 @@ fn run_loop(args: &WorkloadArgs, tm: &Timing, start: Instant, step: impl Fn(usiz
 pub fn mem_array_bytes(mib: Option<u64>) -> u64 {
     match mib {
         Some(m) => m << 20,
-        None => (allot_linux::procfs::llc_bytes().unwrap_or(32 << 20) * 2).max(32 << 20),
+        None => (allot_linux::process::procfs::llc_bytes().unwrap_or(32 << 20) * 2).max(32 << 20),
     }
 }
 
@@ -330,8 +330,8 @@ fn run_work(args: &WorkloadArgs, start: Instant) -> serde_json::Value {
 }
 
 /// The calling thread's schedstat (run ns, wait ns, timeslices).
-fn own_schedstat() -> allot_linux::procfs::SchedStat {
-    allot_linux::procfs::schedstat_at("/proc/thread-self/schedstat").unwrap_or_default()
+fn own_schedstat() -> allot_linux::process::procfs::SchedStat {
+    allot_linux::process::procfs::schedstat_at("/proc/thread-self/schedstat").unwrap_or_default()
 }
 
 const PHASE_NAMES: [&str; 3] = ["cpu", "interactive", "cpu"];
@@ -441,7 +441,7 @@ mod tests {
     fn mem_working_set_is_above_the_cache() {
         let b = mem_array_bytes(None);
         assert!(b >= 32 << 20);
-        if let Some(llc) = allot_linux::procfs::llc_bytes() {
+        if let Some(llc) = allot_linux::process::procfs::llc_bytes() {
             assert!(2 * b >= 4 * llc);
         }
         assert_eq!(mem_array_bytes(Some(3)), 3 << 20);

@@ -54,8 +54,8 @@ pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
     s.set_write_timeout(Some(limit)).context("set the request deadline")?;
     let line = encode_request(req);
     if matches!(req, Request::Run { .. }) {
-        let me = allot_linux::pidfd::PidFd::open(std::process::id() as i32).context("open this process's pidfd")?;
-        let n = allot_linux::peer::send_with_creds(s.as_fd(), &line, Some(me.as_fd())).context("send the request to the allot daemon")?;
+        let me = allot_linux::process::pidfd::PidFd::open(std::process::id() as i32).context("open this process's pidfd")?;
+        let n = allot_linux::ipc::peer::send_with_creds(s.as_fd(), &line, Some(me.as_fd())).context("send the request to the allot daemon")?;
         if n < line.len() {
             s.write_all(&line[n..]).context("send the request to the allot daemon")?;
         }

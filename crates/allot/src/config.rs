@@ -393,7 +393,7 @@ impl Config {
             let name = r.get_ref().name.clone().unwrap_or_else(|| format!("{}", n + 1));
             let rule = Rule::compile(n, line, r.get_ref()).map_err(|e| at(Some(line), format!("rule {name}: {e}")))?;
             if let Some(c) = &rule.currency {
-                if !cfg.currencies.contains_key(c) && allot_linux::procfs::user_uid(c).is_none() && c.parse::<u32>().is_err() {
+                if !cfg.currencies.contains_key(c) && allot_linux::process::procfs::user_uid(c).is_none() && c.parse::<u32>().is_err() {
                     return Err(at(
                         Some(line),
                         format!("rule {}: currency {c:?} is neither a named currency of this config ([currencies]) nor a user", rule.name),

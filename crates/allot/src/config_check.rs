@@ -41,10 +41,10 @@ pub struct Nss;
 
 impl Names for Nss {
     fn user(&self, name: &str) -> Result<bool, String> {
-        allot_linux::users::try_user_by_name(name).map(|u| u.is_some()).map_err(|e| e.to_string())
+        allot_linux::process::users::try_user_by_name(name).map(|u| u.is_some()).map_err(|e| e.to_string())
     }
     fn group(&self, name: &str) -> Result<bool, String> {
-        allot_linux::users::try_group_by_name(name).map(|g| g.is_some()).map_err(|e| e.to_string())
+        allot_linux::process::users::try_group_by_name(name).map(|g| g.is_some()).map_err(|e| e.to_string())
     }
 }
 

@@ -187,14 +187,16 @@ impl Rule {
             .user
             .as_ref()
             .map(|u| {
-                allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok()).ok_or_else(|| format!("user {u:?} is unknown (not in NSS, not a uid)"))
+                allot_linux::process::procfs::user_uid(u)
+                    .or_else(|| u.parse().ok())
+                    .ok_or_else(|| format!("user {u:?} is unknown (not in NSS, not a uid)"))
             })
             .transpose()?;
         let group = r
             .group
             .as_ref()
             .map(|g| {
-                allot_linux::users::group_by_name(g)
+                allot_linux::process::users::group_by_name(g)
                     .map(|g| g.gid)
                     .or_else(|| g.parse().ok())
                     .ok_or_else(|| format!("group {g:?} is unknown (not in NSS, not a gid)"))

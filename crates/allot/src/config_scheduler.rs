@@ -5,7 +5,7 @@
 //! refused with the reason: the kernel's, when it has no sched_ext.
 
 pub use allot::scheduler_view::{line, SchedulerView};
-use allot_linux::sched_ext::ScxSupport;
+use allot_linux::process::sched_ext::ScxSupport;
 use serde::{Deserialize, Serialize};
 
 /// `[scheduler]`.
@@ -49,7 +49,7 @@ pub fn check(s: &Scheduler, scx: &ScxSupport) -> Result<(), (String, String)> {
 /// What the kernel offers, read once per process (the kernel does not change under it).
 pub fn support() -> &'static ScxSupport {
     static ONCE: std::sync::OnceLock<ScxSupport> = std::sync::OnceLock::new();
-    ONCE.get_or_init(allot_linux::sched_ext::detect)
+    ONCE.get_or_init(allot_linux::process::sched_ext::detect)
 }
 
 /// The status view: the daemon runs the cgroup backend, whatever the kernel offers.

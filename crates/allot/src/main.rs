@@ -259,10 +259,10 @@ fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&s
     }
     if idle {
         let what = if background { "--background".to_string() } else { format!("--cap {}", cap.unwrap_or_default()) };
-        let idle = allot_linux::sched::get(0).and_then(|mut a| {
-            a.sched_policy = allot_linux::sched::SCHED_IDLE;
-            a.sched_flags &= allot_linux::sched::SCHED_FLAG_RESET_ON_FORK;
-            allot_linux::sched::set(0, &a)
+        let idle = allot_linux::process::sched::get(0).and_then(|mut a| {
+            a.sched_policy = allot_linux::process::sched::SCHED_IDLE;
+            a.sched_flags &= allot_linux::process::sched::SCHED_FLAG_RESET_ON_FORK;
+            allot_linux::process::sched::set(0, &a)
         });
         match idle {
             Ok(()) => eprintln!(
@@ -279,7 +279,7 @@ fn pid_arg(p: &str) -> anyhow::Result<i64> {
 
 fn main() {
     // A holder of a systemd scope is this binary re-executed: it only blocks (systemd.md).
-    allot_linux::systemd::holder::hold_if_asked();
+    allot_linux::ipc::systemd::holder::hold_if_asked();
     // Output piped into `head` ends quietly, as in any Unix tool (the daemon ignores
     // SIGPIPE itself).
     // SAFETY: restoring the default disposition of one signal.

@@ -138,8 +138,8 @@ impl Sampler {
             if let Some(pids) = &j.pids {
                 let (mut run, mut wait, mut known) = (0u64, 0u64, false);
                 for &pid in pids {
-                    for tid in allot_linux::procfs::tids(pid).unwrap_or_default() {
-                        let Ok(s) = allot_linux::procfs::task_schedstat(pid, tid) else { continue };
+                    for tid in allot_linux::process::procfs::tids(pid).unwrap_or_default() {
+                        let Ok(s) = allot_linux::process::procfs::task_schedstat(pid, tid) else { continue };
                         threads.insert(tid, (s.run_ns, s.wait_ns));
                         // A thread seen before adds what it did since; a new one (or a
                         // recycled id whose counters went back) starts counting now.

@@ -184,7 +184,7 @@ pub fn session_facts(show: &ShowView, e: &ExplainView, uid: u32) -> JobFacts {
     JobFacts {
         job: e.job.clone(),
         owner: uid,
-        owner_name: allot_linux::procfs::user_name(uid).unwrap_or_else(|| uid.to_string()),
+        owner_name: allot_linux::process::procfs::user_name(uid).unwrap_or_else(|| uid.to_string()),
         currency: e.currency.clone(),
         named_currency: false,
         tickets: e.weight,

@@ -430,7 +430,9 @@ fn an_exec_storm_with_a_huge_command_line_keeps_the_daemon_cheap() {
     let d = PrivateDaemon::start(exe(), cfg).unwrap();
     let dir = tmpdir("storm");
     let dpid = d.daemon_pid().unwrap();
-    let cpu = || allot_linux::procfs::stat(dpid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64).unwrap();
+    let cpu = || {
+        allot_linux::process::procfs::stat(dpid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64).unwrap()
+    };
     let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     // B polls `status` every 200 ms for `secs`; returns the daemon's CPUs and B's slowest.
     let window = |secs: u64| {

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 /// machine left idle over the same window (/proc/stat), so a shortfall can be told from
 /// outside load.
 fn rate_of(pids: &[u32], secs: f64) -> (f64, f64) {
-    let tck = allot_linux::procfs::clk_tck() as f64;
-    let cpu = |p: u32| allot_linux::procfs::stat(p as i32).map(|s| (s.utime + s.stime) as f64 / tck).unwrap_or(0.0);
+    let tck = allot_linux::process::procfs::clk_tck() as f64;
+    let cpu = |p: u32| allot_linux::process::procfs::stat(p as i32).map(|s| (s.utime + s.stime) as f64 / tck).unwrap_or(0.0);
     let sum = || pids.iter().map(|&p| cpu(p)).sum::<f64>();
-    let idle = || allot_linux::procfs::cpu_idle_ticks().unwrap().iter().sum::<u64>() as f64 / tck;
+    let idle = || allot_linux::process::procfs::cpu_idle_ticks().unwrap().iter().sum::<u64>() as f64 / tck;
     let (a, i) = (sum(), idle());
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));

@@ -95,7 +95,7 @@ fn users_and_groups_come_through_nss() {
     )
     .unwrap();
     std::fs::write(t.join("extrausers/group"), "nssuser:x:2950:\nnssother:x:2951:\nnssgrp:x:2960:nssuser\n").unwrap();
-    assert!(allot_linux::procfs::user_uid("nssuser").is_none(), "the test user is not visible outside the daemon's namespace");
+    assert!(allot_linux::process::procfs::user_uid("nssuser").is_none(), "the test user is not visible outside the daemon's namespace");
     let cfg = "scan_ms = 200\n[users]\nonly = [\"nssuser\", \"nssother\"]\n[currencies.lab]\ngroups = [\"nssgrp\"]\n";
     let mut d = PrivateDaemon::start(exe(), cfg).unwrap();
     d.binds.push((t.join("nsswitch.conf"), "/etc/nsswitch.conf".into()));

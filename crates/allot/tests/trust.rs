@@ -95,7 +95,9 @@ fn permission_matrix() {
     let zparent = spawn_as(&d, &mut kids, A, &["sh", "-c", "sleep 0 & exec sleep 304"]);
     let zombie = wait_for("a zombie", || {
         let kids = std::fs::read_to_string(format!("/proc/{zparent}/task/{zparent}/children")).ok()?;
-        kids.split_whitespace().filter_map(|p| p.parse::<u32>().ok()).find(|&p| allot_linux::procfs::stat(p as i32).is_ok_and(|s| s.state == 'Z'))
+        kids.split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+            .find(|&p| allot_linux::process::procfs::stat(p as i32).is_ok_and(|s| s.state == 'Z'))
     });
     // A setuid program run by A: real uid A, effective and saved root.
     let suid = kids.add(d.shelter.command("setpriv", None).args(["--ruid", &A.to_string(), "--", "sleep", "305"]).spawn().unwrap());

@@ -10,8 +10,10 @@
 //! mirrors every directory and every move into the cpuacct hierarchy too, and into the
 //! memory hierarchy where one is mounted (memory by share, [`memory`]).
 
+pub mod block;
 #[cfg(test)]
 pub(crate) mod fixture;
+pub mod inotify;
 pub mod memory;
 pub mod sessions;
 pub mod stat;
@@ -153,50 +155,16 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn systemd(&self) -> bool {
         false
     }
-    /// The login session a process is in, as logind reports it (systemd only; None
-    /// elsewhere, or when the process is in no session).
-    fn session_of(&self, _pid: i32) -> Result<Option<crate::systemd::Session>> {
-        Ok(None)
-    }
-    /// The systemd unit a process outside allot is in (GetUnitByPID and its properties):
-    /// systemd only; None elsewhere, where no unit owns a cgroup.
-    fn unit_of(&self, _pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
-        Ok(None)
-    }
-    /// Ties job `job` (its directory's leaf name) to the login session whose scope is
-    /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
-    /// session (systemd only: a `PartOf=` tether, systemd/tethers.rs; nothing elsewhere).
-    fn tether(&self, _job: &str, _session_scope: &str) -> Result<()> {
-        Ok(())
-    }
-    /// The jobs whose session was stopped since the last call (looked at once a second).
-    fn cut_tethers(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
+    /// What only a backend inside systemd's delegation does (sessions, units, tethers,
+    /// scope weights, users' slices): [`SystemdTree`] gives them; None for allot's own
+    /// tree, where none of them has anything to do.
+    fn delegation(&self) -> Option<&dyn Delegation> {
+        None
     }
     /// Kills every process in a directory of allot's at once (`cgroup.kill`, Linux 5.14:
     /// the kernel sends SIGKILL; writing the file is all the permission it takes).
     fn kill_all(&self, rel: &str) -> Result<()> {
         write(self.dir(rel).join("cgroup.kill"), "1")
-    }
-    /// Lets go of a job's tether (the job ended, or allot is being removed).
-    fn untether(&self, _job: &str) -> Result<()> {
-        Ok(())
-    }
-    /// The jobs with a tether now.
-    fn tethered(&self) -> Vec<String> {
-        Vec::new()
-    }
-    /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
-    /// (sessions, their user manager) in their slice: systemd only, through its API.
-    /// Nothing to do elsewhere, where a currency's directory is allot's own and its
-    /// weight is its funding.
-    fn set_scope_weight(&self, _rel: &str, _units: u32) -> Result<()> {
-        Ok(())
-    }
-    /// The uids whose `user-UID.slice` exists now (logged in, or lingering): systemd only,
-    /// where a user's currency is that slice; empty elsewhere.
-    fn user_slices(&self) -> Result<Vec<u32>> {
-        Ok(Vec::new())
     }
     /// Periodic upkeep; call once a tick. Sends what a rate limit held back and repairs
     /// what the backend keeps alive (systemd: currency weights, holders). Returns the
@@ -213,6 +181,34 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// The operations only a backend inside systemd's delegation has: logind's sessions,
+/// systemd's units, tethers to login sessions, scope weights and users' slices, all
+/// through systemd's API. [`CpuController::delegation`] gives them where they exist.
+pub trait Delegation: Send + Sync + std::fmt::Debug {
+    /// The login session a process is in, as logind reports it (None when the process is
+    /// in no session).
+    fn session_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::Session>>;
+    /// The systemd unit a process outside allot is in (GetUnitByPID and its properties).
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>>;
+    /// Ties job `job` (its directory's leaf name) to the login session whose scope is
+    /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
+    /// session (a `PartOf=` tether, systemd/tethers.rs).
+    fn tether(&self, job: &str, session_scope: &str) -> Result<()>;
+    /// The jobs whose session was stopped since the last call (looked at once a second).
+    fn cut_tethers(&self) -> Result<Vec<String>>;
+    /// Lets go of a job's tether (the job ended, or allot is being removed).
+    fn untether(&self, job: &str) -> Result<()>;
+    /// The jobs with a tether now.
+    fn tethered(&self) -> Vec<String>;
+    /// Weighs the scope that holds currency `rel`'s jobs against the user's other units
+    /// (sessions, their user manager) in their slice. (In allot's own tree a currency's
+    /// directory is allot's and its weight is its funding: nothing to do there.)
+    fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()>;
+    /// The uids whose `user-UID.slice` exists now (logged in, or lingering): a user's
+    /// currency is that slice.
+    fn user_slices(&self) -> Result<Vec<u32>>;
+}
+
 /// True when `path` is (in) a cgroup2 file system as this process sees it (statfs).
 pub fn is_cgroup2_mount(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
@@ -227,11 +223,11 @@ pub fn is_cgroup2_mount(path: &Path) -> bool {
 /// systemd as init), where allot must not keep a tree of its own, else [`detect`]'s.
 /// A systemd host whose systemd cannot be reached is an error, never a fallback to a
 /// tree at the root.
-pub fn detect_host(name: &str, holder: crate::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
-    if crate::systemd::is_systemd_host() {
+pub fn detect_host(name: &str, holder: crate::ipc::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
+    if crate::ipc::systemd::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
-    if crate::systemd::is_systemd_init() {
+    if crate::ipc::systemd::is_systemd_init() {
         return Err(Error::NoCpuController(V1_SYSTEMD.into()));
     }
     detect(name)

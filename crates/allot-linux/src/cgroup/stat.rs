@@ -6,7 +6,7 @@
 //! The two versions name the throttled time differently: v2 `throttled_usec` (µs),
 //! v1 `throttled_time` (ns); both are given here in ns.
 
-use crate::procfs::{parse_psi, Psi};
+use crate::process::procfs::{parse_psi, Psi};
 use crate::{read, Error, Result};
 use std::path::Path;
 

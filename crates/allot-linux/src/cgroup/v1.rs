@@ -142,7 +142,7 @@ impl CpuController for V1 {
         Ok(strip_root(&self.path_of(pid)?, &self.name))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::procfs::cgroup_of(pid, Some("cpu"))
+        crate::process::procfs::cgroup_of(pid, Some("cpu"))
     }
     fn mount(&self) -> &Path {
         self.cpu.parent().unwrap_or(Path::new("/"))

@@ -82,7 +82,7 @@ impl CpuController for V2 {
         Ok(strip_root(&self.path_of(pid)?, &self.name))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::procfs::cgroup_of(pid, None)
+        crate::process::procfs::cgroup_of(pid, None)
     }
     fn mount(&self) -> &Path {
         &self.mount

@@ -53,7 +53,7 @@ pub fn listener(dir: &TempDir, passcred: bool) -> (UnixListener, PathBuf) {
     let path = dir.join("sock");
     let l = UnixListener::bind(&path).unwrap();
     std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
-    allot_linux::peer::set_passcred(std::os::fd::AsFd::as_fd(&l), passcred).unwrap();
+    allot_linux::ipc::peer::set_passcred(std::os::fd::AsFd::as_fd(&l), passcred).unwrap();
     (l, path)
 }
 
@@ -144,7 +144,7 @@ pub fn pipe() -> (OwnedFd, OwnedFd) {
 pub fn wait_zombie(pid: u32) {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(10) {
-        if allot_linux::procfs::stat(pid as i32).map(|s| s.state == 'Z').unwrap_or(false) {
+        if allot_linux::process::procfs::stat(pid as i32).map(|s| s.state == 'Z').unwrap_or(false) {
             return;
         }
         std::thread::sleep(Duration::from_millis(5));

@@ -106,7 +106,7 @@ pub fn spawn(
     };
     c.args(args).stdin(Stdio::null()).stdout(Stdio::null());
     let mut attr = policy.attr(0);
-    attr.size = std::mem::size_of::<allot_linux::sched::SchedAttr>() as u32;
+    attr.size = std::mem::size_of::<allot_linux::process::sched::SchedAttr>() as u32;
     // SAFETY: only raw syscalls (async-signal-safe) between fork and exec.
     unsafe {
         c.pre_exec(move || {
@@ -168,7 +168,7 @@ impl Allot {
         let t0 = Instant::now();
         loop {
             let cl = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let st = allot_linux::procfs::stat(pid as i32).map(|s| s.state).unwrap_or('X');
+            let st = allot_linux::process::procfs::stat(pid as i32).map(|s| s.state).unwrap_or('X');
             if st == 'Z' || st == 'X' {
                 bail!(
                     "allot run {run_args:?} -- {} exited before its command started: {}",
@@ -187,8 +187,8 @@ impl Allot {
         if let Some(cpu) = cpu {
             // Threads started before this point would keep their affinity: the workloads
             // start theirs after parsing arguments, microseconds later, so pin every task.
-            for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
-                allot_linux::sched::set_affinity(t, &[cpu])?;
+            for t in allot_linux::process::procfs::tids(pid as i32).unwrap_or_default() {
+                allot_linux::process::sched::set_affinity(t, &[cpu])?;
             }
         }
         Ok(pid)
@@ -207,7 +207,7 @@ impl Allot {
 pub fn wait_gone(pid: u32, limit: Duration) -> bool {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
-        match allot_linux::procfs::stat(pid as i32) {
+        match allot_linux::process::procfs::stat(pid as i32) {
             Ok(s) if s.state != 'Z' && s.state != 'X' => std::thread::sleep(Duration::from_millis(20)),
             _ => return true,
         }
@@ -259,10 +259,10 @@ impl Drop for Scratch {
 /// Total CPU time of a process's threads, s, from their schedstat (0 if it is gone).
 pub fn cpu_s(pid: u32) -> f64 {
     let pid = pid as i32;
-    allot_linux::procfs::tids(pid)
+    allot_linux::process::procfs::tids(pid)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|t| allot_linux::procfs::task_schedstat(pid, t).ok())
+        .filter_map(|t| allot_linux::process::procfs::task_schedstat(pid, t).ok())
         .map(|s| s.run_ns as f64 / 1e9)
         .sum()
 }
@@ -281,7 +281,7 @@ pub fn machine() -> serde_json::Value {
         "cpus": allot_linux::ncpu(),
         "model": model,
         "kernel": rel,
-        "llc_bytes": allot_linux::procfs::llc_bytes(),
-        "load_at_start": allot_linux::procfs::loadavg().ok().map(|l| l.avg1),
+        "llc_bytes": allot_linux::process::procfs::llc_bytes(),
+        "load_at_start": allot_linux::process::procfs::loadavg().ok().map(|l| l.avg1),
     })
 }

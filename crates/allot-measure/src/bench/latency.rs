@@ -99,7 +99,7 @@ pub fn run(a: LatencyArgs) -> anyhow::Result<i32> {
     let exe = a.common.exe()?;
     let scratch = Scratch::new("latency")?;
     let mut allot = Allot::start(&a.common, &exe);
-    let slices = allot_linux::sched::custom_slices_supported();
+    let slices = allot_linux::process::sched::custom_slices_supported();
     let mut variants = vec![Variant::Alone, Variant::Hogs, Variant::Nice, Variant::Fifo];
     if slices {
         variants.push(Variant::Slice);

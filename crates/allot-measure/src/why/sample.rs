@@ -8,8 +8,8 @@ use std::time::Instant;
 
 #[derive(Clone, Copy, Default)]
 struct Acc {
-    first: allot_linux::procfs::SchedStat,
-    last: allot_linux::procfs::SchedStat,
+    first: allot_linux::process::procfs::SchedStat,
+    last: allot_linux::process::procfs::SchedStat,
     cur_wait: u64,
     longest: u64,
     sched0: (u64, u64),
@@ -20,13 +20,13 @@ fn gone(pid: i32, after: f64) -> anyhow::Error {
 }
 
 fn alive(pid: i32) -> bool {
-    allot_linux::procfs::stat(pid).map(|s| s.state != 'Z' && s.state != 'X').unwrap_or(false)
+    allot_linux::process::procfs::stat(pid).map(|s| s.state != 'Z' && s.state != 'X').unwrap_or(false)
 }
 
 fn cpu_ticks_all() -> HashMap<i32, (u64, String)> {
     let mut m = HashMap::new();
-    for p in allot_linux::procfs::pids().unwrap_or_default() {
-        if let Ok(s) = allot_linux::procfs::stat(p) {
+    for p in allot_linux::process::procfs::pids().unwrap_or_default() {
+        if let Ok(s) = allot_linux::process::procfs::stat(p) {
             m.insert(p, (s.utime + s.stime, s.comm));
         }
     }
@@ -45,7 +45,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     if pid <= 0 {
         anyhow::bail!("PID must be a positive process id, got {pid}");
     }
-    let st = match allot_linux::procfs::stat(pid) {
+    let st = match allot_linux::process::procfs::stat(pid) {
         Ok(s) if s.state != 'Z' && s.state != 'X' => s,
         Ok(_) => anyhow::bail!("process {pid} has already exited (zombie): nothing to diagnose"),
         Err(e) if e.is_gone() => anyhow::bail!("no process with PID {pid} (it may have exited)"),
@@ -60,31 +60,32 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let only_tid = (tgid != pid).then_some(pid);
     let tid_of = pid;
     let pid = tgid;
-    let cmdline = allot_linux::procfs::cmdline(pid).unwrap_or_else(|_| st.comm.clone());
+    let cmdline = allot_linux::process::procfs::cmdline(pid).unwrap_or_else(|_| st.comm.clone());
     let cmdline = match only_tid {
         Some(t) => format!("thread {t} of {pid} {cmdline}"),
         None => cmdline,
     };
-    let attr = allot_linux::sched::get(tid_of).ok();
+    let attr = allot_linux::process::sched::get(tid_of).ok();
     let policy = match attr {
-        Some(a) if a.sched_policy == allot_linux::sched::SCHED_FIFO || a.sched_policy == allot_linux::sched::SCHED_RR => {
-            format!("{} priority {}", allot_linux::sched::policy_name(a.sched_policy), a.sched_priority)
+        Some(a) if a.sched_policy == allot_linux::process::sched::SCHED_FIFO || a.sched_policy == allot_linux::process::sched::SCHED_RR => {
+            format!("{} priority {}", allot_linux::process::sched::policy_name(a.sched_policy), a.sched_priority)
         }
-        Some(a) => format!("{} nice {}", allot_linux::sched::policy_name(a.sched_policy), a.sched_nice),
+        Some(a) => format!("{} nice {}", allot_linux::process::sched::policy_name(a.sched_policy), a.sched_nice),
         None => "?".into(),
     };
-    let cgroup = allot_linux::procfs::cgroup_of(pid, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(pid, None)).ok();
+    let cgroup = allot_linux::process::procfs::cgroup_of(pid, Some("cpu")).or_else(|_| allot_linux::process::procfs::cgroup_of(pid, None)).ok();
     let me = std::process::id() as i32;
-    let uids = allot_linux::machine::creds(pid).ok().map(|c| c.uid);
-    let nice =
-        attr.filter(|a| a.sched_policy != allot_linux::sched::SCHED_FIFO && a.sched_policy != allot_linux::sched::SCHED_RR).map(|a| a.sched_nice);
+    let uids = allot_linux::process::machine::creds(pid).ok().map(|c| c.uid);
+    let nice = attr
+        .filter(|a| a.sched_policy != allot_linux::process::sched::SCHED_FIFO && a.sched_policy != allot_linux::process::sched::SCHED_RR)
+        .map(|a| a.sched_nice);
     let nice_floor = allot_linux::read(format!("/proc/{pid}/limits")).ok().and_then(|s| parse_nice_floor(&s));
     // The quota's bite: the throttled time of its own cgroup (whoever made it) over the window.
     let cpu_dir = allot_linux::cgroup::cpu_dir_of(pid).ok();
     let throttled0 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
-    let idle0 = allot_linux::machine::cpu_times().ok();
+    let idle0 = allot_linux::process::machine::cpu_times().ok();
 
-    let psi0 = allot_linux::procfs::psi_cpu();
+    let psi0 = allot_linux::process::procfs::psi_cpu();
     let ticks0 = cpu_ticks_all();
     let start = Instant::now();
     let mut acc: HashMap<i32, Acc> = HashMap::new();
@@ -92,7 +93,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let mut last_load = Instant::now() - Duration::from_secs(1);
     let mut first = true;
     loop {
-        let tids = match allot_linux::procfs::tids(pid) {
+        let tids = match allot_linux::process::procfs::tids(pid) {
             Ok(t) if only_tid.is_some_and(|o| !t.contains(&o)) => {
                 if first {
                     anyhow::bail!("no thread with id {tid_of} (it may have exited)");
@@ -105,10 +106,10 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
             _ => return Err(gone(pid, start.elapsed().as_secs_f64())),
         };
         for tid in tids {
-            let Ok(s) = allot_linux::procfs::task_schedstat(pid, tid) else { continue };
+            let Ok(s) = allot_linux::process::procfs::task_schedstat(pid, tid) else { continue };
             match acc.get_mut(&tid) {
                 None => {
-                    let ts = allot_linux::procfs::task_sched(pid, tid).unwrap_or_default();
+                    let ts = allot_linux::process::procfs::task_sched(pid, tid).unwrap_or_default();
                     // A thread born during the window counts from zero.
                     let base = if first { s } else { Default::default() };
                     acc.insert(
@@ -142,7 +143,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         }
         first = false;
         if last_load.elapsed() >= Duration::from_millis(100) {
-            if let Ok(l) = allot_linux::procfs::loadavg() {
+            if let Ok(l) = allot_linux::process::procfs::loadavg() {
                 // The sampler itself is running while it reads.
                 runnable.push((l.runnable as f64 - 1.0).max(0.0));
             }
@@ -154,11 +155,11 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         std::thread::sleep(every.min(window.saturating_sub(start.elapsed())).max(Duration::from_micros(100)));
     }
     let t = start.elapsed().as_secs_f64();
-    let psi1 = allot_linux::procfs::psi_cpu();
+    let psi1 = allot_linux::process::procfs::psi_cpu();
     let ticks1 = cpu_ticks_all();
     let throttled1 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
-    let idle1 = allot_linux::machine::cpu_times().ok();
-    if !alive(pid) || only_tid.is_some_and(|o| !allot_linux::procfs::tids(pid).unwrap_or_default().contains(&o)) {
+    let idle1 = allot_linux::process::machine::cpu_times().ok();
+    if !alive(pid) || only_tid.is_some_and(|o| !allot_linux::process::procfs::tids(pid).unwrap_or_default().contains(&o)) {
         return Err(gone(tid_of, t));
     }
 
@@ -174,7 +175,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         slices += a.last.timeslices.saturating_sub(a.first.timeslices);
         busiest = busiest.max((dr + dw) as f64 / 1e9 / t);
         longest = longest.max(a.longest.max(a.cur_wait));
-        if let Ok(ts) = allot_linux::procfs::task_sched(pid, *tid) {
+        if let Ok(ts) = allot_linux::process::procfs::task_sched(pid, *tid) {
             inv += ts.nr_involuntary_switches.saturating_sub(a.sched0.0);
             vol += ts.nr_voluntary_switches.saturating_sub(a.sched0.1);
             if let Some(m) = ts.wait_max_ms {
@@ -185,7 +186,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let (cpu_s, wait_s) = (run as f64 / 1e9, wait as f64 / 1e9);
     let ncpu = allot_linux::ncpu();
     let runnable_avg = if runnable.is_empty() { 0.0 } else { runnable.iter().sum::<f64>() / runnable.len() as f64 };
-    let hz = allot_linux::procfs::clk_tck() as f64;
+    let hz = allot_linux::process::procfs::clk_tck() as f64;
     let mut top: Vec<Competitor> = ticks1
         .iter()
         .filter(|(p, _)| **p != pid && **p != me && **p != tid_of)
@@ -198,8 +199,8 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     top.sort_by(|a, b| b.cpus.total_cmp(&a.cpus));
     top.truncate(3);
     for c in &mut top {
-        c.uids = allot_linux::machine::creds(c.pid).ok().map(|c| c.uid);
-        c.cgroup = allot_linux::procfs::cgroup_of(c.pid, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(c.pid, None)).ok();
+        c.uids = allot_linux::process::machine::creds(c.pid).ok().map(|c| c.uid);
+        c.cgroup = allot_linux::process::procfs::cgroup_of(c.pid, Some("cpu")).or_else(|_| allot_linux::process::procfs::cgroup_of(c.pid, None)).ok();
     }
     let machine = MachineContext {
         ncpu,

@@ -92,7 +92,7 @@ pub(super) fn run(args: &WorkloadArgs, duration: Option<Duration>, start: Instan
 /// This process's cgroup in the cpu hierarchy (v1), or its v2 cgroup.
 fn own_cgroup() -> String {
     let s = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let p = allot_linux::procfs::parse_cgroup(&s, Some("cpu")).or_else(|| allot_linux::procfs::parse_cgroup(&s, None));
+    let p = allot_linux::process::procfs::parse_cgroup(&s, Some("cpu")).or_else(|| allot_linux::process::procfs::parse_cgroup(&s, None));
     p.unwrap_or_else(|| "?".into())
 }
 

@@ -82,7 +82,7 @@ pub struct Audit {
     /// Records not written individually (summarised).
     pub unrecorded: u64,
     /// Where records go instead of log lines: the journal, under systemd.
-    journal: Option<allot_linux::journal::Journal>,
+    journal: Option<allot_linux::ipc::journal::Journal>,
     /// The journal's last send failed (its failure is logged once, not per record).
     journal_failed: bool,
 }

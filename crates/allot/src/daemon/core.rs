@@ -107,10 +107,10 @@ impl Daemon {
         if let Some(v) = self.registry.cached_defaults(uid) {
             return v;
         }
-        let user = allot_linux::users::user_by_uid(uid);
+        let user = allot_linux::process::users::user_by_uid(uid);
         let named = user.as_ref().and_then(|u| self.cfg.funding.get(&u.name)).or_else(|| self.cfg.funding.get(&uid.to_string())).copied();
-        let groups: Vec<u32> = user.as_ref().map(allot_linux::users::groups_of).unwrap_or_default();
-        let member = |g: &str| allot_linux::users::group_by_name(g).is_some_and(|g| groups.contains(&g.gid));
+        let groups: Vec<u32> = user.as_ref().map(allot_linux::process::users::groups_of).unwrap_or_default();
+        let member = |g: &str| allot_linux::process::users::group_by_name(g).is_some_and(|g| groups.contains(&g.gid));
         let (mut funding, mut cap, mut ccap) = (named.and_then(|e| e.funding), None, named.and_then(|e| e.cap));
         for (g, d) in &self.cfg.groups {
             let wants = (funding.is_none() && d.funding.is_some())

@@ -2,9 +2,9 @@
 //! shared by a fake `CpuController` and a fake `Host`, so the core runs without root.
 
 use super::host::{Facts, Host, OpenError, Proc, ProcInfo, ThreadSample};
-use allot_linux::cgroup::{CpuController, Max, Version};
-use allot_linux::machine::{CpuTimes, Creds};
-use allot_linux::pidfd::PidFd;
+use allot_linux::cgroup::{CpuController, Delegation, Max, Version};
+use allot_linux::process::machine::{CpuTimes, Creds};
+use allot_linux::process::pidfd::PidFd;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -56,7 +56,7 @@ pub struct World {
     /// A systemd host: processes outside allot are in units (`units`, by cgroup path; a
     /// path not listed is a plain unit named by its leaf).
     pub systemd: bool,
-    pub units: BTreeMap<String, allot_linux::systemd::UnitOf>,
+    pub units: BTreeMap<String, allot_linux::ipc::systemd::UnitOf>,
     /// Units looked up (each costs D-Bus calls on a real host).
     pub unit_lookups: u32,
     /// Jobs tied to login sessions (by leaf), as systemd would list their tethers.
@@ -254,22 +254,51 @@ impl CpuController for FakeCg {
     fn path_of(&self, pid: i32) -> allot_linux::Result<String> {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.path.clone()).ok_or_else(gone)
     }
+    fn systemd(&self) -> bool {
+        self.w.lock().unwrap().systemd
+    }
+    /// Always: sessions and tethers answer from the world's paths whether or not it is a
+    /// systemd host (the sessions tests meet session scopes without one); unit_of only
+    /// on one.
+    fn delegation(&self) -> Option<&dyn Delegation> {
+        Some(self)
+    }
+    fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
+        let a = abs(rel);
+        let mut w = self.w.lock().unwrap();
+        let pids: Vec<i32> = w.procs.iter().filter(|(_, p)| p.path == a && !p.zombie).map(|(&k, _)| k).collect();
+        for pid in pids {
+            w.procs.get_mut(&pid).unwrap().zombie = true;
+            w.signals.push((pid, libc::SIGKILL));
+        }
+        Ok(())
+    }
+    fn mount(&self) -> &Path {
+        Path::new("/fake-mount")
+    }
+    fn move_to_path(&self, path: &str, pid: i32) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        let p = w.procs.get_mut(&pid).ok_or_else(gone)?;
+        p.path = path.into();
+        Ok(())
+    }
+}
+
+/// logind's sessions, systemd's units (on a systemd world) and tethers.
+impl Delegation for FakeCg {
     /// A process in a directory named `session-N.scope` is in login session N of its user
     /// (as logind would say on a systemd host).
-    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::Session>> {
+    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::Session>> {
         let w = self.w.lock().unwrap();
         let p = w.procs.get(&pid).ok_or_else(gone)?;
         let leaf = p.path.rsplit('/').next().unwrap_or_default();
         // The session's user: its slice's (`user-UID.slice`), else the process's own.
         let owner = p.path.split('/').find_map(|c| c.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok()).unwrap_or(p.uids[0]);
-        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::systemd::Session {
+        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::ipc::systemd::Session {
             id: id.into(),
             uid: owner,
             scope: leaf.into(),
         }))
-    }
-    fn systemd(&self) -> bool {
-        self.w.lock().unwrap().systemd
     }
     fn tether(&self, job: &str, _session_scope: &str) -> allot_linux::Result<()> {
         let mut w = self.w.lock().unwrap();
@@ -292,17 +321,7 @@ impl CpuController for FakeCg {
     fn tethered(&self) -> Vec<String> {
         self.w.lock().unwrap().tethers_known.iter().cloned().collect()
     }
-    fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
-        let a = abs(rel);
-        let mut w = self.w.lock().unwrap();
-        let pids: Vec<i32> = w.procs.iter().filter(|(_, p)| p.path == a && !p.zombie).map(|(&k, _)| k).collect();
-        for pid in pids {
-            w.procs.get_mut(&pid).unwrap().zombie = true;
-            w.signals.push((pid, libc::SIGKILL));
-        }
-        Ok(())
-    }
-    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::systemd::UnitOf>> {
+    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::UnitOf>> {
         let mut w = self.w.lock().unwrap();
         if !w.systemd {
             return Ok(None);
@@ -310,16 +329,13 @@ impl CpuController for FakeCg {
         w.unit_lookups += 1;
         let path = w.procs.get(&pid).filter(|p| !p.zombie).ok_or_else(gone)?.path.clone();
         let leaf = path.rsplit('/').next().unwrap_or_default().to_string();
-        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
+        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::ipc::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
     }
-    fn mount(&self) -> &Path {
-        Path::new("/fake-mount")
-    }
-    fn move_to_path(&self, path: &str, pid: i32) -> allot_linux::Result<()> {
-        let mut w = self.w.lock().unwrap();
-        let p = w.procs.get_mut(&pid).ok_or_else(gone)?;
-        p.path = path.into();
+    fn set_scope_weight(&self, _rel: &str, _units: u32) -> allot_linux::Result<()> {
         Ok(())
+    }
+    fn user_slices(&self) -> allot_linux::Result<Vec<u32>> {
+        Ok(Vec::new())
     }
 }
 

@@ -18,7 +18,7 @@ impl Features {
     pub fn detect(cg: &dyn allot_linux::cgroup::CpuController) -> Self {
         Self {
             cpu_idle: cg.has_idle(),
-            custom_slices: allot_linux::sched::custom_slices_supported(),
+            custom_slices: allot_linux::process::sched::custom_slices_supported(),
             psi: std::path::Path::new("/proc/pressure/cpu").exists(),
             delay_accounting: std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map(|s| s.trim() == "1").unwrap_or(false),
         }

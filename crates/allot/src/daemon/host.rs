@@ -7,8 +7,8 @@
 //! just after any write that names its pid. While a pidfd reports the process alive, its
 //! pid cannot have been reused, so everything read between two alive checks is its own.
 
-use allot_linux::machine::{CpuTimes, Creds};
-use allot_linux::pidfd::PidFd;
+use allot_linux::process::machine::{CpuTimes, Creds};
+use allot_linux::process::pidfd::PidFd;
 
 /// A process held by the daemon.
 #[derive(Debug)]
@@ -133,7 +133,7 @@ pub struct Linux {
 impl Host for Linux {
     fn open(&self, pid: i32) -> Result<Proc, OpenError> {
         let fd = PidFd::open(pid).map_err(|e| if e.is_gone() { OpenError::Gone } else { OpenError::Other(e.to_string()) })?;
-        let st = allot_linux::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
+        let st = allot_linux::process::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
         let p = Proc { pid, start: st.starttime, fd: Some(fd) };
         // Alive after the read: the start time read was this process's.
         if !self.alive(&p) {
@@ -143,7 +143,7 @@ impl Host for Linux {
     }
     fn hold(&self, fd: PidFd) -> Result<Proc, OpenError> {
         let pid = fd.pid();
-        let st = allot_linux::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
+        let st = allot_linux::process::procfs::stat(pid).map_err(|_| OpenError::Gone)?;
         let p = Proc { pid, start: st.starttime, fd: Some(fd) };
         if !self.alive(&p) {
             return Err(OpenError::Gone);
@@ -154,7 +154,7 @@ impl Host for Linux {
         p.fd.as_ref().is_some_and(|f| f.alive())
     }
     fn info(&self, p: &Proc) -> Option<ProcInfo> {
-        use allot_linux::procfs;
+        use allot_linux::process::procfs;
         let st = procfs::stat(p.pid).ok()?;
         if st.starttime != p.start {
             return None;
@@ -165,71 +165,72 @@ impl Host for Linux {
         let tid = live.unwrap_or(p.pid);
         let dir = procfs::task_dir(p.pid, tid);
         let tst = if live.is_some() { procfs::parse_stat(&dir.join("stat"), &allot_linux::read(dir.join("stat")).ok()?).ok()? } else { st.clone() };
-        let creds = allot_linux::machine::creds_at(&dir).ok()?;
+        let creds = allot_linux::process::machine::creds_at(&dir).ok()?;
         Some(ProcInfo { creds, kernel_thread: st.is_kernel_thread(), zombie: tst.exited(), nice: st.nice, ppid: st.ppid, comm: tst.comm, tid })
     }
     fn cmdline(&self, pid: i32) -> Option<String> {
-        allot_linux::procfs::cmdline(pid).ok()
+        allot_linux::process::procfs::cmdline(pid).ok()
     }
     fn facts(&self, pid: i32, tid: i32) -> Facts {
-        let dir = allot_linux::procfs::task_dir(pid, tid);
+        let dir = allot_linux::process::procfs::task_dir(pid, tid);
         Facts {
-            groups: allot_linux::machine::groups_at(&dir).unwrap_or_default(),
-            exe: allot_linux::procfs::exe_at(&dir).unwrap_or_default(),
-            cmdline: allot_linux::procfs::cmdline_at(&dir).unwrap_or_default(),
+            groups: allot_linux::process::machine::groups_at(&dir).unwrap_or_default(),
+            exe: allot_linux::process::procfs::exe_at(&dir).unwrap_or_default(),
+            cmdline: allot_linux::process::procfs::cmdline_at(&dir).unwrap_or_default(),
         }
     }
     fn children(&self, pid: i32) -> Vec<i32> {
-        let Ok(tids) = allot_linux::procfs::tids(pid) else { return vec![] };
+        let Ok(tids) = allot_linux::process::procfs::tids(pid) else { return vec![] };
         tids.iter()
             .filter_map(|t| std::fs::read_to_string(format!("/proc/{pid}/task/{t}/children")).ok())
             .flat_map(|s| s.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<i32>>())
             .collect()
     }
     fn pids(&self) -> Vec<i32> {
-        allot_linux::procfs::pids().unwrap_or_default()
+        allot_linux::process::procfs::pids().unwrap_or_default()
     }
     fn quick(&self, pid: i32) -> Option<(u32, u64)> {
         use std::os::unix::fs::MetadataExt;
         std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| (m.uid(), m.ino()))
     }
     fn start_of(&self, pid: i32) -> Option<u64> {
-        allot_linux::procfs::stat(pid).ok().map(|s| s.starttime)
+        allot_linux::process::procfs::stat(pid).ok().map(|s| s.starttime)
     }
     fn thread(&self, tid: i32) -> Option<ThreadSample> {
-        let s = allot_linux::procfs::schedstat_at(format!("/proc/{tid}/schedstat")).ok()?;
+        let s = allot_linux::process::procfs::schedstat_at(format!("/proc/{tid}/schedstat")).ok()?;
         Some(ThreadSample { run_ns: s.run_ns, wait_ns: s.wait_ns })
     }
     fn nice(&self, pid: i32) -> Option<i32> {
-        allot_linux::sched::nice(pid).ok()
+        allot_linux::process::sched::nice(pid).ok()
     }
     fn affinity(&self, tid: i32) -> Vec<usize> {
-        allot_linux::sched::get_affinity(tid).unwrap_or_default()
+        allot_linux::process::sched::get_affinity(tid).unwrap_or_default()
     }
     fn slice(&self, tid: i32) -> Option<u64> {
-        let a = allot_linux::sched::get(tid).ok()?;
-        (a.sched_policy == allot_linux::sched::SCHED_OTHER || a.sched_policy == allot_linux::sched::SCHED_BATCH).then_some(a.sched_runtime)
+        let a = allot_linux::process::sched::get(tid).ok()?;
+        (a.sched_policy == allot_linux::process::sched::SCHED_OTHER || a.sched_policy == allot_linux::process::sched::SCHED_BATCH)
+            .then_some(a.sched_runtime)
     }
     fn set_slice(&self, tid: i32, ns: u64) -> Result<(), String> {
-        allot_linux::sched::set_slice(tid, ns).map_err(|e| e.to_string())
+        allot_linux::process::sched::set_slice(tid, ns).map_err(|e| e.to_string())
     }
     fn cpu_times(&self) -> Option<CpuTimes> {
-        allot_linux::machine::cpu_times_from(&self.proc_stat).ok()
+        allot_linux::process::machine::cpu_times_from(&self.proc_stat).ok()
     }
     fn tids(&self, pid: i32) -> Vec<i32> {
-        allot_linux::procfs::tids(pid).unwrap_or_default()
+        allot_linux::process::procfs::tids(pid).unwrap_or_default()
     }
     fn task_start(&self, pid: i32, tid: i32) -> Option<u64> {
-        let p = allot_linux::procfs::task_dir(pid, tid).join("stat");
-        allot_linux::procfs::parse_stat(&p, &allot_linux::read(&p).ok()?).ok().map(|s| s.starttime)
+        let p = allot_linux::process::procfs::task_dir(pid, tid).join("stat");
+        allot_linux::process::procfs::parse_stat(&p, &allot_linux::read(&p).ok()?).ok().map(|s| s.starttime)
     }
     fn policy(&self, tid: i32) -> Option<(u32, i32)> {
-        use allot_linux::sched::{SCHED_BATCH, SCHED_IDLE, SCHED_OTHER};
-        let a = allot_linux::sched::get(tid).ok()?;
+        use allot_linux::process::sched::{SCHED_BATCH, SCHED_IDLE, SCHED_OTHER};
+        let a = allot_linux::process::sched::get(tid).ok()?;
         matches!(a.sched_policy, SCHED_OTHER | SCHED_BATCH | SCHED_IDLE).then_some((a.sched_policy, a.sched_nice))
     }
     fn set_policy(&self, tid: i32, policy: u32, nice: i32) -> Result<(), String> {
-        match allot_linux::sched::set_fair_policy(tid, policy, nice) {
+        match allot_linux::process::sched::set_fair_policy(tid, policy, nice) {
             Ok(true) => Ok(()),
             Ok(false) => Err(format!("thread {tid} is real-time: left as it is")),
             Err(e) => Err(e.to_string()),

@@ -63,7 +63,7 @@ pub fn init() {
         Ok("error") => LevelFilter::Error,
         _ => LevelFilter::Info,
     };
-    let journal = allot_linux::journal::stderr_is_journal();
+    let journal = allot_linux::ipc::journal::stderr_is_journal();
     if log::set_boxed_logger(Box::new(Stderr { journal, level })).is_ok() {
         log::set_max_level(level);
     }

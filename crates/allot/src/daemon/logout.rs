@@ -19,7 +19,8 @@ pub const GRACE: Duration = Duration::from_secs(5);
 impl Daemon {
     /// Ties a job just made from a login session to that session.
     pub fn tie_to_session(&mut self, job: &JobSpec, scope: &str) {
-        if let Err(e) = self.tree().cg().tether(&job.leaf(), scope) {
+        let Some(d) = self.tree().cg().delegation() else { return };
+        if let Err(e) = d.tether(&job.leaf(), scope) {
             log::warn!("{} is not tied to {scope}: ending the session will not end it ({e})", self.job_label(job));
         }
     }
@@ -27,9 +28,10 @@ impl Daemon {
     /// Once a tick: jobs whose session was stopped are ended; tethers whose job is gone
     /// are let go; SIGKILL for what outlived its grace.
     pub fn logouts(&mut self, now: Instant) {
-        let cut = match self.tree().cg().cut_tethers() {
-            Ok(c) => c,
-            Err(e) => {
+        let cut = match self.tree().cg().delegation().map(|d| d.cut_tethers()) {
+            None => return,
+            Some(Ok(c)) => c,
+            Some(Err(e)) => {
                 log::warn!("could not list the jobs tied to login sessions: {e}");
                 return;
             }
@@ -55,9 +57,10 @@ impl Daemon {
             }
         }
         let leaves: std::collections::HashSet<String> = self.desired().jobs.values().map(|j| j.leaf()).collect();
-        for t in self.tree().cg().tethered() {
+        let Some(d) = self.tree().cg().delegation() else { return };
+        for t in d.tethered() {
             if !leaves.contains(&t) {
-                if let Err(e) = self.tree().cg().untether(&t) {
+                if let Err(e) = d.untether(&t) {
                     log::warn!("could not let go of the tie of {t} to its session: {e}");
                 }
             }
@@ -68,9 +71,10 @@ impl Daemon {
     /// as plain processes, and no holder of allot's is left).
     pub fn untie_all(&mut self) {
         // The first listing finds the ties a previous daemon made.
-        let _ = self.tree().cg().cut_tethers();
-        for t in self.tree().cg().tethered() {
-            if let Err(e) = self.tree().cg().untether(&t) {
+        let Some(d) = self.tree().cg().delegation() else { return };
+        let _ = d.cut_tethers();
+        for t in d.tethered() {
+            if let Err(e) = d.untether(&t) {
                 log::warn!("could not let go of the tie of {t} to its session: {e}");
             }
         }

@@ -51,7 +51,7 @@ struct Raised {
 /// raised: a pid that now names another process (the raised one exited and its pid was
 /// reused) is written nothing.
 fn give_back(pid: i32, r: Raised) {
-    if let Some(d) = allot_linux::procfs::ProcDir::open_if(pid, r.start) {
+    if let Some(d) = allot_linux::process::procfs::ProcDir::open_if(pid, r.start) {
         let _ = d.set_oom_score_adj(r.orig);
     }
 }
@@ -222,7 +222,7 @@ impl Daemon {
         let by = |k: &str| self.cfg().funding.get(k).and_then(|e| e.mem);
         match c {
             CurrencyId::Named(n) => by(n),
-            CurrencyId::User(uid) => allot_linux::users::user_by_uid(*uid).and_then(|u| by(&u.name)).or_else(|| by(&uid.to_string())),
+            CurrencyId::User(uid) => allot_linux::process::users::user_by_uid(*uid).and_then(|u| by(&u.name)).or_else(|| by(&uid.to_string())),
         }
     }
 
@@ -279,7 +279,7 @@ impl Daemon {
         // Everything below is read and written through the process's own /proc directory,
         // so a pid reused by another process between the listing and the write is never
         // touched; an entry whose start time no longer matches is another process's.
-        let dir = allot_linux::procfs::ProcDir::open(pid).ok();
+        let dir = allot_linux::process::procfs::ProcDir::open(pid).ok();
         let start = dir.as_ref().map(|d| d.start());
         if self.memory().oom.get(&pid).is_some_and(|r| Some(r.start) != start) {
             self.memory_mut().oom.remove(&pid);

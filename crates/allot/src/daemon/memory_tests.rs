@@ -79,7 +79,7 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
 #[test]
 fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
     use super::Raised;
-    use allot_linux::procfs::ProcDir;
+    use allot_linux::process::procfs::ProcDir;
     let w = world();
     let mut d = start(&w, None);
     let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();

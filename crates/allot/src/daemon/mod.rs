@@ -79,7 +79,7 @@ pub enum Event {
     /// SIGTERM or SIGINT (stop), SIGHUP (reload the config).
     Signal(i32),
     /// Writes to allot's cgroup files (reconcile.rs).
-    Cgroup(Vec<allot_linux::inotify::Event>),
+    Cgroup(Vec<allot_linux::cgroup::inotify::Event>),
     /// The kernel's process events (placement.rs).
     Procs(Vec<allot_linux::procevents::ProcEvent>),
     /// The metrics endpoint wants a snapshot (http.rs).
@@ -173,10 +173,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     // A socket the service manager holds (allot.socket) is served as it is: clients that
     // connect while the daemon restarts wait for it instead of running unmanaged. Taken
     // (and checked) before anything is made, so a wrong one leaves nothing behind.
-    let passed = allot_linux::activation::listener(&opts.socket)?;
+    let passed = allot_linux::ipc::activation::listener(&opts.socket)?;
     let cfg = Config::load(&opts.config, opts.config_required)?;
     // On a systemd host allot works inside scopes systemd delegates to it (docs/systemd.md).
-    let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::systemd::holder::Holder::SelfExec)?;
+    let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::ipc::systemd::holder::Holder::SelfExec)?;
     let state_path = if opts.ephemeral {
         None
     } else {
@@ -189,8 +189,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         d.serving_mut().set_audit(audit::Audit::new(Some(opts.state_dir.join(audit::USERS_FILE))));
     }
     // Under systemd the audit records are journal entries with fields to filter on.
-    if allot_linux::journal::stderr_is_journal() {
-        match allot_linux::journal::Journal::new(allot_linux::journal::SOCKET) {
+    if allot_linux::ipc::journal::stderr_is_journal() {
+        match allot_linux::ipc::journal::Journal::new(allot_linux::ipc::journal::SOCKET) {
             Ok(j) => d.serving_mut().audit_mut().set_journal(j),
             Err(e) => log::warn!("audit records stay text lines on stderr: {e}"),
         }
@@ -219,7 +219,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
         None => (bind(&opts.socket)?, false),
     };
-    let _ = allot_linux::peer::set_passcred(std::os::fd::AsFd::as_fd(&listener), true);
+    let _ = allot_linux::ipc::peer::set_passcred(std::os::fd::AsFd::as_fd(&listener), true);
     let refused = Arc::new(AtomicU64::new(0));
     let admission = Arc::new(std::sync::Mutex::new(admission_of(&d)));
     {
@@ -245,8 +245,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut metrics = endpoint(&d, None, &tx);
     log::info!("adopted {} job(s); serving {}", d.desired().jobs.len(), opts.socket.display());
     d.scan();
-    let _ = allot_linux::notify::ready(&format!("{} jobs adopted", d.desired().jobs.len()));
-    let watchdog = allot_linux::notify::watchdog_interval().map(|w| w / 2);
+    let _ = allot_linux::ipc::notify::ready(&format!("{} jobs adopted", d.desired().jobs.len()));
+    let watchdog = allot_linux::ipc::notify::watchdog_interval().map(|w| w / 2);
     let mut next_ping = Instant::now();
     let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
@@ -265,11 +265,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
         // The loop's own heartbeat: systemd restarts a daemon whose loop stops turning.
         if let Some(w) = watchdog.filter(|_| now >= next_ping) {
-            let _ = allot_linux::notify::watchdog();
+            let _ = allot_linux::ipc::notify::watchdog();
             next_ping = now + w;
         }
         if now >= next_status {
-            let _ = allot_linux::notify::status(&format!(
+            let _ = allot_linux::ipc::notify::status(&format!(
                 "{} jobs, {} placed, {} requests",
                 d.desired().jobs.len(),
                 d.counters().placed,
@@ -335,7 +335,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             let _ = p.reply.send(r);
         }
     }
-    let _ = allot_linux::notify::stopping();
+    let _ = allot_linux::ipc::notify::stopping();
     d.shutdown(opts.ephemeral);
     // A passed socket is the manager's: it stays, holding clients for the next start.
     if !passed {
@@ -373,7 +373,7 @@ fn endpoint(d: &core::Daemon, old: Option<http::Endpoint>, tx: &Sender<Event>) -
 /// SIGHUP: reload the config. Execs are heard while it is read (the new one may have
 /// rules), then only if it has them.
 fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::procevents::Refilter>) {
-    let _ = allot_linux::notify::reloading();
+    let _ = allot_linux::ipc::notify::reloading();
     if let Some(r) = refilter {
         let _ = r.set(allot_linux::procevents::Kinds::UID | allot_linux::procevents::Kinds::EXEC);
     }
@@ -391,7 +391,7 @@ fn reload(d: &mut core::Daemon, opts: &Options, refilter: Option<&allot_linux::p
         Ok(()) => format!("config {} reloaded", opts.config.display()),
         Err(e) => format!("reload REFUSED, the config in force is kept: {}", e.chars().take(200).collect::<String>()),
     };
-    let _ = allot_linux::notify::ready(&line);
+    let _ = allot_linux::ipc::notify::ready(&line);
 }
 
 fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {

@@ -104,7 +104,7 @@ impl Tracker {
 /// Machine-wide observations.
 #[derive(Debug, Default)]
 pub struct Machine {
-    last_cpu: Option<(allot_linux::machine::CpuTimes, u64, Instant)>,
+    last_cpu: Option<(allot_linux::process::machine::CpuTimes, u64, Instant)>,
     /// Idle CPU per CPU during the last tick.
     pub idle: Vec<f64>,
     /// CPUs used by processes outside allot's trees (smoothed over the window).
@@ -255,7 +255,7 @@ impl Observer {
         let allot = root("") + root(super::registry::BACKGROUND) + self.sessions_ns;
         if let Some((prev, prev_allot, at)) = &self.machine.last_cpu {
             let dt = c.now.duration_since(*at).as_secs_f64().max(1e-3);
-            let hz = allot_linux::procfs::clk_tck() as f64;
+            let hz = allot_linux::process::procfs::clk_tck() as f64;
             self.machine.idle = now.idle.iter().enumerate().map(|(i, v)| v.saturating_sub(*prev.idle.get(i).unwrap_or(v)) as f64 / hz / dt).collect();
             let busy = now.busy.saturating_sub(prev.busy) as f64 / hz / dt;
             let mine = allot.saturating_sub(*prev_allot) as f64 / 1e9 / dt;

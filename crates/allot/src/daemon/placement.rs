@@ -27,7 +27,7 @@ mod reach;
 use super::core::Daemon;
 use super::trust::Place;
 use crate::config::Config;
-use allot_linux::users::HumanUids;
+use allot_linux::process::users::HumanUids;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
@@ -86,7 +86,8 @@ impl Humans {
             (None, None) => defs,
             (a, b) => defs.with_range(a.unwrap_or(min), b.unwrap_or(max)),
         };
-        let only = cfg.users.only.as_ref().map(|l| l.iter().filter_map(|u| allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok())).collect());
+        let only =
+            cfg.users.only.as_ref().map(|l| l.iter().filter_map(|u| allot_linux::process::procfs::user_uid(u).or_else(|| u.parse().ok())).collect());
         Self { uids, only }
     }
     /// Why `uid` is no login user's at all (a subordinate uid, a dynamic user), if so.

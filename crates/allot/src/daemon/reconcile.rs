@@ -8,7 +8,7 @@
 //! is logged once (per directory and file, at most once a minute) and counted.
 
 use super::core::Daemon;
-use allot_linux::inotify;
+use allot_linux::cgroup::inotify;
 use std::time::{Duration, Instant};
 
 impl Daemon {

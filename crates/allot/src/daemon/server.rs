@@ -13,7 +13,7 @@ use super::host::{Host, Linux};
 use super::trust::Peer;
 use super::Event;
 use crate::proto::{decode_request, Reply, Request, MAX_REQUEST};
-use allot_linux::peer;
+use allot_linux::ipc::peer;
 use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -181,7 +181,7 @@ fn same_pid_namespace(req: &Request, caller: i32) -> Result<(), String> {
 fn resolve_user(req: Request) -> Result<Request, String> {
     let uid_of = |u: Option<String>| -> Result<Option<String>, String> {
         match u {
-            Some(u) if u.parse::<u32>().is_err() => allot_linux::procfs::user_uid(&u)
+            Some(u) if u.parse::<u32>().is_err() => allot_linux::process::procfs::user_uid(&u)
                 .map(|uid| Some(uid.to_string()))
                 .ok_or_else(|| format!("unknown user {u:?}: give a user name or uid")),
             other => Ok(other),

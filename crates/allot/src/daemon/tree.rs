@@ -104,7 +104,10 @@ impl Tree {
         let rel = w.rel.as_str();
         let r = match w.setting {
             Setting::Weight(v) => self.cg.set_weight(rel, v).map_err(|e| ("set the weight of", v.to_string(), e)),
-            Setting::ScopeWeight(v) => self.cg.set_scope_weight(rel, v).map_err(|e| ("set the scope weight of", v.to_string(), e)),
+            // A scope's weight exists only inside systemd's delegation: nothing to do elsewhere.
+            Setting::ScopeWeight(v) => {
+                self.cg.delegation().map_or(Ok(()), |d| d.set_scope_weight(rel, v)).map_err(|e| ("set the scope weight of", v.to_string(), e))
+            }
             Setting::Max(cpus) => {
                 let quota = Setting::quota_us(cpus);
                 self.cg.set_max(rel, quota.map(|q| Max { quota_us: q, period_us: PERIOD_US })).map_err(|e| {
@@ -138,7 +141,7 @@ impl Tree {
         if r.is_ok() && host.start_of(p.pid).is_some_and(|s| s != p.start) {
             if let Ok(Some(now)) = self.cg.rel_of(p.pid) {
                 if now == rel {
-                    let ppid = allot_linux::procfs::stat(p.pid).map(|s| s.ppid).unwrap_or(1);
+                    let ppid = allot_linux::process::procfs::stat(p.pid).map(|s| s.ppid).unwrap_or(1);
                     let home = self.cg.path_of(ppid).unwrap_or_else(|_| "/".into());
                     let back = self.cg.move_to_path(&home, p.pid);
                     log::error!("pid {} was reused while it was being moved into {rel}; the new process was put back in {home} ({back:?})", p.pid);

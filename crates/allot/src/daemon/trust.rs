@@ -65,12 +65,12 @@ pub struct Target {
 
 /// A user's name for messages (or the uid).
 pub fn user_label(uid: u32) -> String {
-    remembered(&NAMES, uid, || allot_linux::procfs::user_name(uid)).unwrap_or_else(|| uid.to_string())
+    remembered(&NAMES, uid, || allot_linux::process::procfs::user_name(uid)).unwrap_or_else(|| uid.to_string())
 }
 
 /// The uid NSS gives a user name (remembered like [`user_label`]).
 pub fn uid_of(name: &str) -> Option<u32> {
-    remembered(&UIDS, name.to_string(), || allot_linux::procfs::user_uid(name))
+    remembered(&UIDS, name.to_string(), || allot_linux::process::procfs::user_uid(name))
 }
 
 /// How long an NSS answer is kept: `show` names the user of every job and `may_use`
@@ -122,7 +122,7 @@ impl Daemon {
                 if self.placement().is_source(&path) {
                     return Ok(Place::Source(path));
                 }
-                if let Ok(Some(s)) = self.tree().cg().session_of(pid) {
+                if let Some(Ok(Some(s))) = self.tree().cg().delegation().map(|d| d.session_of(pid)) {
                     // Only the session's own scope: a process of a session-started service
                     // or container lives elsewhere and stays foreign.
                     if path.ends_with(&format!("/{}", s.scope)) {
@@ -218,10 +218,10 @@ impl Daemon {
                 in_list(&c.users, peer.uid)
                     || in_list(&c.owners, peer.uid)
                     || c.groups.iter().any(|g| {
-                        allot_linux::procfs::group_members(g).is_some_and(|(gid, members)| {
+                        allot_linux::process::procfs::group_members(g).is_some_and(|(gid, members)| {
                             gid == peer.gid
                                 || peer.groups.contains(&gid)
-                                || members.iter().any(|m| allot_linux::procfs::user_uid(m) == Some(peer.uid))
+                                || members.iter().any(|m| allot_linux::process::procfs::user_uid(m) == Some(peer.uid))
                         })
                     })
             }),
@@ -254,7 +254,7 @@ impl Daemon {
         if self.cfg().currencies.contains_key(arg) {
             return Ok(CurrencyId::Named(arg.to_string()));
         }
-        match allot_linux::procfs::user_uid(arg).or_else(|| arg.parse::<u32>().ok()) {
+        match allot_linux::process::procfs::user_uid(arg).or_else(|| arg.parse::<u32>().ok()) {
             Some(uid) => Ok(CurrencyId::User(uid)),
             None => {
                 let named: Vec<&str> = self.cfg().currencies.keys().map(|s| s.as_str()).collect();

@@ -32,7 +32,7 @@ pub fn fill(v: &mut ShowView) {
         let mut text = vec![];
         let _ = std::fs::File::open(&file).and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_PIDS_BYTES), &mut text));
         let pids: Vec<i32> = String::from_utf8_lossy(&text).lines().filter_map(|l| l.trim().parse().ok()).collect();
-        j.command = Some(pids.first().and_then(|&p| allot_linux::procfs::cmdline(p).ok()).map(|c| cut_command(&c)).unwrap_or_default());
+        j.command = Some(pids.first().and_then(|&p| allot_linux::process::procfs::cmdline(p).ok()).map(|c| cut_command(&c)).unwrap_or_default());
         j.pids = Some(pids);
     }
 }
@@ -110,7 +110,9 @@ impl Daemon {
     pub fn show(&self, peer: &Peer, user: Option<&str>) -> Result<ShowView, String> {
         let only = match user {
             Some(u) => Some(
-                allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok()).ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
+                allot_linux::process::procfs::user_uid(u)
+                    .or_else(|| u.parse().ok())
+                    .ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
             ),
             None => None,
         };
@@ -169,7 +171,9 @@ impl Daemon {
     pub fn log(&self, peer: &Peer, user: Option<&str>, job: Option<&str>, limit: Option<usize>) -> Result<crate::proto::Response, String> {
         let only = match user {
             Some(u) => Some(
-                allot_linux::procfs::user_uid(u).or_else(|| u.parse().ok()).ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
+                allot_linux::process::procfs::user_uid(u)
+                    .or_else(|| u.parse().ok())
+                    .ok_or_else(|| format!("unknown user {u:?}: give a user name or uid"))?,
             ),
             None => None,
         };
@@ -216,7 +220,7 @@ impl Daemon {
 /// cgroup v2 root where there is one): a handful of small files.
 fn io_view() -> allot::io_view::IoView {
     let v2 = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].into_iter().map(std::path::Path::new).find(|p| p.join("cgroup.controllers").is_file());
-    let devices = allot_linux::block::devices(std::path::Path::new("/sys"), v2)
+    let devices = allot_linux::cgroup::block::devices(std::path::Path::new("/sys"), v2)
         .into_iter()
         .map(|d| allot::io_view::IoDevice { honours_weight: d.honours_weight(), why: d.why(), name: d.name, scheduler: d.scheduler })
         .collect();

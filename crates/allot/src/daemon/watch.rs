@@ -1,7 +1,7 @@
 //! The inotify watches on allot's own directories (reconcile.rs handles what they report).
 
+use allot_linux::cgroup::inotify::{self, Inotify};
 use allot_linux::cgroup::CpuController;
-use allot_linux::inotify::{self, Inotify};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;

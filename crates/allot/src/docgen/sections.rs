@@ -150,7 +150,7 @@ fn daemon_env(root: &Command) -> Vec<(&'static str, String)> {
         ),
         (
             "DBUS_SYSTEM_BUS_ADDRESS",
-            format!("The system bus, where the daemon talks to systemd and logind: its unix:path= is used (default {}).", allot_linux::dbus::SYSTEM_BUS),
+            format!("The system bus, where the daemon talks to systemd and logind: its unix:path= is used (default {}).", allot_linux::ipc::dbus::SYSTEM_BUS),
         ),
         ("ALLOT_TEST_NO_PEERPIDFD", "For tests: the daemon identifies callers as on a kernel without SO_PEERPIDFD.".into()),
     ]

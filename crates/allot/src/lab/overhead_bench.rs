@@ -331,9 +331,9 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
         (true, Kind::Build) => 1.1,
         (true, Kind::Hackbench) => 1.5,
     };
-    let control = !(args.no_control || args.quick || allot_linux::systemd::is_systemd_host());
+    let control = !(args.no_control || args.quick || allot_linux::ipc::systemd::is_systemd_host());
     let exe = std::env::current_exe()?;
-    let load0 = allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
+    let load0 = allot_linux::process::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
     let head = args.daemon_config.as_deref().map(|c| c.replace("\\n", "\n") + "\n").unwrap_or_default();
     let d = PrivateDaemon::start(&exe, &format!("{head}{}", allot_measure::test_uids::users_config(&[uid])))?;
     // Cgroups of their own, beside allot's: the private daemon places only from its own
@@ -370,7 +370,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
             summarize(&rows.iter().filter_map(|r| Some(r.inside_s / r.nested_s?)).collect::<Vec<_>>()),
         )
     });
-    let load = [load0, allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)];
+    let load = [load0, allot_linux::process::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)];
     let report = serde_json::json!({
         "bench": "overhead",
         "machine": allot_measure::bench::common::machine(),

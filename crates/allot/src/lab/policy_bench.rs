@@ -69,7 +69,7 @@ fn exe_s(exe: &Path) -> String {
 }
 
 fn cpu_s_of(pid: u32) -> f64 {
-    allot_linux::procfs::stat(pid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64).unwrap_or(0.0)
+    allot_linux::process::procfs::stat(pid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64).unwrap_or(0.0)
 }
 
 /// Runs the scenarios.
@@ -522,7 +522,7 @@ fn fork(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
         if let Ok(u) = cg.usage_ns(&rel) {
             last = u;
         }
-        if allot_linux::procfs::stat(sh as i32).map(|s| s.state == 'Z').unwrap_or(true) || t0.elapsed() > Duration::from_secs(300) {
+        if allot_linux::process::procfs::stat(sh as i32).map(|s| s.state == 'Z').unwrap_or(true) || t0.elapsed() > Duration::from_secs(300) {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -90,9 +90,9 @@ pub fn run(args: SelftestArgs, json: bool) -> anyhow::Result<i32> {
     // The checks measure enforcement at nice 0: started under `nice`, the hogs would
     // inherit it and the daemon's nice emulation would (rightly) weigh them less and keep
     // them apart from a user's nice-0 processes, so every check would measure that instead.
-    let was = allot_linux::sched::nice(0).unwrap_or(0);
+    let was = allot_linux::process::sched::nice(0).unwrap_or(0);
     if was != 0 {
-        allot_linux::sched::set_nice(0, 0).context("run the checks at nice 0")?;
+        allot_linux::process::sched::set_nice(0, 0).context("run the checks at nice 0")?;
         if !json {
             println!("note: started at nice {was}; the checks run at nice 0");
         }
@@ -160,9 +160,9 @@ fn config(uids: &[u32]) -> String {
 pub(crate) fn pin(pid: u32, cpu: usize) -> anyhow::Result<()> {
     // sched_setaffinity acts on one thread. Pin the main thread first (threads it creates
     // from now on inherit), then every thread that already exists.
-    allot_linux::sched::set_affinity(pid as i32, &[cpu]).with_context(|| format!("pin {pid} to CPU {cpu}"))?;
-    for tid in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
-        let _ = allot_linux::sched::set_affinity(tid, &[cpu]);
+    allot_linux::process::sched::set_affinity(pid as i32, &[cpu]).with_context(|| format!("pin {pid} to CPU {cpu}"))?;
+    for tid in allot_linux::process::procfs::tids(pid as i32).unwrap_or_default() {
+        let _ = allot_linux::process::sched::set_affinity(tid, &[cpu]);
     }
     Ok(())
 }

@@ -87,15 +87,19 @@ pub fn cgroup_of(pid: u32) -> String {
 
 /// Pins a process and its threads to one CPU.
 pub fn pin(pid: u32, cpu: usize) {
-    allot_linux::sched::set_affinity(pid as i32, &[cpu]).unwrap();
-    for t in allot_linux::procfs::tids(pid as i32).unwrap_or_default() {
-        let _ = allot_linux::sched::set_affinity(t, &[cpu]);
+    allot_linux::process::sched::set_affinity(pid as i32, &[cpu]).unwrap();
+    for t in allot_linux::process::procfs::tids(pid as i32).unwrap_or_default() {
+        let _ = allot_linux::process::sched::set_affinity(t, &[cpu]);
     }
 }
 
 /// CPUs a process used over the next `secs` seconds.
 pub fn rate(pid: u32, secs: f64) -> f64 {
-    let cpu = |p: u32| allot_linux::procfs::stat(p as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::procfs::clk_tck() as f64).unwrap_or(0.0);
+    let cpu = |p: u32| {
+        allot_linux::process::procfs::stat(p as i32)
+            .map(|s| (s.utime + s.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64)
+            .unwrap_or(0.0)
+    };
     let a = cpu(pid);
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));

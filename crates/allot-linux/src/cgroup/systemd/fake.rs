@@ -6,8 +6,8 @@
 
 use super::Manager;
 use crate::cgroup::fixture::V2_FILES;
-use crate::dbus::Value;
-use crate::systemd::{Session, UnitInfo, UnitOf};
+use crate::ipc::dbus::Value;
+use crate::ipc::systemd::{Session, UnitInfo, UnitOf};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,7 +41,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         for &pid in &self.given {
             // Only this test's holders: a pidfd on a process still named as one.
-            let Ok(fd) = crate::pidfd::PidFd::open(pid as i32) else { continue };
+            let Ok(fd) = crate::process::pidfd::PidFd::open(pid as i32) else { continue };
             if std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == HOLDER_COMM) {
                 let _ = fd.signal(libc::SIGKILL);
             }
@@ -50,8 +50,8 @@ impl Drop for Inner {
 }
 
 /// The holder the tests give the tree (ended by the fake, and after 30 s by itself).
-pub fn holder() -> crate::systemd::holder::Holder {
-    crate::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "30".into()])
+pub fn holder() -> crate::ipc::systemd::holder::Holder {
+    crate::ipc::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "30".into()])
 }
 const HOLDER_COMM: &str = "sleep";
 

@@ -2,8 +2,8 @@
 //! [`Systemd`] answers it over the system bus; the tree's tests answer it with a fake
 //! systemd over a temporary directory (`fake.rs`), so the tree runs without root or a bus.
 
-use crate::dbus::Value;
-use crate::systemd::{Session, Systemd, UnitInfo, UnitOf};
+use crate::ipc::dbus::Value;
+use crate::ipc::systemd::{Session, Systemd, UnitInfo, UnitOf};
 use crate::Result;
 
 /// systemd's and logind's calls the tree makes; each as [`Systemd`]'s method of the

@@ -28,9 +28,9 @@ mod tethers;
 
 pub use manager::Manager;
 
-use super::{enable_cpu, mkdir, rmdir, CpuController, Max, Version};
-use crate::systemd::holder::Holder;
-use crate::systemd::{CpuQuota, CpuWeight, Session, Systemd};
+use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version};
+use crate::ipc::systemd::holder::Holder;
+use crate::ipc::systemd::{CpuQuota, CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
 use names::{Key, Limiter, Names, Offer, Place};
 use std::collections::BTreeMap;
@@ -74,7 +74,7 @@ struct State {
 
 /// The background slice's weight under systemd `version`.
 fn idle_weight(version: u32) -> CpuWeight {
-    if version >= crate::systemd::IDLE_VERSION {
+    if version >= crate::ipc::systemd::IDLE_VERSION {
         CpuWeight::Idle
     } else {
         CpuWeight::Weight(1)
@@ -114,10 +114,10 @@ impl SystemdTree {
     pub fn with_manager(root: &str, mount: PathBuf, holder: Holder, mut sd: Box<dyn Manager>) -> Result<Self> {
         super::check_name(root)?;
         let version = sd.version_major()?;
-        if version < crate::systemd::MIN_VERSION {
+        if version < crate::ipc::systemd::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
                 "systemd {version} is older than {}, the oldest allot works with (AttachProcessesToUnit came in 238); upgrade systemd",
-                crate::systemd::MIN_VERSION
+                crate::ipc::systemd::MIN_VERSION
             )));
         }
         let state = State {
@@ -233,6 +233,53 @@ impl SystemdTree {
     }
 }
 
+impl Delegation for SystemdTree {
+    fn session_of(&self, pid: i32) -> Result<Option<Session>> {
+        self.session(pid)
+    }
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>> {
+        self.lock().sd.unit_of(pid as u32).map(Some)
+    }
+    fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
+        self.start_tether(&mut self.lock(), job, session_scope)
+    }
+    fn cut_tethers(&self) -> Result<Vec<String>> {
+        self.cut(&mut self.lock())
+    }
+    fn untether(&self, job: &str) -> Result<()> {
+        self.end_tether(&mut self.lock(), job)
+    }
+    fn tethered(&self) -> Vec<String> {
+        self.lock().tethers.iter().cloned().collect()
+    }
+    fn user_slices(&self) -> Result<Vec<u32>> {
+        // Read, never written: user.slice and its children are systemd's.
+        let dir = self.mount.join("user.slice");
+        let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
+        let mut uids: Vec<u32> =
+            rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok())).collect();
+        uids.sort_unstable();
+        Ok(uids)
+    }
+    fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()> {
+        let units = units.clamp(1, 10000);
+        let key = match Self::place(rel)? {
+            Place::Scope(key @ Key::Currency(_)) => key,
+            _ => return Err(unsupported("set the scope weight of", rel)),
+        };
+        let mut st = self.lock();
+        if !st.scopes.contains_key(&key) {
+            // No scope yet (its first job is being made): the next plan weighs it.
+            return Ok(());
+        }
+        let lim = format!("{rel}{SCOPE_WEIGHT}");
+        match st.limiter.offer(&lim, units, Instant::now()) {
+            Offer::Same | Offer::Held => Ok(()),
+            Offer::Send => self.send_weight(&mut st, &lim, &self.names.scope(&key), CpuWeight::Weight(units), units),
+        }
+    }
+}
+
 impl CpuController for SystemdTree {
     fn version(&self) -> Version {
         Version::V2
@@ -246,6 +293,9 @@ impl CpuController for SystemdTree {
     }
     fn systemd(&self) -> bool {
         true
+    }
+    fn delegation(&self) -> Option<&dyn Delegation> {
+        Some(self)
     }
     fn dir(&self, rel: &str) -> PathBuf {
         let mut st = self.lock();
@@ -313,32 +363,6 @@ impl CpuController for SystemdTree {
         v.sort();
         Ok(v)
     }
-    fn user_slices(&self) -> Result<Vec<u32>> {
-        // Read, never written: user.slice and its children are systemd's.
-        let dir = self.mount.join("user.slice");
-        let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
-        let mut uids: Vec<u32> =
-            rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok())).collect();
-        uids.sort_unstable();
-        Ok(uids)
-    }
-    fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()> {
-        let units = units.clamp(1, 10000);
-        let key = match Self::place(rel)? {
-            Place::Scope(key @ Key::Currency(_)) => key,
-            _ => return Err(unsupported("set the scope weight of", rel)),
-        };
-        let mut st = self.lock();
-        if !st.scopes.contains_key(&key) {
-            // No scope yet (its first job is being made): the next plan weighs it.
-            return Ok(());
-        }
-        let lim = format!("{rel}{SCOPE_WEIGHT}");
-        match st.limiter.offer(&lim, units, Instant::now()) {
-            Offer::Same | Offer::Held => Ok(()),
-            Offer::Send => self.send_weight(&mut st, &lim, &self.names.scope(&key), CpuWeight::Weight(units), units),
-        }
-    }
     fn set_weight(&self, rel: &str, units: u32) -> Result<()> {
         let units = units.clamp(1, 10000);
         match Self::place(rel)? {
@@ -399,7 +423,7 @@ impl CpuController for SystemdTree {
         Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
     }
     fn has_idle(&self) -> bool {
-        if self.version < crate::systemd::IDLE_VERSION {
+        if self.version < crate::ipc::systemd::IDLE_VERSION {
             return false;
         }
         let mut st = self.lock();
@@ -466,7 +490,7 @@ impl CpuController for SystemdTree {
         Ok(names::rel_of(&path, st.scopes.iter()))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::procfs::cgroup_of(pid, None)
+        crate::process::procfs::cgroup_of(pid, None)
     }
     fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
         let inside = names::rel_of(path, self.lock().scopes.iter());
@@ -486,24 +510,6 @@ impl CpuController for SystemdTree {
     }
     fn set_rt_runtime(&self, rel: &str, _us: i64) -> Result<()> {
         Err(unsupported("set cpu.rt_runtime_us of", rel))
-    }
-    fn session_of(&self, pid: i32) -> Result<Option<Session>> {
-        self.session(pid)
-    }
-    fn unit_of(&self, pid: i32) -> Result<Option<crate::systemd::UnitOf>> {
-        self.lock().sd.unit_of(pid as u32).map(Some)
-    }
-    fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
-        self.start_tether(&mut self.lock(), job, session_scope)
-    }
-    fn cut_tethers(&self) -> Result<Vec<String>> {
-        self.cut(&mut self.lock())
-    }
-    fn untether(&self, job: &str) -> Result<()> {
-        self.end_tether(&mut self.lock(), job)
-    }
-    fn tethered(&self) -> Vec<String> {
-        self.lock().tethers.iter().cloned().collect()
     }
     fn upkeep(&self) -> Vec<(String, Error)> {
         let mut errs = vec![];

@@ -6,8 +6,8 @@ use super::names::{Key, HOLDER};
 use super::{State, SystemdTree};
 use crate::cgroup::enable_cpu;
 use crate::cgroup::mkdir;
-use crate::systemd::holder::{self, Holder};
-use crate::systemd::{prop, CpuWeight};
+use crate::ipc::systemd::holder::{self, Holder};
+use crate::ipc::systemd::{prop, CpuWeight};
 use crate::{read, write, Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,14 +25,14 @@ impl SystemdTree {
         if *key == Key::Background {
             // Transient, so it goes when allot's tree is taken down; idle from the start.
             let desc = format!("allot ({}): background jobs, run only on CPU nobody else wants", self.names.root());
-            match st.sd.start_slice(&slice, vec![prop("Description", crate::dbus::Value::str(desc)), self.idle_weight().prop()]) {
+            match st.sd.start_slice(&slice, vec![prop("Description", crate::ipc::dbus::Value::str(desc)), self.idle_weight().prop()]) {
                 Err(Error::Bus { name, .. }) if name == "org.freedesktop.systemd1.UnitExists" => {}
                 r => r?,
             }
         }
         let pid = holder::spawn(&self.holder)?;
         let desc = format!("allot ({}): jobs of {} {}", self.names.root(), if *key == Key::Background { "the" } else { "currency" }, key.rel());
-        let extra = vec![prop("Description", crate::dbus::Value::str(desc)), prop("TasksMax", crate::dbus::Value::U64(u64::MAX))];
+        let extra = vec![prop("Description", crate::ipc::dbus::Value::str(desc)), prop("TasksMax", crate::ipc::dbus::Value::U64(u64::MAX))];
         let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra.clone());
         if let Err(Error::Bus { name, .. }) = &r {
             if name == "org.freedesktop.systemd1.UnitExists" {
@@ -58,7 +58,7 @@ impl SystemdTree {
         let dir = self.abs(&cg);
         st.scopes.insert(key.clone(), cg.clone());
         mkdir(&dir.join(HOLDER))?;
-        if crate::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
+        if crate::process::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
             // The holder leaves the scope's top, which may then enable cpu for its
             // children (cgroup v2: no processes in a cgroup that distributes a controller).
             write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
@@ -79,7 +79,7 @@ impl SystemdTree {
             return Ok(());
         }
         let hint = match self.holder {
-            Holder::SelfExec => "; does the program's main() call allot_linux::systemd::holder::hold_if_asked() first?",
+            Holder::SelfExec => "; does the program's main() call allot_linux::ipc::systemd::holder::hold_if_asked() first?",
             Holder::Command(_) => "",
         };
         Err(Error::Sys { call: format!("keep {unit} alive"), source: std::io::Error::other(format!("its holder (pid {pid}) exited at once{hint}")) })
@@ -178,7 +178,7 @@ fn end_holders(scope: &Path, comm_of_holder: &str, sig: i32) -> Result<()> {
     let pids = || read(&procs).unwrap_or_default().split_whitespace().filter_map(|p| p.parse::<i32>().ok()).collect::<Vec<_>>();
     for pid in pids() {
         // pidfd first, then identity: only allot's own holder is ended.
-        let Ok(fd) = crate::pidfd::PidFd::open(pid) else { continue };
+        let Ok(fd) = crate::process::pidfd::PidFd::open(pid) else { continue };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if comm.trim() == comm_of_holder && fd.alive() {
             fd.signal(sig)?;

@@ -20,8 +20,8 @@
 //! job), so a restarted daemon finds it again.
 
 use super::{State, SystemdTree};
-use crate::dbus::Value;
-use crate::systemd::{holder, prop};
+use crate::ipc::dbus::Value;
+use crate::ipc::systemd::{holder, prop};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,5 @@
 //! A record in the journal. Under systemd (stderr is the journal stream) each record is
-//! one journal entry sent with the native protocol (allot_linux::journal), with fields
+//! one journal entry sent with the native protocol (allot_linux::ipc::journal), with fields
 //! that `journalctl` filters on and log shippers read; elsewhere, or when the journal
 //! does not take it, it is the text line the daemon's log has always had. Never both.
 //!
@@ -12,7 +12,7 @@
 
 use super::Audit;
 use crate::proto::AuditRecord;
-use allot_linux::journal::Journal;
+use allot_linux::ipc::journal::Journal;
 use allot_report::for_terminal;
 
 /// MESSAGE_ID of every audit record (a change or a refusal); fixed, generated once for
@@ -99,7 +99,7 @@ mod tests {
     use super::*;
     use crate::daemon::limits;
     use crate::proto::AuditChange;
-    use allot_linux::journal::decode;
+    use allot_linux::ipc::journal::decode;
     use std::collections::BTreeMap;
     use std::os::unix::net::UnixDatagram;
     use std::path::PathBuf;

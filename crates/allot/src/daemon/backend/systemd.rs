@@ -29,7 +29,7 @@ impl Backend<Daemon> for Systemd {
         class == Class::Foreground
     }
     fn logged_in(&self, cg: &dyn CpuController) -> Vec<u32> {
-        cg.user_slices().unwrap_or_else(|e| {
+        cg.delegation().map_or(Ok(vec![]), |d| d.user_slices()).unwrap_or_else(|e| {
             log::debug!("could not list the users' slices: {e}");
             vec![]
         })

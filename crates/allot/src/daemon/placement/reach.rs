@@ -108,7 +108,7 @@ impl Daemon {
             return Verdict::Later;
         }
         self.placement_mut().reach.lookups += 1;
-        let u = match self.tree().cg().unit_of(p.pid) {
+        let u = match self.tree().cg().delegation().map_or(Ok(None), |d| d.unit_of(p.pid)) {
             Ok(Some(u)) => u,
             Ok(None) => return Verdict::Stay,
             Err(_) => return Verdict::Later,

@@ -9,7 +9,7 @@
 use super::super::core::Daemon;
 use super::super::host::{Proc, ProcInfo};
 use super::Sessions;
-use allot_linux::sched::SCHED_IDLE;
+use allot_linux::process::sched::SCHED_IDLE;
 use allot_model::session::{task_attrs, TaskAttrs};
 
 /// A thread's scheduling policy and nice.

@@ -8,7 +8,7 @@ use super::super::tests::peer;
 use super::ScopeSample;
 use crate::config::Config;
 use crate::proto::{Request, Response};
-use allot_linux::sched::SCHED_IDLE;
+use allot_linux::process::sched::SCHED_IDLE;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

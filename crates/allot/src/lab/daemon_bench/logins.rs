@@ -20,7 +20,7 @@
 //! one alone, as it meets logins on a real machine.
 
 use super::meter::Places;
-use allot_linux::inotify::{Inotify, MODIFY};
+use allot_linux::cgroup::inotify::{Inotify, MODIFY};
 use allot_measure::harness::PrivateDaemon;
 use allot_measure::launcher::Launcher;
 use anyhow::Context;

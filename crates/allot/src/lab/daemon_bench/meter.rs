@@ -26,8 +26,8 @@ pub fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
 
 /// utime + stime from /proc/PID/stat, ns (10 ms resolution; the cross-check).
 pub fn ticks_ns(pid: u32) -> anyhow::Result<u64> {
-    let s = allot_linux::procfs::stat(pid as i32)?;
-    Ok((s.utime + s.stime) * 1_000_000_000 / allot_linux::procfs::clk_tck())
+    let s = allot_linux::process::procfs::stat(pid as i32)?;
+    Ok((s.utime + s.stime) * 1_000_000_000 / allot_linux::process::procfs::clk_tck())
 }
 
 /// VmRSS and VmHWM (peak) of a process, MB.
@@ -148,6 +148,6 @@ impl Places {
 /// finding every survivor of a storm.
 pub fn pids_of_uid(uid: u32) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
-    let pids = allot_linux::procfs::pids().unwrap_or_default();
+    let pids = allot_linux::process::procfs::pids().unwrap_or_default();
     pids.into_iter().filter(|p| std::fs::metadata(format!("/proc/{p}")).is_ok_and(|m| m.uid() == uid)).map(|p| p as u32).collect()
 }

@@ -99,7 +99,7 @@ pub fn tracking(d: &PrivateDaemon) -> String {
 
 /// The 1-minute load average now.
 pub fn load() -> f64 {
-    allot_linux::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)
+    allot_linux::process::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN)
 }
 
 /// Measures one row: `processes` of the users `uids`.

@@ -117,8 +117,9 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
     // Only this benchmark's processes: in this daemon's trees or its shelter (another run
     // may use the same uid at the same time).
     let mine = |p: u32| {
-        let at =
-            allot_linux::procfs::cgroup_of(p as i32, Some("cpu")).or_else(|_| allot_linux::procfs::cgroup_of(p as i32, None)).unwrap_or_default();
+        let at = allot_linux::process::procfs::cgroup_of(p as i32, Some("cpu"))
+            .or_else(|_| allot_linux::process::procfs::cgroup_of(p as i32, None))
+            .unwrap_or_default();
         at == d.shelter.path() || at.starts_with(&format!("/{}/", d.root_name)) || at.starts_with(&format!("/{}-background/", d.root_name))
     };
     let mut check: Vec<(u32, u32)> = meter::pids_of_uid(uid).into_iter().filter(|&p| mine(p)).map(|p| (p, uid)).collect();
@@ -137,7 +138,7 @@ pub fn run(exe: &Path, plan: Plan) -> anyhow::Result<Storm> {
         .filter_map(|k| k["pid"].as_u64().map(|p| p as u32))
         .collect();
     let misplaced_sample =
-        misplaced.iter().take(5).map(|&(p, u)| (p, u, allot_linux::procfs::cgroup_of(p as i32, Some("cpu")).unwrap_or_default())).collect();
+        misplaced.iter().take(5).map(|&(p, u)| (p, u, allot_linux::process::procfs::cgroup_of(p as i32, Some("cpu")).unwrap_or_default())).collect();
     let mut misplaced_fixed_after_s = None;
     if !misplaced.is_empty() {
         let mut left = misplaced.clone();

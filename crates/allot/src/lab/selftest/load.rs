@@ -45,7 +45,7 @@ impl Meter {
     pub fn start(d: &PrivateDaemon) -> Self {
         let mut m = Meter { busy: None, ours: 0.0, t0: Instant::now(), d: d.daemon_pid(), cg: d.controller().ok() };
         m.ours = m.ours_now();
-        m.busy = allot_linux::machine::cpu_times().ok().map(|t| t.busy);
+        m.busy = allot_linux::process::machine::cpu_times().ok().map(|t| t.busy);
         m.t0 = Instant::now();
         m
     }
@@ -53,16 +53,16 @@ impl Meter {
     /// Other load since [`Self::start`], in CPUs, given `jobs_s`: the CPU-seconds the
     /// check's jobs that lived through the window used in it (0 when it had none).
     pub fn finish(&self, jobs_s: f64) -> f64 {
-        let (Some(a), Ok(b)) = (self.busy, allot_linux::machine::cpu_times()) else { return 0.0 };
+        let (Some(a), Ok(b)) = (self.busy, allot_linux::process::machine::cpu_times()) else { return 0.0 };
         let wall = self.t0.elapsed().as_secs_f64();
-        let busy = b.busy.saturating_sub(a) as f64 / allot_linux::procfs::clk_tck() as f64;
+        let busy = b.busy.saturating_sub(a) as f64 / allot_linux::process::procfs::clk_tck() as f64;
         other_load(busy, self.ours_now() - self.ours + jobs_s, wall)
     }
 
     /// CPU-seconds so far of the daemon, the background job and the reaped children.
     fn ours_now(&self) -> f64 {
-        let tck = allot_linux::procfs::clk_tck() as f64;
-        let daemon = self.d.and_then(|p| allot_linux::procfs::stat(p as i32).ok()).map_or(0.0, |s| (s.utime + s.stime) as f64 / tck);
+        let tck = allot_linux::process::procfs::clk_tck() as f64;
+        let daemon = self.d.and_then(|p| allot_linux::process::procfs::stat(p as i32).ok()).map_or(0.0, |s| (s.utime + s.stime) as f64 / tck);
         let bg = self.cg.as_ref().map_or(0, |c| c.usage_ns(allot_linux::cgroup::BACKGROUND).unwrap_or(0));
         daemon + bg as f64 / 1e9 + children_cpu()
     }

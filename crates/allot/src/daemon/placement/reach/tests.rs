@@ -5,8 +5,8 @@
 use super::super::super::fake::Shared;
 use super::super::super::tests::{path_of, start, world};
 use super::*;
+use allot_linux::ipc::systemd::UnitOf;
 use allot_linux::procevents::ProcEvent;
-use allot_linux::systemd::UnitOf;
 use std::time::Duration;
 
 const ALICE: u32 = 3000;

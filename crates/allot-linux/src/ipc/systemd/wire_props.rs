@@ -6,7 +6,7 @@
 //! listed. dbus/props.rs holds the format itself to generated values and hostile bytes.
 
 use super::*;
-use crate::dbus::message::{Message, ERROR, METHOD_RETURN, SIGNAL};
+use crate::ipc::dbus::message::{Message, ERROR, METHOD_RETURN, SIGNAL};
 use proptest::prelude::*;
 
 /// Any text D-Bus carries (no NUL), short.

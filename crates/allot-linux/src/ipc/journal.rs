@@ -308,7 +308,7 @@ mod tests {
         let names: Vec<String> = (0..100).map(|i| format!("F{i}")).collect();
         let fields: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), big.as_slice())).collect();
         assert_eq!(j.send(&fields).unwrap(), Sent::Memfd);
-        let mut r = crate::peer::recv_with_creds(rx.as_fd(), &mut buf, 1).unwrap();
+        let mut r = crate::ipc::peer::recv_with_creds(rx.as_fd(), &mut buf, 1).unwrap();
         assert_eq!((r.len, r.fds.len()), (0, 1), "an empty datagram carrying one fd");
         let memfd = std::fs::File::from(r.fds.pop().unwrap());
         // SAFETY: fcntl on an fd the test owns.

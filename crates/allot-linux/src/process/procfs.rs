@@ -189,19 +189,19 @@ pub fn parse_cgroup(s: &str, controller: Option<&str>) -> Option<String> {
     })
 }
 
-/// The user name of a uid, from any NSS source (thin wrapper over [`crate::users`]).
+/// The user name of a uid, from any NSS source (thin wrapper over [`crate::process::users`]).
 pub fn user_name(uid: u32) -> Option<String> {
-    crate::users::user_by_uid(uid).map(|u| u.name)
+    crate::process::users::user_by_uid(uid).map(|u| u.name)
 }
 
-/// The uid of a user name, from any NSS source (thin wrapper over [`crate::users`]).
+/// The uid of a user name, from any NSS source (thin wrapper over [`crate::process::users`]).
 pub fn user_uid(name: &str) -> Option<u32> {
-    crate::users::user_by_name(name).map(|u| u.uid)
+    crate::process::users::user_by_name(name).map(|u| u.uid)
 }
 
 /// (name, uid, gid) of every user NSS enumerates (getpwent_r). Directory sources often
 /// refuse to enumerate (SSSD's `enumerate = false` is the default): look users up by
-/// name or uid with [`crate::users`] instead.
+/// name or uid with [`crate::process::users`] instead.
 pub fn passwd() -> Vec<(String, u32, u32)> {
     // setpwent/getpwent_r/endpwent share one cursor per process: one walker at a time.
     static WALK: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -230,10 +230,10 @@ pub fn passwd() -> Vec<(String, u32, u32)> {
 }
 
 /// A group's gid and supplementary members, from any NSS source (thin wrapper over
-/// [`crate::users`]; for "is this user in the group" prefer [`crate::users::groups_of`]
-/// or the connected client's [`crate::peer::peer_groups`]).
+/// [`crate::process::users`]; for "is this user in the group" prefer [`crate::process::users::groups_of`]
+/// or the connected client's [`crate::ipc::peer::peer_groups`]).
 pub fn group_members(group: &str) -> Option<(u32, Vec<String>)> {
-    crate::users::group_by_name(group).map(|g| (g.gid, g.members))
+    crate::process::users::group_by_name(group).map(|g| (g.gid, g.members))
 }
 
 /// The fields of /proc/PID/sched (or task/TID/sched) that describe how a task has been

@@ -27,7 +27,7 @@
 //!   user namespace with subordinate uids (newuidmap, /etc/subuid) can claim those
 //!   subordinate uids, and a user owning a pid namespace can name any pid in it — which
 //!   holds only their own processes. Never treat subordinate uids as users
-//!   ([`crate::users::HumanUids`]).
+//!   ([`crate::process::users::HumanUids`]).
 //! - **Implicit credentials** (`unix_maybe_add_creds`, `maybe_add_creds` before 6.16):
 //!   when the sender passed none, the kernel attaches the sender's tgid, *real* uid and
 //!   real gid to each skb if the sending socket or the receiving one has SO_PASSCRED (or
@@ -99,7 +99,7 @@
 //! cannot install are dropped — and released — in the reading thread.
 
 pub use crate::closer::{discard_fds, discards_pending};
-pub use crate::pidfd::{pidfd_pid, PidFd};
+pub use crate::process::pidfd::{pidfd_pid, PidFd};
 use crate::{Error, Result};
 use std::io;
 use std::mem::{size_of, zeroed};

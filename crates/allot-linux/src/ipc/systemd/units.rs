@@ -3,7 +3,7 @@
 //! process the unit's own main or control process, which user the unit runs as.
 
 use super::{Systemd, PROPERTIES, SYSTEMD};
-use crate::dbus::Value;
+use crate::ipc::dbus::Value;
 use crate::Result;
 
 /// A unit as it bears on one of its processes (GetUnitByPID and the unit's properties).

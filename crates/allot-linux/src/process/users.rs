@@ -161,7 +161,7 @@ pub fn group_by_gid(gid: u32) -> Option<Group> {
 
 /// Every group `user` is in (getgrouplist: NSS's initgroups view, primary gid first).
 /// Empty only if the lookup failed. For a connected client prefer the kernel's view
-/// ([`crate::peer::peer_groups`]): it is what the process actually holds.
+/// ([`crate::ipc::peer::peer_groups`]): it is what the process actually holds.
 pub fn groups_of(user: &User) -> Vec<u32> {
     let Ok(name) = CString::new(user.name.as_str()) else { return vec![] };
     let mut n: libc::c_int = 64;

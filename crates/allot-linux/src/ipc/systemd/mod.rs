@@ -14,7 +14,7 @@ mod wire_props;
 
 pub use units::UnitOf;
 
-use crate::dbus::{Bus, Match, Reject, Value};
+use crate::ipc::dbus::{Bus, Match, Reject, Value};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 

@@ -425,7 +425,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dbus::message::Message;
+    use crate::ipc::dbus::message::Message;
 
     fn round(v: Value) {
         let mut w = Writer::default();

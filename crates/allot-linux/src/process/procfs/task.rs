@@ -101,7 +101,7 @@ pub fn cmdline_at(dir: &std::path::Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::cgroup_of;
+    use crate::process::procfs::cgroup_of;
 
     #[test]
     fn a_long_command_line_is_read_only_to_its_bound() {

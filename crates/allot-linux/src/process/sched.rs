@@ -211,11 +211,11 @@ mod tests {
         let mut c = std::process::Command::new("nice").args(["-n", "7", "sleep", "5"]).spawn().unwrap();
         let pid = c.id() as i32;
         let t0 = std::time::Instant::now();
-        while crate::procfs::stat(pid).map(|s| s.comm != "sleep").unwrap_or(true) && t0.elapsed().as_secs() < 5 {
+        while crate::process::procfs::stat(pid).map(|s| s.comm != "sleep").unwrap_or(true) && t0.elapsed().as_secs() < 5 {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert_eq!(nice(pid).unwrap(), want);
-        assert_eq!(nice(pid).unwrap(), crate::procfs::stat(pid).unwrap().nice);
+        assert_eq!(nice(pid).unwrap(), crate::process::procfs::stat(pid).unwrap().nice);
         let _ = c.kill();
         let _ = c.wait();
         let e = nice(0x3fff_ffff).unwrap_err().to_string();

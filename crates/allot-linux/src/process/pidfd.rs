@@ -37,7 +37,7 @@ impl PidFd {
     /// Fails, naming the fd and what it is instead, when it is not a pidfd; fails with
     /// ESRCH (`is_gone()`) when the process has been reaped (fdinfo then says `Pid: -1`).
     /// A zombie (exited, not yet reaped) still has its pid: check [`PidFd::alive`].
-    /// A refused descriptor is closed off this thread ([`crate::peer::discard_fds`]):
+    /// A refused descriptor is closed off this thread ([`crate::ipc::peer::discard_fds`]):
     /// closing what a hostile peer sent can block (see the `peer` module).
     pub fn from_fd(fd: OwnedFd) -> Result<Self> {
         let raw = fd.as_raw_fd();
