@@ -91,6 +91,28 @@ pub fn task_attrs(background: bool, tickets: Option<u32>) -> Option<TaskAttrs> {
     tickets.map(|t| TaskAttrs { idle: false, nice: Some(nice_for_tickets(t)) })
 }
 
+/// How a `background` rule reaches a login-session process (`[sessions] background`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackgroundIn {
+    /// SCHED_IDLE on its threads, in its session's scope: it yields to the other tasks
+    /// of its session only (the kernel's SCHED_IDLE is weighed within its cgroup).
+    #[default]
+    Task,
+    /// Moved into a background job of allot's (idle weight beside every user), tied to its
+    /// session so that stopping the session still ends it.
+    Job,
+}
+
+/// Where a rule sends a login-session process: `Some(true)` into a job of allot's tied to
+/// its session, `Some(false)` per task ([`task_attrs`]), None: nowhere (no rule matches).
+/// Only a `background` rule moves a process, only when the config asks for it, and only
+/// where the job can be tied to the session (`tie`: a systemd host that makes tethers);
+/// a rule of tickets stays per task (a nice), as its weight is meant within the session.
+pub fn to_job(mode: BackgroundIn, background: Option<bool>, tie: bool) -> Option<bool> {
+    background.map(|bg| bg && mode == BackgroundIn::Job && tie)
+}
+
 /// The nice whose kernel weight is closest (by ratio) to `tickets`/100 of nice 0's: a task
 /// in a session weighs against the session's other tasks as a job of `tickets` weighs
 /// against a default job of 100. 100 ↦ 0, 10 ↦ 10, 1000 ↦ −10, 1 ↦ 19 (the kernel's
@@ -130,6 +152,17 @@ pub fn task_boost(p: &Params, usage: Option<Usage>, session_entitlement: f64) ->
 mod tests {
     use super::*;
     use crate::Cap;
+
+    #[test]
+    fn only_a_background_rule_asked_to_and_tied_moves_a_session_process() {
+        use BackgroundIn::*;
+        assert_eq!(to_job(Job, Some(true), true), Some(true));
+        assert_eq!(to_job(Job, Some(true), false), Some(false), "no tie: stays per task");
+        assert_eq!(to_job(Task, Some(true), true), Some(false), "the default: per task");
+        assert_eq!(to_job(Job, Some(false), true), Some(false), "tickets stay a nice");
+        assert_eq!(to_job(Job, None, true), None);
+        assert_eq!(BackgroundIn::default(), Task);
+    }
 
     fn hog(currency: usize, threads: u32) -> JobIn {
         JobIn {

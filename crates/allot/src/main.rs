@@ -14,6 +14,7 @@ mod config_memory;
 #[cfg(test)]
 mod config_props;
 mod config_scheduler;
+mod config_sessions;
 mod daemon;
 mod docgen;
 mod metrics;

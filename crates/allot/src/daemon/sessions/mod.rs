@@ -9,13 +9,15 @@
 //!   sched_setattr (its own given back when it is no longer boosted);
 //! - **rules** (rules.rs): a rule's `background` is SCHED_IDLE on the process's threads,
 //!   its tickets a nice; both given back when the rule stops matching, at `--release`
-//!   and at a clean stop.
+//!   and at a clean stop; or, with `[sessions] background = "job"`, a background rule's
+//!   process is moved into a background job tied to its session (moved.rs).
 //!
 //! Every write to a task checks first, and again after, that the thread id still names the
 //! task that was read (its start time): a thread that exited and whose id was reused is
 //! never written as if it were the one seen.
 
 mod explain;
+mod moved;
 mod rules;
 
 pub use rules::RuleOutcome;
@@ -108,6 +110,8 @@ pub struct Sessions {
     pub tasks: HashMap<i32, Task>,
     /// Processes a rule reached (rules.rs), per pid.
     ruled: HashMap<i32, rules::Ruled>,
+    /// Background jobs made for sessions' processes (moved.rs): per (uid, rule, scope).
+    moved: HashMap<(u32, String, String), super::registry::JobId>,
     /// CPU time all session scopes used since the daemon began to count, ns: never
     /// decreases (a closed session's time stays in it), so load outside allot is the
     /// machine's busy time less allot's and this.
@@ -366,5 +370,7 @@ impl Daemon {
     }
 }
 
+#[cfg(test)]
+mod moved_tests;
 #[cfg(test)]
 mod tests;
