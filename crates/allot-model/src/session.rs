@@ -35,6 +35,10 @@ pub struct SessionIn {
     /// The CPUs its threads that ran may use (their affinities together); empty: all. A
     /// session pinned to one CPU claims that CPU only, as a pinned job does.
     pub cpus: Vec<usize>,
+    /// The lowest nice of its threads that ran (0 when none did): a job's nice, for nice
+    /// emulation across users (Petrou et al. 1999 §3.4): a session whose running threads
+    /// are all niced lowers its user's currency, as a niced job does.
+    pub nice: i32,
 }
 
 impl SessionIn {
@@ -49,7 +53,7 @@ impl SessionIn {
             usage: Some(self.usage.unwrap_or_default()),
             runnable: self.runnable,
             cpus: self.cpus.clone(),
-            nice: 0,
+            nice: self.nice,
             waiting: self.waiting,
             held: false,
             idle_cpus: 0.0,
@@ -182,7 +186,7 @@ mod tests {
     }
 
     fn busy_session(currency: usize) -> SessionIn {
-        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false, cpus: vec![] }
+        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false, cpus: vec![], nice: 0 }
     }
 
     #[test]
@@ -202,6 +206,26 @@ mod tests {
         assert!((out.jobs[0].entitlement - 1.0).abs() < 1e-9 && (sess[0].entitlement - 1.0).abs() < 1e-9, "{out:?} {sess:?}");
         assert_eq!(out.jobs[0].boost, Boost::CpuBound);
         assert_eq!(out.jobs.len(), 1, "sessions are not jobs: nothing of theirs is written");
+    }
+
+    #[test]
+    fn a_nice_19_session_against_another_users_hog_gets_the_nice_threshold() {
+        // One CPU: user A's session runs only a nice-19 hog, user B's session a nice-0
+        // one. §3.4: A's currency holds at most 10^((20 - 19)/20 + 1) = 11.2 base tickets
+        // against B's 100, so A is entitled to 11.2 / 111.2 = 0.101 of the CPU, and the
+        // plan weighs A's currency 11 (the slice's weight on systemd).
+        let p = Params::default();
+        let m = Machine { ncpu: 1, outside: 0.0 };
+        let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
+        let mut a = busy_session(0);
+        a.nice = 19;
+        let (out, sess) = plan_with_sessions(&p, &m, &cur, &[], &[a.clone(), busy_session(1)]);
+        assert_eq!((out.currencies[0].weight, out.currencies[1].weight), (11, 100));
+        assert!((sess[0].entitlement - 11.22 / 111.22).abs() < 0.002, "{sess:?}");
+        // Nice emulation off: the funding.
+        let off = Params { nice_emulation: false, ..Params::default() };
+        let (out, _) = plan_with_sessions(&off, &m, &cur, &[], &[a, busy_session(1)]);
+        assert_eq!(out.currencies[0].weight, 100);
     }
 
     #[test]
@@ -264,10 +288,10 @@ mod tests {
         let p = Params::default();
         let m = Machine { ncpu: 2, outside: 0.0 };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
-        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![] };
+        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![], nice: 0 };
         let (out, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[idle]);
         assert_eq!((out.jobs[0].entitlement, sess[0].entitlement), (2.0, 0.0));
-        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false, cpus: vec![] };
+        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false, cpus: vec![], nice: 0 };
         let (_, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[unmeasured]);
         assert_ne!(sess[0].boost, Boost::New, "a session is never new: it was there before allot looked");
         let (plain, none) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[]);

@@ -238,7 +238,7 @@ impl Daemon {
         let mut plan_cur = cur_in.clone();
         let (sess_uids, sess_in) = self.session_inputs(&cur_ids, &mut plan_cur);
         let (out, sess_out) = allot_model::session::plan_with_sessions(&self.params(), &self.machine(), &plan_cur, &jobs_in, &sess_in);
-        self.apply_sessions(sess_uids, sess_out);
+        self.apply_sessions(sess_uids, &sess_in, sess_out, &out.currencies);
         // Currencies: foreground weight from the plan, background always its funding.
         for (i, c) in cur_ids.iter().enumerate() {
             // Only the directories allot made or adopted (no stat per currency per tick).

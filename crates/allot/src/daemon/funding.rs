@@ -71,7 +71,8 @@ impl Daemon {
             &funded,
             logged_in,
             |uid| self.placement.is_human(uid),
-            |c| self.funding_of(c),
+            // A niced session's user: the plan's weight (sessions/mod.rs).
+            |c| self.session_weight(c).unwrap_or_else(|| self.funding_of(c)),
             |c| self.tree.applied.get(&currency_rel(Class::Foreground, c)).is_some_and(|a| a.weight.is_some()),
         );
         for (c, f) in list {

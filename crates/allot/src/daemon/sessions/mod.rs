@@ -63,6 +63,8 @@ struct Scope {
     waiting: bool,
     /// The CPUs its threads that ran may use (empty: all).
     cpus: Vec<usize>,
+    /// The lowest nice of its threads that ran (0 when none did).
+    nice: i32,
 }
 
 /// One session thread.
@@ -120,6 +122,9 @@ pub struct Sessions {
     pub planned: BTreeMap<u32, JobPlan>,
     /// The slice boosted session tasks have now (None: no boost by slice).
     pub slice_ns: Option<u64>,
+    /// Per uid: the weight the plan gives the user's currency when it is not the funding
+    /// (nice emulation: the user's running session threads are all niced).
+    weights: BTreeMap<u32, u32>,
     /// Threads past [`MAX_TASKS`] were left out (logged once).
     capped_logged: bool,
 }
@@ -133,8 +138,13 @@ impl Sessions {
     /// One claimant per user with an active session, its currency not yet known.
     pub fn claims(&self) -> Vec<(u32, SessionIn)> {
         let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
+        let mut nice: BTreeMap<u32, i32> = BTreeMap::new();
         for s in self.scopes.values() {
             let Some(u) = s.usage else { continue };
+            if s.runnable > 0 {
+                let n = nice.entry(s.uid).or_insert(s.nice);
+                *n = (*n).min(s.nice);
+            }
             let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
             let t = e.usage.get_or_insert_with(Usage::default);
             t.window += u.window;
@@ -155,6 +165,7 @@ impl Sessions {
                 if all {
                     e.cpus.clear();
                 }
+                e.nice = nice.get(&uid).copied().unwrap_or(0);
                 (uid, e)
             })
             .collect()
@@ -208,6 +219,7 @@ impl Daemon {
                 runnable: 0,
                 waiting: false,
                 cpus: vec![],
+                nice: 0,
             });
             if let Some((prev, at)) = sc.last {
                 let dt = now.duration_since(at).as_secs_f64();
@@ -218,7 +230,7 @@ impl Daemon {
                 }
             }
             sc.last = Some((s.usage_ns, now));
-            let (mut runnable, mut waited, mut dt_max) = (0u32, 0u64, 0f64);
+            let (mut runnable, mut waited, mut dt_max, mut nice) = (0u32, 0u64, 0f64, None::<i32>);
             let mut cpus: std::collections::BTreeSet<usize> = Default::default();
             let mut all_cpus = false;
             let Some(threads) = s.threads else {
@@ -235,6 +247,7 @@ impl Daemon {
                 }
                 sc.runnable = 0;
                 sc.waiting = false;
+                sc.nice = 0;
                 continue;
             };
             for tid in threads {
@@ -259,6 +272,8 @@ impl Daemon {
                     }
                     if smp.run_ns > run || smp.wait_ns > wait {
                         runnable += 1;
+                        let n = self.host.nice(tid).unwrap_or(0);
+                        nice = Some(nice.map_or(n, |m| m.min(n)));
                         let aff = self.host.affinity(tid);
                         all_cpus |= aff.is_empty() || aff.len() >= self.ncpu;
                         cpus.extend(aff);
@@ -268,6 +283,7 @@ impl Daemon {
                 t.last = Some((smp.run_ns, smp.wait_ns, now));
             }
             sc.runnable = runnable;
+            sc.nice = nice.unwrap_or(0);
             sc.cpus = if all_cpus { vec![] } else { cpus.into_iter().collect() };
             sc.waiting = allot_model::policy::waiting(waited as f64, dt_max);
         }
@@ -309,7 +325,18 @@ impl Daemon {
 
     /// Keeps the sessions' plan and gives each session thread its boost slice, or its own
     /// slice back ([`allot_model::session::task_boost`] against its session's entitlement).
-    pub fn apply_sessions(&mut self, uids: Vec<u32>, plans: Vec<JobPlan>) {
+    /// `ins` and `currencies` (the plan's) give each user's currency weight: one that is
+    /// not the funding (nice emulation) is what a job-less user's slice carries
+    /// ([`Self::session_weight`]).
+    pub fn apply_sessions(&mut self, uids: Vec<u32>, ins: &[SessionIn], plans: Vec<JobPlan>, currencies: &[allot_model::plan::CurrencyPlan]) {
+        use super::registry::CurrencyId;
+        let weights = uids
+            .iter()
+            .zip(ins)
+            .filter_map(|(&uid, s)| Some((uid, currencies.get(s.currency)?.weight)))
+            .filter(|&(uid, w)| w != self.funding_of(&CurrencyId::User(uid)))
+            .collect();
+        self.sessions.weights = weights;
         self.sessions.planned = uids.into_iter().zip(plans).collect();
         let p = self.cfg.policy.params(self.features.custom_slices);
         let slice = self.features.custom_slices.then(|| p.boost_slice_ns.unwrap_or(SESSION_BOOST_SLICE_NS)).filter(|_| p.boost);
@@ -339,6 +366,16 @@ impl Daemon {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The weight the plan gives currency `c` for its user's sessions when it is not the
+    /// funding (a job-less user whose running session threads are all niced: Petrou et al.
+    /// 1999 §3.4 across users, as for a niced job); None: the funding.
+    pub fn session_weight(&self, c: &super::registry::CurrencyId) -> Option<u32> {
+        match c {
+            super::registry::CurrencyId::User(uid) => self.sessions.weights.get(uid).copied(),
+            _ => None,
         }
     }
 
