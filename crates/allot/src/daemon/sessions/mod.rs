@@ -63,8 +63,6 @@ struct Scope {
     waiting: bool,
     /// The CPUs its threads that ran may use (empty: all).
     cpus: Vec<usize>,
-    /// The lowest nice of its threads that ran (0 when none did).
-    nice: i32,
 }
 
 /// One session thread.
@@ -84,6 +82,8 @@ pub struct Task {
     pub boosted_from: Option<u64>,
     /// The boost rule's branch at the last plan (None: not planned yet).
     pub boost: Option<allot_model::plan::Boost>,
+    /// Its nice when it last ran or waited for CPU.
+    nice: i32,
     seen: bool,
 }
 
@@ -99,6 +99,7 @@ impl Task {
             usage: None,
             boosted_from: None,
             boost: None,
+            nice: 0,
             seen: false,
         }
     }
@@ -138,13 +139,15 @@ impl Sessions {
     /// One claimant per user with an active session, its currency not yet known.
     pub fn claims(&self) -> Vec<(u32, SessionIn)> {
         let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
+        // The lowest nice of each user's threads that used CPU over the boost window (a
+        // tick in which a niced thread got no CPU does not make its session nice 0).
         let mut nice: BTreeMap<u32, i32> = BTreeMap::new();
+        for t in self.tasks.values().filter(|t| t.usage.is_some_and(|u| u.active())) {
+            let n = nice.entry(t.uid).or_insert(t.nice);
+            *n = (*n).min(t.nice);
+        }
         for s in self.scopes.values() {
             let Some(u) = s.usage else { continue };
-            if s.runnable > 0 {
-                let n = nice.entry(s.uid).or_insert(s.nice);
-                *n = (*n).min(s.nice);
-            }
             let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
             let t = e.usage.get_or_insert_with(Usage::default);
             t.window += u.window;
@@ -219,7 +222,6 @@ impl Daemon {
                 runnable: 0,
                 waiting: false,
                 cpus: vec![],
-                nice: 0,
             });
             if let Some((prev, at)) = sc.last {
                 let dt = now.duration_since(at).as_secs_f64();
@@ -230,7 +232,7 @@ impl Daemon {
                 }
             }
             sc.last = Some((s.usage_ns, now));
-            let (mut runnable, mut waited, mut dt_max, mut nice) = (0u32, 0u64, 0f64, None::<i32>);
+            let (mut runnable, mut waited, mut dt_max) = (0u32, 0u64, 0f64);
             let mut cpus: std::collections::BTreeSet<usize> = Default::default();
             let mut all_cpus = false;
             let Some(threads) = s.threads else {
@@ -247,7 +249,6 @@ impl Daemon {
                 }
                 sc.runnable = 0;
                 sc.waiting = false;
-                sc.nice = 0;
                 continue;
             };
             for tid in threads {
@@ -272,8 +273,7 @@ impl Daemon {
                     }
                     if smp.run_ns > run || smp.wait_ns > wait {
                         runnable += 1;
-                        let n = self.host.nice(tid).unwrap_or(0);
-                        nice = Some(nice.map_or(n, |m| m.min(n)));
+                        t.nice = self.host.nice(tid).unwrap_or(0);
                         let aff = self.host.affinity(tid);
                         all_cpus |= aff.is_empty() || aff.len() >= self.ncpu;
                         cpus.extend(aff);
@@ -283,7 +283,6 @@ impl Daemon {
                 t.last = Some((smp.run_ns, smp.wait_ns, now));
             }
             sc.runnable = runnable;
-            sc.nice = nice.unwrap_or(0);
             sc.cpus = if all_cpus { vec![] } else { cpus.into_iter().collect() };
             sc.waiting = allot_model::policy::waiting(waited as f64, dt_max);
         }

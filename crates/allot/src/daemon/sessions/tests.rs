@@ -304,6 +304,18 @@ fn a_session_whose_running_threads_are_niced_weighs_its_users_currency_by_the_ni
     assert_eq!(d.session_weight(&CurrencyId::User(3002)), None, "its funding");
     let e = d.sessions.planned[&3001].entitlement;
     assert!((e - 11.0 / 111.0).abs() < 0.01, "{e}");
+    // A tick in which the niced thread got no CPU (its scope's usage did not move): still
+    // niced, so the slice's weight does not flap between 11 and the funding.
+    w.lock().unwrap().runs.insert(452, (3 * 90_000_000, 3 * 10_000_000));
+    d.observe_session_samples(
+        vec![
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None },
+            sample(3002, "session-9.scope", 3 * 90_000_000, &[452]),
+        ],
+        t0 + dt * 3,
+    );
+    d.replan();
+    assert_eq!(d.session_weight(&CurrencyId::User(3001)), Some(11));
     // The niced thread stops; 3001's currency has its funding back.
     w.lock().unwrap().procs.get_mut(&450).unwrap().nice = 0;
     for k in 3..6u64 {
