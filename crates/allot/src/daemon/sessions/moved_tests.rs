@@ -188,3 +188,18 @@ fn task_mode_keeps_the_process_in_its_session() {
     assert_eq!(w.lock().unwrap().policies.get(&560), Some(&(SCHED_IDLE, 0)));
     assert!(tethers(&w).is_empty());
 }
+
+#[test]
+fn a_reload_to_job_moves_a_process_made_sched_idle_and_gives_its_policy_back_first() {
+    let w = world();
+    w.lock().unwrap().spawn(570, 3001, S4, "hog");
+    let task = CONF.replace("background = \"job\"", "background = \"task\"");
+    let mut d = start_with(&w, &task);
+    d.scan();
+    assert_eq!(w.lock().unwrap().policies.get(&570), Some(&(SCHED_IDLE, 0)));
+    d.cfg.sessions.background = allot_model::session::BackgroundIn::Job;
+    d.recheck_session_rules();
+    assert_eq!(path(&w, 570), job_path(&d, 3001, "session-4.scope").unwrap());
+    assert_eq!(w.lock().unwrap().policies.get(&570), Some(&(0, 0)), "its own policy back");
+    assert_eq!(tethers(&w).len(), 1);
+}
