@@ -35,6 +35,10 @@ pub struct SessionIn {
     /// The CPUs its threads that ran may use (their affinities together); empty: all. A
     /// session pinned to one CPU claims that CPU only, as a pinned job does.
     pub cpus: Vec<usize>,
+    /// The lowest nice of its threads that ran (0 when none did): a job's nice, for nice
+    /// emulation across users (Petrou et al. 1999 §3.4): a session whose running threads
+    /// are all niced lowers its user's currency, as a niced job does.
+    pub nice: i32,
 }
 
 impl SessionIn {
@@ -49,7 +53,7 @@ impl SessionIn {
             usage: Some(self.usage.unwrap_or_default()),
             runnable: self.runnable,
             cpus: self.cpus.clone(),
-            nice: 0,
+            nice: self.nice,
             waiting: self.waiting,
             held: false,
             idle_cpus: 0.0,
@@ -89,6 +93,28 @@ pub fn task_attrs(background: bool, tickets: Option<u32>) -> Option<TaskAttrs> {
         return Some(TaskAttrs { idle: true, nice: None });
     }
     tickets.map(|t| TaskAttrs { idle: false, nice: Some(nice_for_tickets(t)) })
+}
+
+/// How a `background` rule reaches a login-session process (`[sessions] background`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackgroundIn {
+    /// SCHED_IDLE on its threads, in its session's scope: it yields to the other tasks
+    /// of its session only (the kernel's SCHED_IDLE is weighed within its cgroup).
+    #[default]
+    Task,
+    /// Moved into a background job of allot's (idle weight beside every user), tied to its
+    /// session so that stopping the session still ends it.
+    Job,
+}
+
+/// Where a rule sends a login-session process: `Some(true)` into a job of allot's tied to
+/// its session, `Some(false)` per task ([`task_attrs`]), None: nowhere (no rule matches).
+/// Only a `background` rule moves a process, only when the config asks for it, and only
+/// where the job can be tied to the session (`tie`: a systemd host that makes tethers);
+/// a rule of tickets stays per task (a nice), as its weight is meant within the session.
+pub fn to_job(mode: BackgroundIn, background: Option<bool>, tie: bool) -> Option<bool> {
+    background.map(|bg| bg && mode == BackgroundIn::Job && tie)
 }
 
 /// The nice whose kernel weight is closest (by ratio) to `tickets`/100 of nice 0's: a task
@@ -131,6 +157,17 @@ mod tests {
     use super::*;
     use crate::Cap;
 
+    #[test]
+    fn only_a_background_rule_asked_to_and_tied_moves_a_session_process() {
+        use BackgroundIn::*;
+        assert_eq!(to_job(Job, Some(true), true), Some(true));
+        assert_eq!(to_job(Job, Some(true), false), Some(false), "no tie: stays per task");
+        assert_eq!(to_job(Task, Some(true), true), Some(false), "the default: per task");
+        assert_eq!(to_job(Job, Some(false), true), Some(false), "tickets stay a nice");
+        assert_eq!(to_job(Job, None, true), None);
+        assert_eq!(BackgroundIn::default(), Task);
+    }
+
     fn hog(currency: usize, threads: u32) -> JobIn {
         JobIn {
             currency,
@@ -149,7 +186,7 @@ mod tests {
     }
 
     fn busy_session(currency: usize) -> SessionIn {
-        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false, cpus: vec![] }
+        SessionIn { currency, usage: Some(Usage { window: 1.0, last: 1.0 }), runnable: 1, waiting: false, cpus: vec![], nice: 0 }
     }
 
     #[test]
@@ -169,6 +206,26 @@ mod tests {
         assert!((out.jobs[0].entitlement - 1.0).abs() < 1e-9 && (sess[0].entitlement - 1.0).abs() < 1e-9, "{out:?} {sess:?}");
         assert_eq!(out.jobs[0].boost, Boost::CpuBound);
         assert_eq!(out.jobs.len(), 1, "sessions are not jobs: nothing of theirs is written");
+    }
+
+    #[test]
+    fn a_nice_19_session_against_another_users_hog_gets_the_nice_threshold() {
+        // One CPU: user A's session runs only a nice-19 hog, user B's session a nice-0
+        // one. §3.4: A's currency holds at most 10^((20 - 19)/20 + 1) = 11.2 base tickets
+        // against B's 100, so A is entitled to 11.2 / 111.2 = 0.101 of the CPU, and the
+        // plan weighs A's currency 11 (the slice's weight on systemd).
+        let p = Params::default();
+        let m = Machine { ncpu: 1, outside: 0.0, ..Default::default() };
+        let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
+        let mut a = busy_session(0);
+        a.nice = 19;
+        let (out, sess) = plan_with_sessions(&p, &m, &cur, &[], &[a.clone(), busy_session(1)]);
+        assert_eq!((out.currencies[0].weight, out.currencies[1].weight), (11, 100));
+        assert!((sess[0].entitlement - 11.22 / 111.22).abs() < 0.002, "{sess:?}");
+        // Nice emulation off: the funding.
+        let off = Params { nice_emulation: false, ..Params::default() };
+        let (out, _) = plan_with_sessions(&off, &m, &cur, &[], &[a, busy_session(1)]);
+        assert_eq!(out.currencies[0].weight, 100);
     }
 
     #[test]
@@ -231,10 +288,10 @@ mod tests {
         let p = Params::default();
         let m = Machine { ncpu: 2, outside: 0.0, ..Default::default() };
         let cur = [CurrencyIn { funding: 100, cap: None }, CurrencyIn { funding: 100, cap: None }];
-        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![] };
+        let idle = SessionIn { currency: 1, usage: Some(Usage::default()), runnable: 0, waiting: false, cpus: vec![], nice: 0 };
         let (out, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[idle]);
         assert_eq!((out.jobs[0].entitlement, sess[0].entitlement), (2.0, 0.0));
-        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false, cpus: vec![] };
+        let unmeasured = SessionIn { currency: 1, usage: None, runnable: 0, waiting: false, cpus: vec![], nice: 0 };
         let (_, sess) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[unmeasured]);
         assert_ne!(sess[0].boost, Boost::New, "a session is never new: it was there before allot looked");
         let (plain, none) = plan_with_sessions(&p, &m, &cur, &[hog(0, 4)], &[]);

@@ -48,6 +48,8 @@ pub struct Config {
     pub memory: crate::config_memory::MemoryConfig,
     /// The CPU scheduler backend: "cgroup" (the default) or "scx" (docs/scx.md).
     pub scheduler: crate::config_scheduler::Scheduler,
+    /// Login sessions on a systemd host: how a background rule reaches their processes.
+    pub sessions: crate::config_sessions::Sessions,
     /// The rules, compiled by [`Config::load`].
     #[serde(skip)]
     pub compiled_rules: Vec<Rule>,
@@ -229,6 +231,7 @@ impl Default for Config {
             outside: Outside::default(),
             memory: Default::default(),
             scheduler: Default::default(),
+            sessions: Default::default(),
             compiled_rules: vec![],
         }
     }

@@ -119,6 +119,7 @@ fn top_level_settings() -> Vec<String> {
         "outside",
         "memory",
         "scheduler",
+        "sessions",
     ]
     .into();
     e.split('`').skip(1).step_by(2).filter(|k| *k != PROBE && !tables.contains(k)).map(str::to_string).collect()

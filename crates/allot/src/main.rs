@@ -16,6 +16,7 @@ mod config_metrics;
 mod config_props;
 mod config_rules;
 mod config_scheduler;
+mod config_sessions;
 mod currency_fields;
 mod daemon;
 mod docgen;

@@ -50,6 +50,9 @@ pub struct World {
     pub runs: BTreeMap<i32, (u64, u64)>,
     /// A process that exits at its first `set_policy` (before the write reaches it).
     pub exit_on_write: Option<i32>,
+    /// A process that exits as it is moved (before the kernel takes it), and the
+    /// process (uid, cgroup, command) that then takes its pid, if any.
+    pub exit_on_move: Option<(i32, Option<Spawn>)>,
     pub next_start: u64,
     /// Reads of each directory's thread list (the kernel builds and sorts it per read).
     pub lists: BTreeMap<String, u32>,
@@ -85,6 +88,9 @@ fn refused(w: &mut World, rel: &str) -> allot_linux::Result<()> {
     }
     Ok(())
 }
+
+/// A process to spawn: (uid, cgroup, command).
+pub type Spawn = (u32, String, String);
 
 impl World {
     /// Adds a process in cgroup `path`; returns its pid.
@@ -219,6 +225,12 @@ impl CpuController for FakeCg {
         let mut w = self.w.lock().unwrap();
         if !w.dirs.contains_key(&a) {
             return Err(gone());
+        }
+        if let Some((gone_pid, next)) = w.exit_on_move.take_if(|(p, _)| *p == pid) {
+            w.procs.remove(&gone_pid);
+            if let Some((uid, path, cmd)) = next {
+                w.spawn(gone_pid, uid, &path, &cmd);
+            }
         }
         match w.procs.get_mut(&pid) {
             Some(p) if !p.zombie => {

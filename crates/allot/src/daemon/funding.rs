@@ -62,7 +62,8 @@ impl Daemon {
             &funded,
             logged_in,
             |uid| self.placement().is_human(uid),
-            |c| self.funding_of(c),
+            // A niced session's user: the plan's weight (sessions/mod.rs).
+            |c| self.session_weight(c).unwrap_or_else(|| self.funding_of(c)),
             |c| self.tree().applied().get(&Node::Currency(Class::Foreground, c.clone())).is_some_and(|a| a.weight.is_some()),
         );
         list.into_iter().map(|(c, f)| Write::currency(Class::Foreground, &c, Setting::Weight(f))).collect()

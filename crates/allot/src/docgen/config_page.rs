@@ -155,6 +155,13 @@ pub const TABLES: &[Table] = &[
         keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), which the daemon cannot run yet: it is refused, naming why (the kernel's reason when it has no sched_ext; `allot status` says which it is).")],
     },
     Table {
+        header: "[sessions]",
+        field: "sessions",
+        probe: "[sessions]",
+        text: "Login sessions on a systemd host: how the policy reaches processes started from a login, which stay in logind's session scope unless said here.",
+        keys: &[key("background", "string", Value("\"task\""), Words("\"task\" or \"job\""), "How a [[rules]] background rule reaches a session process. \"task\": SCHED_IDLE on its threads, in its session, where it yields only to that session's other processes (against another user it keeps its user's share). \"job\": moved through systemd into a background job of allot's, tied to its session so that logout (when logind ends the session) and `loginctl terminate-user` still end it; there it runs only on CPU no one else wants. `loginctl` no longer lists it in the session. Hosts without systemd have no sessions to reach: their processes are placed as usual.")],
+    },
+    Table {
         header: "[privacy]",
         field: "privacy",
         probe: "[privacy]",

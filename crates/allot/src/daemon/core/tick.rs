@@ -21,8 +21,8 @@ pub(in crate::daemon) struct TickPlan {
     cur_in: Vec<CurrencyIn>,
     jobs_in: Vec<JobIn>,
     out: Plan,
-    /// Login sessions (systemd): the users with sessions and each one's plan.
-    sessions: (Vec<u32>, Vec<JobPlan>),
+    /// Login sessions (systemd): the users with sessions, each one's input and plan.
+    sessions: (Vec<u32>, Vec<allot_model::session::SessionIn>, Vec<JobPlan>),
     /// Weights and caps of currencies, scopes and jobs, in the order they are written.
     writes: Vec<Write>,
 }
@@ -155,13 +155,15 @@ impl Daemon {
             writes.push(Write::job(spec, Setting::Weight(p.weight)));
             writes.push(Write::job(spec, Setting::Max(p.quota)));
         }
-        TickPlan { ids, cur_ids, cur_in, jobs_in, out, sessions: (sess_uids, sess_out), writes }
+        TickPlan { ids, cur_ids, cur_in, jobs_in, out, sessions: (sess_uids, sess_in, sess_out), writes }
     }
 
     /// Apply: the sessions' share, every write that differs from the applied state, and
     /// each job's boost slice. Returns every failure.
     pub(in crate::daemon) fn apply(&mut self, plan: &TickPlan) -> Vec<Failure> {
-        self.apply_sessions(plan.sessions.0.clone(), plan.sessions.1.clone());
+        // A niced session user's currency weight reaches their slice with the next plan's
+        // funding writes (session_weight), one tick after it is decided here.
+        self.apply_sessions(plan.sessions.0.clone(), &plan.sessions.1, plan.sessions.2.clone(), &plan.out.currencies);
         let mut failures = self.tree.apply(&plan.writes);
         for (id, p) in plan.ids.iter().zip(&plan.out.jobs) {
             failures.extend(self.apply_slices(*id, p.slice_ns));

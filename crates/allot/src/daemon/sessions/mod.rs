@@ -9,13 +9,15 @@
 //!   sched_setattr (its own given back when it is no longer boosted);
 //! - **rules** (rules.rs): a rule's `background` is SCHED_IDLE on the process's threads,
 //!   its tickets a nice; both given back when the rule stops matching, at `--release`
-//!   and at a clean stop.
+//!   and at a clean stop; or, with `[sessions] background = "job"`, a background rule's
+//!   process is moved into a background job tied to its session (moved.rs).
 //!
 //! Every write to a task checks first, and again after, that the thread id still names the
 //! task that was read (its start time): a thread that exited and whose id was reused is
 //! never written as if it were the one seen.
 
 mod explain;
+mod moved;
 mod rules;
 
 pub use rules::RuleOutcome;
@@ -80,6 +82,8 @@ pub struct Task {
     pub boosted_from: Option<u64>,
     /// The boost rule's branch at the last plan (None: not planned yet).
     pub boost: Option<allot_model::plan::Boost>,
+    /// Its nice when it last ran or waited for CPU.
+    nice: i32,
     seen: bool,
 }
 
@@ -95,6 +99,7 @@ impl Task {
             usage: None,
             boosted_from: None,
             boost: None,
+            nice: 0,
             seen: false,
         }
     }
@@ -108,6 +113,8 @@ pub struct Sessions {
     pub tasks: HashMap<i32, Task>,
     /// Processes a rule reached (rules.rs), per pid.
     ruled: HashMap<i32, rules::Ruled>,
+    /// Background jobs made for sessions' processes (moved.rs): per (uid, rule, scope).
+    moved: HashMap<(u32, String, String), super::registry::JobId>,
     /// CPU time all session scopes used since the daemon began to count, ns: never
     /// decreases (a closed session's time stays in it), so load outside allot is the
     /// machine's busy time less allot's and this.
@@ -116,6 +123,9 @@ pub struct Sessions {
     pub planned: BTreeMap<u32, JobPlan>,
     /// The slice boosted session tasks have now (None: no boost by slice).
     pub slice_ns: Option<u64>,
+    /// Per uid: the weight the plan gives the user's currency when it is not the funding
+    /// (nice emulation: the user's running session threads are all niced).
+    weights: BTreeMap<u32, u32>,
     /// Threads past [`MAX_TASKS`] were left out (logged once).
     capped_logged: bool,
 }
@@ -129,6 +139,13 @@ impl Sessions {
     /// One claimant per user with an active session, its currency not yet known.
     pub fn claims(&self) -> Vec<(u32, SessionIn)> {
         let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
+        // The lowest nice of each user's threads that used CPU over the boost window (a
+        // tick in which a niced thread got no CPU does not make its session nice 0).
+        let mut nice: BTreeMap<u32, i32> = BTreeMap::new();
+        for t in self.tasks.values().filter(|t| t.usage.is_some_and(|u| u.active())) {
+            let n = nice.entry(t.uid).or_insert(t.nice);
+            *n = (*n).min(t.nice);
+        }
         for s in self.scopes.values() {
             let Some(u) = s.usage else { continue };
             let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
@@ -151,6 +168,7 @@ impl Sessions {
                 if all {
                     e.cpus.clear();
                 }
+                e.nice = nice.get(&uid).copied().unwrap_or(0);
                 (uid, e)
             })
             .collect()
@@ -256,6 +274,7 @@ impl Daemon {
                     }
                     if smp.run_ns > run || smp.wait_ns > wait {
                         runnable += 1;
+                        t.nice = host.nice(tid).unwrap_or(0);
                         let aff = host.affinity(tid);
                         all_cpus |= aff.is_empty() || aff.len() >= ncpu;
                         cpus.extend(aff);
@@ -306,7 +325,18 @@ impl Daemon {
 
     /// Keeps the sessions' plan and gives each session thread its boost slice, or its own
     /// slice back ([`allot_model::session::task_boost`] against its session's entitlement).
-    pub fn apply_sessions(&mut self, uids: Vec<u32>, plans: Vec<JobPlan>) {
+    /// `ins` and `currencies` (the plan's) give each user's currency weight: one that is
+    /// not the funding (nice emulation) is what a job-less user's slice carries
+    /// ([`Self::session_weight`]).
+    pub fn apply_sessions(&mut self, uids: Vec<u32>, ins: &[SessionIn], plans: Vec<JobPlan>, currencies: &[allot_model::plan::CurrencyPlan]) {
+        use super::registry::CurrencyId;
+        let weights = uids
+            .iter()
+            .zip(ins)
+            .filter_map(|(&uid, s)| Some((uid, currencies.get(s.currency)?.weight)))
+            .filter(|&(uid, w)| w != self.funding_of(&CurrencyId::User(uid)))
+            .collect();
+        self.sessions_mut().weights = weights;
         self.sessions_mut().planned = uids.into_iter().zip(plans).collect();
         let p = self.cfg().policy.params(self.features().custom_slices);
         let slice = self.features().custom_slices.then(|| p.boost_slice_ns.unwrap_or(SESSION_BOOST_SLICE_NS)).filter(|_| p.boost);
@@ -339,6 +369,16 @@ impl Daemon {
         }
     }
 
+    /// The weight the plan gives currency `c` for its user's sessions when it is not the
+    /// funding (a job-less user whose running session threads are all niced: Petrou et al.
+    /// 1999 §3.4 across users, as for a niced job); None: the funding.
+    pub fn session_weight(&self, c: &super::registry::CurrencyId) -> Option<u32> {
+        match c {
+            super::registry::CurrencyId::User(uid) => self.sessions().weights.get(uid).copied(),
+            _ => None,
+        }
+    }
+
     /// Sets a session thread's slice if the id still names the task that was seen
     /// (`start`), before and after the write; true if it was written to that task.
     fn write_slice(&self, tid: i32, start: u64, ns: u64) -> bool {
@@ -367,5 +407,7 @@ impl Daemon {
     }
 }
 
+#[cfg(test)]
+mod moved_tests;
 #[cfg(test)]
 mod tests;

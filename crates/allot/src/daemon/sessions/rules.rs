@@ -56,6 +56,9 @@ impl Daemon {
         if self.cfg().compiled_rules.is_empty() && !self.sessions().ruled.contains_key(&pid) {
             return RuleOutcome::Done;
         }
+        if let Some(out) = self.session_to_job(p, info, scope) {
+            return out;
+        }
         // What was kept for an earlier process with this pid is not this one's: forgotten,
         // and nothing of it is written (the pid is another process now).
         if self.sessions().ruled.get(&pid).is_some_and(|r| r.start != p.start) {
@@ -105,7 +108,7 @@ impl Daemon {
 
     /// Gives process `pid`'s threads back what they had before a rule, if `pid` is still
     /// the process the rule reached and a thread still carries what the rule set.
-    fn restore_ruled(&mut self, pid: i32) {
+    pub(super) fn restore_ruled(&mut self, pid: i32) {
         let Some(r) = self.sessions_mut().ruled.remove(&pid) else { return };
         let Ok(p) = self.host().open(pid) else { return };
         if p.start != r.start {

@@ -268,3 +268,67 @@ fn a_boosted_thread_that_leaves_its_session_gets_its_own_slice_back() {
     assert_eq!(w.lock().unwrap().slices.get(&420), Some(&3_000_000), "its own slice back");
     assert!(d.sessions().tasks.is_empty());
 }
+
+#[test]
+fn a_session_whose_running_threads_are_niced_weighs_its_users_currency_by_the_nice_threshold() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(450, 3001, S4, "spin");
+        x.procs.get_mut(&450).unwrap().nice = 19;
+        // A shell that does not run: its nice 0 does not count.
+        x.spawn(451, 3001, S4, "sh");
+        x.spawn(452, 3002, S9, "spin");
+    }
+    let mut d = start(&w);
+    d.set_ncpu(1);
+    let t0 = Instant::now();
+    let dt = Duration::from_millis(100);
+    for k in 0..3u64 {
+        {
+            let mut x = w.lock().unwrap();
+            x.runs.insert(450, (k * 10_000_000, k * 90_000_000));
+            x.runs.insert(452, (k * 90_000_000, k * 10_000_000));
+        }
+        d.observe_session_samples(
+            vec![sample(3001, "session-4.scope", k * 10_000_000, &[450, 451]), sample(3002, "session-9.scope", k * 90_000_000, &[452])],
+            t0 + dt * k as u32,
+        );
+        d.replan();
+    }
+    let claims = d.sessions().claims();
+    assert_eq!(claims.iter().map(|c| (c.0, c.1.nice)).collect::<Vec<_>>(), [(3001, 19), (3002, 0)]);
+    use super::super::registry::CurrencyId;
+    // §3.4: at most 10^((20 - 19)/20 + 1) = 11.2 base tickets against 3002's 100.
+    assert_eq!(d.session_weight(&CurrencyId::User(3001)), Some(11));
+    assert_eq!(d.session_weight(&CurrencyId::User(3002)), None, "its funding");
+    let e = d.sessions().planned[&3001].entitlement;
+    assert!((e - 11.0 / 111.0).abs() < 0.01, "{e}");
+    // A tick in which the niced thread got no CPU (its scope's usage did not move): still
+    // niced, so the slice's weight does not flap between 11 and the funding.
+    w.lock().unwrap().runs.insert(452, (3 * 90_000_000, 3 * 10_000_000));
+    d.observe_session_samples(
+        vec![
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None },
+            sample(3002, "session-9.scope", 3 * 90_000_000, &[452]),
+        ],
+        t0 + dt * 3,
+    );
+    d.replan();
+    assert_eq!(d.session_weight(&CurrencyId::User(3001)), Some(11));
+    // The niced thread stops; 3001's currency has its funding back.
+    w.lock().unwrap().procs.get_mut(&450).unwrap().nice = 0;
+    for k in 3..6u64 {
+        w.lock().unwrap().runs.insert(450, (20_000_000 + (k - 2) * 50_000_000, 180_000_000));
+        w.lock().unwrap().runs.insert(452, (k * 90_000_000, k * 10_000_000));
+        d.observe_session_samples(
+            vec![
+                sample(3001, "session-4.scope", 20_000_000 + (k - 2) * 50_000_000, &[450, 451]),
+                sample(3002, "session-9.scope", k * 90_000_000, &[452]),
+            ],
+            t0 + dt * k as u32,
+        );
+        d.replan();
+    }
+    assert_eq!(d.session_weight(&CurrencyId::User(3001)), None);
+}
