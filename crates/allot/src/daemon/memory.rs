@@ -38,7 +38,7 @@ pub struct MemoryState {
     retired_kills: HashMap<CurrencyId, u64>,
     /// Processes someone else set below 0 (left alone), by pid and start time.
     foreign: HashMap<i32, u64>,
-    /// A systemd host: memory is shared on the currencies' slices, through systemd (sd.rs).
+    /// A systemd host: memory is shared on the currencies' slices, through systemd (memory_sd.rs).
     pub slices: bool,
     /// There, whether a slice's protection reaches the scopes in it (memory_recursiveprot).
     pub recursive: bool,
