@@ -34,7 +34,8 @@ pub struct Memory {
 impl Memory {
     /// The memory controller beside `cg`'s tree: v1's memory hierarchy at the same root
     /// name, or v2's own tree when the unified hierarchy offers `memory`. None where there
-    /// is none, and on a systemd host (its slices' `MemoryLow=` are not written yet).
+    /// is none, and on a systemd host, where memory is shared on the users' slices through
+    /// systemd instead ([`super::systemd::SliceMemory`]).
     pub fn for_tree(cg: &dyn CpuController) -> Option<Memory> {
         if cg.systemd() {
             return None;

@@ -161,6 +161,11 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
     fn delegation(&self) -> Option<&dyn Delegation> {
         None
     }
+    /// Memory by share on the users' slices, through systemd (systemd only; None for
+    /// allot's own tree, whose memory is [`memory::Memory`]'s).
+    fn slice_memory(&self) -> Option<&dyn systemd::SliceMemory> {
+        None
+    }
     /// Kills every process in a directory of allot's at once (`cgroup.kill`, Linux 5.14:
     /// the kernel sends SIGKILL; writing the file is all the permission it takes).
     fn kill_all(&self, rel: &str) -> Result<()> {

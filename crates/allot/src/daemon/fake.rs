@@ -76,6 +76,8 @@ pub struct World {
     pub refuse_slices: std::collections::BTreeSet<i32>,
     /// Weight and cpu.max writes that reached the fake kernel.
     pub writes: u32,
+    /// A systemd host's users' slices, as the memory step sees them (fake_slices.rs).
+    pub slice_mem: super::fake_slices::SliceMem,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -275,6 +277,9 @@ impl CpuController for FakeCg {
     fn delegation(&self) -> Option<&dyn Delegation> {
         Some(self)
     }
+    fn slice_memory(&self) -> Option<&dyn allot_linux::cgroup::systemd::SliceMemory> {
+        self.w.lock().unwrap().systemd.then_some(self as _)
+    }
     fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
         let a = abs(rel);
         let mut w = self.w.lock().unwrap();
@@ -347,7 +352,7 @@ impl Delegation for FakeCg {
         Ok(())
     }
     fn user_slices(&self) -> allot_linux::Result<Vec<u32>> {
-        Ok(Vec::new())
+        Ok(self.w.lock().unwrap().slice_mem.logged_in.clone())
     }
 }
 

@@ -4,7 +4,8 @@
 //! written: protection (v2 `memory.low`, v1 `memory.soft_limit_in_bytes`), memory caps
 //! (`memory.high`, `memory.max` / `memory.limit_in_bytes`), on v1 the guard limit, and each
 //! process's `oom_score_adj`. Background jobs get no protection: like their CPU, their
-//! memory is what nobody else needs.
+//! memory is what nobody else needs. On a systemd host the same plan goes to the users'
+//! slices through systemd instead (memory_sd.rs).
 
 use super::core::Daemon;
 use super::registry::{currency_rel, Class, CurrencyId};
@@ -37,6 +38,10 @@ pub struct MemoryState {
     retired_kills: HashMap<CurrencyId, u64>,
     /// Processes someone else set below 0 (left alone), by pid and start time.
     foreign: HashMap<i32, u64>,
+    /// A systemd host: memory is shared on the currencies' slices, through systemd (memory_sd.rs).
+    pub slices: bool,
+    /// There, whether a slice's protection reaches the scopes in it (memory_recursiveprot).
+    pub recursive: bool,
 }
 
 /// A process whose `oom_score_adj` allot raised: the pid with its start time (who it is),
@@ -60,15 +65,19 @@ impl MemoryState {
     /// The memory controller for `cg`'s tree, when memory by share is on.
     pub fn new(cg: &dyn allot_linux::cgroup::CpuController, enable: bool) -> Self {
         let mem = if enable && cg.root().is_dir() { Memory::for_tree(cg) } else { None };
-        MemoryState { mem, ..Default::default() }
+        let slices = enable && cg.slice_memory().is_some();
+        let recursive = slices && cg.slice_memory().is_some_and(|s| s.recursive_protection());
+        MemoryState { mem, slices, recursive, ..Default::default() }
     }
 
     /// What is short of memory by share here, in words (`status`'s degraded lines): None
-    /// on cgroup v2, where `memory.low` does all of it.
+    /// on cgroup v2 without systemd, where `memory.low` does all of it.
     pub fn degraded(&self, enable: bool) -> Option<String> {
         match (&self.mem, enable) {
             (_, false) => Some("memory: not shared by funding ([memory] enable = false)".into()),
-            (None, true) => Some("memory: not shared by funding: no memory controller beside allot's tree, or a systemd host (MemoryLow= is not written yet)".into()),
+            (None, true) if self.slices && self.recursive => Some("memory: shared per user's slice through systemd (MemoryLow=, MemoryHigh=, MemoryMax=); a currency's jobs share its protection with its login sessions, not divided by tickets".into()),
+            (None, true) if self.slices => Some("memory: shared per user's slice through systemd, but the cgroup2 mount lacks memory_recursiveprot (systemd 248 mounts it so on Linux 5.7 or later), so a slice's MemoryLow= does not reach the sessions and jobs in it: protection does nothing here; memory caps (MemoryHigh=, MemoryMax=) and OOM by share work".into()),
+            (None, true) => Some("memory: not shared by funding: no memory controller beside allot's tree".into()),
             (Some(m), true) if m.version() == Version::V1 => Some("memory: cgroup v1 has no memory.low and its soft limits act only when the whole machine is short; allot keeps each currency out of what others hold within their share with hard limits (memory.limit_in_bytes) kept in step with what each holds".into()),
             (Some(_), true) => None,
         }
@@ -80,11 +89,17 @@ impl Daemon {
     /// At rest (nothing ran) once a second, else every tick: memory held still changes
     /// little, and a new currency's guard is written as its directory is made.
     pub fn apply_memory(&mut self) {
-        let Some(mem) = self.memory().mem.clone() else { return };
+        if self.memory().mem.is_none() && !self.memory().slices {
+            return;
+        }
         if !self.obs().busy && self.memory().at.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
             return;
         }
         self.memory_mut().at = Some(std::time::Instant::now());
+        if self.memory().slices {
+            return self.apply_slice_memory();
+        }
+        let Some(mem) = self.memory().mem.clone() else { return };
         let total = kmem::mem_total().unwrap_or(0);
         let available = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
@@ -182,6 +197,9 @@ impl Daemon {
     /// A currency's memory as `show` reports it, its OOM kills read now.
     pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
         let mut v = self.memory().view.get(c)?.clone();
+        if let Some(sm) = self.tree().cg().slice_memory().filter(|_| self.memory().slices) {
+            v.oom_kills = sm.slice_oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0);
+        }
         if let Some(mem) = &self.memory().mem {
             v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory().retired_kills.get(c).copied().unwrap_or(0);
         }
@@ -322,6 +340,7 @@ impl Daemon {
         for (pid, r) in std::mem::take(&mut self.memory_mut().oom) {
             give_back(pid, r);
         }
+        self.undo_slice_memory();
         let Some(mem) = self.memory().mem.clone() else { return };
         let caps: Vec<(String, Option<u64>)> =
             self.memory().view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c).filter(|m| m.hard).map(|m| m.bytes))).collect();
@@ -333,6 +352,9 @@ impl Daemon {
         self.memory_mut().written.clear();
     }
 }
+
+#[path = "memory_sd.rs"]
+mod sd;
 
 #[cfg(test)]
 #[path = "memory_tests.rs"]

@@ -18,6 +18,8 @@ mod currency_cap;
 pub mod explain;
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod fake_slices;
 mod features;
 mod funding;
 pub mod host;

@@ -154,6 +154,10 @@ impl FakeSystemd {
                 ("CPUWeight", Some(w)) => ("cpu.weight", w.to_string()),
                 ("CPUQuotaPerSecUSec", Some(u64::MAX)) => ("cpu.max", "max 100000".to_string()),
                 ("CPUQuotaPerSecUSec", Some(us)) => ("cpu.max", format!("{} 100000", us / 10)),
+                ("MemoryLow", Some(b)) => ("memory.low", b.to_string()),
+                ("MemoryHigh" | "MemoryMax", Some(u64::MAX)) => (if k == "MemoryHigh" { "memory.high" } else { "memory.max" }, "max".to_string()),
+                ("MemoryHigh", Some(b)) => ("memory.high", b.to_string()),
+                ("MemoryMax", Some(b)) => ("memory.max", b.to_string()),
                 _ => continue,
             };
             if d.is_dir() {

@@ -20,6 +20,7 @@
 #[cfg(test)]
 mod fake;
 mod manager;
+pub mod memory;
 pub mod names;
 mod scopes;
 #[cfg(test)]
@@ -27,6 +28,7 @@ mod tests;
 mod tethers;
 
 pub use manager::Manager;
+pub use memory::{SliceMemory, SliceProp};
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version};
 use crate::ipc::systemd::holder::Holder;
@@ -66,6 +68,8 @@ struct State {
     /// Slice unit → its cgroup.
     slices: BTreeMap<String, String>,
     limiter: Limiter,
+    /// The slices' memory properties (memory.rs), by `<unit>#<property>`.
+    mem_limiter: Limiter,
     holders_checked: Option<Instant>,
     /// Jobs with a tether to their login session (tethers.rs), and when they were listed.
     tethers: std::collections::BTreeSet<String>,
@@ -125,6 +129,7 @@ impl SystemdTree {
             scopes: BTreeMap::new(),
             slices: BTreeMap::new(),
             limiter: Limiter::new(WEIGHT_INTERVAL),
+            mem_limiter: Limiter::new(WEIGHT_INTERVAL),
             holders_checked: None,
             tethers: Default::default(),
             tethers_checked: None,
@@ -295,6 +300,9 @@ impl CpuController for SystemdTree {
         true
     }
     fn delegation(&self) -> Option<&dyn Delegation> {
+        Some(self)
+    }
+    fn slice_memory(&self) -> Option<&dyn SliceMemory> {
         Some(self)
     }
     fn dir(&self, rel: &str) -> PathBuf {
@@ -530,6 +538,7 @@ impl CpuController for SystemdTree {
                 errs.push((rel, e));
             }
         }
+        self.memory_upkeep(&mut st, now, &mut errs);
         if st.holders_checked.is_none_or(|t| now.duration_since(t) >= HOLDER_CHECK) {
             st.holders_checked = Some(now);
             let scopes: Vec<(Key, PathBuf)> = st.scopes.iter().map(|(k, cg)| (k.clone(), self.abs(cg))).collect();

@@ -208,6 +208,11 @@ impl Limiter {
         }
     }
 
+    /// The value last sent to `rel`, if any (and not failed since).
+    pub fn sent_value(&self, rel: &str) -> Option<u32> {
+        self.slots.get(rel).and_then(|s| s.sent)
+    }
+
     /// The held value of `rel`, if any.
     pub fn pending(&self, rel: &str) -> Option<u32> {
         self.slots.get(rel).and_then(|s| s.pending)
