@@ -159,7 +159,7 @@ impl Daemon {
             }
             rels.insert(crel.clone());
             // Processes are read only while the currency is over its share, or was.
-            let scan = self.cfg().memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory().raised.contains(c));
+            let scan = self.oom_scan(c, p.oom_score_adj);
             for ((rel, _), jp) in js.iter().zip(&p.jobs) {
                 rels.insert(rel.clone());
                 if self.memory().written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
@@ -286,6 +286,12 @@ impl Daemon {
                 hold
             }
         }
+    }
+
+    /// Whether a currency's processes are read for their `oom_score_adj` this step: only
+    /// while it is over its share (`adj` raised), or was at the last step (to give back).
+    pub(super) fn oom_scan(&self, c: &CurrencyId, adj: i16) -> bool {
+        self.cfg().memory.oom && (adj > model::WITHIN_SHARE_ADJ || self.memory().raised.contains(c))
     }
 
     /// Keeps one process's `oom_score_adj` in step with its currency's: raised while the

@@ -63,7 +63,7 @@ impl Daemon {
             }
             sum += p.protection;
             // Processes are read only while the currency is over its share, or was.
-            if self.cfg().memory.oom && (p.oom_score_adj > model::WITHIN_SHARE_ADJ || self.memory().raised.contains(c)) {
+            if self.oom_scan(c, p.oom_score_adj) {
                 adjust.extend(sm.slice_procs(&rel).unwrap_or_default().into_iter().map(|pid| (pid, p.oom_score_adj)));
                 if p.oom_score_adj > model::WITHIN_SHARE_ADJ {
                     raised.insert(c.clone());
