@@ -13,6 +13,7 @@ pub mod memory;
 pub mod nice;
 pub mod plan;
 pub mod policy;
+pub mod realtime;
 pub mod scope;
 pub mod session;
 pub mod units;

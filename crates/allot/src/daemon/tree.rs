@@ -7,6 +7,7 @@
 use super::applied::{Applied, Failure, Node, Setting, Write};
 use super::host::{Host, Proc};
 use allot_linux::cgroup::{CpuController, Max};
+use allot_model::realtime;
 use std::collections::{BTreeMap, HashMap};
 
 pub use super::applied::PERIOD_US;
@@ -30,12 +31,10 @@ pub struct Tree {
 }
 
 /// Real-time budget on kernels with RT group scheduling (cgroup v1, CONFIG_RT_GROUP_SCHED):
-/// a new cgroup gets `cpu.rt_runtime_us = 0`, so no real-time task could run in a job.
-/// allot takes half of the root's runtime that no other cgroup holds (at most half of the
-/// root's) for its two trees (3/4 foreground, 1/4 background) and gives every job an equal quantum, budget / 2^k with 2^k ≥ jobs (at
-/// least 16), so adding a job rewrites only its own and its currency's runtime except when
-/// the count crosses a power of two. Parents are raised before children and children
-/// lowered before parents, so the kernel's sum rule holds at every write.
+/// a new cgroup gets `cpu.rt_runtime_us = 0`, so no real-time task could run in a job. How
+/// the runtime is divided is allot-model's [`allot_model::realtime`]; this writes it,
+/// raising parents before children and lowering children before parents, so the kernel's
+/// sum rule holds at every write.
 #[derive(Debug)]
 struct Rt {
     /// Budget per tree (foreground, background); -1: unlimited (kernel.sched_rt_runtime_us = -1).
@@ -169,8 +168,8 @@ impl Tree {
             .filter_map(|e| std::fs::read_to_string(e.path().join("cpu.rt_runtime_us")).ok()?.trim().parse::<i64>().ok())
             .filter(|&v| v > 0)
             .sum();
-        let share = ((root - taken) / 2).min(root / 2).max(0);
-        let budget = if root < 0 { [-1, -1] } else { [share * 3 / 4, share / 4] };
+        let share = realtime::allot_share(root, taken);
+        let budget = realtime::budgets(root, taken);
         self.rt = Some(Rt { budget, written: HashMap::new() });
         if root < 0 {
             "real-time group scheduling, unlimited (kernel.sched_rt_runtime_us = -1): every job may run real-time tasks".into()
@@ -201,12 +200,14 @@ impl Tree {
                 }
             }
             want.insert(base.clone(), budget);
-            let slots = leaves.len().max(16).next_power_of_two() as i64;
-            for (cur, leaf) in leaves {
-                let q = if budget < 0 { -1 } else { budget / slots };
-                want.insert(leaf, q);
-                let e = want.entry(cur).or_insert(0);
-                *e = if budget < 0 { -1 } else { *e + q };
+            let q = realtime::per_job(budget, leaves.len());
+            let mut per_currency: BTreeMap<String, usize> = BTreeMap::new();
+            for (cur, leaf) in leaves.iter() {
+                want.insert(leaf.clone(), q);
+                *per_currency.entry(cur.clone()).or_default() += 1;
+            }
+            for (cur, n) in per_currency {
+                want.insert(cur, realtime::per_currency(budget, leaves.len(), n));
             }
         }
         let rt = self.rt.as_mut().expect("checked above");
