@@ -190,6 +190,20 @@ pub struct Plan {
     pub currencies: Vec<CurrencyPlan>,
 }
 
+/// A job's cpu.max in CPUs: its hard cap always, its soft cap while held; None: unlimited.
+pub fn quota(cap: Option<Cap>, held: bool) -> Option<f64> {
+    cap.filter(|c| c.hard || held).map(|c| c.cpus)
+}
+
+/// A job's settings at rest, with no adjustment: its tickets as its weight and its hard cap
+/// as its quota. What a new job's directory gets before its first plan (so a hard cap
+/// holds from the first process in it) and what a clean stop leaves; the plan of a job
+/// nothing adjusts (not boosted, not held, not niced, alone in its currency's weighting)
+/// is the same.
+pub fn at_rest(tickets: u32, cap: Option<Cap>) -> (u32, Option<f64>) {
+    (weight(tickets as f64), quota(cap, false))
+}
+
 /// Clamps a weight into the kernel range allot uses.
 pub fn weight(w: f64) -> u32 {
     if w.is_finite() {
@@ -412,7 +426,7 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
             if boosted {
                 w *= p.boost_weight;
             }
-            let quota = j.cap.filter(|c| c.hard || held[i]).map(|c| c.cpus);
+            let quota = quota(j.cap, held[i]);
             JobPlan {
                 entitlement: ent[i],
                 boosted,

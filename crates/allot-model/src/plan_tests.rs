@@ -292,3 +292,17 @@ fn a_capped_currencys_jobs_are_entitled_to_its_cap_together_and_not_boosted_at_i
     assert!(free.jobs[1].entitlement > 0.6 && free.jobs[1].boosted, "{:?}", free.jobs[1]);
     assert!(!pl.jobs[1].boosted, "at its share of the cap it is not starved");
 }
+
+#[test]
+fn a_job_nothing_adjusts_is_planned_at_rest() {
+    // Not boosted (boost off), no soft cap held, no nice emulation: the plan's values are
+    // the ones a new job's directory is given before its first plan, and a stop leaves.
+    let p = Params { boost: false, nice_emulation: false, ..Params::default() };
+    for cap in [None, Some(Cap::parse_form("0.5!").unwrap()), Some(Cap::parse_form("1").unwrap())] {
+        let mut j = hog(0, 300, 1.0);
+        j.cap = cap;
+        let out = plan(&p, &m(2), &[CurrencyIn { funding: 100, cap: None }], &[j]);
+        let (weight, quota) = at_rest(300, cap);
+        assert_eq!((out.jobs[0].weight, out.jobs[0].quota), (weight, quota), "cap {cap:?}");
+    }
+}

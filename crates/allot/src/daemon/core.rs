@@ -296,8 +296,8 @@ impl Daemon {
         }
         let rel = spec.rel();
         self.tree.create(&rel)?;
-        let writes =
-            [Write::job(spec, Setting::Weight(spec.tickets.get())), Write::job(spec, Setting::Max(spec.cap.filter(|c| c.hard).map(|c| c.cpus)))];
+        let (weight, quota) = plan::at_rest(spec.tickets.get(), spec.cap);
+        let writes = [Write::job(spec, Setting::Weight(weight)), Write::job(spec, Setting::Max(quota))];
         let mut failures = self.tree.apply(&writes);
         failures.extend(self.tree.rt_assign());
         self.report(failures);
@@ -364,8 +364,9 @@ impl Daemon {
         }
         let mut writes = vec![];
         for j in self.registry.desired().jobs.values() {
-            writes.push(Write::job(j, Setting::Weight(j.tickets.get())));
-            writes.push(Write::job(j, Setting::Max(j.cap.filter(|c| c.hard).map(|c| c.cpus))));
+            let (weight, quota) = plan::at_rest(j.tickets.get(), j.cap);
+            writes.push(Write::job(j, Setting::Weight(weight)));
+            writes.push(Write::job(j, Setting::Max(quota)));
             let f = self.funding_of(&j.currency);
             for class in [Class::Foreground, Class::Background] {
                 if self.tree.cg().exists(&super::registry::currency_rel(class, &j.currency)) {
