@@ -179,6 +179,9 @@ pub struct CurrencyPlan {
     /// Its weight, 1..10000: its funding, or under nice emulation the sum of its active
     /// jobs' thresholded base tickets.
     pub weight: u32,
+    /// Its background directory's weight: its funding always (background jobs run on idle
+    /// CPU only, so nice emulation has nothing to weigh there).
+    pub background_weight: u32,
 }
 
 /// The whole plan, indexed like the inputs.
@@ -441,7 +444,8 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
             }
         })
         .collect();
-    Plan { jobs: out, currencies: cur_w.iter().map(|&w| CurrencyPlan { weight: weight(w) }).collect() }
+    let currencies = cur_w.iter().zip(currencies).map(|(&w, c)| CurrencyPlan { weight: weight(w), background_weight: c.funding }).collect();
+    Plan { jobs: out, currencies }
 }
 
 /// What an idle job would get if it woke now: the same water-fill with it added to the

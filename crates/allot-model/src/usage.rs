@@ -25,6 +25,20 @@ pub fn cpus_used(x: f64) -> f64 {
     }
 }
 
+/// Load outside allot's tree is smoothed over this long, s: it is read from /proc/stat's
+/// clock ticks, which are coarse (10 ms), and a plan that followed every sample would
+/// flap.
+pub const OUTSIDE_SMOOTHING_S: f64 = 2.0;
+
+/// The smoothed outside load after a sample of `sample` CPUs over `dt_s` seconds: an
+/// average whose gain is the share of [`OUTSIDE_SMOOTHING_S`] the sample covers (a sample
+/// as long or longer replaces it). Never negative.
+pub fn smooth_outside(prev: f64, sample: f64, dt_s: f64) -> f64 {
+    let a = (dt_s / OUTSIDE_SMOOTHING_S.max(dt_s)).clamp(0.0, 1.0);
+    let a = if a.is_finite() { a } else { 1.0 };
+    prev + a * (sample.max(0.0) - prev)
+}
+
 /// A usage-rate estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct UsageRate {
@@ -89,6 +103,15 @@ impl BoostWindow {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn outside_load_is_smoothed_over_two_seconds() {
+        let one_tick = super::smooth_outside(0.0, 1.0, 0.5);
+        assert!((one_tick - 0.25).abs() < 1e-12, "{one_tick}");
+        assert_eq!(super::smooth_outside(0.3, 1.0, 5.0), 1.0, "a sample longer than the window replaces it");
+        assert_eq!(super::smooth_outside(0.0, -0.2, 1.0), 0.0, "never negative");
+        assert_eq!(super::smooth_outside(0.5, 0.5, 0.0), 0.5);
+    }
+
     use super::*;
 
     #[test]

@@ -259,10 +259,7 @@ impl Observer {
             self.machine.idle = now.idle.iter().enumerate().map(|(i, v)| v.saturating_sub(*prev.idle.get(i).unwrap_or(v)) as f64 / hz / dt).collect();
             let busy = now.busy.saturating_sub(prev.busy) as f64 / hz / dt;
             let mine = allot.saturating_sub(*prev_allot) as f64 / 1e9 / dt;
-            // Clock ticks are coarse (10 ms): smooth over 2 s.
-            let sample = (busy - mine).max(0.0);
-            let a = (dt / 2.0f64.max(dt)).min(1.0);
-            self.machine.outside += a * (sample - self.machine.outside);
+            self.machine.outside = allot_model::usage::smooth_outside(self.machine.outside, busy - mine, dt);
         }
         self.machine.last_cpu = Some((now, allot, c.now));
     }

@@ -135,10 +135,10 @@ impl Daemon {
         let (sess_uids, sess_in) = self.session_inputs(&cur_ids, &mut plan_cur);
         let (out, sess_out) = allot_model::session::plan_with_sessions(&self.params(), &self.machine(), &plan_cur, &jobs_in, &sess_in);
         let mut writes = vec![];
-        // Currencies: foreground weight from the plan, background always its funding; only
-        // the directories allot made or adopted (no stat per currency per tick).
+        // Currencies: both classes' weights from the plan; only the directories allot made
+        // or adopted (no stat per currency per tick).
         for (i, c) in cur_ids.iter().enumerate() {
-            for (class, w) in [(Class::Foreground, out.currencies[i].weight), (Class::Background, cur_in[i].funding)] {
+            for (class, w) in [(Class::Foreground, out.currencies[i].weight), (Class::Background, out.currencies[i].background_weight)] {
                 let wr = Write::currency(class, c, Setting::Weight(w));
                 if self.tree.applied().knows(&wr.node) {
                     writes.push(wr);
