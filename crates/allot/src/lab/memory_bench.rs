@@ -1,7 +1,8 @@
 //! `allot-lab bench memory`: user B's working set against user A's growing hog, the kernel
-//! alone and then allot, in one run (docs/memory.md).
+//! alone, a static per-user limit (the login-node recipe: each user's cgroup limited to
+//! their half) and allot, in one run (docs/memory.md).
 //!
-//! Both runs are the same but for `[memory] enable`: a private daemon places B's and A's
+//! The runs are the same but for `[memory] enable` and the static limits: a private daemon places B's and A's
 //! processes in their currencies (equal funding), allot's cgroup root is bounded in the v1
 //! memory controller (`--limit`, 512 MiB) so the pressure stays inside it, B reads a file
 //! of its own over and over (`allot-lab workload read`: a working set in the page cache, below
@@ -11,6 +12,10 @@
 //! killer took, the others. B's rate also falls because A's hog takes CPU (one of two
 //! CPUs is A's share), so the check is on memory: `--check` fails when, with allot, B
 //! held less than 90% of its working set at any moment of the hog's run or lost its reader.
+//!
+//! Before B reads anything, A runs a hog of 80% of the limit alone: what A could use with
+//! B absent (a static limit wastes what B does not use; allot reserves nothing for an
+//! absent user). `--check` also fails when, with allot, that hog did not run to its end.
 
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
@@ -57,6 +62,21 @@ struct Row {
     hog: String,
     /// B's reader ran to its end.
     b_survived: bool,
+    /// With B absent: the most memory A's currency held, MiB.
+    a_alone_peak: f64,
+    /// With B absent: A's hog "killed" or "finished".
+    a_alone_hog: String,
+}
+
+/// How users' memory is shared in one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// No limit but allot's root's, no allot memory policy.
+    Kernel,
+    /// Each user's currency limited to half of the limit, no allot memory policy.
+    Static,
+    /// allot's memory by share.
+    Allot,
 }
 
 const MEM_ROOT: &str = "/sys/fs/cgroup/memory";
@@ -78,10 +98,11 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().context("the allot binary")?;
     let file = WorkingSet::new(args.working_set)?;
     let mut rows = vec![];
-    for (mode, enable) in [("kernel alone", false), ("allot", true)] {
-        rows.push(one(&exe, &args, &file.0, mode, enable, b, a)?);
+    for (name, mode) in [("kernel alone", Mode::Kernel), ("static limit", Mode::Static), ("allot", Mode::Allot)] {
+        rows.push(one(&exe, &args, &file.0, name, mode, b, a)?);
     }
-    let ok = rows[1].b_min >= 0.9 * args.working_set as f64 && rows[1].b_survived;
+    let al = &rows[2];
+    let ok = al.b_min >= 0.9 * args.working_set as f64 && al.b_survived && al.a_alone_hog == "finished";
     if json {
         println!("{}", serde_json::json!({"limit_mib": args.limit, "working_set_mib": args.working_set, "rows": rows, "passed": ok}));
     } else {
@@ -94,6 +115,8 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
             "B HELD MiB (LEAST)",
             "A'S HOG",
             "B'S READER",
+            "A ALONE MiB (MOST)",
+            "A ALONE HOG",
         ]);
         for r in &rows {
             t.row([
@@ -105,22 +128,28 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
                 format!("{:.0}", r.b_min),
                 r.hog.clone(),
                 if r.b_survived { "ran on".into() } else { "lost".into() },
+                format!("{:.0}", r.a_alone_peak),
+                r.a_alone_hog.clone(),
             ]);
         }
         print!("{}", t.render());
         println!(
-            "\nB reads a {} MiB file over and over; A's hog takes 2 x {} MiB of anonymous memory; allot's users share {} MiB (no swap). Equal funding: each is protected up to {} MiB.",
+            "\nB reads a {} MiB file over and over; A's hog takes 2 x {} MiB of anonymous memory; allot's users share {} MiB (no swap). Equal funding: each is protected up to {} MiB; the static limit holds each user to {} MiB. Alone, A's hog takes 2 x {} MiB.",
             args.working_set,
             args.limit / 2,
             args.limit,
-            args.limit / 2
+            args.limit / 2,
+            args.limit / 2,
+            alone_mib(args.limit)
         );
         if args.check {
             println!(
-                "check: with allot B held at least {:.0} MiB of its {} MiB working set (at least 90%) and {} its reader: {}",
-                rows[1].b_min,
+                "check: with allot B held at least {:.0} MiB of its {} MiB working set (at least 90%), {} its reader, and A alone ran its hog of {} MiB to its end ({}): {}",
+                al.b_min,
                 args.working_set,
-                if rows[1].b_survived { "kept" } else { "lost" },
+                if al.b_survived { "kept" } else { "lost" },
+                2 * alone_mib(args.limit),
+                al.a_alone_hog,
                 if ok { "passed" } else { "FAILED" }
             );
         }
@@ -174,8 +203,35 @@ fn rate(out: &str) -> (f64, f64, bool) {
     }
 }
 
-fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, mode: &'static str, enable: bool, b: u32, a: u32) -> anyhow::Result<Row> {
+/// Each of the two arrays of A's hog when it runs alone, MiB: 80% of the limit together.
+fn alone_mib(limit: u64) -> u64 {
+    limit * 2 / 5
+}
+
+/// How a hog ended: "killed" (SIGKILL: the OOM killer), "signal N" or "finished".
+fn ended(status: Option<std::process::ExitStatus>) -> String {
+    match status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
+        Some(9) => "killed".to_string(),
+        Some(s) => format!("signal {s}"),
+        None => "finished".to_string(),
+    }
+}
+
+/// Waits (up to 5 s) for a currency's directory in the memory controller.
+fn currency_dir(root: &Path, uid: u32) -> anyhow::Result<PathBuf> {
+    let dir = root.join(format!("user-{uid}"));
+    for _ in 0..100 {
+        if dir.join("memory.limit_in_bytes").exists() {
+            return Ok(dir);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("{} did not appear within 5 s (is the daemon placing uid {uid}'s processes?)", dir.display())
+}
+
+fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, name: &'static str, mode: Mode, b: u32, a: u32) -> anyhow::Result<Row> {
     drop_cache(file);
+    let enable = mode == Mode::Allot;
     let cfg = format!("[users]\nonly = [\"{b}\", \"{a}\"]\n[memory]\nenable = {enable}\n");
     let mut d = PrivateDaemon::start(exe, &cfg)?;
     let root = Path::new(MEM_ROOT).join(&d.root_name);
@@ -192,6 +248,20 @@ fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, mode: &'static str, enab
     // reaped, and with its cgroup the charge of B's cached file).
     let keep = d.user_command(b, &["sleep", "3600"]).spawn()?;
     kids.add(keep);
+    kids.add(d.user_command(a, &["sleep", "3600"]).spawn()?);
+    let (b_dir, a_dir) = (currency_dir(&root, b)?, currency_dir(&root, a)?);
+    if mode == Mode::Static {
+        for dir in [&b_dir, &a_dir] {
+            allot_linux::write(dir.join("memory.limit_in_bytes"), &((args.limit / 2) << 20).to_string())?;
+        }
+    }
+    // A alone, B absent: what A can use.
+    let _ = allot_linux::write(a_dir.join("memory.max_usage_in_bytes"), "0");
+    let alone = kids.add(d.user_command(a, &[&exe_s, "workload", "mem", "--mib", &alone_mib(args.limit).to_string(), "--duration", "3s"]).spawn()?);
+    let alone_status = kids.0.iter_mut().find(|c| c.id() == alone).map(|c| c.wait()).transpose()?;
+    kids.0.retain(|c| c.id() != alone);
+    let a_alone_peak = (allot_linux::read_u64(&a_dir.join("memory.max_usage_in_bytes")).unwrap_or(0) >> 20) as f64;
+    let a_alone_hog = ended(alone_status);
     // Warm: B's first pass reads the disk.
     let p = reader(&d, &mut kids, 3);
     kids.output(p);
@@ -204,7 +274,7 @@ fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, mode: &'static str, enab
         d.user_command(a, &[&exe_s, "workload", "mem", "--mib", &(args.limit / 2).to_string(), "--duration", &format!("{}s", args.seconds)])
             .spawn()?,
     );
-    let usage = root.join(format!("user-{b}")).join("memory.usage_in_bytes");
+    let usage = b_dir.join("memory.usage_in_bytes");
     let mut b_min = u64::MAX;
     while kids.0.iter_mut().find(|c| c.id() == p).is_some_and(|c| c.try_wait().ok().flatten().is_none()) {
         b_min = b_min.min(allot_linux::read_u64(&usage).unwrap_or(u64::MAX));
@@ -213,13 +283,20 @@ fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, mode: &'static str, enab
     let (b_with_hog, b_disk, b_survived) = rate(&kids.output(p));
     let hog_status = kids.0.iter_mut().find(|c| c.id() == hog).map(|c| c.wait()).transpose()?;
     kids.0.retain(|c| c.id() != hog);
-    let hog = match hog_status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
-        Some(9) => "killed".to_string(),
-        Some(s) => format!("signal {s}"),
-        None => "finished".to_string(),
-    };
+    let hog = ended(hog_status);
     kids.kill_all();
     d.stop()?;
     let kept = if b_alone > 0.0 { b_with_hog / b_alone } else { 0.0 };
-    Ok(Row { mode, b_alone, b_with_hog, kept, b_disk, b_min: if b_min == u64::MAX { 0.0 } else { (b_min >> 20) as f64 }, hog, b_survived })
+    Ok(Row {
+        mode: name,
+        a_alone_peak,
+        a_alone_hog,
+        b_alone,
+        b_with_hog,
+        kept,
+        b_disk,
+        b_min: if b_min == u64::MAX { 0.0 } else { (b_min >> 20) as f64 },
+        hog,
+        b_survived,
+    })
 }
