@@ -260,7 +260,7 @@ fn one(exe: &Path, args: &MemoryBenchArgs, file: &Path, name: &'static str, mode
     let alone = kids.add(d.user_command(a, &[&exe_s, "workload", "mem", "--mib", &alone_mib(args.limit).to_string(), "--duration", "3s"]).spawn()?);
     let alone_status = kids.0.iter_mut().find(|c| c.id() == alone).map(|c| c.wait()).transpose()?;
     kids.0.retain(|c| c.id() != alone);
-    let a_alone_peak = (allot_linux::read_u64(&a_dir.join("memory.max_usage_in_bytes")).unwrap_or(0) >> 20) as f64;
+    let a_alone_peak = (allot_linux::read_u64(a_dir.join("memory.max_usage_in_bytes")).unwrap_or(0) >> 20) as f64;
     let a_alone_hog = ended(alone_status);
     // Warm: B's first pass reads the disk.
     let p = reader(&d, &mut kids, 3);
