@@ -14,13 +14,17 @@ pub mod block;
 #[cfg(test)]
 pub(crate) mod fixture;
 pub mod inotify;
+pub(crate) mod max;
 pub mod memory;
+pub(crate) mod mount;
 pub mod sessions;
 pub mod stat;
 pub mod systemd;
 mod v1;
 mod v2;
 
+pub use max::Max;
+pub use mount::is_cgroup2_mount;
 pub use systemd::SystemdTree;
 pub use v1::V1;
 pub use v2::V2;
@@ -36,15 +40,6 @@ pub enum Version {
     V1,
     /// Unified hierarchy: `cpu.weight`, `cpu.max`, `cpu.stat`.
     V2,
-}
-
-/// A hard limit: `quota_us` of CPU time every `period_us`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Max {
-    /// CPU time allowed per period, µs.
-    pub quota_us: u64,
-    /// The period, µs.
-    pub period_us: u64,
 }
 
 /// The cpu controller operations allot needs. `rel` is relative to allot's root; `""`
@@ -212,16 +207,6 @@ pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The uids whose `user-UID.slice` exists now (logged in, or lingering): a user's
     /// currency is that slice.
     fn user_slices(&self) -> Result<Vec<u32>>;
-}
-
-/// True when `path` is (in) a cgroup2 file system as this process sees it (statfs).
-pub fn is_cgroup2_mount(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid NUL-terminated path and a zeroed statfs to fill.
-    let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
-    ok && st.f_type == libc::CGROUP2_SUPER_MAGIC
 }
 
 /// The controller for this host: [`SystemdTree`] on a systemd host (cgroup v2 with

@@ -219,6 +219,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn bad_headers_are_refused_not_panicked_on() {
+        assert!(Message::decode(&[b'l', 2, 0, 1, 0, 0, 0, 0]).is_err());
+        let mut h = [0u8; 16];
+        h[0] = b'l';
+        h[3] = 1;
+        h[4..8].copy_from_slice(&(100u32 << 20).to_le_bytes());
+        assert_eq!(Message::length(&h), Ok(16 + (100 << 20)));
+        h[4..8].copy_from_slice(&(200u32 << 20).to_le_bytes());
+        assert!(Message::length(&h).is_err(), "larger than the specification allows");
+    }
+
+    #[test]
     fn hello_is_encoded_as_dbus_daemon_expects() {
         // The bytes of `Hello()` with serial 1 (as libdbus and sd-bus send it).
         let m = Message::call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "Hello", vec![]);

@@ -35,7 +35,7 @@ pub const IDLE_VERSION: u32 = 252;
 /// CGROUP_DELEGATION.md says to tell) and systemd running as init (/run/systemd/system,
 /// as sd_booted(3) tells).
 pub fn is_systemd_host() -> bool {
-    crate::cgroup::is_cgroup2_mount(std::path::Path::new("/sys/fs/cgroup")) && is_systemd_init()
+    crate::cgroup::mount::is_cgroup2_mount(std::path::Path::new("/sys/fs/cgroup")) && is_systemd_init()
 }
 
 /// True when systemd runs as init (/run/systemd/system, as sd_booted(3) tells), whatever
@@ -82,9 +82,9 @@ pub enum CpuQuota {
     Unset,
 }
 
-impl From<Option<crate::cgroup::Max>> for CpuQuota {
+impl From<Option<crate::cgroup::max::Max>> for CpuQuota {
     /// A cgroup quota per period as systemd's per second (at least 1 µs: 0 is refused).
-    fn from(m: Option<crate::cgroup::Max>) -> Self {
+    fn from(m: Option<crate::cgroup::max::Max>) -> Self {
         match m {
             Some(m) => CpuQuota::PerSecUsec((m.quota_us.saturating_mul(1_000_000) / m.period_us.max(1)).max(1)),
             None => CpuQuota::Unset,
@@ -488,14 +488,14 @@ mod tests {
 
     #[test]
     fn quotas_encode_per_second_as_systemd_reads_them() {
-        let t = |m: Option<crate::cgroup::Max>| match CpuQuota::from(m).prop() {
+        let t = |m: Option<crate::cgroup::max::Max>| match CpuQuota::from(m).prop() {
             Value::Struct(f) => {
                 assert_eq!(f[0].as_str(), Some("CPUQuotaPerSecUSec"));
                 f[1].as_u64().unwrap()
             }
             _ => unreachable!(),
         };
-        let max = |q, p| Some(crate::cgroup::Max { quota_us: q, period_us: p });
+        let max = |q, p| Some(crate::cgroup::max::Max { quota_us: q, period_us: p });
         // 0.5 CPU: `systemctl show -p CPUQuotaPerSecUSec` says 500ms.
         assert_eq!(t(max(50_000, 100_000)), 500_000);
         assert_eq!(t(max(400_000, 100_000)), 4_000_000);

@@ -57,8 +57,8 @@ enum Call {
     List { states: Vec<String>, patterns: Vec<String> },
 }
 
-fn max((quota_us, period_us): (u64, u64)) -> crate::cgroup::Max {
-    crate::cgroup::Max { quota_us, period_us }
+fn max((quota_us, period_us): (u64, u64)) -> crate::cgroup::max::Max {
+    crate::cgroup::max::Max { quota_us, period_us }
 }
 
 fn call() -> impl Strategy<Value = Call> {
