@@ -70,7 +70,7 @@ pub struct Daemon {
     /// Jobs whose login session ended, and when what is left of them gets SIGKILL (logout.rs).
     logout_kills: HashMap<String, Instant>,
     /// Memory by share (memory.rs).
-    memory: super::memory::MemoryState,
+    memory: super::memory::state::MemoryState,
     /// How allot's tree is held on this host (backend.rs), chosen at start.
     backend: std::rc::Rc<dyn super::backend::Backend<Daemon>>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).

@@ -6,7 +6,7 @@ use super::{Daemon, Kernel, Planned};
 use crate::config::Config;
 use crate::daemon::backend::Backend;
 use crate::daemon::host::{Host, Proc};
-use crate::daemon::memory::MemoryState;
+use crate::daemon::memory::state::MemoryState;
 use crate::daemon::observe::Observer;
 use crate::daemon::placement::Placement;
 use crate::daemon::registry::Desired;
