@@ -9,7 +9,7 @@ use super::backend::systemd::Systemd;
 use super::backend::Backend;
 use super::core::{Daemon, Features};
 use super::host::Host;
-use super::placement::Placement;
+use super::placement::state::Placement;
 use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
 use super::tree::Tree;
 use super::watch::Watch;

@@ -5,7 +5,7 @@
 //! a source's claim does not place from it, and says so in `status` and the log. The
 //! kernel drops a claim when its holder dies, so a crash never leaves a source unplaced.
 
-use super::placement::Placement;
+use super::placement::state::Placement;
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;

@@ -60,9 +60,9 @@ pub struct Daemon {
     /// What was found about the kernel at start.
     kernel: Kernel,
     /// Placement's memory (placement.rs).
-    placement: super::placement::Placement,
+    placement: super::placement::state::Placement,
     /// Login sessions: their load, boost and rules (sessions/, systemd hosts).
-    sessions: super::sessions::Sessions,
+    sessions: super::sessions::state::Sessions,
     /// Counters, request budgets, the audit trail, the last reload (serving.rs).
     serving: Serving,
     /// Outside changes to watch (reconcile.rs).

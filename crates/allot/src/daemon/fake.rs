@@ -2,6 +2,7 @@
 //! shared by a fake `CpuController` and a fake `Host`, so the core runs without root.
 
 use super::host::{Facts, Host, OpenError, Proc, ProcInfo, ThreadSample};
+use allot_linux::cgroup::systemd::{SliceMemory, SliceProp};
 use allot_linux::cgroup::{CpuController, Delegation, Max, Version};
 use allot_linux::process::machine::{CpuTimes, Creds};
 use allot_linux::process::pidfd::PidFd;
@@ -277,7 +278,7 @@ impl CpuController for FakeCg {
     fn delegation(&self) -> Option<&dyn Delegation> {
         Some(self)
     }
-    fn slice_memory(&self) -> Option<&dyn allot_linux::cgroup::systemd::SliceMemory> {
+    fn slice_memory(&self) -> Option<&dyn SliceMemory> {
         self.w.lock().unwrap().systemd.then_some(self as _)
     }
     fn kill_all(&self, rel: &str) -> allot_linux::Result<()> {
@@ -473,5 +474,40 @@ impl Host for FakeHost {
             }
         }
         true
+    }
+}
+
+/// A systemd host's users' slices, answered from `slice_mem` (fake_slices.rs).
+impl SliceMemory for FakeCg {
+    fn slice_usage(&self, rel: &str) -> allot_linux::Result<u64> {
+        Ok(self.w.lock().unwrap().slice_mem.usage.get(rel).copied().unwrap_or(0))
+    }
+    fn users_max(&self) -> allot_linux::Result<Option<u64>> {
+        Ok(self.w.lock().unwrap().slice_mem.users_max)
+    }
+    fn set_slice_memory(&self, rel: &str, p: SliceProp, bytes: Option<u64>) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().slice_mem.send(rel, p, bytes);
+        Ok(())
+    }
+    fn set_users_low(&self, bytes: Option<u64>) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().slice_mem.send("user.slice", SliceProp::Low, bytes);
+        Ok(())
+    }
+    fn slice_procs(&self, rel: &str) -> allot_linux::Result<Vec<i32>> {
+        Ok(self.w.lock().unwrap().slice_mem.procs.get(rel).cloned().unwrap_or_default())
+    }
+    fn slice_oom_kills(&self, _rel: &str) -> allot_linux::Result<u64> {
+        Ok(0)
+    }
+    fn recursive_protection(&self) -> bool {
+        self.w.lock().unwrap().slice_mem.recursive
+    }
+    fn reset_memory(&self, rel: Option<&str>) -> allot_linux::Result<()> {
+        let unit = rel.unwrap_or("user.slice").to_string();
+        let mut w = self.w.lock().unwrap();
+        for p in [SliceProp::Low, SliceProp::High, SliceProp::Max] {
+            w.slice_mem.send(&unit, p, None);
+        }
+        Ok(())
     }
 }

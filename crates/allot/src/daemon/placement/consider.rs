@@ -5,7 +5,7 @@ use super::super::core::Daemon;
 use super::super::host::{Facts, ProcInfo};
 use super::super::registry::{CurrencyId, JobId, JobSpec};
 use super::super::trust::{Peer, Place};
-use super::Seen;
+use super::state::Seen;
 use crate::config_rules::{self as rules, Rule};
 use std::collections::VecDeque;
 

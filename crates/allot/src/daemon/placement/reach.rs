@@ -19,70 +19,15 @@
 //! is looked at again at the next scan. A "stays" verdict is remembered for the process
 //! (pid and start time) and its uid, so repeated uid changes of one process cost nothing.
 
+pub(super) mod state;
+
 use super::super::core::Daemon;
 use super::super::host::Proc;
-use super::super::trust::Place;
-use std::collections::HashMap;
+use super::super::trust::place::Place;
+pub use state::Verdict;
+#[cfg(test)]
+use state::{Reach, BURST, RATE};
 use std::time::Instant;
-
-/// Unit lookups per user per second, on average.
-pub const RATE: f64 = 20.0;
-/// Unit lookups of one user at once (a cron minute starting many jobs).
-pub const BURST: f64 = 50.0;
-/// Verdicts remembered at once; past it, all are forgotten (and looked up again).
-const KEPT: usize = 65536;
-/// Users whose budgets are tracked at once; past it, full buckets are forgotten.
-const USERS: usize = 4096;
-
-/// What to do with a process that is someone else's or in another unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Into its user's currency.
-    Move,
-    /// Where it is.
-    Stay,
-    /// Not now (its user's lookup budget is spent, or the unit could not be read):
-    /// looked at again at the next scan.
-    Later,
-}
-
-/// Reach's memory: lookup budgets and remembered verdicts.
-#[derive(Debug, Default)]
-pub struct Reach {
-    /// Per uid: (tokens, when last refilled).
-    budgets: HashMap<u32, (f64, Instant)>,
-    /// (pid, start time, uid) whose unit said "stays".
-    kept: HashMap<(i32, u64, u32), ()>,
-    /// Units looked up since start.
-    pub lookups: u64,
-    /// Looks put off for want of budget since start.
-    pub deferred: u64,
-}
-
-impl Reach {
-    fn admit(&mut self, uid: u32, now: Instant) -> bool {
-        if self.budgets.len() >= USERS && !self.budgets.contains_key(&uid) {
-            self.budgets.retain(|_, (t, at)| *t + now.duration_since(*at).as_secs_f64() * RATE < BURST);
-        }
-        let (tokens, at) = self.budgets.entry(uid).or_insert((BURST, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * RATE).min(BURST);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            self.deferred += 1;
-            false
-        }
-    }
-
-    fn keep(&mut self, key: (i32, u64, u32)) {
-        if self.kept.len() >= KEPT {
-            self.kept.clear();
-        }
-        self.kept.insert(key, ());
-    }
-}
 
 impl Daemon {
     /// May `p`, now wholly of human user `uid` and at `place` (another manager's cgroup or
@@ -113,7 +58,8 @@ impl Daemon {
             Ok(None) => return Verdict::Stay,
             Err(_) => return Verdict::Later,
         };
-        let runs_as_user = !u.user.is_empty() && (u.user.parse::<u32>().ok() == Some(uid) || super::super::trust::uid_of(&u.user) == Some(uid));
+        let runs_as_user =
+            !u.user.is_empty() && (u.user.parse::<u32>().ok() == Some(uid) || super::super::trust::names::uid_of(&u.user) == Some(uid));
         let stays = u.cgroup != path
             || u.delegate
             || !matches!(u.kind(), "service" | "scope")

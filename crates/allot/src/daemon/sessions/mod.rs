@@ -19,14 +19,15 @@
 mod explain;
 mod moved;
 mod rules;
+pub mod state;
 
 pub use rules::RuleOutcome;
 
 use super::core::Daemon;
-use allot_model::plan::{JobPlan, Usage};
+use allot_model::plan::JobPlan;
 use allot_model::session::SessionIn;
 use allot_model::usage::BoostWindow;
-use std::collections::{BTreeMap, HashMap};
+use state::{Scope, ScopeSample, Task};
 use std::time::Instant;
 
 /// Threads of session scopes followed per tick, all users together: a login node of a
@@ -38,142 +39,6 @@ pub const MAX_TASKS: usize = 1024;
 /// for jobs): a session has no weight of allot's to raise, so its boost is the slice. The
 /// kernel's shortest, 100 µs (docs/systemd.md has what it measured).
 pub const SESSION_BOOST_SLICE_NS: u64 = 100_000;
-
-/// One scope, as read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScopeSample {
-    /// Its user.
-    pub uid: u32,
-    /// Its unit (`session-3.scope`).
-    pub name: String,
-    /// CPU time used, ns.
-    pub usage_ns: u64,
-    /// Its threads; None when its usage did not move since the last read (none of them
-    /// ran, so none is read: an idle session costs one `cpu.stat` read a tick).
-    pub threads: Option<Vec<i32>>,
-}
-
-#[derive(Debug)]
-struct Scope {
-    uid: u32,
-    last: Option<(u64, Instant)>,
-    window: BoostWindow,
-    usage: Option<Usage>,
-    runnable: u32,
-    waiting: bool,
-    /// The CPUs its threads that ran may use (empty: all).
-    cpus: Vec<usize>,
-}
-
-/// One session thread.
-#[derive(Debug, Clone)]
-pub struct Task {
-    /// Its user.
-    pub uid: u32,
-    /// Its scope's unit.
-    pub scope: String,
-    /// Its start time: with the tid, its identity.
-    pub start: u64,
-    last: Option<(u64, u64, Instant)>,
-    window: BoostWindow,
-    /// Its usage over the boost window and the last tick.
-    pub usage: Option<Usage>,
-    /// Boosted: its slice before (None: not boosted now).
-    pub boosted_from: Option<u64>,
-    /// The boost rule's branch at the last plan (None: not planned yet).
-    pub boost: Option<allot_model::plan::Boost>,
-    /// Its nice when it last ran or waited for CPU.
-    nice: i32,
-    seen: bool,
-}
-
-impl Task {
-    /// A task first seen (or its id reused): nothing measured, nothing done to it yet.
-    fn new(uid: u32, scope: &str, start: u64) -> Self {
-        Task {
-            uid,
-            scope: scope.into(),
-            start,
-            last: None,
-            window: BoostWindow::default(),
-            usage: None,
-            boosted_from: None,
-            boost: None,
-            nice: 0,
-            seen: false,
-        }
-    }
-}
-
-/// What allot knows and did of login sessions.
-#[derive(Debug, Default)]
-pub struct Sessions {
-    scopes: BTreeMap<String, Scope>,
-    /// Per thread id.
-    pub tasks: HashMap<i32, Task>,
-    /// Processes a rule reached (rules.rs), per pid.
-    ruled: HashMap<i32, rules::Ruled>,
-    /// Background jobs made for sessions' processes (moved.rs): per (uid, rule, scope).
-    moved: HashMap<(u32, String, String), super::registry::JobId>,
-    /// CPU time all session scopes used since the daemon began to count, ns: never
-    /// decreases (a closed session's time stays in it), so load outside allot is the
-    /// machine's busy time less allot's and this.
-    pub used_ns: u64,
-    /// The last plan of each user's sessions, and the slice a boosted task gets.
-    pub planned: BTreeMap<u32, JobPlan>,
-    /// The slice boosted session tasks have now (None: no boost by slice).
-    pub slice_ns: Option<u64>,
-    /// Per uid: the weight the plan gives the user's currency when it is not the funding
-    /// (nice emulation: the user's running session threads are all niced).
-    weights: BTreeMap<u32, u32>,
-    /// Threads past [`MAX_TASKS`] were left out (logged once).
-    capped_logged: bool,
-}
-
-impl Sessions {
-    /// Some session used CPU over the boost window: the plan may change.
-    pub fn busy(&self) -> bool {
-        self.scopes.values().any(|s| s.usage.is_some_and(|u| u.active()))
-    }
-
-    /// One claimant per user with an active session, its currency not yet known.
-    pub fn claims(&self) -> Vec<(u32, SessionIn)> {
-        let mut by_uid: BTreeMap<u32, (SessionIn, bool)> = BTreeMap::new();
-        // The lowest nice of each user's threads that used CPU over the boost window (a
-        // tick in which a niced thread got no CPU does not make its session nice 0).
-        let mut nice: BTreeMap<u32, i32> = BTreeMap::new();
-        for t in self.tasks.values().filter(|t| t.usage.is_some_and(|u| u.active())) {
-            let n = nice.entry(t.uid).or_insert(t.nice);
-            *n = (*n).min(t.nice);
-        }
-        for s in self.scopes.values() {
-            let Some(u) = s.usage else { continue };
-            let (e, all) = by_uid.entry(s.uid).or_insert_with(|| (SessionIn { usage: Some(Usage::default()), ..Default::default() }, false));
-            let t = e.usage.get_or_insert_with(Usage::default);
-            t.window += u.window;
-            t.last += u.last;
-            e.runnable += s.runnable;
-            e.waiting |= s.waiting;
-            if s.runnable > 0 {
-                *all |= s.cpus.is_empty();
-                e.cpus.extend(&s.cpus);
-            }
-        }
-        by_uid
-            .into_iter()
-            .filter(|(_, (e, _))| e.usage.is_some_and(|u| u.active()))
-            .map(|(uid, (mut e, all))| {
-                e.cpus.sort_unstable();
-                e.cpus.dedup();
-                if all {
-                    e.cpus.clear();
-                }
-                e.nice = nice.get(&uid).copied().unwrap_or(0);
-                (uid, e)
-            })
-            .collect()
-    }
-}
 
 impl Daemon {
     /// Reads every session scope (systemd hosts only): called each tick, before the jobs

@@ -8,24 +8,9 @@
 
 use super::super::core::Daemon;
 use super::super::host::{Proc, ProcInfo};
-use super::Sessions;
+use super::state::{Ruled, Sessions};
 use allot_linux::process::sched::SCHED_IDLE;
 use allot_model::session::{task_attrs, TaskAttrs};
-
-/// A thread's scheduling policy and nice.
-type Attrs = (u32, i32);
-
-/// What a rule did to one process.
-#[derive(Debug, Clone)]
-pub(super) struct Ruled {
-    /// The process's start time: with its pid, its identity.
-    start: u64,
-    /// The rule, for the log and `explain`.
-    pub rule: String,
-    attrs: TaskAttrs,
-    /// Per thread: (tid, its start time, its policy and nice before, what was set).
-    tasks: Vec<(i32, u64, Attrs, Attrs)>,
-}
 
 /// How a rule's look at a session process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +132,7 @@ impl Daemon {
                 continue;
             };
             match (self.host().info(&p), self.place_of(pid)) {
-                (Some(info), Ok(super::super::trust::Place::Session { scope, .. })) => {
+                (Some(info), Ok(super::super::trust::place::Place::Session { scope, .. })) => {
                     self.session_rule(&p, &info, &scope);
                 }
                 _ => self.restore_ruled(pid),
