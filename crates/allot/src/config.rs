@@ -3,12 +3,12 @@
 
 pub use crate::config_metrics::MetricsConfig;
 pub use crate::config_rules::{Rule, RuleConfig};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The whole config.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Funding of a currency nobody has funded (1..10000).
@@ -57,7 +57,7 @@ pub struct Config {
 
 /// allot's whole tree against processes outside it (root's, daemons'), on hosts where allot keeps its own tree. On a systemd host
 /// that split is systemd's (`user.slice` against `system.slice`, both weight 100 by default) and this is not used.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Outside {
     /// The weight of allot's tree (cgroup v2 units, 1..10000; v1 cpu.shares is ×10.24).
@@ -74,7 +74,7 @@ impl Default for Outside {
 pub use crate::config_funding::FundingAuthority;
 
 /// Defaults for a group's members.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GroupDefaults {
     /// Funding of each member's own currency.
@@ -86,7 +86,7 @@ pub struct GroupDefaults {
 }
 
 /// Where automatic placement takes processes from.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Placement {
     /// cgroups (as /proc/PID/cgroup names them in the cpu hierarchy) whose processes may be
@@ -101,7 +101,7 @@ impl Default for Placement {
 }
 
 /// Per-user limits (docs/trust.md).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Jobs one user may have (default jobs not counted).
@@ -123,7 +123,7 @@ impl Default for Limits {
 }
 
 /// What `allot show` reveals to an ordinary user of other users' jobs.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Privacy {
     /// Show other users' pids and command lines (as with /proc mounted without hidepid).
@@ -131,7 +131,7 @@ pub struct Privacy {
 }
 
 /// Which processes are placed into their user's currency automatically.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Users {
     /// Place processes not already in a job.
@@ -145,7 +145,7 @@ pub struct Users {
 }
 
 /// The dynamic policy (Petrou et al. 1999 §3, EBS 2004; docs/references.md).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     /// Boost jobs that use less than their entitlement.
@@ -197,7 +197,7 @@ impl Policy {
 }
 
 /// A named currency (e.g. `ci`) and who may use and fund it.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NamedCurrency {
     /// Initial funding (later changes with `allot fund` persist and win).

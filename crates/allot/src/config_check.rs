@@ -3,8 +3,9 @@
 //! about names NSS does not know: a `[funding]` key that is no user, uid or named
 //! currency (a top-level setting written after `[funding]` becomes one), unknown groups
 //! in `[groups]` and `[currencies]`, unknown users in `[users] only` and `[currencies]`
-//! (an unknown user or group in a rule is an error: the loader refuses it). `allot config
-//! example` prints the annotated example.
+//! (an unknown user or group in a rule is an error: the loader refuses it). `--print` then
+//! prints the config in force as TOML (config_print.rs). `allot config example` prints the
+//! annotated example.
 
 use crate::config::{locate, read_text, Config, ConfigError};
 use serde::Serialize;
@@ -26,6 +27,10 @@ pub struct CheckArgs {
     /// Warnings fail the check too (exit 1).
     #[arg(long)]
     pub strict: bool,
+    /// Print the config the daemon would run on, as TOML on stdout: every setting, the
+    /// defaults filled in (the verdict goes to stderr). It reads back as the same config.
+    #[arg(long)]
+    pub print: bool,
 }
 
 /// Whether names exist, as NSS (or a test) knows them. Err: the lookup itself failed.
@@ -205,6 +210,9 @@ fn place(file: &Path, f: &Finding) -> String {
 pub fn run(a: CheckArgs, json: bool) -> anyhow::Result<i32> {
     let required = a.file.is_some();
     let path = a.file.unwrap_or_else(|| DEFAULT_PATH.into());
+    if a.print && json {
+        anyhow::bail!("--print writes the config as TOML; leave out --json (or --print)");
+    }
     let r = check(&path, required, &Nss);
     let code = i32::from(!r.ok || (a.strict && !r.warnings.is_empty()));
     if json {
@@ -212,6 +220,8 @@ pub fn run(a: CheckArgs, json: bool) -> anyhow::Result<i32> {
         return Ok(code);
     }
     let t = |s: String| allot_report::for_terminal(&s).into_owned();
+    // With --print, stdout is the TOML alone, so it can go to a file.
+    let verdict = |s: String| if a.print { eprintln!("{s}") } else { println!("{s}") };
     for w in &r.warnings {
         eprintln!("{}", t(format!("{}: warning: {}", place(&r.file, w), w.message)));
     }
@@ -219,14 +229,17 @@ pub fn run(a: CheckArgs, json: bool) -> anyhow::Result<i32> {
         eprintln!("{}", t(format!("{}: error: {}", place(&r.file, e), e.message)));
         eprintln!("{}", t(format!("{}: refused: the daemon would not start with it, and a reload would keep the config in force", r.file.display())));
     } else if !r.exists {
-        println!("{}", t(format!("{}: no such file; the daemon runs on its built-in defaults (allot config example shows them)", r.file.display())));
+        verdict(t(format!("{}: no such file; the daemon runs on its built-in defaults (allot config example shows them)", r.file.display())));
     } else if r.warnings.is_empty() {
-        println!("{}", t(format!("{}: good", r.file.display())));
+        verdict(t(format!("{}: good", r.file.display())));
     } else {
         let n = r.warnings.len();
         let s = if n == 1 { "" } else { "s" };
         let tail = if a.strict { "refused (--strict)" } else { "the daemon would take it" };
-        println!("{}", t(format!("{}: loads, with {n} warning{s}; {tail}", r.file.display())));
+        verdict(t(format!("{}: loads, with {n} warning{s}; {tail}", r.file.display())));
+    }
+    if a.print && r.ok {
+        print!("{}", crate::config_print::print(&Config::load(&path, required)?)?);
     }
     Ok(code)
 }

@@ -4,10 +4,10 @@
 //! hand from TOML's value, so a wrong entry is refused with the forms allowed, at its line.
 
 use allot_model::{Cap, Funding};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Who decides funding.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FundingAuthority {
     /// `allot fund` persists and wins over the config.

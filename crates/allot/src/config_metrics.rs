@@ -4,12 +4,12 @@
 //! only the peers in it (loopback too only if listed), so what the admin wrote is all
 //! that is let in.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::str::FromStr;
 
 /// The optional HTTP metrics endpoint.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Address to serve `GET /metrics` on, e.g. "127.0.0.1:9743" (off when unset).

@@ -8,10 +8,10 @@
 //! the config loads and compiles rules, the daemon's placement matches them, and this
 //! module needs neither.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One `[[rules]]` entry.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuleConfig {
     /// A name for logs and `allot rules test`.

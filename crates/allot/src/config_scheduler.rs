@@ -9,7 +9,7 @@ use allot_linux::process::sched_ext::ScxSupport;
 use serde::{Deserialize, Serialize};
 
 /// `[scheduler]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Scheduler {
     /// The backend: "cgroup" or "scx".

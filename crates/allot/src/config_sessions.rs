@@ -4,12 +4,12 @@
 //! yields only to its own session; `"job"` moves it into a background job of allot's,
 //! tied to its session (logout still ends it), where it yields to every other user.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use allot_model::session::BackgroundIn;
 
 /// `[sessions]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sessions {
     /// A `background` rule's session process: "task" (SCHED_IDLE in place) or "job".

@@ -12,6 +12,7 @@ mod config_check;
 mod config_funding;
 mod config_memory;
 mod config_metrics;
+mod config_print;
 #[cfg(test)]
 mod config_props;
 mod config_rules;

@@ -77,6 +77,30 @@ fn a_typo_after_funding_is_a_warning_and_strict_fails_it() {
     assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
 }
 
+/// `--print` writes the config in force as TOML on stdout, the verdict on stderr; what it
+/// prints checks good and prints the same again; a refused file prints nothing.
+#[test]
+fn print_writes_the_config_in_force_and_it_reads_back() {
+    let d = Dir::new("print");
+    let f = d.file("allot.toml", b"tick_ms = 200\n[funding]\nroot = { funding = 300, cap = \"1/3!\" }\n[policy]\nboost_below = 0.75\n");
+    let o = allot(&["config", "check", "--print", &f]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(err.contains(&format!("{f}: good")) && !out.contains("good"), "{out}{err}");
+    for want in ["tick_ms = 200", "boost_below = 0.75", "cap = \"0.3333333333333333!\"", "[memory]", "half_life_ms = "] {
+        assert!(out.contains(want), "{want:?} missing from\n{out}");
+    }
+    let again = d.file("printed.toml", out.as_bytes());
+    let o = allot(&["config", "check", "--print", &again]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(text(&o).0, out, "the printed config prints the same");
+    let bad = d.file("bad.toml", b"tick_ms = 1\n");
+    let o = allot(&["config", "check", "--print", &bad]);
+    assert_eq!((o.status.code(), o.stdout.is_empty()), (Some(1), true), "{:?}", text(&o));
+    let o = allot(&["--json", "config", "check", "--print", &f]);
+    assert!(!o.status.success() && text(&o).1.contains("leave out --json"), "{:?}", text(&o));
+}
+
 #[test]
 fn a_broken_file_exits_1_naming_file_and_line() {
     let d = Dir::new("broken");
