@@ -57,39 +57,3 @@ impl<'de> Deserialize<'de> for MemoryConfig {
         MemoryConfig::from_value(toml::Value::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Config;
-
-    #[test]
-    fn defaults_protect_and_cap_nothing() {
-        let c = Config::parse("t.toml".as_ref(), "").unwrap();
-        assert_eq!(c.memory, MemoryConfig { enable: true, reserve: Reserve::Percent(10.0), oom: true });
-        let c = Config::parse("t.toml".as_ref(), "[memory]\nenable = false\nreserve = \"2G\"\noom = false\n").unwrap();
-        assert_eq!(c.memory, MemoryConfig { enable: false, reserve: Reserve::Bytes(2 << 30), oom: false });
-    }
-
-    #[test]
-    fn bad_entries_name_the_value_and_line() {
-        for (text, want) in [
-            ("[memory]\nreserve = \"100%\"\n", "memory reserve \"100%\" is invalid"),
-            ("[memory]\nreserve = 5\n", "memory.reserve must be a string"),
-            ("[memory]\nenable = \"yes\"\n", "memory.enable must be true or false, got \"yes\""),
-            ("[memory]\nlow = 1\n", "unknown field `low`, expected one of `enable`, `reserve`, `oom`"),
-        ] {
-            let e = Config::parse("t.toml".as_ref(), text).unwrap_err();
-            assert!(e.to_string().contains(want) && e.line.is_some(), "{text}: {e}");
-        }
-    }
-
-    #[test]
-    fn funding_entries_take_a_memory_cap() {
-        let c = Config::parse("t.toml".as_ref(), "[funding]\nalice = { funding = 300, mem = \"16G!\" }\nbob = { mem = \"2G\" }\n").unwrap();
-        assert_eq!(c.funding["alice"].mem.map(|m| m.to_string()).as_deref(), Some("16G!"));
-        assert_eq!(c.funding["bob"].mem.map(|m| (m.bytes, m.hard)), Some((2 << 30, false)));
-        let e = Config::parse("t.toml".as_ref(), "[funding]\nalice = { mem = \"16Q\" }\n").unwrap_err();
-        assert!(e.to_string().contains("memory cap \"16Q\" is invalid"), "{e}");
-    }
-}
