@@ -75,7 +75,7 @@ impl BarChart {
         let l = (12.0 + 6.2 * longest as f64).clamp(80.0, 320.0).round();
         let a = Area { l, r: l + 490.0, t: 50.0, b: 50.0 + group_h * self.groups.len().max(1) as f64 };
         let (w, h) = (a.r + 30.0, a.b + 70.0);
-        let log = matches!(self.axis.scale, crate::Scale::Log);
+        let log = matches!(self.axis.scale, crate::scale::Scale::Log);
         let vals = self.groups.iter().flat_map(|g| g.values.iter().copied().chain(g.spread.iter().flatten().flat_map(|s| [s.0, s.1])));
         let vals: Vec<f64> = vals.filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
         let tk = self.axis.fit(vals);
