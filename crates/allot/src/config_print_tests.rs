@@ -1,14 +1,16 @@
 //! The config parser's round trip (proptest; docs/layout.md): a config of every table the
 //! loader reads — settings at any value in their range, named currencies, funding entries
-//! with caps and memory caps, groups, rules, metrics, memory, sessions — printed and parsed
-//! again is the config that was printed, and the defaults and `allot config example` print
-//! and parse back to the same.
+//! with caps and memory caps, groups, rules, metrics, memory, sessions, and the scheduler
+//! (`scx` where this kernel lets the config ask for it) — printed and parsed again is the
+//! config that was printed, and the defaults and `allot config example` print and parse
+//! back to the same.
 
 use super::print;
 use crate::config::{Config, GroupDefaults, Limits, NamedCurrency, Outside, Placement, Policy, Privacy, RuleConfig, Users};
 use crate::config_funding::{FundingAuthority, FundingEntry};
 use crate::config_memory::MemoryConfig;
 use crate::config_metrics::MetricsConfig;
+use crate::config_scheduler::{check, support, Kind, Scheduler};
 use crate::config_sessions::{BackgroundIn, Sessions};
 use allot_model::memory::{MemCap, Reserve};
 use allot_model::Cap;
@@ -167,6 +169,17 @@ fn limits() -> impl Strategy<Value = Limits> {
     )
 }
 
+/// `[scheduler]`: allot's sched_ext scheduler where this kernel lets the config ask for it,
+/// else the cgroup controller.
+fn scheduler(scx: bool) -> Scheduler {
+    let asked = Scheduler { kind: Kind::Scx };
+    if scx && check(&asked, support()).is_ok() {
+        asked
+    } else {
+        Scheduler { kind: Kind::Cgroup }
+    }
+}
+
 prop_compose! {
     /// A config the loader takes, with every table it reads filled at random.
     fn config()(
@@ -187,6 +200,7 @@ prop_compose! {
         weight in 1u32..=10_000,
         memory in memory(),
         job in any::<bool>(),
+        scx in any::<bool>(),
     ) -> Config {
         // Some rules send processes to a named currency of this config.
         for (r, i) in rules.iter_mut().zip(&named) {
@@ -212,7 +226,7 @@ prop_compose! {
             metrics,
             outside: Outside { weight },
             memory,
-            scheduler: Default::default(),
+            scheduler: scheduler(scx),
             sessions: Sessions { background: if job { BackgroundIn::Job } else { BackgroundIn::Task } },
             compiled_rules: vec![],
         }
