@@ -8,6 +8,7 @@
 //! slices through systemd instead (memory_sd.rs).
 
 use super::core::Daemon;
+use super::oom_audit::OomWhat;
 use super::registry::{currency_rel, Class, CurrencyId};
 use crate::memory_view::CurrencyMemory;
 use allot_linux::cgroup::memory::{self as kmem, Memory};
@@ -167,7 +168,8 @@ impl Daemon {
                 }
                 for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
-                    self.oom_adj(pid, p.oom_score_adj);
+                    let what = self.oom_adj(pid, p.oom_score_adj);
+                    self.audit_oom(c, i.usage, p.protection, what);
                 }
             }
             if scan && p.oom_score_adj > model::WITHIN_SHARE_ADJ {
@@ -183,6 +185,7 @@ impl Daemon {
                     cap: i.cap.map(|m| m.to_string()),
                     oom_score_adj: self.cfg().memory.oom.then_some(p.oom_score_adj),
                     oom_kills: 0,
+                    pressure: Default::default(),
                 },
             );
         }
@@ -203,6 +206,7 @@ impl Daemon {
         if let Some(mem) = &self.memory().mem {
             v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory().retired_kills.get(c).copied().unwrap_or(0);
         }
+        v.pressure = self.currency_pressure(c);
         Some(v)
     }
 
@@ -298,8 +302,9 @@ impl Daemon {
     /// currency is over its share (re-asserted every tick, since its owner may write a
     /// lower value back), given back when it is within its share. allot never lowers a
     /// value it did not write: a process someone set below 0 (an administrator's choice)
-    /// is left alone, one set above the currency's keeps its own.
-    fn oom_adj(&mut self, pid: i32, adj: i16) {
+    /// is left alone, one set above the currency's keeps its own. Returns what it changed
+    /// (for the audit trail, memory_audit.rs).
+    fn oom_adj(&mut self, pid: i32, adj: i16) -> Option<OomWhat> {
         // Everything below is read and written through the process's own /proc directory,
         // so a pid reused by another process between the listing and the write is never
         // touched; an entry whose start time no longer matches is another process's.
@@ -312,32 +317,35 @@ impl Daemon {
             self.memory_mut().foreign.remove(&pid);
         }
         if adj <= model::WITHIN_SHARE_ADJ {
-            if let Some(r) = self.memory_mut().oom.remove(&pid) {
-                give_back(pid, r);
-            }
-            return;
+            let r = self.memory_mut().oom.remove(&pid)?;
+            let from = dir.as_ref().filter(|d| d.start() == r.start).and_then(|d| d.oom_score_adj().ok());
+            give_back(pid, r);
+            return from.filter(|f| *f != r.orig).map(|from| OomWhat::GivenBack { pid, from, to: r.orig });
         }
-        let Some(d) = dir else { return };
+        let d = dir?;
         if self.memory().foreign.contains_key(&pid) {
-            return;
+            return None;
         }
-        let Ok(now) = d.oom_score_adj() else { return };
+        let now = d.oom_score_adj().ok()?;
         let orig = match self.memory().oom.get(&pid) {
             Some(r) => r.orig,
             None if now < 0 => {
                 self.memory_mut().foreign.insert(pid, d.start());
-                return;
+                return None;
             }
             None => now,
         };
         let want = adj.max(orig);
+        let mut changed = None;
         if now != want {
             if let Err(e) = d.set_oom_score_adj(want) {
                 log::warn!("memory: could not set oom_score_adj of {pid} to {want}: {e}");
-                return;
+                return None;
             }
+            changed = Some(OomWhat::Raised { pid, from: now, to: want });
         }
         self.memory_mut().oom.insert(pid, Raised { start: d.start(), orig });
+        changed
     }
 
     /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
@@ -361,6 +369,9 @@ impl Daemon {
 
 #[path = "memory_sd.rs"]
 mod sd;
+
+#[path = "memory_audit.rs"]
+mod audit;
 
 #[cfg(test)]
 #[path = "memory_tests.rs"]
