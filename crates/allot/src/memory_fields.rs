@@ -42,6 +42,7 @@ pub const MEMORY_FIELDS: [MemoryField; 16] = {
 };
 
 const METRIC: In = In { show: false, top: false, metric: true };
+const ALL: In = In { show: true, top: true, metric: true };
 
 const SHOW: In = In { show: true, top: false, metric: false };
 const SHOW_METRIC: In = In { show: true, top: false, metric: true };
@@ -76,7 +77,7 @@ impl MemoryField {
                 Unit::Percent,
                 false,
                 "Share of the last 10 s in which some of the currency's tasks stalled on memory (memory.pressure some avg10; cgroup v2 only).",
-                SHOW_METRIC,
+                ALL,
             ),
             MemFull => s(
                 "pressure_memory_full_avg10",
@@ -108,7 +109,7 @@ impl MemoryField {
                 Unit::Percent,
                 false,
                 "Share of the last 10 s in which some of the currency's tasks stalled on block I/O (io.pressure some avg10; cgroup v2 only).",
-                SHOW_METRIC,
+                ALL,
             ),
             IoFull => s(
                 "pressure_io_full_avg10",
