@@ -5,12 +5,13 @@
 //! and the score. A leaf: the daemon's steps hand it decisions (memory_audit.rs).
 //!
 //! Bounded so that a flood of processes cannot flood the trail: per currency at most
-//! [`PER_CURRENCY`] records a minute, and at most [`PER_MINUTE`] in all; the rest are
-//! counted, and the minute ends with one summary record naming at most [`NAMED`]
-//! currencies and their counts. The records go to root's trail (the daemon decided, not
+//! [`PER_CURRENCY`] records a minute, and at most [`PER_MINUTE`] in all, with OOM kills
+//! counted apart from score changes (a flood of score changes never hides a kill); the
+//! rest are counted, and the minute ends with one summary record naming at most
+//! [`NAMED`] currencies and their counts. The records go to root's trail (the daemon decided, not
 //! a user), with the currency's owner among `owners` so `allot log` shows a user their own.
 
-use crate::proto::AuditRecord;
+use crate::proto::{AuditChange, AuditRecord};
 use allot_model::memory::human_size;
 use std::collections::BTreeMap;
 
@@ -51,8 +52,10 @@ pub enum OomWhat {
 #[derive(Debug, Default)]
 struct Minute {
     minute: u64,
-    total: u32,
-    per: BTreeMap<String, (u32, u64)>,
+    /// Records written, score changes and kills apart.
+    total: [u32; 2],
+    /// Per (currency, a kill): records written and not written.
+    per: BTreeMap<(String, bool), (u32, u64)>,
 }
 
 /// The limiter.
@@ -72,13 +75,14 @@ impl OomAudit {
     pub fn event(&mut self, time: f64, e: OomEvent) -> Vec<AuditRecord> {
         let minute = (time.max(0.0) / 60.0) as u64;
         let mut out: Vec<AuditRecord> = self.flush(minute).into_iter().collect();
-        let (n, dropped) = self.now.per.entry(e.currency.clone()).or_default();
-        if *n >= PER_CURRENCY || self.now.total >= PER_MINUTE {
+        let kill = matches!(e.what, OomWhat::Killed { .. });
+        let (n, dropped) = self.now.per.entry((e.currency.clone(), kill)).or_default();
+        if *n >= PER_CURRENCY || self.now.total[kill as usize] >= PER_MINUTE {
             *dropped += 1;
             return out;
         }
         *n += 1;
-        self.now.total += 1;
+        self.now.total[kill as usize] += 1;
         out.push(record(time, &e));
         out
     }
@@ -90,14 +94,18 @@ impl OomAudit {
             return None;
         }
         let old = std::mem::replace(&mut self.now, Minute { minute, ..Default::default() });
-        let dropped: Vec<(&String, u64)> = old.per.iter().filter(|(_, (_, d))| *d > 0).map(|(c, (_, d))| (c, *d)).collect();
+        let dropped: Vec<(&(String, bool), u64)> = old.per.iter().filter(|(_, (_, d))| *d > 0).map(|(c, (_, d))| (c, *d)).collect();
         if dropped.is_empty() {
             return None;
         }
         let all: u64 = dropped.iter().map(|(_, d)| d).sum();
-        let mut named: Vec<String> = dropped.iter().take(NAMED).map(|(c, d)| format!("{} {d}", crate::daemon::audit::arg(c))).collect();
+        let mut named: Vec<String> = dropped
+            .iter()
+            .take(NAMED)
+            .map(|((c, kill), d)| format!("{} {d}{}", crate::daemon::audit::arg(c), if *kill { " kills" } else { "" }))
+            .collect();
         if dropped.len() > NAMED {
-            named.push(format!("and {} more currencies", dropped.len() - NAMED));
+            named.push(format!("and {} more", dropped.len() - NAMED));
         }
         let day = old.minute % (24 * 60);
         Some(AuditRecord {
@@ -105,7 +113,7 @@ impl OomAudit {
             uid: 0,
             pid: 0,
             request: format!(
-                "oom: {all} more OOM decisions not recorded individually in the minute from {:02}:{:02} UTC ({}); each currency's are kept one by one up to {PER_CURRENCY} a minute, {PER_MINUTE} in all",
+                "oom: {all} more OOM decisions not recorded individually in the minute from {:02}:{:02} UTC ({}); each currency's are kept one by one up to {PER_CURRENCY} a minute and {PER_MINUTE} in all, OOM kills apart from score changes",
                 day / 60,
                 day % 60,
                 named.join(", ")
@@ -122,14 +130,23 @@ impl OomAudit {
 fn record(time: f64, e: &OomEvent) -> AuditRecord {
     let name = crate::daemon::audit::arg(&e.currency);
     let against = format!("uses {} against its share of {}", human_size(e.usage), human_size(e.share));
-    let (request, pid) = match e.what {
-        OomWhat::Raised { pid, from, to } => {
-            (format!("oom: currency {name} {against}: oom_score_adj of pid {pid} raised {from} -> {to}, so the OOM killer takes it before any process within its share"), pid)
-        }
-        OomWhat::GivenBack { pid, from, to } => (format!("oom: currency {name} {against}, within it again: oom_score_adj of pid {pid} given back {from} -> {to}"), pid),
-        OomWhat::Killed { new } => (format!("oom: the OOM killer killed {new} process{} in currency {name}, which {against}", if new == 1 { "" } else { "es" }), 0),
+    let change = |pid: i32, from: i16, to: i16| AuditChange {
+        what: format!("pid {pid}"),
+        before: format!("oom_score_adj {from}"),
+        after: format!("oom_score_adj {to}"),
     };
-    AuditRecord { time, uid: 0, pid, request, refused: None, changes: vec![], jobs: vec![], owners: e.owner.into_iter().collect() }
+    let (request, changes) = match e.what {
+        OomWhat::Raised { pid, from, to } => (
+            format!("oom: currency {name} {against}: oom_score_adj of pid {pid} {from} -> {to}, so the OOM killer takes it before any process within its share"),
+            vec![change(pid, from, to)],
+        ),
+        OomWhat::GivenBack { pid, from, to } => {
+            (format!("oom: currency {name} {against}, within it again: oom_score_adj of pid {pid} given back {from} -> {to}"), vec![change(pid, from, to)])
+        }
+        OomWhat::Killed { new } => (format!("oom: the OOM killer killed {new} process{} in currency {name}, which {against}", if new == 1 { "" } else { "es" }), vec![]),
+    };
+    // pid: the daemon's own (it decided; the process is named in the record).
+    AuditRecord { time, uid: 0, pid: std::process::id() as i32, request, refused: None, changes, jobs: vec![], owners: e.owner.into_iter().collect() }
 }
 
 #[cfg(test)]
@@ -153,9 +170,10 @@ mod tests {
         assert_eq!(out.len(), PER_CURRENCY as usize, "one currency's flood");
         assert_eq!(
             out[0].request,
-            "oom: currency alice uses 459M against its share of 384M: oom_score_adj of pid 0 raised 0 -> 413, so the OOM killer takes it before any process within its share"
+            "oom: currency alice uses 459M against its share of 384M: oom_score_adj of pid 0 0 -> 413, so the OOM killer takes it before any process within its share"
         );
-        assert_eq!((out[0].uid, out[0].pid, out[0].owners.clone()), (0, 0, vec![1000]));
+        assert_eq!((out[0].uid, out[0].owners.clone()), (0, vec![1000]));
+        assert_eq!((out[0].changes[0].before.as_str(), out[0].changes[0].after.as_str()), ("oom_score_adj 0", "oom_score_adj 413"));
         out.extend(a.event(t + 10.0, raised("bob", 7)));
         assert_eq!(out.len(), PER_CURRENCY as usize + 1, "another currency still has its budget");
         // Thousands of currencies: the total is bounded too.
@@ -168,11 +186,22 @@ mod tests {
         assert_eq!(next.len(), 2);
         let s = &next[0].request;
         assert!(s.starts_with(&format!("oom: {} more OOM decisions not recorded individually in the minute from", 5000 - 10 + 3000 - 89)), "{s}");
-        assert!(s.contains("alice 4990") && s.contains("and 2896 more currencies"), "{s}");
+        assert!(s.contains("alice 4990") && s.contains("and 2896 more"), "{s}");
         assert!(s.len() < 1000, "bounded: {} bytes", s.len());
         assert_eq!(next[0].time, t + 60.0);
         assert!(next[1].request.contains("pid 9"));
         assert_eq!(a.flush(29_000_001), None, "the summary is written once");
+        // A flood of score changes never hides a kill: kills have a budget of their own.
+        for pid in 0..500 {
+            a.event(t + 61.0, raised("alice", pid));
+        }
+        let kill = OomEvent { what: OomWhat::Killed { new: 1 }, ..raised("alice", 0) };
+        assert_eq!(a.event(t + 62.0, kill.clone()).len(), 1, "the kill is written");
+        for _ in 0..50 {
+            a.event(t + 62.0, kill.clone());
+        }
+        let s = a.flush(29_000_003).unwrap().request;
+        assert!(s.contains("alice 491, alice 41 kills"), "{s}");
     }
 
     #[test]
