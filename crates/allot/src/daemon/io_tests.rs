@@ -126,6 +126,16 @@ fn on_systemd_each_slice_gets_its_funding_as_io_weight_and_it_is_taken_back() {
     d.apply_io();
     assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "nothing changed, nothing sent");
     assert_eq!(d.io_view().how.as_deref(), Some("IOWeight= on each currency's slice, through systemd"));
+    // A slice's pressure is the currency's, read through the slice (fake: as given).
+    let psi = allot_linux::process::procfs::Psi {
+        some: allot_linux::process::procfs::PsiLine { avg10: 20.0, avg60: 5.0, total_us: 3_000_000 },
+        full: Some(allot_linux::process::procfs::PsiLine { avg10: 10.0, avg60: 1.0, total_us: 1_000_000 }),
+    };
+    w.lock().unwrap().slice_mem.pressure.insert("user-3000".into(), allot_linux::cgroup::io::CgroupPressure { memory: Some(psi), io: None });
+    let p = d.currency_pressure(&CurrencyId::User(3000));
+    let m = p.memory.unwrap();
+    assert_eq!((m.some_avg10, m.some_s, m.full_avg10, m.full_s, p.io), (20.0, 3.0, Some(10.0), Some(1.0), None));
+    assert!(d.currency_pressure(&CurrencyId::User(3001)).is_empty());
     d.undo_io();
     let mut sent = std::mem::take(&mut w.lock().unwrap().slice_mem.sent);
     sent.sort();

@@ -197,8 +197,15 @@ impl Daemon {
         self.memory_mut().view = view;
     }
 
-    /// A currency's memory as `show` reports it, its OOM kills read now.
+    /// A currency's memory as `show` reports it, its OOM kills and pressure read now.
     pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
+        let mut v = self.memory_kills(c)?;
+        v.pressure = self.currency_pressure(c);
+        Some(v)
+    }
+
+    /// A currency's memory from the last step, its OOM kills read now (not its pressure).
+    pub(super) fn memory_kills(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
         let mut v = self.memory().view.get(c)?.clone();
         if let Some(sm) = self.tree().cg().slice_memory().filter(|_| self.memory().slices) {
             v.oom_kills = sm.slice_oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0);
@@ -206,7 +213,6 @@ impl Daemon {
         if let Some(mem) = &self.memory().mem {
             v.oom_kills = mem.oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0) + self.memory().retired_kills.get(c).copied().unwrap_or(0);
         }
-        v.pressure = self.currency_pressure(c);
         Some(v)
     }
 

@@ -34,7 +34,7 @@ impl Daemon {
         let ids: Vec<CurrencyId> = self.memory().view.keys().cloned().collect();
         let mut seen = std::collections::BTreeMap::new();
         for c in ids {
-            let Some(v) = self.memory_view(&c) else { continue };
+            let Some(v) = self.memory_kills(&c) else { continue };
             let name = self.currency_name(&c);
             let before = self.oom_audit_mut().kills.get(&name).copied();
             seen.insert(name, v.oom_kills);
