@@ -64,16 +64,19 @@ impl Daemon {
         }
     }
 
-    /// On a systemd host: each currency's slice gets its funding as `IOWeight=` (its jobs
-    /// share it with its login sessions, not divided by tickets there).
+    /// On a systemd host: each currency's slice gets its funding as `IOWeight=`, scaled so
+    /// the largest is 100 (systemd turns IOWeight= above 100 into a BFQ weight out of
+    /// proportion; `allot_model::io::slice_weights`). Its jobs share it with its login
+    /// sessions, not divided by tickets there.
     fn apply_slice_io(&mut self) {
         let ids = self.slice_currencies();
+        let fundings: Vec<u32> = ids.iter().map(|c| self.funding_of(c)).collect();
+        let weights = allot_model::io::slice_weights(&fundings);
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         let mut failed = None;
         let mut sent = vec![];
-        for c in &ids {
+        for (c, w) in ids.iter().zip(weights) {
             let rel = currency_rel(Class::Foreground, c);
-            let w = allot_model::io::io_weight(self.funding_of(c));
             match sm.set_slice_memory(&rel, SliceProp::IoWeight, Some(w as u64)) {
                 Ok(()) => sent.push((rel, w)),
                 Err(e) => failed = Some(format!("could not set IOWeight= of {rel}'s slice: {e}")),

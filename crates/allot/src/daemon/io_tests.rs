@@ -122,7 +122,11 @@ fn on_systemd_each_slice_gets_its_funding_as_io_weight_and_it_is_taken_back() {
     w.lock().unwrap().slice_mem.sent.clear();
     d.apply_io();
     let sent = std::mem::take(&mut w.lock().unwrap().slice_mem.sent);
-    assert_eq!(sent, ["user-3000 IOWeight=300", "user-3001 IOWeight=100"], "logged-in human users; nothing for uid 120");
+    assert_eq!(
+        sent,
+        ["user-3000 IOWeight=100", "user-3001 IOWeight=33"],
+        "funding 300:100, the largest as 100; logged-in human users; nothing for uid 120"
+    );
     d.apply_io();
     assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "nothing changed, nothing sent");
     assert_eq!(d.io_view().how.as_deref(), Some("IOWeight= on each currency's slice, through systemd"));
