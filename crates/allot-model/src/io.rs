@@ -3,7 +3,7 @@
 //! spelling differs per kernel interface; the ratio between two currencies is the ratio
 //! of their funding wherever the interface's range allows it.
 //!
-//! - cgroup v2 `io.weight` (io.cost) and systemd's `IOWeight=`: 1..10000, default 100;
+//! - cgroup v2 `io.weight` (io.cost): 1..10000, default 100;
 //!   allot's units are the same range, so the weight is the funding (as `cpu.weight` is).
 //! - BFQ's `io.bfq.weight` (v2) and `blkio.bfq.weight` (v1): 1..1000, default 100; the
 //!   funding itself, clamped to 1000 (so ratios hold up to funding 1000).
@@ -18,7 +18,7 @@
 
 use crate::units::{MAX, MIN};
 
-/// The weight for cgroup v2 `io.weight` and systemd's `IOWeight=` (1..10000).
+/// The weight for cgroup v2 `io.weight` (1..10000).
 pub fn io_weight(units: u32) -> u32 {
     units.clamp(MIN, MAX)
 }
