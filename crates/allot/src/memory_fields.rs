@@ -3,6 +3,8 @@
 //! `allot metrics` (`allot_currency_memory_bytes`, `allot_currency_oom_kills_total`, ...)
 //! read them, so a currency's memory is named, measured and formatted the same in each.
 //! Only currencies whose reply carries memory ([`CurrencyMemory`]) have a row or a sample.
+//! Memory and I/O pressure (PSI) per currency are fields here too: a sample only where
+//! the kernel has them (cgroup v2 and systemd's slices, not cgroup v1).
 
 use crate::fields::{format_unit, In, Spec, Unit};
 use crate::memory_view::CurrencyMemory;
@@ -21,13 +23,26 @@ pub enum MemoryField {
     Cap,
     OomAdj,
     OomKills,
+    /// `memory.pressure`'s some avg10, full avg10, some total, full total.
+    MemSome,
+    MemFull,
+    MemWaiting,
+    MemStalled,
+    /// `io.pressure`'s, the same four.
+    IoSome,
+    IoFull,
+    IoWaiting,
+    IoStalled,
 }
 
 /// Every memory field, in order.
-pub const MEMORY_FIELDS: [MemoryField; 8] = {
+pub const MEMORY_FIELDS: [MemoryField; 16] = {
     use MemoryField::*;
-    [Name, Usage, Share, Protection, Limit, Cap, OomAdj, OomKills]
+    [Name, Usage, Share, Protection, Limit, Cap, OomAdj, OomKills, MemSome, MemFull, MemWaiting, MemStalled, IoSome, IoFull, IoWaiting, IoStalled]
 };
+
+const METRIC: In = In { show: false, top: false, metric: true };
+const ALL: In = In { show: true, top: true, metric: true };
 
 const SHOW: In = In { show: true, top: false, metric: false };
 const SHOW_METRIC: In = In { show: true, top: false, metric: true };
@@ -56,6 +71,70 @@ impl MemoryField {
             OomKills => {
                 s("oom_kills", "OOM_KILLS", Unit::Number, true, "OOM kills in the currency (cgroup v1: since the daemon started).", SHOW_METRIC)
             }
+            MemSome => s(
+                "pressure_memory_avg10",
+                "MEM_PSI",
+                Unit::Percent,
+                false,
+                "Share of the last 10 s in which some of the currency's tasks stalled on memory (memory.pressure some avg10; cgroup v2 only).",
+                ALL,
+            ),
+            MemFull => s(
+                "pressure_memory_full_avg10",
+                "MEM_FULL",
+                Unit::Percent,
+                false,
+                "Share of the last 10 s in which all of the currency's non-idle tasks stalled on memory at once (memory.pressure full avg10).",
+                SHOW_METRIC,
+            ),
+            MemWaiting => s(
+                "pressure_memory_waiting",
+                "MEM_WAITING",
+                Unit::Seconds,
+                true,
+                "Time in which some of the currency's tasks stalled on memory (memory.pressure some total).",
+                METRIC,
+            ),
+            MemStalled => s(
+                "pressure_memory_stalled",
+                "MEM_STALLED",
+                Unit::Seconds,
+                true,
+                "Time in which all of the currency's non-idle tasks stalled on memory at once (memory.pressure full total).",
+                METRIC,
+            ),
+            IoSome => s(
+                "pressure_io_avg10",
+                "IO_PSI",
+                Unit::Percent,
+                false,
+                "Share of the last 10 s in which some of the currency's tasks stalled on block I/O (io.pressure some avg10; cgroup v2 only).",
+                ALL,
+            ),
+            IoFull => s(
+                "pressure_io_full_avg10",
+                "IO_FULL",
+                Unit::Percent,
+                false,
+                "Share of the last 10 s in which all of the currency's non-idle tasks stalled on block I/O at once (io.pressure full avg10).",
+                SHOW_METRIC,
+            ),
+            IoWaiting => s(
+                "pressure_io_waiting",
+                "IO_WAITING",
+                Unit::Seconds,
+                true,
+                "Time in which some of the currency's tasks stalled on block I/O (io.pressure some total).",
+                METRIC,
+            ),
+            IoStalled => s(
+                "pressure_io_stalled",
+                "IO_STALLED",
+                Unit::Seconds,
+                true,
+                "Time in which all of the currency's non-idle tasks stalled on block I/O at once (io.pressure full total).",
+                METRIC,
+            ),
         }
     }
 
@@ -76,6 +155,14 @@ impl MemoryField {
             Limit => m.limit.map(|l| l as f64),
             OomAdj => m.oom_score_adj.map(f64::from),
             OomKills => Some(m.oom_kills as f64),
+            MemSome => m.pressure.memory.map(|p| p.some_avg10),
+            MemFull => m.pressure.memory.and_then(|p| p.full_avg10),
+            MemWaiting => m.pressure.memory.map(|p| p.some_s),
+            MemStalled => m.pressure.memory.and_then(|p| p.full_s),
+            IoSome => m.pressure.io.map(|p| p.some_avg10),
+            IoFull => m.pressure.io.and_then(|p| p.full_avg10),
+            IoWaiting => m.pressure.io.map(|p| p.some_s),
+            IoStalled => m.pressure.io.and_then(|p| p.full_s),
         }
     }
 
@@ -112,7 +199,7 @@ pub fn table(currencies: &[CurrencyView]) -> Option<String> {
         .with_rows(rows.iter().map(|(c, m)| fields.iter().map(|f| f.text(c, m)).collect::<Vec<_>>()))
         .render();
     Some(format!(
-        "{t}\nMEMORY is each currency's charge now; PROTECTED its funded SHARE of the {} available to users, kept from reclaim while others press; LIMIT the hard limit in force.\n",
+        "{t}\nMEMORY is each currency's charge now; PROTECTED its funded SHARE of the {} available to users, kept from reclaim while others press; LIMIT the hard limit in force; MEM_PSI and IO_PSI the share of the last 10 s in which some of its tasks stalled on memory or I/O (FULL: all at once; - where the kernel has no pressure per cgroup, as on cgroup v1).\n",
         human_size(avail)
     ))
 }

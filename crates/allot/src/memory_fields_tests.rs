@@ -15,8 +15,11 @@ fn memory(limit: Option<u64>) -> CurrencyMemory {
         cap: Some("2G!".into()),
         oom_score_adj: Some(-999),
         oom_kills: 3,
+        pressure: crate::memory_view::CurrencyPressure { memory: Some(STALL), io: Some(STALL) },
     }
 }
+
+const STALL: crate::memory_view::Stall = crate::memory_view::Stall { some_avg10: 1.5, some_s: 2.0, full_avg10: Some(0.5), full_s: Some(1.0) };
 
 fn words(line: &str) -> Vec<String> {
     line.split_whitespace().map(str::to_string).collect()
@@ -53,7 +56,7 @@ fn every_memory_field_appears_exactly_where_its_spec_says() {
     let families: Vec<String> = metrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter(|l| l.starts_with("allot_currency_memory") || l.starts_with("allot_currency_oom"))
+        .filter(|l| ["allot_currency_memory", "allot_currency_oom", "allot_currency_pressure"].iter().any(|p| l.starts_with(p)))
         .map(|l| l.split(' ').next().unwrap().to_string())
         .collect();
     let names: Vec<String> = memory_shown_in(|i| i.metric).map(|f| f.metric_name()).collect();
@@ -82,4 +85,32 @@ fn absent_values_are_a_dash_in_the_table_and_no_sample() {
     assert_eq!(MemoryField::Share.text(c, &m), "0%", "nothing available: a share of nothing");
     let metrics = render(&status(), &sh, &Readings::default(), Format::Prometheus);
     assert!(!metrics.contains("allot_currency_memory_limit_bytes{"), "no limit, no sample:\n{metrics}");
+}
+
+#[test]
+fn pressure_is_shown_and_written_only_where_the_kernel_has_it() {
+    use crate::memory_view::{CurrencyPressure, Stall};
+    let mut sh = show();
+    let io = Stall { some_avg10: 42.0, some_s: 12.5, full_avg10: Some(7.0), full_s: Some(3.25) };
+    sh.currencies[0].memory = Some(CurrencyMemory { pressure: CurrencyPressure { memory: None, io: Some(io) }, ..memory(None) });
+    let t = table(&sh.currencies).unwrap();
+    let header = words(t.lines().next().unwrap());
+    let row = words(t.lines().find(|l| l.starts_with("alice")).unwrap());
+    let cell = |h: &str| row[header.iter().position(|x| x == h).unwrap_or_else(|| panic!("no {h} in {header:?}"))].clone();
+    assert_eq!((cell("IO_PSI"), cell("IO_FULL"), cell("MEM_PSI"), cell("MEM_FULL")), ("42%".into(), "7%".into(), "-".into(), "-".into()), "{t}");
+    let m = render(&status(), &sh, &Readings::default(), Format::Prometheus);
+    let l = "{currency=\"alice\",kind=\"user\"}";
+    for want in [
+        format!("allot_currency_pressure_io_avg10_percent{l} 42"),
+        format!("allot_currency_pressure_io_full_avg10_percent{l} 7"),
+        format!("allot_currency_pressure_io_waiting_seconds_total{l} 12.5"),
+        format!("allot_currency_pressure_io_stalled_seconds_total{l} 3.25"),
+        "# TYPE allot_currency_pressure_io_waiting_seconds_total counter".into(),
+    ] {
+        assert!(m.lines().any(|x| x == want), "missing {want:?} in\n{m}");
+    }
+    assert!(!m.contains("allot_currency_pressure_memory"), "no memory.pressure, no sample (cgroup v1):\n{m}");
+    // The reply without pressure says nothing of it.
+    let json = serde_json::to_string(&CurrencyMemory { pressure: Default::default(), ..memory(None) }).unwrap();
+    assert!(!json.contains("pressure"), "{json}");
 }

@@ -25,4 +25,42 @@ pub struct CurrencyMemory {
     pub oom_score_adj: Option<i16>,
     /// OOM kills in it: since its cgroup was made (v2), since the daemon started (v1).
     pub oom_kills: u64,
+    /// Its memory and I/O pressure (PSI of its cgroup: cgroup v2 and systemd's slices;
+    /// cgroup v1 has none per cgroup).
+    #[serde(default, skip_serializing_if = "CurrencyPressure::is_empty")]
+    pub pressure: CurrencyPressure,
+}
+
+/// A currency's pressure stall information, per resource, where the kernel has it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CurrencyPressure {
+    /// `memory.pressure`: its tasks stalled on memory (reclaim, swap-in, refaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Stall>,
+    /// `io.pressure`: its tasks stalled on block I/O.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<Stall>,
+}
+
+impl CurrencyPressure {
+    /// Neither resource has a reading.
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_none() && self.io.is_none()
+    }
+}
+
+/// One PSI file's readings: the `some` line (at least one task stalled) and the `full`
+/// line (every non-idle task stalled at once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stall {
+    /// Share of the last 10 s in which some of its tasks stalled, percent (the kernel's average).
+    pub some_avg10: f64,
+    /// Total time in which some of its tasks stalled, seconds.
+    pub some_s: f64,
+    /// Share of the last 10 s in which all of its non-idle tasks stalled, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_avg10: Option<f64>,
+    /// Total time in which all of its non-idle tasks stalled, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_s: Option<f64>,
 }

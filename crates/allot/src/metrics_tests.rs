@@ -226,6 +226,7 @@ fn a_currencys_memory_is_written_where_it_is_shared() {
         cap: None,
         oom_score_adj: Some(0),
         oom_kills: 2,
+        pressure: Default::default(),
     });
     let t = render(&status(), &show, &Readings::default(), Format::Prometheus);
     let l = "{currency=\"alice\",kind=\"user\"}";

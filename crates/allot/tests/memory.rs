@@ -125,6 +125,21 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     let cur = |s: &serde_json::Value, name: String| s["currencies"].as_array().unwrap().iter().find(|c| c["name"] == name.as_str()).cloned().unwrap();
     assert_eq!(cur(&s, A.to_string())["memory"]["protection"], 384 * MIB, "{s:#}");
     assert_eq!(cur(&s, B.to_string())["memory"]["protection"], 128 * MIB, "{s:#}");
+    // I/O by share: the funding is each currency's I/O weight in the blkio hierarchy, which
+    // mirrors allot's tree, with the currencies' processes in it; status says what was
+    // written and which devices honour it.
+    let blk = Path::new("/sys/fs/cgroup/blkio").join(&d.root_name);
+    let weight = |c: &str| std::fs::read_to_string(blk.join(c).join("blkio.bfq.weight")).map(|s| s.trim().to_string());
+    let status = ok(&d.cli(&["status"], None).unwrap());
+    let io_line = status.lines().find(|l| l.starts_with("io ")).expect("status has an io line").to_string();
+    eprintln!("{io_line}");
+    let blkio_of =
+        |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap().lines().find(|l| l.contains(":blkio:")).unwrap_or("").to_string();
+    assert!(blkio_of(a).contains(&format!("/{}/{ua}/", d.root_name)), "A's reader in the blkio mirror: {}", blkio_of(a));
+    if blk.join(&ua).join("blkio.bfq.weight").exists() {
+        assert_eq!((weight(&ua).unwrap(), weight(&ub).unwrap()), ("300".to_string(), "100".to_string()), "funding 300:100 as BFQ weights");
+        assert!(io_line.contains("funding is each currency's I/O weight, tickets its jobs': blkio.bfq.weight in allot's tree"), "{io_line}");
+    }
     // Both within their share (the guard keeps them there): their OOM rank is their own.
     let adj = |p: u32| std::fs::read_to_string(format!("/proc/{p}/oom_score_adj")).unwrap().trim().parse::<i32>().unwrap();
     assert_eq!((adj(a), adj(b)), (0, 0), "{}", d.log());
@@ -180,6 +195,34 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
         cur(&s, B.to_string())["memory"]["oom_kills"]
     );
     assert!(kills >= 1 && cur(&s, B.to_string())["memory"]["oom_kills"] == 0, "{s:#}");
+    // The audit trail has the OOM decisions: A's processes raised, and the kill seen in
+    // A's currency, each naming its use against its share; A sees them as her own.
+    let oom_records = |uid: Option<u32>| {
+        let log: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "log", "--limit", "1000"], uid).unwrap())).unwrap();
+        log["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["request"].as_str().map(str::to_string))
+            .filter(|r| r.starts_with("oom: "))
+            .collect::<Vec<_>>()
+    };
+    let recs = wait_for("the OOM kill audited", || {
+        let r = oom_records(None);
+        r.iter().any(|x| x.contains("OOM killer killed")).then_some(r)
+    });
+    for r in &recs {
+        eprintln!("audit: {r}");
+    }
+    let raised = format!("oom: currency {A} uses ");
+    assert!(recs.iter().any(|r| r.starts_with(&raised) && r.contains(": oom_score_adj of pid ") && r.contains(" 0 -> ")), "{recs:#?}");
+    assert!(recs.iter().any(|r| r.contains(&format!("in currency {A}, which uses ")) && r.contains("against its share of 384M")), "{recs:#?}");
+    let of = |uid: u32| recs.iter().filter(|r| r.contains(&format!("currency {uid} "))).count();
+    let hers = oom_records(Some(A));
+    assert!(
+        hers.len() >= of(A) && hers.iter().all(|r| r.contains(&format!("currency {A}"))),
+        "A sees the decisions about her currency, and only those: {hers:#?}"
+    );
 
     // Stopped: no cgroup of allot's is left in either hierarchy, and A's processes run on
     // with the oom_score_adj they had.
@@ -187,6 +230,7 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     d.stop().unwrap();
     assert!(!Path::new("/sys/fs/cgroup/memory").join(&root).exists(), "memory cgroup {root} removed");
     assert!(!Path::new("/sys/fs/cgroup/cpu").join(&root).exists(), "cpu cgroup {root} removed");
+    assert!(!Path::new("/sys/fs/cgroup/blkio").join(&root).exists(), "blkio cgroup {root} removed");
     assert_eq!(state(a_small), 'S', "A's small process runs on");
     assert_eq!(adj(a_small), 0, "A's oom_score_adj given back");
     drop(files);

@@ -124,4 +124,28 @@ mod tests {
         let without = devices(&root, None);
         assert!(!without.iter().find(|d| d.name == "nvme0n1").unwrap().honours_weight(), "no cgroup v2 root: no io.cost");
     }
+
+    /// Hostile: a device whose name is not UTF-8 is listed (its name with the bad bytes
+    /// replaced, safe to print) and its scheduler read from its own directory; one whose
+    /// files are garbage reads as having no scheduler, never as honouring weights.
+    #[test]
+    fn a_device_name_that_is_not_utf8_and_garbage_files_are_survived() {
+        use std::os::unix::ffi::OsStrExt;
+        let root = std::env::temp_dir().join(format!("allot-block-hostile-{}", std::process::id()));
+        let _f = Fixture(root.clone());
+        let name = std::ffi::OsStr::from_bytes(b"sd\xff\x1b[2J");
+        let d = root.join("block").join(name);
+        std::fs::create_dir_all(d.join("queue")).unwrap();
+        std::fs::write(d.join("queue/scheduler"), "mq-deadline [bfq]\n").unwrap();
+        std::fs::write(d.join("dev"), "8:0\n").unwrap();
+        std::fs::write(d.join("size"), "100\n").unwrap();
+        dev(&root, "vdb", "\u{0}\u{ff}[\n", "x", "1");
+        std::fs::write(root.join("block/vdb/queue/scheduler"), [0xffu8, b'[', 0xfe, b']']).unwrap();
+        let devs = devices(&root, None);
+        assert_eq!(devs.len(), 2, "{devs:?}");
+        assert_eq!(devs[0].name, "sd\u{fffd}\u{1b}[2J", "the bad byte replaced; escapes are for_terminal's to neutralise");
+        assert!(devs[0].honours_weight(), "its own scheduler was read");
+        assert_eq!(devs[1].scheduler, None, "a scheduler file that is not UTF-8 reads as none");
+        assert!(!devs[1].honours_weight());
+    }
 }

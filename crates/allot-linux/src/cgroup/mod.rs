@@ -14,6 +14,7 @@ pub mod block;
 #[cfg(test)]
 pub(crate) mod fixture;
 pub mod inotify;
+pub mod io;
 pub(crate) mod max;
 pub mod memory;
 pub(crate) mod mount;
@@ -397,7 +398,8 @@ fn detect_one(name: &str) -> Result<Box<dyn CpuController>> {
     if let Some(cpu) = v1("cpu") {
         let acct = v1("cpuacct").map(|m| PathBuf::from(&m.point));
         let mem = v1("memory").map(|m| PathBuf::from(&m.point));
-        return Ok(Box::new(V1::new(PathBuf::from(&cpu.point), acct, name).with_memory(mem)));
+        let blkio = v1("blkio").map(|m| PathBuf::from(&m.point));
+        return Ok(Box::new(V1::new(PathBuf::from(&cpu.point), acct, name).with_memory(mem).with_blkio(blkio)));
     }
     Err(Error::NoCpuController(
         "neither a cgroup2 mount with the cpu controller enabled nor a cgroup v1 mount with the cpu controller was found in /proc/self/mountinfo; mount one (e.g. `mount -t cgroup2 none /sys/fs/cgroup`)".into(),

@@ -1,7 +1,7 @@
 //! cgroup v1: `cpu.shares`, `cpu.cfs_quota_us`, `cpuacct.usage`; cpu and cpuacct may be
 //! mounted apart, so every directory and move is mirrored into cpuacct, and into the
-//! memory hierarchy when it is mounted (allot's memory files are written by
-//! [`super::memory::Memory`]).
+//! memory and blkio hierarchies when they are mounted (allot's memory files are written by
+//! [`super::memory::Memory`], its I/O weights by [`super::io::Io`]).
 
 use super::{mkdir, rmdir, strip_root, CpuController, Max, Version};
 use crate::{read, read_u64, write, Result};
@@ -16,6 +16,8 @@ pub struct V1 {
     acct: Option<PathBuf>,
     /// memory root, when the memory controller is mounted apart from cpu.
     mem: Option<PathBuf>,
+    /// blkio root, when the blkio controller is mounted apart from cpu.
+    blkio: Option<PathBuf>,
     /// `cpuacct.usage` files, kept open: the daemon reads the busy ones every tick.
     counters: crate::reread::Rereader,
 }
@@ -24,7 +26,7 @@ impl V1 {
     /// A backend rooted at `cpu_mount/name`, mirroring into `acct_mount/name` when apart.
     pub fn new(cpu_mount: PathBuf, acct_mount: Option<PathBuf>, name: &str) -> Self {
         let acct = acct_mount.filter(|a| a != &cpu_mount).map(|a| a.join(name));
-        Self { name: name.into(), cpu: cpu_mount.join(name), acct, mem: None, counters: Default::default() }
+        Self { name: name.into(), cpu: cpu_mount.join(name), acct, mem: None, blkio: None, counters: Default::default() }
     }
     /// Also mirrors into the memory hierarchy at `mem_mount/name` (when apart from cpu).
     pub fn with_memory(mut self, mem_mount: Option<PathBuf>) -> Self {
@@ -32,9 +34,18 @@ impl V1 {
         self.mem = mem_mount.filter(|m| Some(m) != cpu_mount.as_ref() && Some(m.join(&self.name)) != self.acct).map(|m| m.join(&self.name));
         self
     }
+    /// Also mirrors into the blkio hierarchy at `blkio_mount/name` (when apart from the others).
+    pub fn with_blkio(mut self, blkio_mount: Option<PathBuf>) -> Self {
+        let cpu_mount = self.cpu.parent().map(Path::to_path_buf);
+        self.blkio = blkio_mount
+            .filter(|m| Some(m) != cpu_mount.as_ref())
+            .map(|m| m.join(&self.name))
+            .filter(|b| Some(b) != self.acct.as_ref() && Some(b) != self.mem.as_ref());
+        self
+    }
     /// The roots every directory and move is mirrored into.
     fn mirrors(&self) -> impl Iterator<Item = &PathBuf> {
-        self.acct.iter().chain(self.mem.iter())
+        self.acct.iter().chain(self.mem.iter()).chain(self.blkio.iter())
     }
     fn acct_dir(&self, rel: &str) -> PathBuf {
         self.acct.as_ref().unwrap_or(&self.cpu).join(rel)

@@ -1,4 +1,4 @@
-//! The v1 backend against a fake cgroup v1 tree (cpu, cpuacct and memory mounted apart,
+//! The v1 backend against a fake cgroup v1 tree (cpu, cpuacct, memory and blkio mounted apart,
 //! as on the CI runner): what it writes where, what it reads, what it refuses.
 
 use super::*;
@@ -12,13 +12,13 @@ fn tree() -> (Fixture, V1) {
     for rel in ["cpu", "cpu/allot", "cpu/allot/user-1000", "cpu/allot/user-1000/j1"] {
         fx.cgroup(rel, V1_CPU_FILES);
     }
-    for h in ["cpuacct", "memory"] {
+    for h in ["cpuacct", "memory", "blkio"] {
         for rel in ["", "/allot", "/allot/user-1000", "/allot/user-1000/j1"] {
             fx.cgroup(&format!("{h}{rel}"), V1_ACCT_FILES);
         }
     }
     let p = fx.path().to_path_buf();
-    let v1 = V1::new(p.join("cpu"), Some(p.join("cpuacct")), "allot").with_memory(Some(p.join("memory")));
+    let v1 = V1::new(p.join("cpu"), Some(p.join("cpuacct")), "allot").with_memory(Some(p.join("memory"))).with_blkio(Some(p.join("blkio")));
     (fx, v1)
 }
 
@@ -35,15 +35,15 @@ fn addresses_the_cpu_hierarchy() {
 }
 
 #[test]
-fn every_directory_is_mirrored_into_cpuacct_and_memory() {
+fn every_directory_is_mirrored_into_cpuacct_memory_and_blkio() {
     let (fx, v1) = tree();
     v1.create("ci/j9").unwrap();
-    for h in ["cpu", "cpuacct", "memory"] {
+    for h in ["cpu", "cpuacct", "memory", "blkio"] {
         assert!(fx.path().join(h).join("allot/ci/j9").is_dir(), "{h}");
     }
     v1.create("ci/j9").unwrap();
     v1.remove("ci/j9").unwrap();
-    for h in ["cpu", "cpuacct", "memory"] {
+    for h in ["cpu", "cpuacct", "memory", "blkio"] {
         assert!(!fx.path().join(h).join("allot/ci/j9").exists(), "{h}");
         assert!(fx.path().join(h).join("allot/ci").is_dir(), "{h}: only the leaf goes");
     }
@@ -54,7 +54,7 @@ fn every_directory_is_mirrored_into_cpuacct_and_memory() {
 fn no_mirror_where_a_controller_shares_the_cpu_mount() {
     let fx = Fixture::new("v1-comounted");
     let cpu = fx.cgroup("cpu,cpuacct", V1_CPU_FILES);
-    let v1 = V1::new(cpu.clone(), Some(cpu.clone()), "allot").with_memory(Some(cpu.clone()));
+    let v1 = V1::new(cpu.clone(), Some(cpu.clone()), "allot").with_memory(Some(cpu.clone())).with_blkio(Some(cpu.clone()));
     assert_eq!(v1.procs_files("j1"), [cpu.join("allot/j1/cgroup.procs")]);
     v1.create("j1").unwrap();
     assert_eq!(std::fs::read_dir(fx.path()).unwrap().count(), 1, "one hierarchy written");
@@ -100,14 +100,14 @@ fn a_hard_limit_is_quota_and_period() {
 fn processes_move_in_every_hierarchy() {
     let (fx, v1) = tree();
     v1.move_pid("user-1000/j1", 4242).unwrap();
-    for h in ["cpu", "cpuacct", "memory"] {
+    for h in ["cpu", "cpuacct", "memory", "blkio"] {
         assert_eq!(fx.read(&format!("{h}/allot/user-1000/j1/cgroup.procs")), "4242", "{h}");
     }
     let files = v1.procs_files("user-1000/j1");
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 4);
     assert!(files.iter().all(|f| f.ends_with("allot/user-1000/j1/cgroup.procs")));
     v1.release_pid(4243).unwrap();
-    for h in ["cpu", "cpuacct", "memory"] {
+    for h in ["cpu", "cpuacct", "memory", "blkio"] {
         assert_eq!(fx.read(&format!("{h}/cgroup.procs")), "4243", "{h}: to the hierarchy's top");
     }
 }

@@ -26,7 +26,7 @@ mod journal;
 mod text;
 
 pub use journal::{RECORD_ID, SUMMARY_ID};
-pub use text::{changes_something, describe, diff};
+pub use text::{arg, changes_something, describe, diff};
 
 use crate::proto::AuditRecord;
 use std::collections::{BTreeSet, HashMap};

@@ -71,6 +71,10 @@ pub struct Daemon {
     logout_kills: HashMap<String, Instant>,
     /// Memory by share (memory.rs).
     memory: super::memory::state::MemoryState,
+    /// I/O by share (io.rs).
+    io: super::io_state::IoState,
+    /// OOM decisions for the audit trail, bounded (oom_audit.rs).
+    oom_audit: super::oom_audit::OomAudit,
     /// How allot's tree is held on this host (backend.rs), chosen at start.
     backend: std::rc::Rc<dyn super::backend::Backend<Daemon>>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
@@ -144,6 +148,8 @@ impl Daemon {
             self.replan();
         }
         self.apply_memory();
+        self.audit_oom_kills();
+        self.apply_io();
     }
 
     /// How long until the next tick: `tick_ms` while anything runs, slower at rest (the
@@ -357,6 +363,7 @@ impl Daemon {
     /// (a clean stop, so nothing outlives the daemon's attention).
     pub fn undo_dynamic(&mut self) {
         self.undo_memory();
+        self.undo_io();
         self.undo_sessions();
         let mut failures = vec![];
         for id in self.applier.boosted() {

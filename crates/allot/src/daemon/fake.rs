@@ -499,13 +499,16 @@ impl SliceMemory for FakeCg {
     fn slice_oom_kills(&self, _rel: &str) -> allot_linux::Result<u64> {
         Ok(0)
     }
+    fn slice_pressure(&self, rel: &str) -> allot_linux::cgroup::io::CgroupPressure {
+        self.w.lock().unwrap().slice_mem.pressure.get(rel).copied().unwrap_or_default()
+    }
     fn recursive_protection(&self) -> bool {
         self.w.lock().unwrap().slice_mem.recursive
     }
     fn reset_memory(&self, rel: Option<&str>) -> allot_linux::Result<()> {
         let unit = rel.unwrap_or("user.slice").to_string();
         let mut w = self.w.lock().unwrap();
-        for p in [SliceProp::Low, SliceProp::High, SliceProp::Max] {
+        for p in SliceProp::ALL {
             w.slice_mem.send(&unit, p, None);
         }
         Ok(())

@@ -23,6 +23,8 @@ pub struct SliceMem {
     pub props: BTreeMap<(String, &'static str), u64>,
     /// memory_recursiveprot.
     pub recursive: bool,
+    /// Memory and I/O pressure per currency path.
+    pub pressure: BTreeMap<String, allot_linux::cgroup::io::CgroupPressure>,
 }
 
 impl SliceMem {

@@ -8,6 +8,7 @@
 //! slices through systemd instead (memory_sd.rs).
 
 use super::core::Daemon;
+use super::oom_audit::OomWhat;
 use super::registry::{currency_rel, Class, CurrencyId};
 use crate::memory_view::CurrencyMemory;
 use allot_linux::cgroup::memory::{self as kmem, Memory};
@@ -99,7 +100,8 @@ impl Daemon {
                 }
                 for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
-                    self.oom_adj(pid, p.oom_score_adj);
+                    let what = self.oom_adj(pid, p.oom_score_adj);
+                    self.audit_oom(c, i.usage, p.protection, what);
                 }
             }
             if scan && p.oom_score_adj > model::WITHIN_SHARE_ADJ {
@@ -115,6 +117,7 @@ impl Daemon {
                     cap: i.cap.map(|m| m.to_string()),
                     oom_score_adj: self.cfg().memory.oom.then_some(p.oom_score_adj),
                     oom_kills: 0,
+                    pressure: Default::default(),
                 },
             );
         }
@@ -126,8 +129,15 @@ impl Daemon {
         self.memory_mut().view = view;
     }
 
-    /// A currency's memory as `show` reports it, its OOM kills read now.
+    /// A currency's memory as `show` reports it, its OOM kills and pressure read now.
     pub fn memory_view(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
+        let mut v = self.memory_kills(c)?;
+        v.pressure = self.currency_pressure(c);
+        Some(v)
+    }
+
+    /// A currency's memory from the last step, its OOM kills read now (not its pressure).
+    pub(super) fn memory_kills(&self, c: &CurrencyId) -> Option<CurrencyMemory> {
         let mut v = self.memory().view.get(c)?.clone();
         if let Some(sm) = self.tree().cg().slice_memory().filter(|_| self.memory().slices) {
             v.oom_kills = sm.slice_oom_kills(&currency_rel(Class::Foreground, c)).unwrap_or(0);
@@ -230,8 +240,9 @@ impl Daemon {
     /// currency is over its share (re-asserted every tick, since its owner may write a
     /// lower value back), given back when it is within its share. allot never lowers a
     /// value it did not write: a process someone set below 0 (an administrator's choice)
-    /// is left alone, one set above the currency's keeps its own.
-    fn oom_adj(&mut self, pid: i32, adj: i16) {
+    /// is left alone, one set above the currency's keeps its own. Returns what it changed
+    /// (for the audit trail, memory_audit.rs).
+    fn oom_adj(&mut self, pid: i32, adj: i16) -> Option<OomWhat> {
         // Everything below is read and written through the process's own /proc directory,
         // so a pid reused by another process between the listing and the write is never
         // touched; an entry whose start time no longer matches is another process's.
@@ -244,32 +255,35 @@ impl Daemon {
             self.memory_mut().foreign.remove(&pid);
         }
         if adj <= model::WITHIN_SHARE_ADJ {
-            if let Some(r) = self.memory_mut().oom.remove(&pid) {
-                give_back(pid, r);
-            }
-            return;
+            let r = self.memory_mut().oom.remove(&pid)?;
+            let from = dir.as_ref().filter(|d| d.start() == r.start).and_then(|d| d.oom_score_adj().ok());
+            give_back(pid, r);
+            return from.filter(|f| *f != r.orig).map(|from| OomWhat::GivenBack { pid, from, to: r.orig });
         }
-        let Some(d) = dir else { return };
+        let d = dir?;
         if self.memory().foreign.contains_key(&pid) {
-            return;
+            return None;
         }
-        let Ok(now) = d.oom_score_adj() else { return };
+        let now = d.oom_score_adj().ok()?;
         let orig = match self.memory().oom.get(&pid) {
             Some(r) => r.orig,
             None if now < 0 => {
                 self.memory_mut().foreign.insert(pid, d.start());
-                return;
+                return None;
             }
             None => now,
         };
         let want = adj.max(orig);
+        let mut changed = None;
         if now != want {
             if let Err(e) = d.set_oom_score_adj(want) {
                 log::warn!("memory: could not set oom_score_adj of {pid} to {want}: {e}");
-                return;
+                return None;
             }
+            changed = Some(OomWhat::Raised { pid, from: now, to: want });
         }
         self.memory_mut().oom.insert(pid, Raised { start: d.start(), orig });
+        changed
     }
 
     /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
@@ -296,6 +310,9 @@ mod sd;
 
 #[path = "memory_state.rs"]
 pub mod state;
+
+#[path = "memory_audit.rs"]
+mod audit;
 
 #[cfg(test)]
 #[path = "memory_tests.rs"]

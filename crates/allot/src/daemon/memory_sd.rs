@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 impl Daemon {
     /// The currencies whose slice memory is shared: foreground currencies with jobs, then
     /// logged-in human users without (their slice exists from their first login).
-    fn slice_currencies(&self) -> Vec<CurrencyId> {
+    pub(in crate::daemon) fn slice_currencies(&self) -> Vec<CurrencyId> {
         let mut ids: Vec<CurrencyId> = self.desired().jobs.values().filter(|j| j.class() == Class::Foreground).map(|j| j.currency.clone()).collect();
         ids.sort();
         ids.dedup();
@@ -51,10 +51,10 @@ impl Daemon {
         let plan = model::plan(available, &ins);
         let mut failed = vec![];
         let mut sum = 0u64;
-        let mut adjust: Vec<(i32, i16)> = vec![];
+        let mut adjust: Vec<(i32, i16, usize)> = vec![];
         let mut raised = HashSet::new();
         let mut view = BTreeMap::new();
-        for ((c, p), i) in ids.iter().zip(&plan).zip(&ins) {
+        for (k, ((c, p), i)) in ids.iter().zip(&plan).zip(&ins).enumerate() {
             let rel = currency_rel(Class::Foreground, c);
             for (prop, v) in [(SliceProp::Low, Some(p.protection)), (SliceProp::High, p.high), (SliceProp::Max, p.max)] {
                 if let Err(e) = sm.set_slice_memory(&rel, prop, v) {
@@ -64,7 +64,7 @@ impl Daemon {
             sum += p.protection;
             // Processes are read only while the currency is over its share, or was.
             if self.oom_scan(c, p.oom_score_adj) {
-                adjust.extend(sm.slice_procs(&rel).unwrap_or_default().into_iter().map(|pid| (pid, p.oom_score_adj)));
+                adjust.extend(sm.slice_procs(&rel).unwrap_or_default().into_iter().map(|pid| (pid, p.oom_score_adj, k)));
                 if p.oom_score_adj > model::WITHIN_SHARE_ADJ {
                     raised.insert(c.clone());
                 }
@@ -79,6 +79,7 @@ impl Daemon {
                     cap: i.cap.map(|m| m.to_string()),
                     oom_score_adj: self.cfg().memory.oom.then_some(p.oom_score_adj),
                     oom_kills: 0,
+                    pressure: Default::default(),
                 },
             );
         }
@@ -88,9 +89,10 @@ impl Daemon {
         for f in failed {
             log::info!("memory: could not set {f}");
         }
-        let seen: HashSet<i32> = adjust.iter().map(|(p, _)| *p).collect();
-        for (pid, adj) in adjust {
-            self.oom_adj(pid, adj);
+        let seen: HashSet<i32> = adjust.iter().map(|(p, _, _)| *p).collect();
+        for (pid, adj, k) in adjust {
+            let what = self.oom_adj(pid, adj);
+            self.audit_oom(&ids[k], ins[k].usage, plan[k].protection, what);
         }
         let m = self.memory_mut();
         m.oom.retain(|pid, _| seen.contains(pid));

@@ -79,6 +79,7 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
 #[test]
 fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
     use super::Raised;
+    use crate::daemon::oom_audit::OomWhat;
     use allot_linux::process::procfs::ProcDir;
     let w = world();
     let mut d = start(&w, None);
@@ -94,8 +95,13 @@ fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
     d.memory_mut().oom.insert(pid, other);
     d.undo_memory();
     assert_eq!(dir.oom_score_adj().unwrap(), before, "the undo went to another process");
-    // Over its share: raised, recorded with this process's start, and given back to it.
-    d.oom_adj(pid, 600);
+    // Over its share: raised, recorded with this process's start, and given back to it;
+    // each change said for the audit trail, a repeat not.
+    let what = d.oom_adj(pid, 600);
+    if before < 600 {
+        assert_eq!(what, Some(OomWhat::Raised { pid, from: before, to: 600 }));
+    }
+    assert_eq!(d.oom_adj(pid, 600), None, "already raised: no decision to record");
     assert_eq!(dir.oom_score_adj().unwrap(), 600.max(before));
     assert_eq!(d.memory_mut().oom.get(&pid), Some(&Raised { start: dir.start(), orig: before }));
     d.memory_mut().oom.insert(pid, Raised { start: dir.start(), orig: 700 });

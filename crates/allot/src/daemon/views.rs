@@ -209,20 +209,9 @@ impl Daemon {
             outside: self.obs().machine.outside,
             outside_weight: self.backend().outside_weight(self.cfg()),
             scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
-            io: io_view(),
+            io: self.io_view(),
             counters: self.counters().clone(),
             last_reload: self.serving().last_reload().cloned(),
         }
     }
-}
-
-/// This machine's block devices, read at each status (/sys/block, and io.cost.qos at the
-/// cgroup v2 root where there is one): a handful of small files.
-fn io_view() -> allot::io_view::IoView {
-    let v2 = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].into_iter().map(std::path::Path::new).find(|p| p.join("cgroup.controllers").is_file());
-    let devices = allot_linux::cgroup::block::devices(std::path::Path::new("/sys"), v2)
-        .into_iter()
-        .map(|d| allot::io_view::IoDevice { honours_weight: d.honours_weight(), why: d.why(), name: d.name, scheduler: d.scheduler })
-        .collect();
-    allot::io_view::IoView { shared: false, devices }
 }

@@ -10,6 +10,7 @@ use allot_report::{fit, for_terminal, width};
 
 pub use crate::fields::secs;
 use crate::fields::{shown_in, Field, Form};
+use crate::memory_fields::{memory_shown_in, MemoryField};
 
 /// A column of the job or currency table: a job's field or a currency's (its header,
 /// alignment and cell from [`crate::fields`] and [`crate::currency_fields`]), or the usage bar.
@@ -17,6 +18,8 @@ use crate::fields::{shown_in, Field, Form};
 pub enum Col {
     F(Field),
     C(CurrencyField),
+    /// A currency's memory field (its memory and I/O pressure), where memory is shared.
+    M(MemoryField),
     Bar,
 }
 
@@ -33,7 +36,9 @@ pub fn cols() -> Vec<Col> {
     v
 }
 
-/// The currency table's columns: the currency fields `top` shows, the bar after USAGE.
+/// The currency table's columns: the currency fields `top` shows, the bar after USAGE,
+/// then the memory fields `top` shows (memory and I/O pressure; the frame keeps them
+/// only where a currency has that pressure).
 pub fn currency_cols() -> Vec<Col> {
     let mut v = vec![];
     for f in currency_shown_in(|i| i.top) {
@@ -42,6 +47,7 @@ pub fn currency_cols() -> Vec<Col> {
             v.push(Col::Bar);
         }
     }
+    v.extend(memory_shown_in(|i| i.top).map(Col::M));
     v
 }
 
@@ -60,8 +66,15 @@ pub const DROP: [Col; 10] = [
 ];
 
 /// The currency table's columns dropped first.
-pub const CURRENCY_DROP: [Col; 5] =
-    [Col::C(CurrencyField::Kind), Col::C(CurrencyField::Jobs), Col::C(CurrencyField::Active), Col::C(CurrencyField::Cap), Col::Bar];
+pub const CURRENCY_DROP: [Col; 7] = [
+    Col::M(MemoryField::IoSome),
+    Col::M(MemoryField::MemSome),
+    Col::C(CurrencyField::Kind),
+    Col::C(CurrencyField::Jobs),
+    Col::C(CurrencyField::Active),
+    Col::C(CurrencyField::Cap),
+    Col::Bar,
+];
 
 /// COMMAND keeps at least this many columns before another column is dropped (enough
 /// for "make -j8"; at 80 columns that keeps WAIT beside a 13-character job id).
@@ -72,6 +85,7 @@ impl Col {
         match self {
             Col::F(f) => f.spec().header,
             Col::C(f) => f.spec().header,
+            Col::M(f) => f.spec().header,
             Col::Bar => "USE/ENT",
         }
     }
@@ -79,6 +93,7 @@ impl Col {
         match self {
             Col::F(f) => f.right(Form::Short),
             Col::C(f) => f.right(),
+            Col::M(f) => f.right(),
             Col::Bar => false,
         }
     }
@@ -124,7 +139,7 @@ pub fn bar(usage: f64, entitled: f64, scale: f64, w: usize) -> String {
 pub fn cell(c: Col, j: &JobView, k: &JobKernel) -> String {
     let s = match c {
         Col::F(f) => f.text(j, k, Form::Short),
-        Col::C(_) | Col::Bar => String::new(),
+        Col::C(_) | Col::M(_) | Col::Bar => String::new(),
     };
     fit(&for_terminal(&s), c.max()).into_owned()
 }
@@ -133,6 +148,7 @@ pub fn cell(c: Col, j: &JobView, k: &JobKernel) -> String {
 pub fn currency_cell(col: Col, c: &CurrencyView, jobs: &[JobView]) -> String {
     let s = match col {
         Col::C(f) => f.text(c, jobs),
+        Col::M(f) => c.memory.as_ref().map_or_else(|| "-".into(), |m| f.text(c, m)),
         Col::F(_) | Col::Bar => String::new(),
     };
     fit(&for_terminal(&s), col.max()).into_owned()

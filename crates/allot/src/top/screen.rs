@@ -211,7 +211,9 @@ pub fn render(f: &Frame, size: Option<(usize, usize)>) -> (Vec<Line>, usize) {
     let mut out = vec![Line::new(Style::Title, fit_w(&title(f, f.show.ncpu)))];
 
     // Currencies: funding, hard cap, jobs, and the summed entitlement of their active jobs.
-    let ccols = currency_cols();
+    // A pressure column only where some currency has that pressure (none on cgroup v1).
+    let mut ccols = currency_cols();
+    ccols.retain(|c| !matches!(c, Col::M(m) if !f.show.currencies.iter().any(|x| x.memory.as_ref().is_some_and(|mem| m.number(mem).is_some()))));
     let crow: Vec<Vec<String>> = f
         .show
         .currencies

@@ -201,3 +201,28 @@ fn cpus_never_print_as_negative_zero() {
     assert_eq!(crate::fields::cpus(-1e-9), "0.00");
     assert_eq!(crate::fields::cpus(1.234), "1.23");
 }
+
+#[test]
+fn a_currencys_memory_and_io_pressure_is_a_column_only_where_the_kernel_has_it() {
+    use crate::memory_view::{CurrencyMemory, CurrencyPressure, Stall};
+    let (st, mut sh, r) = data();
+    let header =
+        |sh: &ShowView| render(&frame(&st, sh, &r, SortKey::Usage, false), None).0.into_iter().find(|l| l.text.starts_with("CURRENCY")).unwrap().text;
+    assert!(!header(&sh).contains("PSI"), "no pressure anywhere (cgroup v1): no column");
+    let io = Stall { some_avg10: 37.0, some_s: 1.0, full_avg10: None, full_s: None };
+    sh.currencies[0].memory = Some(CurrencyMemory {
+        usage: 1 << 20,
+        protection: 2 << 20,
+        available: 4 << 20,
+        limit: None,
+        cap: None,
+        oom_score_adj: None,
+        oom_kills: 0,
+        pressure: CurrencyPressure { memory: None, io: Some(io) },
+    });
+    let h = header(&sh);
+    assert!(h.contains("IO_PSI") && !h.contains("MEM_PSI"), "only the pressure some currency has: {h}");
+    let lines = render(&frame(&st, &sh, &r, SortKey::Usage, false), None).0;
+    let row = lines.iter().find(|l| l.text.starts_with(&sh.currencies[0].name)).unwrap();
+    assert!(row.text.trim_end().ends_with("37%"), "{}", row.text);
+}

@@ -158,6 +158,8 @@ impl FakeSystemd {
                 ("MemoryHigh" | "MemoryMax", Some(u64::MAX)) => (if k == "MemoryHigh" { "memory.high" } else { "memory.max" }, "max".to_string()),
                 ("MemoryHigh", Some(b)) => ("memory.high", b.to_string()),
                 ("MemoryMax", Some(b)) => ("memory.max", b.to_string()),
+                ("IOWeight", Some(u64::MAX)) => ("io.weight", "default 100".to_string()),
+                ("IOWeight", Some(w)) => ("io.weight", format!("default {w}")),
                 _ => continue,
             };
             if d.is_dir() {

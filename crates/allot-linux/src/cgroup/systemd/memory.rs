@@ -38,24 +38,41 @@ pub enum SliceProp {
     High,
     /// `MemoryMax=`: never more (a hard memory cap).
     Max,
+    /// `IOWeight=`: the slice's I/O weight, 1..10000 (I/O by share; not bytes: the weight).
+    IoWeight,
 }
 
 impl SliceProp {
+    /// Every property allot sends to a slice.
+    pub const ALL: [SliceProp; 4] = [SliceProp::Low, SliceProp::High, SliceProp::Max, SliceProp::IoWeight];
+
+    /// A value as the limiter keeps it ([`UNSET`]: none): memory in whole MiB
+    /// ([`to_mib`]), an I/O weight as itself, in systemd's range 1..10000.
+    pub fn units(self, v: Option<u64>) -> u32 {
+        match (self, v) {
+            (SliceProp::IoWeight, Some(w)) => w.clamp(1, 10_000) as u32,
+            (_, v) => to_mib(v),
+        }
+    }
+
     /// The property's name as systemd takes it.
     pub fn name(self) -> &'static str {
         match self {
             SliceProp::Low => "MemoryLow",
             SliceProp::High => "MemoryHigh",
             SliceProp::Max => "MemoryMax",
+            SliceProp::IoWeight => "IOWeight",
         }
     }
 
     /// The property over D-Bus, from a value in MiB ([`UNSET`]: none): a `t` of bytes,
-    /// u64::MAX (`infinity`) unsets a cap, 0 a protection.
+    /// u64::MAX (`infinity`) unsets a cap, 0 a protection; an I/O weight is the weight,
+    /// and u64::MAX unsets it (systemd's "no weight": the kernel's default).
     pub fn prop(self, mib: u32) -> Value {
         let t = match (self, mib) {
             (SliceProp::Low, UNSET) => 0,
             (_, UNSET) => u64::MAX,
+            (SliceProp::IoWeight, w) => w as u64,
             (_, m) => (m as u64) << 20,
         };
         prop(self.name(), Value::U64(t))
@@ -78,8 +95,9 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     fn slice_usage(&self, rel: &str) -> Result<u64>;
     /// The hard limit on all users together (`user.slice`'s `memory.max`); None: none.
     fn users_max(&self) -> Result<Option<u64>>;
-    /// Sets one memory property of the currency's slice (None: unset). Sent only when it
-    /// differs from what was sent, at most once a second.
+    /// Sets one property of the currency's slice (None: unset): memory in bytes, or its
+    /// `IOWeight=` ([`SliceProp::units`]). Sent only when it differs from what was sent,
+    /// at most once a second.
     fn set_slice_memory(&self, rel: &str, p: SliceProp, bytes: Option<u64>) -> Result<()>;
     /// `user.slice`'s `MemoryLow=`: the sum of the slices' protections (None: unset).
     fn set_users_low(&self, bytes: Option<u64>) -> Result<()>;
@@ -88,11 +106,14 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     fn slice_procs(&self, rel: &str) -> Result<Vec<i32>>;
     /// OOM kills in the slice (`memory.events` oom_kill: hierarchical).
     fn slice_oom_kills(&self, rel: &str) -> Result<u64>;
+    /// The slice's memory and I/O pressure (`memory.pressure`, `io.pressure`: PSI of
+    /// everything in it); none where the kernel has none or a file does not parse.
+    fn slice_pressure(&self, rel: &str) -> crate::cgroup::io::CgroupPressure;
     /// Whether a slice's protection reaches the scopes in it (`memory_recursiveprot`).
     fn recursive_protection(&self) -> bool;
-    /// Takes back now, not held back (allot is stopping), every memory property allot
-    /// sent to the currency's slice (`rel`), or to `user.slice` (None): a protection to 0,
-    /// a cap to `infinity`. What allot never sent is left as it is.
+    /// Takes back now, not held back (allot is stopping), every property allot sent to
+    /// the currency's slice (`rel`), or to `user.slice` (None): a protection to 0, a cap
+    /// to `infinity`, an I/O weight to none. What allot never sent is left as it is.
     fn reset_memory(&self, rel: Option<&str>) -> Result<()>;
 }
 
@@ -155,7 +176,7 @@ impl SystemdTree {
     pub(super) fn memory_upkeep(&self, st: &mut State, now: Instant, errs: &mut Vec<(String, Error)>) {
         for (key, mib) in st.mem_limiter.due(now) {
             let Some((unit, name)) = key.split_once('#') else { continue };
-            let p = [SliceProp::Low, SliceProp::High, SliceProp::Max].into_iter().find(|p| p.name() == name);
+            let p = SliceProp::ALL.into_iter().find(|p| p.name() == name);
             let Some(p) = p else { continue };
             if let Err(e) = self.send_memory(st, &key, unit, p, mib) {
                 errs.push((key.clone(), e));
@@ -178,7 +199,7 @@ impl SliceMemory for SystemdTree {
     }
     fn set_slice_memory(&self, rel: &str, p: SliceProp, bytes: Option<u64>) -> Result<()> {
         let unit = self.currency_slice(rel)?;
-        self.offer_memory(&mut self.lock(), &format!("{unit}#{}", p.name()), &unit, p, to_mib(bytes))
+        self.offer_memory(&mut self.lock(), &format!("{unit}#{}", p.name()), &unit, p, p.units(bytes))
     }
     fn set_users_low(&self, bytes: Option<u64>) -> Result<()> {
         let key = format!("{USERS_SLICE}#{}", SliceProp::Low.name());
@@ -207,6 +228,9 @@ impl SliceMemory for SystemdTree {
         let s = read(self.slice_file(rel, "memory.events")?)?;
         Ok(s.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0))
     }
+    fn slice_pressure(&self, rel: &str) -> crate::cgroup::io::CgroupPressure {
+        self.slice_file(rel, "").map(|d| crate::cgroup::io::cgroup_pressure(&d)).unwrap_or_default()
+    }
     fn reset_memory(&self, rel: Option<&str>) -> Result<()> {
         let unit = match rel {
             None => USERS_SLICE.to_string(),
@@ -214,7 +238,7 @@ impl SliceMemory for SystemdTree {
         };
         let mut st = self.lock();
         let mut props = vec![];
-        for p in [SliceProp::Low, SliceProp::High, SliceProp::Max] {
+        for p in SliceProp::ALL {
             let key = format!("{unit}#{}", p.name());
             if st.mem_limiter.sent_value(&key).is_some_and(|v| v != UNSET) || st.mem_limiter.pending(&key).is_some() {
                 props.push(p.prop(UNSET));

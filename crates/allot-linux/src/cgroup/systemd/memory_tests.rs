@@ -93,6 +93,29 @@ fn a_reset_takes_back_at_once_only_what_allot_sent() {
 }
 
 #[test]
+fn the_io_weight_goes_to_the_slice_in_systemds_range_and_is_taken_back() {
+    let (fx, sd, t) = host();
+    let m = t.slice_memory().unwrap();
+    let slice = fx.path().join("user.slice/user-1000.slice");
+    m.set_slice_memory("user-1000", SliceProp::IoWeight, Some(300)).unwrap();
+    m.set_slice_memory("user-1000", SliceProp::IoWeight, Some(300)).unwrap();
+    assert_eq!(sets(&sd), ["SetUnitProperties user-1000.slice IOWeight=300"], "the weight itself, once");
+    assert_eq!(std::fs::read_to_string(slice.join("io.weight")).unwrap(), "default 300", "as systemd writes it");
+    std::thread::sleep(WEIGHT_INTERVAL);
+    m.set_slice_memory("user-1000", SliceProp::IoWeight, Some(50_000)).unwrap();
+    assert_eq!(sets(&sd)[1], "SetUnitProperties user-1000.slice IOWeight=10000", "systemd's range ends at 10000");
+    m.reset_memory(Some("user-1000")).unwrap();
+    assert_eq!(sets(&sd)[2], "SetUnitProperties user-1000.slice IOWeight=18446744073709551615", "no weight: the default again");
+    assert_eq!(std::fs::read_to_string(slice.join("io.weight")).unwrap(), "default 100");
+    std::fs::write(slice.join("io.pressure"), "some avg10=4.00 avg60=1.00 avg300=0.00 total=900\nfull avg10=1.00 avg60=0.00 avg300=0.00 total=300\n")
+        .unwrap();
+    std::fs::write(slice.join("memory.pressure"), "garbage\n").unwrap();
+    let p = m.slice_pressure("user-1000");
+    assert_eq!((p.io.map(|x| x.some.total_us), p.memory), (Some(900), None), "a garbled file gives none");
+    assert_eq!(m.slice_pressure("../x"), Default::default());
+}
+
+#[test]
 fn a_refused_send_is_sent_again_and_bad_paths_are_refused() {
     let (_fx, sd, t) = host();
     let m = t.slice_memory().unwrap();

@@ -32,6 +32,7 @@ impl Daemon {
         watch: Watch,
     ) -> Self {
         let memory = MemoryState::new(tree.cg(), cfg.memory.enable);
+        let io = crate::daemon::io_state::IoState::new(tree.cg());
         Self {
             placement: Placement::new(&cfg),
             sessions: Sessions::default(),
@@ -45,6 +46,8 @@ impl Daemon {
             kernel,
             watch,
             memory,
+            io,
+            oom_audit: Default::default(),
             tree,
             applier: Default::default(),
             backend,
@@ -218,6 +221,18 @@ impl Daemon {
     /// Memory by share, to change.
     pub fn memory_mut(&mut self) -> &mut MemoryState {
         &mut self.memory
+    }
+    /// I/O by share's state (io.rs).
+    pub fn io(&self) -> &crate::daemon::io_state::IoState {
+        &self.io
+    }
+    /// I/O by share's state, to change.
+    pub fn io_mut(&mut self) -> &mut crate::daemon::io_state::IoState {
+        &mut self.io
+    }
+    /// The OOM decisions' audit limiter (oom_audit.rs).
+    pub fn oom_audit_mut(&mut self) -> &mut crate::daemon::oom_audit::OomAudit {
+        &mut self.oom_audit
     }
     /// Moves a held process into `rel`, proving it is the process held (tree.rs).
     pub fn move_verified(&mut self, p: &Proc, rel: &str) -> Result<(), MoveError> {
