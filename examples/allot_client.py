@@ -30,7 +30,7 @@ import struct
 import subprocess
 import sys
 
-PROTOCOL = 2
+PROTOCOL = 3
 SOCKET = os.environ.get("ALLOT_SOCKET", "/run/allot/allot.sock")
 # The allot CLI waits as long: longer than the daemon's own 10 s for taking a request,
 # so a busy daemon's "nothing was done" arrives before the client gives up.
@@ -39,7 +39,7 @@ TIMEOUT = 30.0
 
 def request(req, path=SOCKET, timeout=TIMEOUT):
     """Sends one request (a dict with "op") and returns the reply as a dict:
-    {"v": 2, "ok": true, "data": {...}} or {"v": 2, "ok": false, "error": "..."}.
+    {"v": 3, "ok": true, "data": {...}} or {"v": 3, "ok": false, "error": "..."}.
     Raises OSError when the daemon cannot be reached or closes without a reply."""
     line = json.dumps(dict(req, v=PROTOCOL), separators=(",", ":")).encode() + b"\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:

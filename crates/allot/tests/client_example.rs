@@ -40,7 +40,7 @@ fn the_python_client_sends_one_request_and_prints_the_reply() {
 
     let (code, r, o) = ask(&d, &script, r#"{"op": "status"}"#);
     assert_eq!(code, Some(0), "status: {o:?}");
-    assert_eq!((r["v"].as_u64(), r["ok"].as_bool(), r["data"]["kind"].as_str()), (Some(2), Some(true), Some("status")), "{r}");
+    assert_eq!((r["v"].as_u64(), r["ok"].as_bool(), r["data"]["kind"].as_str()), (Some(3), Some(true), Some("status")), "{r}");
     assert_eq!(r["data"]["pid"].as_u64(), d.daemon_pid().map(u64::from), "the reply is this daemon's: {r}");
     let cli: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
     assert_eq!(r["data"]["protocol"], cli["protocol"], "the client speaks the CLI's protocol");

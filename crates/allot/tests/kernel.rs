@@ -97,17 +97,17 @@ fn permissions_and_bad_input_change_nothing() {
         s
     };
     // The daemon checks values itself, whatever the client did.
-    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
-    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
-    assert!(raw(b"{\"v\":2,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
-    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
+    assert!(raw(b"{\"v\":3,\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
+    assert!(raw(b"{\"v\":3,\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
+    assert!(raw(b"{\"v\":3,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
+    assert!(raw(b"{\"v\":3,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
     assert!(raw(b"garbage\n", false).contains("malformed request"));
-    assert!(raw(b"{\"v\":2,\"op\":\"status\",\"x\":1}\n", false).contains("unknown field"), "unknown fields are refused everywhere");
+    assert!(raw(b"{\"v\":3,\"op\":\"status\",\"x\":1}\n", false).contains("unknown field"), "unknown fields are refused everywhere");
     assert!(raw(b"{\"op\":\"status\"}\n", false).contains("protocol 1"), "an old client is told so in one sentence");
-    assert!(raw(b"{\"v\":2,\"op\":\"explode\"}\n", false).contains("malformed request"));
-    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":3,\"op\":\"explode\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":3,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
     assert!(raw(&vec![b'x'; 70_000], false).contains("larger than 65536 bytes"));
-    assert_eq!(raw(b"{\"v\":2,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
+    assert_eq!(raw(b"{\"v\":3,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
     {
         // A client that connects and says nothing does not block others.
         let _idle = UnixStream::connect(&d.socket).unwrap();

@@ -90,7 +90,11 @@ mod tests {
     }
 
     fn fund(cap: &str) -> Request {
-        Request::Fund { currency: Some("3000".into()), funding: None, cap: Some(cap.into()) }
+        let cap = match cap {
+            "none" => crate::proto::CapChange::Clear,
+            c => crate::proto::CapChange::Set(allot_model::Cap::parse_currency(c).unwrap()),
+        };
+        Request::Fund { currency: Some("3000".into()), funding: None, cap }
     }
 
     #[test]
@@ -109,11 +113,12 @@ mod tests {
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 50_000, period_us: 100_000 }));
         assert_eq!(max_of(&w, "/fake/user-3000/default"), None, "the job keeps its own (no) cap");
         // Refusals change nothing: a soft cap, a user capping their own currency, too many CPUs.
-        let e = d.handle(fund("1"), &root).unwrap_err();
+        let line = format!(r#"{{"v":{},"op":"fund","currency":"3000","cap":"1"}}"#, crate::proto::PROTOCOL);
+        let e = crate::proto::decode_request(line.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("currency cap \"1\" is not a hard cap"), "{e}");
         let e = d.handle(fund("1!"), &peer(&w, 3000, 100)).unwrap_err();
         assert!(e.contains("setting the cap of") && e.contains("root's"), "{e}");
-        let e = d.handle(fund("5000!"), &root).unwrap_err();
+        let e = d.handle(fund("4000!"), &root).unwrap_err();
         assert!(e.contains("more"), "{e}");
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 50_000, period_us: 100_000 }));
         // A new job of the currency sits under the same cap.

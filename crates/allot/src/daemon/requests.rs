@@ -6,7 +6,7 @@
 use super::core::Daemon;
 use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::{Peer, Place, Target};
-use crate::proto::{Changed, FundingView, JobMade, Request, Response};
+use crate::proto::{CapChange, Changed, FundingView, JobMade, Pid, Pids, Request, Response};
 use allot_model::{Cap, Funding, Tickets};
 
 type R<T> = Result<T, String>;
@@ -80,25 +80,14 @@ impl Daemon {
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
             Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
             Request::Explain { target } => self.explain(peer, &target),
-            Request::RulesTest { pid } => self.rules_test(peer, pid),
+            Request::RulesTest { pid } => self.rules_test(peer, pid.get().into()),
         }
     }
 
-    fn parse_tickets(t: Option<i64>) -> R<Option<Tickets>> {
-        t.map(|t| Tickets::new(t).map_err(|e| e.to_string())).transpose()
-    }
-
-    /// A cap argument: (cap, background). Soft 0 is background; "none" clears.
-    fn parse_cap(&self, cap: &str) -> R<(Option<Cap>, bool)> {
-        if cap == "none" {
-            return Ok((None, false));
-        }
-        let c: Cap = cap.parse().map_err(|e: allot_model::ModelError| e.to_string())?;
-        if c.is_background() {
-            return Ok((None, true));
-        }
-        c.within(cap, self.ncpu()).map_err(|e| e.to_string())?;
-        Ok((Some(c), false))
+    /// A job's cap, decoded: within this machine's CPUs (background always fits).
+    fn check_cap(&self, c: Cap) -> R<Cap> {
+        c.within(&c.to_string(), self.ncpu()).map_err(|e| e.to_string())?;
+        Ok(c)
     }
 
     pub(super) fn check_job_limit(&self, uid: u32) -> R<()> {
@@ -200,17 +189,15 @@ impl Daemon {
     fn run(
         &mut self,
         peer: &Peer,
-        tickets: Option<i64>,
+        tickets: Option<Tickets>,
         currency: Option<String>,
-        cap: Option<String>,
+        cap: Option<Cap>,
         background: bool,
         force: bool,
     ) -> R<Response> {
-        let tickets = Self::parse_tickets(tickets)?.unwrap_or_default();
-        let (cap, cap_bg) = match cap.as_deref() {
-            Some(c) => self.parse_cap(c)?,
-            None => (None, false),
-        };
+        let tickets = tickets.unwrap_or_default();
+        let cap_bg = cap.is_some_and(|c| c.is_background());
+        let cap = cap.filter(|c| !c.is_background()).map(|c| self.check_cap(c)).transpose()?;
         if background && cap.is_some() {
             return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
         }
@@ -304,30 +291,20 @@ impl Daemon {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn set(&mut self, peer: &Peer, pids: Vec<i64>, tickets: Option<i64>, cap: Option<String>, background: Option<bool>, force: bool) -> R<Response> {
-        if pids.is_empty() {
-            return Err("set needs at least one PID".into());
-        }
-        if pids.len() > 1024 {
-            return Err(format!("set takes at most 1024 PIDs, got {}", pids.len()));
-        }
-        let tickets = Self::parse_tickets(tickets)?;
+    fn set(&mut self, peer: &Peer, pids: Pids, tickets: Option<Tickets>, cap: CapChange, background: Option<bool>, force: bool) -> R<Response> {
         let mut bg = background;
         // cap: None = unchanged; Some(None) = clear; Some(Some(c)) = set.
-        let cap: Option<Option<Cap>> = match cap.as_deref() {
-            None => None,
-            Some(c) => {
-                let (parsed, is_bg) = self.parse_cap(c)?;
-                if is_bg {
-                    if bg == Some(false) {
-                        return Err("cap 0 means background; it contradicts --foreground".into());
-                    }
-                    bg = Some(true);
-                    None
-                } else {
-                    Some(parsed)
+        let cap: Option<Option<Cap>> = match cap {
+            CapChange::Keep => None,
+            CapChange::Clear => Some(None),
+            CapChange::Set(c) if c.is_background() => {
+                if bg == Some(false) {
+                    return Err("cap 0 means background; it contradicts --foreground".into());
                 }
+                bg = Some(true);
+                None
             }
+            CapChange::Set(c) => Some(Some(self.check_cap(c)?)),
         };
         if bg == Some(true) && matches!(cap, Some(Some(_))) {
             return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
@@ -338,7 +315,7 @@ impl Daemon {
         // Check every process before changing anything.
         let mut seen = std::collections::HashSet::new();
         let mut targets = vec![];
-        for &pid in &pids {
+        for &pid in pids.as_slice() {
             if seen.insert(pid) {
                 targets.push(self.target(peer, pid, force)?);
             }
@@ -431,7 +408,7 @@ impl Daemon {
         Err(format!("{} keeps forking faster than it can be moved; nothing was changed", spec.id))
     }
 
-    fn focus(&mut self, peer: &Peer, pid: i64, on: bool) -> R<Response> {
+    fn focus(&mut self, peer: &Peer, pid: Pid, on: bool) -> R<Response> {
         let t = self.target(peer, pid, false)?;
         let (mut spec, new) = self.own_job_plan(&t);
         let mut undo = vec![];
@@ -448,7 +425,7 @@ impl Daemon {
         Ok(Response::Changed(Changed { jobs, focus: Some(on), warnings: vec![] }))
     }
 
-    fn move_pid(&mut self, peer: &Peer, pid: i64, currency: &str, force: bool) -> R<Response> {
+    fn move_pid(&mut self, peer: &Peer, pid: Pid, currency: &str, force: bool) -> R<Response> {
         let cur = self.resolve_currency(currency)?;
         if !self.may_fund(peer, &cur) {
             return Err(format!(
@@ -471,9 +448,9 @@ impl Daemon {
         Ok(Response::Job(made))
     }
 
-    fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<i64>, cap: Option<String>) -> R<Response> {
+    fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<Funding>, cap: CapChange) -> R<Response> {
         let Some(name) = currency else {
-            if funding.is_some() || cap.is_some() {
+            if funding.is_some() || !cap.is_keep() {
                 return Err("give the currency or user to fund: allot fund NAME BASE [--cap N!]".into());
             }
             return Ok(Response::Currencies(crate::proto::CurrenciesView { currencies: self.currency_views() }));
@@ -481,21 +458,24 @@ impl Daemon {
         let cur = self.resolve_currency(&name)?;
         let view =
             |d: &Self| FundingView { currency: d.currency_name(&cur), funding: d.funding_of(&cur), cap: d.currency_cap(&cur).map(|c| c.to_string()) };
-        if funding.is_none() && cap.is_none() {
+        if funding.is_none() && cap.is_keep() {
             return Ok(Response::Funding(view(self)));
         }
-        let f = funding.map(|f| Funding::new(f).map_err(|e| e.to_string())).transpose()?;
-        let c = cap.as_deref().map(|c| self.parse_currency_cap(c)).transpose()?;
-        let what = if cap.is_some() { "funding and currency caps on this machine are" } else { "funding on this machine is" };
+        let c = match cap {
+            CapChange::Keep => None,
+            CapChange::Clear => Some(None),
+            CapChange::Set(c) => Some(Some(self.check_cap(c)?)),
+        };
+        let what = if !cap.is_keep() { "funding and currency caps on this machine are" } else { "funding on this machine is" };
         if self.cfg().funding_authority == crate::config::FundingAuthority::Config {
             return Err(format!("{what} set by its config (funding_authority = \"config\": a centrally managed fleet); change it there"));
         }
         if !self.may_fund(peer, &cur) {
-            let what = if cap.is_some() { "the cap" } else { "funding" };
+            let what = if !cap.is_keep() { "the cap" } else { "funding" };
             return Err(format!("setting {what} of {:?} is root's (or a config-listed owner's); you are uid {}", self.currency_name(&cur), peer.uid));
         }
         let (funding_before, caps_before) = (self.desired().funding.clone(), self.desired().caps.clone());
-        if let Some(f) = f {
+        if let Some(f) = funding {
             self.registry_mut().set_funding(cur.clone(), f.get());
         }
         if let Some(c) = c {
@@ -507,16 +487,6 @@ impl Daemon {
         }
         self.replan();
         Ok(Response::Funding(view(self)))
-    }
-
-    /// A currency's cap argument: "none", or a hard cap within the machine's CPUs.
-    fn parse_currency_cap(&self, cap: &str) -> R<Option<Cap>> {
-        if cap == "none" {
-            return Ok(None);
-        }
-        let c = Cap::parse_currency(cap).map_err(|e| e.to_string())?;
-        c.within(cap, self.ncpu()).map_err(|e| e.to_string())?;
-        Ok(Some(c))
     }
 }
 

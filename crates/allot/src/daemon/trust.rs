@@ -141,11 +141,8 @@ impl Daemon {
     /// job the caller owns or outside allot where allot may place from (root may `force`
     /// a process out of another manager's cgroup), and is still alive after all of that
     /// was read.
-    pub fn target(&self, peer: &Peer, pid: i64, force: bool) -> Result<Target, String> {
-        if pid <= 0 || pid > i32::MAX as i64 {
-            return Err(format!("pid {pid} is not a process id (a positive number, as `ps` shows)"));
-        }
-        let pid = pid as i32;
+    pub fn target(&self, peer: &Peer, pid: crate::proto::Pid, force: bool) -> Result<Target, String> {
+        let pid = pid.get();
         if pid == 1 {
             return Err("pid 1 (init) is never moved: it must stay where the system put it".into());
         }
