@@ -292,10 +292,20 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("allot: {}", allot_report::for_terminal(&format!("{e:#}")));
-            1
+            e.downcast_ref::<proto::Refusal>().map_or(1, |r| exit_code(r.kind))
         }
     };
     std::process::exit(code);
+}
+
+/// The exit status of a command the daemon refused, by the refusal's kind: 75 (sysexits'
+/// EX_TEMPFAIL) when it refused for now and nothing was done (busy, or over a limit of the
+/// caller's), so a script may try again later; 1 for every other refusal.
+fn exit_code(kind: proto::ErrorKind) -> i32 {
+    match kind {
+        proto::ErrorKind::Busy | proto::ErrorKind::Limit => 75,
+        _ => 1,
+    }
 }
 
 fn real_main(cli: Cli) -> anyhow::Result<i32> {
@@ -372,6 +382,16 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
 #[cfg(test)]
 mod cli_tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_for_now_exits_75_and_any_other_1() {
+        use proto::ErrorKind::*;
+        for (kind, code) in [(Busy, 75), (Limit, 75), (Invalid, 1), (NotFound, 1), (NotPermitted, 1), (Internal, 1), (Malformed, 1), (Other, 1)] {
+            assert_eq!(exit_code(kind), code, "{kind:?}");
+            let e: anyhow::Error = proto::Refusal::new(kind, "x").into();
+            assert_eq!(e.downcast_ref::<proto::Refusal>().map(|r| exit_code(r.kind)), Some(code));
+        }
+    }
 
     #[test]
     fn fund_takes_a_hard_currency_cap_or_none_and_names_a_bad_one() {

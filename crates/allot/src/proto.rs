@@ -9,10 +9,13 @@
 use allot_model::{Cap, Funding, Tickets};
 use serde::{Deserialize, Serialize};
 
+#[path = "proto_error.rs"]
+mod error;
 #[path = "proto_fields.rs"]
 mod fields;
 #[path = "proto_wire.rs"]
 mod wire;
+pub use error::{ErrorKind, Refusal};
 pub use fields::{wire_cap, CapChange, Pid, Pids, MAX_PIDS};
 
 /// This build's protocol version. Version 1 (allot 0.1's first daemon) had no `v`;
@@ -172,7 +175,8 @@ pub fn decode_request(line: &[u8]) -> Result<Request, LineError> {
     Request::try_from(raw).map_err(LineError::Invalid)
 }
 
-/// A reply line: `{"v":3,"ok":true,"data":{...}}` or `{"v":3,"ok":false,"error":"..."}`.
+/// A reply line: `{"v":3,"ok":true,"data":{...}}` or
+/// `{"v":3,"ok":false,"error":"...","kind":"not_found"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     /// The daemon's protocol (absent from protocol 1 daemons).
@@ -183,6 +187,9 @@ pub struct Reply {
     /// The error, when not ok: one sentence naming the value and what is allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The error's kind, when not ok (absent from protocol 2 daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
     /// The result, when ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Response>,
@@ -191,17 +198,24 @@ pub struct Reply {
 impl Reply {
     /// A success.
     pub fn ok(data: Response) -> Self {
-        Self { v: Some(PROTOCOL), ok: true, error: None, data: Some(data) }
+        Self { v: Some(PROTOCOL), ok: true, error: None, kind: None, data: Some(data) }
     }
     /// A refusal.
-    pub fn err(e: impl std::fmt::Display) -> Self {
-        Self { v: Some(PROTOCOL), ok: false, error: Some(e.to_string()), data: None }
+    pub fn err(r: Refusal) -> Self {
+        Self { v: Some(PROTOCOL), ok: false, error: Some(r.message), kind: Some(r.kind), data: None }
+    }
+    /// The refusal this reply carries, if it is one (a sentence without a kind reads as
+    /// [`ErrorKind::Other`]).
+    pub fn refusal(&self) -> Option<Refusal> {
+        (!self.ok).then(|| Refusal::new(self.kind.unwrap_or(ErrorKind::Other), self.error.clone().unwrap_or_else(|| "refused".into())))
     }
     /// The reply as a line.
     pub fn encode(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self)
-            .or_else(|e| serde_json::to_vec(&Reply::err(format!("the daemon could not encode its reply: {e}"))))
-            .unwrap_or_else(|_| format!(r#"{{"v":{PROTOCOL},"ok":false,"error":"the daemon could not encode its reply"}}"#).into_bytes());
+            .or_else(|e| serde_json::to_vec(&Reply::err(Refusal::internal(format!("the daemon could not encode its reply: {e}")))))
+            .unwrap_or_else(|_| {
+                format!(r#"{{"v":{PROTOCOL},"ok":false,"error":"the daemon could not encode its reply","kind":"internal"}}"#).into_bytes()
+            });
         line.push(b'\n');
         line
     }

@@ -6,10 +6,10 @@
 use super::core::Daemon;
 use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::{Peer, Place, Target};
-use crate::proto::{CapChange, Changed, FundingView, JobMade, Pid, Pids, Request, Response};
+use crate::proto::{CapChange, Changed, FundingView, JobMade, Pid, Pids, Refusal, Request, Response};
 use allot_model::{Cap, Funding, Tickets};
 
-type R<T> = Result<T, String>;
+type R<T> = Result<T, Refusal>;
 
 /// A kernel change made by a request, and how to take it back.
 enum Undo {
@@ -41,7 +41,10 @@ impl Daemon {
         // A uid that is no login user's (a subordinate uid: a rootless container's process)
         // changes nothing: each would otherwise be a currency and a job budget of its own.
         let r = match excluded.filter(|_| peer.uid != 0) {
-            Some(why) => Err(format!("uid {} is not a login user's ({why}): allot makes changes only for login users and root", peer.uid)),
+            Some(why) => Err(Refusal::not_permitted(format!(
+                "uid {} is not a login user's ({why}): allot makes changes only for login users and root",
+                peer.uid
+            ))),
             None => self.dispatch(req, peer),
         };
         let (changes, touched) = super::audit::diff(&before, self.desired(), |c| self.currency_name(c));
@@ -60,7 +63,7 @@ impl Daemon {
             uid: peer.uid,
             pid: peer.pid,
             request,
-            refused: r.as_ref().err().cloned(),
+            refused: r.as_ref().err().map(|e| e.message.clone()),
             changes,
             jobs: touched.iter().map(|j| self.show_id(j)).collect(),
             owners,
@@ -72,31 +75,31 @@ impl Daemon {
     fn dispatch(&mut self, req: Request, peer: &Peer) -> R<Response> {
         match req {
             Request::Status {} => Ok(Response::Status(Box::new(self.status()))),
-            Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show),
+            Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show).map_err(Refusal::not_found),
             Request::Run { tickets, currency, cap, background, force } => self.run(peer, tickets, currency, cap, background, force),
             Request::Set { pids, tickets, cap, background, force } => self.set(peer, pids, tickets, cap, background, force),
             Request::Fund { currency, funding, cap } => self.fund(peer, currency, funding, cap),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
-            Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit),
+            Request::Log { user, job, limit } => self.log(peer, user.as_deref(), job.as_deref(), limit).map_err(Refusal::not_found),
             Request::Explain { target } => self.explain(peer, &target),
-            Request::RulesTest { pid } => self.rules_test(peer, pid.get().into()),
+            Request::RulesTest { pid } => self.rules_test(peer, pid),
         }
     }
 
     /// A job's cap, decoded: within this machine's CPUs (background always fits).
     fn check_cap(&self, c: Cap) -> R<Cap> {
-        c.within(&c.to_string(), self.ncpu()).map_err(|e| e.to_string())?;
+        c.within(&c.to_string(), self.ncpu()).map_err(|e| Refusal::invalid(e.to_string()))?;
         Ok(c)
     }
 
     pub(super) fn check_job_limit(&self, uid: u32) -> R<()> {
         let n = self.desired().jobs.values().filter(|j| j.owner == uid && matches!(j.id, JobId::Numbered(_))).count();
         if uid != 0 && n >= self.cfg().limits.jobs_per_user {
-            return Err(format!(
+            return Err(Refusal::limit(format!(
                 "uid {uid} has {n} jobs, the limit (limits.jobs_per_user = {}); let some finish or ask the admin to raise it",
                 self.cfg().limits.jobs_per_user
-            ));
+            )));
         }
         Ok(())
     }
@@ -141,7 +144,7 @@ impl Daemon {
 
     /// Makes a job and moves a held process into it, recording both in `undo`.
     fn new_job_with(&mut self, spec: &JobSpec, t: Target, undo: &mut Vec<Undo>) -> R<()> {
-        self.make_job_dir(spec)?;
+        self.make_job_dir(spec).map_err(Refusal::internal)?;
         undo.push(Undo::Made(spec.rel()));
         let back = self.back_of(&t);
         self.move_for_request(&t.proc, &spec.rel())?;
@@ -182,8 +185,8 @@ impl Daemon {
     }
 
     /// A refusal for a change the state file could not keep.
-    fn unsaved(e: &str) -> String {
-        format!("nothing was changed: the state file could not be saved ({e}); allot makes no change it cannot keep across a restart (is the state directory full or read-only?)")
+    fn unsaved(e: &str) -> Refusal {
+        Refusal::internal(format!("nothing was changed: the state file could not be saved ({e}); allot makes no change it cannot keep across a restart (is the state directory full or read-only?)"))
     }
 
     fn run(
@@ -199,43 +202,47 @@ impl Daemon {
         let cap_bg = cap.is_some_and(|c| c.is_background());
         let cap = cap.filter(|c| !c.is_background()).map(|c| self.check_cap(c)).transpose()?;
         if background && cap.is_some() {
-            return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
+            return Err(Refusal::invalid("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them"));
         }
         let cur = match currency.as_deref() {
             Some(c) => self.resolve_currency(c)?,
             None => CurrencyId::User(peer.uid),
         };
         if !self.may_use(peer, &cur) {
-            return Err(format!(
+            return Err(Refusal::not_permitted(format!(
                 "you (uid {}) may not run jobs in currency {:?}; ask root to list you in its `users` in the config",
                 peer.uid,
                 self.currency_name(&cur)
-            ));
+            )));
         }
         self.check_job_limit(peer.uid)?;
         let caller = peer.caller.as_ref().ok_or_else(|| {
-            format!("cannot prove which process is asking (pid {} at connect): this kernel has no SO_PEERPIDFD and the client sent no pidfd; use the allot CLI of this version", peer.pid)
+            Refusal::not_permitted(format!("cannot prove which process is asking (pid {} at connect): this kernel has no SO_PEERPIDFD and the client sent no pidfd; use the allot CLI of this version", peer.pid))
         })?;
-        let info = self.host().info(caller).filter(|_| self.host().alive(caller)).ok_or("the calling process exited; nothing was changed")?;
+        let info = self
+            .host()
+            .info(caller)
+            .filter(|_| self.host().alive(caller))
+            .ok_or(Refusal::not_found("the calling process exited; nothing was changed"))?;
         if !info.creds.all(peer.uid) {
-            return Err(format!(
+            return Err(Refusal::not_permitted(format!(
                 "the calling process runs with uids {:?}, not all yours (uid {}); allot run must be called by a process that is wholly yours",
                 &info.creds.uid[..3],
                 peer.uid
-            ));
+            )));
         }
         let place = self.place_of(caller.pid)?;
         if let Place::Session { uid, scope, .. } = &place {
             if *uid != peer.uid && !peer.is_root() {
-                return Err(format!("you are in {scope}, a login session of uid {uid}, not yours"));
+                return Err(Refusal::not_permitted(format!("you are in {scope}, a login session of uid {uid}, not yours")));
             }
         }
         if let Place::Foreign(path) = &place {
             if !(peer.is_root() && force) {
-                return Err(format!(
+                return Err(Refusal::not_permitted(format!(
                     "you are in cgroup {path}, which another manager owns (a service, container, session or batch job); allot never takes a process out of it{}",
                     if peer.is_root() { " unless you add --force" } else { "" }
-                ));
+                )));
             }
         }
         let mut spec = JobSpec::new(self.registry_mut().take_id(), cur.clone(), peer.uid);
@@ -249,7 +256,7 @@ impl Daemon {
         };
         let rel = spec.rel();
         let back = self.back_of_place(&place);
-        self.make_job_dir(&spec)?;
+        self.make_job_dir(&spec).map_err(Refusal::internal)?;
         let mut undo = vec![Undo::Made(rel.clone())];
         if let Err(e) = self.move_for_request(caller, &rel) {
             self.rollback(undo);
@@ -299,7 +306,7 @@ impl Daemon {
             CapChange::Clear => Some(None),
             CapChange::Set(c) if c.is_background() => {
                 if bg == Some(false) {
-                    return Err("cap 0 means background; it contradicts --foreground".into());
+                    return Err(Refusal::invalid("cap 0 means background; it contradicts --foreground"));
                 }
                 bg = Some(true);
                 None
@@ -307,10 +314,10 @@ impl Daemon {
             CapChange::Set(c) => Some(Some(self.check_cap(c)?)),
         };
         if bg == Some(true) && matches!(cap, Some(Some(_))) {
-            return Err("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them".into());
+            return Err(Refusal::invalid("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them"));
         }
         if tickets.is_none() && cap.is_none() && bg.is_none() {
-            return Err("set needs something to change: -t TICKETS, --cap CAP|none, --background or --foreground".into());
+            return Err(Refusal::invalid("set needs something to change: -t TICKETS, --cap CAP|none, --background or --foreground"));
         }
         // Check every process before changing anything.
         let mut seen = std::collections::HashSet::new();
@@ -353,7 +360,7 @@ impl Daemon {
                 }
                 specs.push(spec);
             }
-            Ok::<(), String>(())
+            Ok::<(), Refusal>(())
         })();
         if let Err(e) = r {
             self.rollback(undo);
@@ -386,7 +393,7 @@ impl Daemon {
         let old = spec.rel();
         let mut to = spec.clone();
         to.background = background;
-        self.make_job_dir(&to)?;
+        self.make_job_dir(&to).map_err(Refusal::internal)?;
         undo.push(Undo::Made(to.rel()));
         for _ in 0..100 {
             let procs = self.tree().cg().procs(&old).unwrap_or_default();
@@ -401,11 +408,13 @@ impl Daemon {
                 match self.move_verified(&p, &to.rel()) {
                     Ok(()) => undo.push(Undo::Moved { proc: p, back: Back::Rel(old.clone()) }),
                     Err(super::tree::MoveError::Gone) => {}
-                    Err(super::tree::MoveError::Kernel(k)) => return Err(format!("could not move process {pid} of {}: {k}", spec.id)),
+                    Err(super::tree::MoveError::Kernel(k)) => {
+                        return Err(Refusal::internal(format!("could not move process {pid} of {}: {k}", spec.id)))
+                    }
                 }
             }
         }
-        Err(format!("{} keeps forking faster than it can be moved; nothing was changed", spec.id))
+        Err(Refusal::busy(format!("{} keeps forking faster than it can be moved; nothing was changed", spec.id)))
     }
 
     fn focus(&mut self, peer: &Peer, pid: Pid, on: bool) -> R<Response> {
@@ -428,11 +437,11 @@ impl Daemon {
     fn move_pid(&mut self, peer: &Peer, pid: Pid, currency: &str, force: bool) -> R<Response> {
         let cur = self.resolve_currency(currency)?;
         if !self.may_fund(peer, &cur) {
-            return Err(format!(
+            return Err(Refusal::not_permitted(format!(
                 "moving a process into currency {:?} is root's (or a config-listed owner's); you are uid {}",
                 self.currency_name(&cur),
                 peer.uid
-            ));
+            )));
         }
         let t = self.target(peer, pid, force)?;
         let owner = t.info.creds.uid[0];
@@ -451,7 +460,7 @@ impl Daemon {
     fn fund(&mut self, peer: &Peer, currency: Option<String>, funding: Option<Funding>, cap: CapChange) -> R<Response> {
         let Some(name) = currency else {
             if funding.is_some() || !cap.is_keep() {
-                return Err("give the currency or user to fund: allot fund NAME BASE [--cap N!]".into());
+                return Err(Refusal::invalid("give the currency or user to fund: allot fund NAME BASE [--cap N!]"));
             }
             return Ok(Response::Currencies(crate::proto::CurrenciesView { currencies: self.currency_views() }));
         };
@@ -468,11 +477,17 @@ impl Daemon {
         };
         let what = if !cap.is_keep() { "funding and currency caps on this machine are" } else { "funding on this machine is" };
         if self.cfg().funding_authority == crate::config::FundingAuthority::Config {
-            return Err(format!("{what} set by its config (funding_authority = \"config\": a centrally managed fleet); change it there"));
+            return Err(Refusal::not_permitted(format!(
+                "{what} set by its config (funding_authority = \"config\": a centrally managed fleet); change it there"
+            )));
         }
         if !self.may_fund(peer, &cur) {
             let what = if !cap.is_keep() { "the cap" } else { "funding" };
-            return Err(format!("setting {what} of {:?} is root's (or a config-listed owner's); you are uid {}", self.currency_name(&cur), peer.uid));
+            return Err(Refusal::not_permitted(format!(
+                "setting {what} of {:?} is root's (or a config-listed owner's); you are uid {}",
+                self.currency_name(&cur),
+                peer.uid
+            )));
         }
         let (funding_before, caps_before) = (self.desired().funding.clone(), self.desired().caps.clone());
         if let Some(f) = funding {
