@@ -1,7 +1,13 @@
 //! Every request the daemon serves. Each checks the caller (trust.rs) and every value
-//! before it changes anything; a request that changes several processes changes all of
-//! them or none (kernel moves first, with an undo log; then the desired state; then the
-//! plan is applied at once).
+//! into a typed [`Change`] before anything is changed; one [`Daemon::commit`]
+//! (requests/change.rs) applies it, all of it or none: kernel moves first, with an undo
+//! log; then the desired state, saved; then the plan, applied at once.
+
+mod change;
+#[cfg(test)]
+mod change_tests;
+
+use change::{Change, CurrencyChange, JobChange, Step};
 
 use super::core::Daemon;
 use super::registry::{CurrencyId, JobId, JobSpec};
@@ -10,19 +16,6 @@ use crate::proto::{CapChange, Changed, FundingView, JobMade, Pid, Pids, Refusal,
 use allot_model::{Cap, Funding, Tickets};
 
 type R<T> = Result<T, Refusal>;
-
-/// A kernel change made by a request, and how to take it back.
-enum Undo {
-    /// A process moved: put it back where it was (a job directory, or a cgroup path).
-    Moved { proc: super::host::Proc, back: Back },
-    /// A directory made: remove it.
-    Made(String),
-}
-
-enum Back {
-    Rel(String),
-    Path(String),
-}
 
 impl Daemon {
     /// Serves one request from `peer`. Every refusal changes nothing.
@@ -104,91 +97,6 @@ impl Daemon {
         Ok(())
     }
 
-    /// Where a target goes back to if a request is rolled back.
-    fn back_of(&self, t: &Target) -> Back {
-        self.back_of_place(&t.place)
-    }
-
-    fn back_of_place(&self, place: &Place) -> Back {
-        match place {
-            Place::Job(id) => Back::Rel(self.desired().jobs[id].rel()),
-            Place::Stray(rel) => Back::Rel(rel.clone()),
-            Place::Source(p) | Place::Foreign(p) | Place::Session { path: p, .. } => Back::Path(p.clone()),
-        }
-    }
-
-    fn rollback(&mut self, undo: Vec<Undo>) {
-        for u in undo.into_iter().rev() {
-            match u {
-                Undo::Moved { proc, back } => self.move_back(&proc, &back),
-                Undo::Made(rel) => {
-                    let _ = self.tree_mut().remove(&rel);
-                    self.unwatch_rel(&rel);
-                }
-            }
-        }
-    }
-
-    fn move_back(&mut self, proc: &super::host::Proc, back: &Back) {
-        match back {
-            Back::Rel(rel) => {
-                let _ = self.move_verified(proc, rel);
-            }
-            Back::Path(path) => {
-                if self.host().alive(proc) {
-                    let _ = self.tree().cg().move_to_path(path, proc.pid);
-                }
-            }
-        }
-    }
-
-    /// Makes a job and moves a held process into it, recording both in `undo`.
-    fn new_job_with(&mut self, spec: &JobSpec, t: Target, undo: &mut Vec<Undo>) -> R<()> {
-        self.make_job_dir(spec).map_err(Refusal::internal)?;
-        undo.push(Undo::Made(spec.rel()));
-        let back = self.back_of(&t);
-        self.move_for_request(&t.proc, &spec.rel())?;
-        // The job it left is read again at the next tick: emptied, it is reaped.
-        if let Place::Job(id) = &t.place {
-            self.read_again(id);
-        }
-        undo.push(Undo::Moved { proc: t.proc, back });
-        Ok(())
-    }
-
-    /// Commits new and changed jobs to the desired state, persists it, applies the plan.
-    /// What cannot be saved is not done: the desired state is restored, the kernel moves in
-    /// `undo` taken back, and the request refused (an acknowledged change must survive a
-    /// crash).
-    fn commit(&mut self, specs: Vec<JobSpec>, undo: &mut Vec<Undo>) -> R<()> {
-        let before = self.desired().clone();
-        let ids: Vec<JobId> = specs.iter().map(|s| s.id).collect();
-        for s in specs {
-            // Its threads and processes now: the plan applied below reaches them (the boost
-            // slice), and a directory removed before the next tick can still be repaired.
-            let threads = self.tree().cg().threads(&s.rel()).unwrap_or_default();
-            let procs = self.tree().cg().procs(&s.rel()).unwrap_or_default();
-            self.track(s.id, threads, procs);
-            self.registry_mut().put_job(s);
-        }
-        if let Err(e) = self.save() {
-            self.registry_mut().restore(before);
-            let dropped: Vec<JobId> = ids.iter().filter(|id| !self.desired().jobs.contains_key(id)).copied().collect();
-            for id in &dropped {
-                self.untrack(id);
-            }
-            self.rollback(std::mem::take(undo));
-            return Err(Self::unsaved(&e));
-        }
-        self.replan();
-        Ok(())
-    }
-
-    /// A refusal for a change the state file could not keep.
-    fn unsaved(e: &str) -> Refusal {
-        Refusal::internal(format!("nothing was changed: the state file could not be saved ({e}); allot makes no change it cannot keep across a restart (is the state directory full or read-only?)"))
-    }
-
     fn run(
         &mut self,
         peer: &Peer,
@@ -254,21 +162,9 @@ impl Daemon {
             Place::Session { uid, scope, .. } if *uid == peer.uid => Some((spec.clone(), scope.clone())),
             _ => None,
         };
-        let rel = spec.rel();
-        let back = self.back_of_place(&place);
-        self.make_job_dir(&spec).map_err(Refusal::internal)?;
-        let mut undo = vec![Undo::Made(rel.clone())];
-        if let Err(e) = self.move_for_request(caller, &rel) {
-            self.rollback(undo);
-            return Err(e);
-        }
-        let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: tickets.get(), cgroup: rel };
-        if let Err(e) = self.commit(vec![spec], &mut vec![]) {
-            // The caller is held by the peer, not the undo log: moved back here.
-            self.move_back(caller, &back);
-            self.rollback(std::mem::take(&mut undo));
-            return Err(e);
-        }
+        let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: tickets.get(), cgroup: spec.rel() };
+        let step = Step::Caller { back: self.back_of_place(&place) };
+        self.commit(Change { jobs: vec![JobChange { spec, step }], currency: None }, Some(caller))?;
         if let Some((job, scope)) = tie {
             self.tie_to_session(&job, &scope);
         }
@@ -331,106 +227,51 @@ impl Daemon {
         if new_jobs > 0 {
             self.check_job_limit(peer.uid)?;
         }
-        let mut undo = vec![];
-        let mut specs: Vec<JobSpec> = vec![];
+        let mut change = Change::default();
         let mut warnings = vec![];
-        let r = (|| {
-            for t in targets {
-                let (mut spec, new) = self.own_job_plan(&t);
-                if let Place::Session { scope, .. } = &t.place {
-                    warnings.push(session_left(t.proc.pid, scope, &self.show_id(&spec)));
-                }
-                if let Some(s) = specs.iter().position(|s| s.id == spec.id) {
-                    spec = specs.remove(s);
-                }
-                if let Some(t2) = tickets {
-                    spec.tickets = t2;
-                }
-                if let Some(c) = cap {
-                    spec.cap = c;
-                }
-                if let Some(b) = bg {
-                    if !new && b != spec.background {
-                        self.relocate(&spec, b, &mut undo)?;
-                    }
-                    spec.background = b;
-                }
-                if new {
-                    self.new_job_with(&spec, t, &mut undo)?;
-                }
-                specs.push(spec);
+        for t in targets {
+            let (mut spec, new) = self.own_job_plan(&t);
+            // Two processes of one job change it once.
+            if change.jobs.iter().any(|j| j.spec.id == spec.id) {
+                continue;
             }
-            Ok::<(), Refusal>(())
-        })();
-        if let Err(e) = r {
-            self.rollback(undo);
-            return Err(e);
-        }
-        let jobs = specs.iter().map(|s| self.show_id(s)).collect();
-        // Relocated jobs leave their old directories empty (removed once committed).
-        let mut left: Vec<String> = undo
-            .iter()
-            .filter_map(|u| match u {
-                Undo::Moved { back: Back::Rel(old), .. } if self.desired().by_rel(old).is_some_and(|j| specs.iter().any(|s| s.id == j.id)) => {
-                    Some(old.clone())
-                }
-                _ => None,
-            })
-            .collect();
-        left.dedup();
-        self.commit(specs, &mut undo)?;
-        for old in left {
-            if self.tree().cg().procs(&old).is_ok_and(|p| p.is_empty()) {
-                let _ = self.tree_mut().remove(&old);
-                self.unwatch_rel(&old);
+            if let Place::Session { scope, .. } = &t.place {
+                warnings.push(session_left(t.proc.pid, scope, &self.show_id(&spec)));
             }
+            let before = spec.clone();
+            if let Some(t2) = tickets {
+                spec.tickets = t2;
+            }
+            if let Some(c) = cap {
+                spec.cap = c;
+            }
+            if let Some(b) = bg {
+                spec.background = b;
+            }
+            let step = if new {
+                Step::NewJob(t)
+            } else if spec.background != before.background {
+                Step::Relocate { from: before }
+            } else {
+                Step::Settings
+            };
+            change.jobs.push(JobChange { spec, step });
         }
+        let jobs = change.jobs.iter().map(|j| self.show_id(&j.spec)).collect();
+        self.commit(change, None)?;
         Ok(Response::Changed(Changed { jobs, focus: None, warnings }))
-    }
-
-    /// Moves a job's processes to its directory in the other class (repeated while it forks).
-    fn relocate(&mut self, spec: &JobSpec, background: bool, undo: &mut Vec<Undo>) -> R<()> {
-        let old = spec.rel();
-        let mut to = spec.clone();
-        to.background = background;
-        self.make_job_dir(&to).map_err(Refusal::internal)?;
-        undo.push(Undo::Made(to.rel()));
-        for _ in 0..100 {
-            let procs = self.tree().cg().procs(&old).unwrap_or_default();
-            if procs.is_empty() {
-                return Ok(());
-            }
-            for pid in procs {
-                let Ok(p) = self.host().open(pid) else { continue };
-                if self.tree().cg().rel_of(pid).ok().flatten().as_deref() != Some(old.as_str()) {
-                    continue;
-                }
-                match self.move_verified(&p, &to.rel()) {
-                    Ok(()) => undo.push(Undo::Moved { proc: p, back: Back::Rel(old.clone()) }),
-                    Err(super::tree::MoveError::Gone) => {}
-                    Err(super::tree::MoveError::Kernel(k)) => {
-                        return Err(Refusal::internal(format!("could not move process {pid} of {}: {k}", spec.id)))
-                    }
-                }
-            }
-        }
-        Err(Refusal::busy(format!("{} keeps forking faster than it can be moved; nothing was changed", spec.id)))
     }
 
     fn focus(&mut self, peer: &Peer, pid: Pid, on: bool) -> R<Response> {
         let t = self.target(peer, pid, false)?;
         let (mut spec, new) = self.own_job_plan(&t);
-        let mut undo = vec![];
         if new {
             self.check_job_limit(peer.uid)?;
-            if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
-                self.rollback(undo);
-                return Err(e);
-            }
         }
         spec.focus = on;
         let jobs = vec![self.show_id(&spec)];
-        self.commit(vec![spec], &mut undo)?;
+        let step = if new { Step::NewJob(t) } else { Step::Settings };
+        self.commit(Change { jobs: vec![JobChange { spec, step }], currency: None }, None)?;
         Ok(Response::Changed(Changed { jobs, focus: Some(on), warnings: vec![] }))
     }
 
@@ -447,13 +288,8 @@ impl Daemon {
         let owner = t.info.creds.uid[0];
         self.check_job_limit(owner)?;
         let spec = JobSpec::new(self.registry_mut().take_id(), cur.clone(), owner);
-        let mut undo = vec![];
-        if let Err(e) = self.new_job_with(&spec, t, &mut undo) {
-            self.rollback(undo);
-            return Err(e);
-        }
         let made = JobMade { job: self.show_id(&spec), currency: self.currency_name(&cur), tickets: spec.tickets.get(), cgroup: spec.rel() };
-        self.commit(vec![spec], &mut undo)?;
+        self.commit(Change { jobs: vec![JobChange { spec, step: Step::NewJob(t) }], currency: None }, None)?;
         Ok(Response::Job(made))
     }
 
@@ -489,18 +325,7 @@ impl Daemon {
                 peer.uid
             )));
         }
-        let (funding_before, caps_before) = (self.desired().funding.clone(), self.desired().caps.clone());
-        if let Some(f) = funding {
-            self.registry_mut().set_funding(cur.clone(), f.get());
-        }
-        if let Some(c) = c {
-            self.registry_mut().set_cap(cur.clone(), c);
-        }
-        if let Err(e) = self.save() {
-            self.registry_mut().restore_funding(funding_before, caps_before);
-            return Err(Self::unsaved(&e));
-        }
-        self.replan();
+        self.commit(Change { jobs: vec![], currency: Some(CurrencyChange { id: cur.clone(), funding, cap: c }) }, None)?;
         Ok(Response::Funding(view(self)))
     }
 }
