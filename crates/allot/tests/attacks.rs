@@ -294,6 +294,7 @@ fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served()
     assert_eq!(b_jobs, 20, "B stops at the limit");
     let o = d.cli(&["run", "--strict", "--", "true"], Some(B)).unwrap();
     refused(&o, &["uid 2902 has 20 jobs, the limit (limits.jobs_per_user = 20)"]);
+    assert_eq!(o.status.code(), Some(75), "a refusal over a limit exits EX_TEMPFAIL: try again later");
     eprintln!("B made {b_jobs} jobs; the worst answer to A or root meanwhile took {worst:?}");
     assert!(worst < Duration::from_millis(100), "{worst:?}");
     let _ = looper;

@@ -1,18 +1,12 @@
 //! One `commit` for every request: a change applied whole, or, when the state file cannot
 //! keep it, taken back whole (kernel moves, directories, desired state) and refused as
 //! internal.
-use super::super::tests::{path_of, peer, start, world};
-use crate::proto::{CapChange, ErrorKind, Pids, Request, Response};
-use allot_model::{Funding, Tickets};
+use super::super::tests::{path_of, peer, set_req, start, world};
+use crate::proto::{CapChange, ErrorKind, Request, Response};
+use allot_model::Funding;
 
 fn set(pids: Vec<i64>, tickets: Option<i64>, background: Option<bool>) -> Request {
-    Request::Set {
-        pids: Pids::new(pids).unwrap(),
-        tickets: tickets.and_then(|t| Tickets::new(t).ok()),
-        cap: CapChange::Keep,
-        background,
-        force: false,
-    }
+    set_req(&pids, tickets, background, false)
 }
 
 #[test]
