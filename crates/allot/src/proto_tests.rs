@@ -39,3 +39,22 @@ fn versions_are_named() {
     assert!(matches!(decode_request(b"[1]"), Err(LineError::Malformed(_))));
     assert!(matches!(decode_request(b"{\"v\":\"2\"}"), Err(LineError::Malformed(_))));
 }
+
+#[test]
+fn a_refusal_keeps_its_kind_and_an_unknown_kind_reads_as_other() {
+    let line = Reply::err(Refusal::not_found("no process 7")).encode();
+    assert_eq!(
+        String::from_utf8(line.clone()).unwrap(),
+        format!("{{\"v\":{PROTOCOL},\"ok\":false,\"error\":\"no process 7\",\"kind\":\"not_found\"}}\n")
+    );
+    let back: Reply = serde_json::from_slice(&line).unwrap();
+    assert_eq!(back.refusal(), Some(Refusal::not_found("no process 7")));
+    let newer: Reply = serde_json::from_str(r#"{"v":3,"ok":false,"error":"x","kind":"quota_exceeded"}"#).unwrap();
+    assert_eq!(newer.refusal().map(|r| r.kind), Some(ErrorKind::Other));
+    let older: Reply = serde_json::from_str(r#"{"v":2,"ok":false,"error":"x"}"#).unwrap();
+    assert_eq!(older.refusal().map(|r| r.kind), Some(ErrorKind::Other));
+    assert_eq!(Reply::ok(Response::Log(LogView { records: vec![] })).refusal(), None);
+    for k in [ErrorKind::Malformed, ErrorKind::NotPermitted, ErrorKind::TooLong] {
+        assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+    }
+}
