@@ -5,7 +5,9 @@
 
 REQUEST is one JSON object, e.g. '{"op": "status"}'; the protocol version "v" is added.
 It prints the daemon's reply (one JSON object) and exits 0 when the reply is ok, 1 when
-the daemon refused, 2 when the daemon could not be reached or the arguments are wrong.
+the daemon refused, 75 when it refused for now (its "kind" is "busy" or "limit": nothing
+was done, try again later), 2 when the daemon could not be reached or the arguments are
+wrong.
 
 "run" puts *this* process into a new job: it sends its own pidfd with its credentials
 (needed on kernels before 6.5, harmless after), and when the job is made it execs
@@ -17,7 +19,7 @@ As a module (a notebook or portal spawner):
     from allot_client import request, spawn_in_job
     reply = request({"op": "set", "pids": [pid], "tickets": 200, "cap": "2"})
     if not reply["ok"]:
-        raise RuntimeError(reply["error"])
+        raise Refused(reply)  # .kind: "not_permitted", "not_found", "invalid", ...
     # root: start a user's server already in a job of theirs
     server = spawn_in_job(["jupyterhub-singleuser"], uid, gid, {"tickets": 200, "cap": "2"})
 """
@@ -30,16 +32,26 @@ import struct
 import subprocess
 import sys
 
-PROTOCOL = 2
+PROTOCOL = 3
 SOCKET = os.environ.get("ALLOT_SOCKET", "/run/allot/allot.sock")
 # The allot CLI waits as long: longer than the daemon's own 10 s for taking a request,
 # so a busy daemon's "nothing was done" arrives before the client gives up.
 TIMEOUT = 30.0
+# Refusal kinds that mean "not now": nothing was done, the same request may succeed later.
+RETRY_KINDS = ("busy", "limit")
+
+
+class Refused(RuntimeError):
+    """A refusal: str() is the daemon's sentence, .kind its kind (docs/protocol.md#errors)."""
+
+    def __init__(self, reply):
+        super().__init__(reply.get("error", "refused"))
+        self.kind = reply.get("kind", "other")
 
 
 def request(req, path=SOCKET, timeout=TIMEOUT):
     """Sends one request (a dict with "op") and returns the reply as a dict:
-    {"v": 2, "ok": true, "data": {...}} or {"v": 2, "ok": false, "error": "..."}.
+    {"v": 3, "ok": true, "data": {...}} or {"v": 3, "ok": false, "error": "..."}.
     Raises OSError when the daemon cannot be reached or closes without a reply."""
     line = json.dumps(dict(req, v=PROTOCOL), separators=(",", ":")).encode() + b"\n"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -84,7 +96,7 @@ def spawn_in_job(argv, uid, gid, job, path=SOCKET, force=False, **popen_args):
     "set" naming its pid), then execs argv, so argv and everything it starts are in the
     job. force: take the child out of a cgroup another manager owns (e.g. the spawner's own
     systemd service). Returns the subprocess.Popen; on a refusal the child ends without
-    running argv and RuntimeError carries the daemon's sentence."""
+    running argv and Refused (a RuntimeError) carries the daemon's sentence and kind."""
     r, w = os.pipe()
     wait = f'read -r go <&{r} && [ "$go" = go ] && exec "$@" {r}<&-'
     try:
@@ -100,13 +112,13 @@ def spawn_in_job(argv, uid, gid, job, path=SOCKET, force=False, **popen_args):
         try:
             reply = request(dict(job, op="set", pids=[child.pid], force=force), path)
         except OSError as e:
-            reply = {"ok": False, "error": f"cannot reach the allot daemon at {path}: {e}"}
+            reply = {"ok": False, "error": f"cannot reach the allot daemon at {path}: {e}", "kind": "unreachable"}
         if reply.get("ok"):
             go.write("go\n")
             return child
     # The pipe closed without the word: the child exits without running argv.
     child.wait()
-    raise RuntimeError(reply.get("error", "refused"))
+    raise Refused(reply)
 
 
 def main(argv):
@@ -139,7 +151,7 @@ def main(argv):
         return 2
     print(json.dumps(reply), file=sys.stderr if command else sys.stdout, flush=True)
     if not reply.get("ok"):
-        return 1
+        return 75 if reply.get("kind") in RETRY_KINDS else 1
     if command:
         try:
             os.execvp(command[0], command)

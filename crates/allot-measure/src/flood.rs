@@ -84,7 +84,7 @@ pub fn run(a: FloodArgs) -> anyhow::Result<i32> {
             while Instant::now() < until {
                 let Ok(mut s) = UnixStream::connect(&t) else { continue };
                 let _ = s.set_read_timeout(Some(Duration::from_secs(6)));
-                if s.write_all(b"{\"v\":2,\"op\":\"show\"}\n").is_err() {
+                if s.write_all(b"{\"v\":3,\"op\":\"show\"}\n").is_err() {
                     continue;
                 }
                 let mut r = String::new();

@@ -40,7 +40,9 @@ pub fn timeout() -> anyhow::Result<Duration> {
     }
 }
 
-/// Sends one request and returns the reply, or the daemon's refusal as an error. `run`
+/// Sends one request and returns the reply, or the daemon's refusal as an error: a
+/// [`Refusal`](crate::proto::Refusal) (its kind and sentence; `downcast_ref::<Refusal>()` reads the kind), or an
+/// [`Unreachable`] when no daemon answered at the socket. `run`
 /// also sends this process's pidfd with its credentials, so a daemon on a kernel without
 /// SO_PEERPIDFD can prove which process asks. Waits at most [`timeout`] for the reply.
 pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
@@ -84,9 +86,8 @@ pub fn call(socket: &Path, req: &Request) -> anyhow::Result<Response> {
             socket.display()
         );
     }
-    match (rep.ok, rep.data) {
-        (true, Some(d)) => Ok(d),
-        (true, None) => bail!("the allot daemon sent an empty reply"),
-        (false, _) => bail!("{}", rep.error.unwrap_or_else(|| "refused".into())),
+    if let Some(r) = rep.refusal() {
+        return Err(r.into());
     }
+    rep.data.ok_or_else(|| anyhow::anyhow!("the allot daemon sent an empty reply"))
 }

@@ -224,25 +224,23 @@ enum ConfigCmd {
     Example,
 }
 
-/// Checks tickets or funding here too, so a bad value is named even when the daemon is
-/// not running (the daemon checks again: it trusts no client).
-fn num(what: &str, s: &str) -> anyhow::Result<i64> {
-    let v = if what == "funding" { s.parse::<allot_model::Funding>().map(|f| f.get()) } else { s.parse::<allot_model::Tickets>().map(|t| t.get()) };
-    v.map(i64::from).map_err(|e| anyhow::anyhow!("{e}"))
+/// Reads tickets or funding here, so a bad value is named even when the daemon is not
+/// running; the request then carries the typed value (the daemon's decoder checks the
+/// line again: it trusts no client).
+fn count<T: std::str::FromStr<Err = allot_model::ModelError>>(s: &str) -> anyhow::Result<T> {
+    s.parse::<T>().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Checks a currency's cap here too: hard only, within the machine's CPUs.
-fn currency_cap_arg(c: &Option<String>) -> anyhow::Result<()> {
-    let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
-    let cap = allot_model::Cap::parse_currency(c).map_err(|e| anyhow::anyhow!("{e}"))?;
-    cap.within(c, allot_linux::ncpu()).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// Checks a cap here too, its form and the machine's CPUs (the daemon checks again).
-fn cap_arg(c: &Option<String>) -> anyhow::Result<()> {
-    let Some(c) = c.as_deref().filter(|c| *c != "none") else { return Ok(()) };
-    let cap = c.parse::<allot_model::Cap>().map_err(|e| anyhow::anyhow!("{e}"))?;
-    cap.within(c, allot_linux::ncpu()).map_err(|e| anyhow::anyhow!("{e}"))
+/// A cap flag: "none" removes the cap; anything else is a cap in the job grammar, or the
+/// currency's (hard only), within this machine's CPUs (named as the user wrote it).
+fn cap_arg(c: Option<&str>, currency: bool) -> anyhow::Result<proto::CapChange> {
+    let Some(c) = c else { return Ok(proto::CapChange::Keep) };
+    if c.trim() == "none" {
+        return Ok(proto::CapChange::Clear);
+    }
+    let cap = if currency { allot_model::Cap::parse_currency(c) } else { c.parse::<allot_model::Cap>() }.map_err(|e| anyhow::anyhow!("{e}"))?;
+    cap.within(c, allot_linux::ncpu()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(proto::CapChange::Set(cap))
 }
 
 /// `allot run` when no daemon answers: says which of the options could not be kept, and
@@ -275,8 +273,12 @@ fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&s
     }
 }
 
-fn pid_arg(p: &str) -> anyhow::Result<i64> {
+fn pid_number(p: &str) -> anyhow::Result<i64> {
     p.trim().parse::<i64>().map_err(|_| anyhow::anyhow!("PID must be a process id (a positive number), got {p:?}"))
+}
+
+fn pid_arg(p: &str) -> anyhow::Result<proto::Pid> {
+    proto::Pid::new(pid_number(p)?).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 fn main() {
@@ -291,10 +293,20 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("allot: {}", allot_report::for_terminal(&format!("{e:#}")));
-            1
+            e.downcast_ref::<proto::Refusal>().map_or(1, |r| exit_code(r.kind))
         }
     };
     std::process::exit(code);
+}
+
+/// The exit status of a command the daemon refused, by the refusal's kind: 75 (sysexits'
+/// EX_TEMPFAIL) when it refused for now and nothing was done (busy, or over a limit of the
+/// caller's), so a script may try again later; 1 for every other refusal.
+fn exit_code(kind: proto::ErrorKind) -> i32 {
+    match kind {
+        proto::ErrorKind::Busy | proto::ErrorKind::Limit => 75,
+        _ => 1,
+    }
 }
 
 fn real_main(cli: Cli) -> anyhow::Result<i32> {
@@ -311,9 +323,12 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             release,
         }),
         Command::Run { tickets: given, currency, cap, background, strict, force, command } => {
-            let tickets = given.as_deref().map(|t| num("tickets", t)).transpose()?;
-            cap_arg(&cap)?;
-            let req = Request::Run { tickets, currency: currency.clone(), cap: cap.clone(), background, force };
+            let tickets = given.as_deref().map(count).transpose()?;
+            let typed = match cap_arg(cap.as_deref(), false)? {
+                proto::CapChange::Set(c) => Some(c),
+                proto::CapChange::Keep | proto::CapChange::Clear => None,
+            };
+            let req = Request::Run { tickets, currency: currency.clone(), cap: typed, background, force };
             match client::call(&sock, &req) {
                 Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
                 Ok(_) => {}
@@ -326,9 +341,10 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             anyhow::bail!("cannot run {:?}: {err}", command[0])
         }
         Command::Set { pids, tickets, cap, background, foreground, force } => {
-            let pids = pids.iter().map(|p| pid_arg(p)).collect::<anyhow::Result<Vec<_>>>()?;
-            let tickets = tickets.map(|t| num("tickets", &t)).transpose()?;
-            cap_arg(&cap)?;
+            let pids = pids.iter().map(|p| pid_number(p)).collect::<anyhow::Result<Vec<_>>>()?;
+            let pids = proto::Pids::new(pids).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let tickets = tickets.as_deref().map(count).transpose()?;
+            let cap = cap_arg(cap.as_deref(), false)?;
             let bg = if background {
                 Some(true)
             } else if foreground {
@@ -340,8 +356,8 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Show { user } => output::print(json, &client::call(&sock, &Request::Show { user })?),
         Command::Fund { currency, base, cap } => {
-            let funding = base.map(|b| num("funding", &b)).transpose()?;
-            currency_cap_arg(&cap)?;
+            let funding = base.as_deref().map(count).transpose()?;
+            let cap = cap_arg(cap.as_deref(), true)?;
             output::print(json, &client::call(&sock, &Request::Fund { currency, funding, cap })?)
         }
         Command::Focus { pid, off } => output::print(json, &client::call(&sock, &Request::Focus { pid: pid_arg(&pid)?, on: !off })?),
@@ -369,6 +385,16 @@ mod cli_tests {
     use super::*;
 
     #[test]
+    fn a_refusal_for_now_exits_75_and_any_other_1() {
+        use proto::ErrorKind::*;
+        for (kind, code) in [(Busy, 75), (Limit, 75), (Invalid, 1), (NotFound, 1), (NotPermitted, 1), (Internal, 1), (Malformed, 1), (Other, 1)] {
+            assert_eq!(exit_code(kind), code, "{kind:?}");
+            let e: anyhow::Error = proto::Refusal::new(kind, "x").into();
+            assert_eq!(e.downcast_ref::<proto::Refusal>().map(|r| exit_code(r.kind)), Some(code));
+        }
+    }
+
+    #[test]
     fn fund_takes_a_hard_currency_cap_or_none_and_names_a_bad_one() {
         let parse = |args: &[&str]| Cli::try_parse_from(args).map(|c| c.command);
         match parse(&["allot", "fund", "alice", "300", "--cap", "4!"]).unwrap() {
@@ -381,14 +407,19 @@ mod cli_tests {
             Command::Fund { base, cap, .. } => assert_eq!((base, cap.as_deref()), (None, Some("none"))),
             c => panic!("{c:?}"),
         }
-        assert!(currency_cap_arg(&Some("none".into())).is_ok() && currency_cap_arg(&None).is_ok());
-        assert!(currency_cap_arg(&Some("1/2!".into())).is_ok());
+        assert_eq!(cap_arg(Some("none"), true).unwrap(), proto::CapChange::Clear);
+        assert_eq!(cap_arg(None, true).unwrap(), proto::CapChange::Keep);
+        assert!(matches!(cap_arg(Some("1/2!"), true).unwrap(), proto::CapChange::Set(c) if c.hard && c.cpus == 0.5));
         for (bad, why) in [("4", "not a hard cap"), ("0", "not a hard cap"), ("0!", "hard cap of 0"), ("x!", "not a number"), ("99999!", "more CPUs")]
         {
-            let e = currency_cap_arg(&Some(bad.into())).unwrap_err().to_string();
+            let e = cap_arg(Some(bad), true).unwrap_err().to_string();
             assert!(e.contains(why) && e.contains(&format!("{bad:?}")), "{bad}: {e}");
         }
         let many = format!("{}!", allot_linux::ncpu() + 1);
-        assert!(currency_cap_arg(&Some(many.clone())).unwrap_err().to_string().contains("more than this machine's"), "{many}");
+        assert!(cap_arg(Some(&many), true).unwrap_err().to_string().contains("more than this machine's"), "{many}");
+        let many = format!("{}", allot_linux::ncpu() + 1);
+        let e = cap_arg(Some(&many), false).unwrap_err().to_string();
+        assert!(e.contains("more than this machine's") && e.contains(&format!("{many:?}")), "{e}");
+        assert!(matches!(cap_arg(Some("0"), false).unwrap(), proto::CapChange::Set(c) if c.is_background()));
     }
 }

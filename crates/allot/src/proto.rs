@@ -6,81 +6,83 @@
 //! versions (after an upgrade) say so in one sentence instead of failing on a field.
 //! docs/protocol.md describes it for other clients (proto_doc_tests.rs holds it to this).
 
+use allot_model::{Cap, Funding, Tickets};
 use serde::{Deserialize, Serialize};
 
-/// This build's protocol version. Version 1 (allot 0.1's first daemon) had no `v`.
-pub const PROTOCOL: u32 = 2;
+#[path = "proto_error.rs"]
+mod error;
+#[path = "proto_fields.rs"]
+mod fields;
+#[path = "proto_wire.rs"]
+mod wire;
+pub use error::{ErrorKind, Refusal};
+pub use fields::{wire_cap, CapChange, Pid, Pids, MAX_PIDS};
+
+/// This build's protocol version. Version 1 (allot 0.1's first daemon) had no `v`;
+/// version 2 sent tickets, caps and pids unchecked and cleared a cap with "none"; version
+/// 3 clears it with `null` and refuses a bad value where the line is decoded.
+pub const PROTOCOL: u32 = 3;
 
 /// Largest request the daemon reads.
 pub const MAX_REQUEST: usize = 64 * 1024;
 
-/// A request. Unknown fields are refused everywhere (`deny_unknown_fields`), and the
-/// daemon re-checks every value: it trusts no client.
+/// A request, its values typed: what the decoder hands the daemon has been checked
+/// ([`decode_request`]: unknown fields refused, then every value). The daemon still checks
+/// what only it knows (the machine's CPUs, who owns a process): it trusts no client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(tag = "op", rename_all = "lowercase", try_from = "wire::Raw")]
 pub enum Request {
     /// Daemon and kernel facts.
     Status {},
     /// Jobs and currencies.
     Show {
         /// Only this user's jobs.
-        #[serde(default)]
         user: Option<String>,
     },
     /// Put the calling process in a new job (it then execs the command). The process is
     /// the one that connected (SO_PEERPIDFD) or sent its pidfd with the request.
     Run {
-        /// Tickets (1..10000).
-        #[serde(default)]
-        tickets: Option<i64>,
+        /// Tickets (default 100).
+        tickets: Option<Tickets>,
         /// Named currency or user; default the caller's own.
-        #[serde(default)]
         currency: Option<String>,
-        /// Cap, e.g. "0.5!".
-        #[serde(default)]
-        cap: Option<String>,
+        /// Cap, e.g. "0.5!" (soft 0: background); None: uncapped.
+        #[serde(serialize_with = "fields::opt_cap")]
+        cap: Option<Cap>,
         /// Background (soft cap 0).
-        #[serde(default)]
         background: bool,
         /// Root only: take the process out of a cgroup another manager owns.
-        #[serde(default)]
         force: bool,
     },
     /// Change the jobs of running processes: all of them or none.
     Set {
-        /// Processes.
-        pids: Vec<i64>,
+        /// Processes (1..1024).
+        pids: Pids,
         /// New tickets.
-        #[serde(default)]
-        tickets: Option<i64>,
-        /// New cap ("none" clears).
-        #[serde(default)]
-        cap: Option<String>,
+        tickets: Option<Tickets>,
+        /// The cap: kept (absent), cleared (null) or set (soft 0: background).
+        #[serde(skip_serializing_if = "CapChange::is_keep")]
+        cap: CapChange,
         /// Some(true): background; Some(false): foreground.
-        #[serde(default)]
         background: Option<bool>,
         /// Root only: take processes out of cgroups other managers own.
-        #[serde(default)]
         force: bool,
     },
     /// Show or set a currency's funding.
     Fund {
         /// Currency or user; None lists all.
-        #[serde(default)]
         currency: Option<String>,
-        /// New funding (1..10000); None shows.
-        #[serde(default)]
-        funding: Option<i64>,
-        /// New hard cap of the currency ("4!"; "none" clears); None leaves it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cap: Option<String>,
+        /// New funding; None shows.
+        funding: Option<Funding>,
+        /// The currency's hard cap ("4!"): kept (absent), cleared (null) or set.
+        #[serde(skip_serializing_if = "CapChange::is_keep")]
+        cap: CapChange,
     },
     /// Mark the job of a process as the one its user is waiting on (focus: boosted).
     Focus {
         /// The process.
-        pid: i64,
+        pid: Pid,
         /// On (true) or off.
-        #[serde(default = "yes")]
         on: bool,
     },
     /// Why a job is boosted, held, capped, niced or background now, since when, and the
@@ -92,34 +94,26 @@ pub enum Request {
     /// Which config rule matches a process and what it would do.
     RulesTest {
         /// The process.
-        pid: i64,
+        pid: Pid,
     },
     /// The audit trail: changes made and refused (root sees all; a user, their own).
     Log {
         /// Only records by or about this user.
-        #[serde(default)]
         user: Option<String>,
         /// Only records about this job ("7", "alice/default").
-        #[serde(default)]
         job: Option<String>,
         /// At most this many, the latest (default 50).
-        #[serde(default)]
         limit: Option<usize>,
     },
     /// Move a process into another currency (root's).
     Move {
         /// The process.
-        pid: i64,
+        pid: Pid,
         /// Named currency or user.
         currency: String,
         /// Root only: take the process out of a cgroup another manager owns.
-        #[serde(default)]
         force: bool,
     },
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// Why a request line could not be read, before any request handling.
@@ -127,6 +121,9 @@ fn yes() -> bool {
 pub enum LineError {
     /// Not JSON, or not a request this daemon knows.
     Malformed(String),
+    /// A request of the right shape with a value out of bounds (tickets 0, a pid of -1, a
+    /// cap of "2/0"): the sentence names the value and what is allowed.
+    Invalid(String),
     /// The client speaks another protocol version.
     Version(u32),
 }
@@ -137,6 +134,7 @@ impl std::fmt::Display for LineError {
             LineError::Malformed(e) => {
                 write!(f, "malformed request: {e}; send one JSON object per line, e.g. {{\"v\":{PROTOCOL},\"op\":\"status\"}}")
             }
+            LineError::Invalid(e) => f.write_str(e),
             LineError::Version(v) if *v < PROTOCOL => write!(
                 f,
                 "this allot client speaks protocol {v}, the daemon speaks {PROTOCOL}: use the allot binary installed with the daemon (an upgrade replaced one but not the other)"
@@ -160,7 +158,8 @@ pub fn encode_request(req: &Request) -> Vec<u8> {
     line
 }
 
-/// Decodes a request line: the version first, then the request with unknown fields refused.
+/// Decodes a request line: the version first, then the request's shape with unknown fields
+/// refused, then its values (proto_wire.rs).
 pub fn decode_request(line: &[u8]) -> Result<Request, LineError> {
     let mut v: serde_json::Value = serde_json::from_slice(line).map_err(|e| LineError::Malformed(e.to_string()))?;
     let Some(o) = v.as_object_mut() else {
@@ -172,10 +171,12 @@ pub fn decode_request(line: &[u8]) -> Result<Request, LineError> {
         Some(serde_json::Value::Number(n)) => return Err(LineError::Version(n.as_u64().unwrap_or(0).min(u32::MAX as u64) as u32)),
         Some(other) => return Err(LineError::Malformed(format!("\"v\" must be a protocol number, got {other}"))),
     }
-    serde_json::from_value(v).map_err(|e| LineError::Malformed(e.to_string()))
+    let raw: wire::Raw = serde_json::from_value(v).map_err(|e| LineError::Malformed(e.to_string()))?;
+    Request::try_from(raw).map_err(LineError::Invalid)
 }
 
-/// A reply line: `{"v":2,"ok":true,"data":{...}}` or `{"v":2,"ok":false,"error":"..."}`.
+/// A reply line: `{"v":3,"ok":true,"data":{...}}` or
+/// `{"v":3,"ok":false,"error":"...","kind":"not_found"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     /// The daemon's protocol (absent from protocol 1 daemons).
@@ -186,6 +187,9 @@ pub struct Reply {
     /// The error, when not ok: one sentence naming the value and what is allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The error's kind, when not ok (absent from protocol 2 daemons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ErrorKind>,
     /// The result, when ok.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Response>,
@@ -194,17 +198,24 @@ pub struct Reply {
 impl Reply {
     /// A success.
     pub fn ok(data: Response) -> Self {
-        Self { v: Some(PROTOCOL), ok: true, error: None, data: Some(data) }
+        Self { v: Some(PROTOCOL), ok: true, error: None, kind: None, data: Some(data) }
     }
     /// A refusal.
-    pub fn err(e: impl std::fmt::Display) -> Self {
-        Self { v: Some(PROTOCOL), ok: false, error: Some(e.to_string()), data: None }
+    pub fn err(r: Refusal) -> Self {
+        Self { v: Some(PROTOCOL), ok: false, error: Some(r.message), kind: Some(r.kind), data: None }
+    }
+    /// The refusal this reply carries, if it is one (a sentence without a kind reads as
+    /// [`ErrorKind::Other`]).
+    pub fn refusal(&self) -> Option<Refusal> {
+        (!self.ok).then(|| Refusal::new(self.kind.unwrap_or(ErrorKind::Other), self.error.clone().unwrap_or_else(|| "refused".into())))
     }
     /// The reply as a line.
     pub fn encode(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self)
-            .or_else(|e| serde_json::to_vec(&Reply::err(format!("the daemon could not encode its reply: {e}"))))
-            .unwrap_or_else(|_| br#"{"v":2,"ok":false,"error":"the daemon could not encode its reply"}"#.to_vec());
+            .or_else(|e| serde_json::to_vec(&Reply::err(Refusal::internal(format!("the daemon could not encode its reply: {e}")))))
+            .unwrap_or_else(|_| {
+                format!(r#"{{"v":{PROTOCOL},"ok":false,"error":"the daemon could not encode its reply","kind":"internal"}}"#).into_bytes()
+            });
         line.push(b'\n');
         line
     }

@@ -54,6 +54,21 @@ fn every_reply_example_decodes_and_encodes_back_to_itself() {
     }
 }
 
+/// The refusals the decoder makes, on the page as this build's connection thread writes
+/// them (the request, then its reply), word for word and with their kind.
+#[test]
+fn the_decoders_refusals_on_the_page_are_its_own() {
+    let replies: Vec<serde_json::Value> = blocks("json reply").iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+    for line in [r#"{"op":"status"}"#, r#"{"v":4,"op":"status"}"#, r#"{"v":3,"op":"frob"}"#, r#"{"v":3,"op":"run","tickets":0}"#] {
+        let e = decode_request(line.as_bytes()).unwrap_err();
+        let want = serde_json::to_value(Reply::err(e.into())).unwrap();
+        assert!(replies.contains(&want), "docs/protocol.md shows the refusal of {line} as {want}");
+    }
+    for r in replies.iter().filter(|r| r["ok"] == false) {
+        assert!(r["kind"].is_string(), "docs/protocol.md: every refusal has its kind: {r}");
+    }
+}
+
 /// 65536 as the page writes it: 65,536.
 fn thousands(n: usize) -> String {
     let d = n.to_string();

@@ -4,7 +4,8 @@
 //! JSON and near-valid requests are decoded or refused, never panicked on; what is
 //! decoded encodes back to itself; a version other than this one is named as a version.
 
-use crate::proto::{decode_request, encode_request, LineError, Request, PROTOCOL};
+use crate::proto::{decode_request, encode_request, CapChange, LineError, Pid, Pids, Request, PROTOCOL};
+use allot_model::{Cap, Funding, Tickets};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
@@ -21,27 +22,54 @@ fn number() -> impl Strategy<Value = i64> {
     prop_oneof![-2i64..10_002, any::<i64>()]
 }
 
+fn tickets() -> impl Strategy<Value = Option<Tickets>> {
+    prop::option::of((1i64..=10_000).prop_map(|v| Tickets::new(v).unwrap()))
+}
+
+fn pid() -> impl Strategy<Value = Pid> {
+    prop_oneof![1i64..5_000_000, 1..=i64::from(i32::MAX)].prop_map(|p| Pid::new(p).unwrap())
+}
+
+/// Caps as users write them (every form of the grammar) and any CPUs at all, kept when the
+/// decoder would take them.
+fn cap(hard_only: bool) -> impl Strategy<Value = Cap> {
+    let written = prop_oneof![
+        "(0|1|2|0\\.5|0\\.25|1\\.333|4096)!?",
+        "[1-9]/[1-9]!?",
+        "(1|50|12\\.5|150)%!?",
+        (any::<f64>(), any::<bool>()).prop_map(|(c, h)| format!("{}{}", c, if h { "!" } else { "" })),
+        (0.0f64..4096.0, any::<bool>()).prop_map(|(c, h)| format!("{}{}", c, if h { "!" } else { "" })),
+    ];
+    written.prop_filter_map("a cap the decoder takes", move |s| if hard_only { Cap::parse_currency(&s).ok() } else { s.parse().ok() })
+}
+
+fn cap_change(hard_only: bool) -> impl Strategy<Value = CapChange> {
+    prop_oneof![Just(CapChange::Keep), Just(CapChange::Clear), cap(hard_only).prop_map(CapChange::Set)]
+}
+
 fn arb_request() -> impl Strategy<Value = Request> {
     let opt_text = || prop::option::of(text());
-    let opt_num = || prop::option::of(number());
     prop_oneof![
         Just(Request::Status {}),
         opt_text().prop_map(|user| Request::Show { user }),
-        (opt_num(), opt_text(), opt_text(), any::<bool>(), any::<bool>()).prop_map(|(tickets, currency, cap, background, force)| Request::Run {
-            tickets,
-            currency,
-            cap,
-            background,
-            force
-        }),
-        (prop::collection::vec(number(), 0..8), opt_num(), opt_text(), prop::option::of(any::<bool>()), any::<bool>())
-            .prop_map(|(pids, tickets, cap, background, force)| Request::Set { pids, tickets, cap, background, force }),
-        (opt_text(), opt_num(), opt_text()).prop_map(|(currency, funding, cap)| Request::Fund { currency, funding, cap }),
-        (number(), any::<bool>()).prop_map(|(pid, on)| Request::Focus { pid, on }),
+        (tickets(), opt_text(), prop::option::of(cap(false)), any::<bool>(), any::<bool>())
+            .prop_map(|(tickets, currency, cap, background, force)| Request::Run { tickets, currency, cap, background, force }),
+        (prop::collection::vec(pid(), 1..8), tickets(), cap_change(false), prop::option::of(any::<bool>()), any::<bool>()).prop_map(
+            |(pids, tickets, cap, background, force)| Request::Set {
+                pids: Pids::new(pids.iter().map(|p| i64::from(p.get()))).unwrap(),
+                tickets,
+                cap,
+                background,
+                force
+            }
+        ),
+        (opt_text(), prop::option::of((1i64..=10_000).prop_map(|v| Funding::new(v).unwrap())), cap_change(true))
+            .prop_map(|(currency, funding, cap)| Request::Fund { currency, funding, cap }),
+        (pid(), any::<bool>()).prop_map(|(pid, on)| Request::Focus { pid, on }),
         text().prop_map(|target| Request::Explain { target }),
-        number().prop_map(|pid| Request::RulesTest { pid }),
+        pid().prop_map(|pid| Request::RulesTest { pid }),
         (opt_text(), opt_text(), prop::option::of(any::<usize>())).prop_map(|(user, job, limit)| Request::Log { user, job, limit }),
-        (number(), text(), any::<bool>()).prop_map(|(pid, currency, force)| Request::Move { pid, currency, force }),
+        (pid(), text(), any::<bool>()).prop_map(|(pid, currency, force)| Request::Move { pid, currency, force }),
     ]
 }
 

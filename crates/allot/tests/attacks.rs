@@ -29,7 +29,7 @@ enum Send {
 /// Returns (P's pid, G's pid, go's write end, out's read end). Only raw syscalls run in
 /// the children (the test process has threads).
 fn attacker(socket: &std::path::Path, how: Send) -> (i32, i32, i32, i32) {
-    let line = b"{\"v\":2,\"op\":\"run\",\"cap\":\"0.01!\"}\n";
+    let line = b"{\"v\":3,\"op\":\"run\",\"cap\":\"0.01!\"}\n";
     // SAFETY: plain data prepared before the fork; the children use it read-only.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -198,7 +198,7 @@ fn timed_status(socket: &std::path::Path) -> Duration {
     let t0 = Instant::now();
     let mut s = UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"{\"v\":2,\"op\":\"status\"}\n").unwrap();
+    s.write_all(b"{\"v\":3,\"op\":\"status\"}\n").unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     assert!(r.contains("\"ok\":true"), "{r}");
@@ -294,6 +294,7 @@ fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served()
     assert_eq!(b_jobs, 20, "B stops at the limit");
     let o = d.cli(&["run", "--strict", "--", "true"], Some(B)).unwrap();
     refused(&o, &["uid 2902 has 20 jobs, the limit (limits.jobs_per_user = 20)"]);
+    assert_eq!(o.status.code(), Some(75), "a refusal over a limit exits EX_TEMPFAIL: try again later");
     eprintln!("B made {b_jobs} jobs; the worst answer to A or root meanwhile took {worst:?}");
     assert!(worst < Duration::from_millis(100), "{worst:?}");
     let _ = looper;

@@ -43,7 +43,7 @@ fn timed_status(socket: &std::path::Path) -> Duration {
     let t0 = Instant::now();
     let mut s = UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.write_all(b"{\"v\":2,\"op\":\"status\"}\n").unwrap();
+    s.write_all(b"{\"v\":3,\"op\":\"status\"}\n").unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     assert!(r.contains("\"ok\":true"), "{r}");

@@ -140,7 +140,7 @@ fn roots_record_survives_a_users_minute_long_flood() {
     let pad = format!("0.5{}", "0".repeat(16 * 1024));
     let pids = vec![pb.to_string(); 1024].join(",");
     let lines: Vec<Vec<u8>> =
-        [100, 200].iter().map(|t| format!("{{\"v\":2,\"op\":\"set\",\"pids\":[{pids}],\"tickets\":{t},\"cap\":\"{pad}\"}}\n").into_bytes()).collect();
+        [100, 200].iter().map(|t| format!("{{\"v\":3,\"op\":\"set\",\"pids\":[{pids}],\"tickets\":{t},\"cap\":\"{pad}\"}}\n").into_bytes()).collect();
     let bytes0 = audit_bytes(&d.dir);
     let t_start = now_s();
     let (fpid, fd) = flooder(&d.socket, B, &lines, Duration::from_millis(19), 60, usize::MAX);
@@ -315,11 +315,11 @@ fn a_forged_name_with_a_newline_makes_no_line_of_its_own() {
     let forged = "x\naudit: uid 0 (pid 1) fund 2901 9999: currency 2901: funding 100 → funding 9999 FORGED";
     // Sent raw, as a hostile client would (the CLI is not the only way in).
     let tries = [
-        serde_json::json!({"v": 2, "op": "run", "currency": forged}),
-        serde_json::json!({"v": 2, "op": "move", "pid": pa, "currency": forged}),
-        serde_json::json!({"v": 2, "op": "fund", "currency": forged, "funding": 5}),
-        serde_json::json!({"v": 2, "op": "set", "pids": [pa], "cap": format!("0.5\r{forged}")}),
-        serde_json::json!({"v": 2, "op": "run", "currency": format!("\u{1b}[2K\u{202e}{forged}")}),
+        serde_json::json!({"v": 3, "op": "run", "currency": forged}),
+        serde_json::json!({"v": 3, "op": "move", "pid": pa, "currency": forged}),
+        serde_json::json!({"v": 3, "op": "fund", "currency": forged, "funding": 5}),
+        serde_json::json!({"v": 3, "op": "move", "pid": pa, "currency": format!("0.5\r{forged}")}),
+        serde_json::json!({"v": 3, "op": "run", "currency": format!("\u{1b}[2K\u{202e}{forged}")}),
     ];
     let lines: Vec<Vec<u8>> = tries.iter().map(|t| format!("{t}\n").into_bytes()).collect();
     let (fpid, fd) = flooder(&d.socket, A, &lines, Duration::ZERO, 20, lines.len());
@@ -381,7 +381,7 @@ fn log_reads_a_bounded_tail_and_does_not_stall_others() {
         while t0.elapsed() < Duration::from_secs(secs) {
             let t = Instant::now();
             let mut s = UnixStream::connect(&d.socket).unwrap();
-            s.write_all(b"{\"v\":2,\"op\":\"status\"}\n").unwrap();
+            s.write_all(b"{\"v\":3,\"op\":\"status\"}\n").unwrap();
             let mut r = String::new();
             s.read_to_string(&mut r).unwrap();
             assert!(r.contains("\"ok\":true"), "{r}");

@@ -40,7 +40,7 @@ fn the_python_client_sends_one_request_and_prints_the_reply() {
 
     let (code, r, o) = ask(&d, &script, r#"{"op": "status"}"#);
     assert_eq!(code, Some(0), "status: {o:?}");
-    assert_eq!((r["v"].as_u64(), r["ok"].as_bool(), r["data"]["kind"].as_str()), (Some(2), Some(true), Some("status")), "{r}");
+    assert_eq!((r["v"].as_u64(), r["ok"].as_bool(), r["data"]["kind"].as_str()), (Some(3), Some(true), Some("status")), "{r}");
     assert_eq!(r["data"]["pid"].as_u64(), d.daemon_pid().map(u64::from), "the reply is this daemon's: {r}");
     let cli: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
     assert_eq!(r["data"]["protocol"], cli["protocol"], "the client speaks the CLI's protocol");
@@ -49,9 +49,11 @@ fn the_python_client_sends_one_request_and_prints_the_reply() {
     let (code, r, _) = ask(&d, &script, r#"{"op": "set", "pids": [1], "tickets": 5}"#);
     assert_eq!((code, r["ok"].as_bool()), (Some(1), Some(false)), "{r}");
     assert!(r["error"].as_str().unwrap().contains("pid 1 (init) is never moved"), "{r}");
+    assert_eq!(r["kind"], "not_permitted", "{r}");
     let (code, r, _) = ask(&d, &script, r#"{"op": "frob"}"#);
     assert_eq!(code, Some(1), "{r}");
     assert!(r["error"].as_str().unwrap().starts_with("malformed request: unknown variant `frob`"), "{r}");
+    assert_eq!(r["kind"], "malformed", "{r}");
     // No daemon there, or no request: exit 2, nothing on stdout.
     let o = Command::new(PYTHON).arg(&script).args(["--socket", "/nonexistent/allot.sock", r#"{"op":"status"}"#]).output().unwrap();
     assert_eq!((o.status.code(), o.stdout.is_empty()), (Some(2), true), "{o:?}");
@@ -141,15 +143,15 @@ fn spawn_in_job_places_a_users_process_before_its_command_runs() {
         r#"
 import json, subprocess, sys
 sys.path.insert(0, {dir:?})
-from allot_client import spawn_in_job
+from allot_client import Refused, spawn_in_job
 argv = ["/bin/sh", "-c", "cat /proc/self/cgroup > {seen}; exec sleep 300"]
 job = {{"tickets": 300, "cap": "0.5!"}}
 quiet = {{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}}
 try:
     spawn_in_job(argv, {A}, {A}, job, path={sock:?}, **quiet)
     print(json.dumps({{"unforced": "placed"}}))
-except RuntimeError as e:
-    print(json.dumps({{"unforced": str(e)}}))
+except Refused as e:
+    print(json.dumps({{"unforced": str(e), "kind": e.kind}}))
 print(json.dumps({{"pid": spawn_in_job(argv, {A}, {A}, job, path={sock:?}, force=True, **quiet).pid}}))
 "#,
         dir = script.parent().unwrap().display().to_string(),
@@ -175,6 +177,7 @@ print(json.dumps({{"pid": spawn_in_job(argv, {A}, {A}, job, path={sock:?}, force
     let _end = AtEnd(pid, seen.clone());
     let unforced = lines[0]["unforced"].as_str().unwrap_or_default().to_string();
     assert!(unforced.contains("which another manager owns"), "without force, the spawner's own cgroup is not allot's to take from: {o:?}");
+    assert_eq!(lines[0]["kind"], "not_permitted", "{o:?}");
     let job = wait_for("the spawned process in its job", || job_with_pid(&show(&d), pid));
     assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(300), Some("0.5!")), "{job}");
     assert_eq!(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap(), b"sleep\x00300\x00", "the command runs under the spawned pid");

@@ -53,7 +53,9 @@ fn permissions_and_bad_input_change_nothing() {
     // B may not touch A's process, fund, move, or use a currency he is not listed in.
     refused(&d.cli(&["set", &s, "-t", "5000"], Some(b)).unwrap(), &["belongs to 2901", "your own processes"]);
     refused(&d.cli(&["set", &s, "--background"], Some(b)).unwrap(), &["belongs to"]);
-    refused(&d.cli(&["fund", "2902", "300"], Some(b)).unwrap(), &["root's"]);
+    let o = d.cli(&["fund", "2902", "300"], Some(b)).unwrap();
+    refused(&o, &["root's"]);
+    assert_eq!(o.status.code(), Some(1), "a refusal that is not for now exits 1");
     refused(&d.cli(&["fund", "ci", "300"], Some(b)).unwrap(), &["root's"]);
     refused(&d.cli(&["move", &s, "2902"], Some(b)).unwrap(), &["root's"]);
     refused(&d.cli(&["run", "--currency", "ci", "--", "true"], Some(b)).unwrap(), &["may not run jobs in currency \"ci\""]);
@@ -97,17 +99,31 @@ fn permissions_and_bad_input_change_nothing() {
         s
     };
     // The daemon checks values itself, whatever the client did.
-    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
-    assert!(raw(b"{\"v\":2,\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
-    assert!(raw(b"{\"v\":2,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
-    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
+    assert!(raw(b"{\"v\":3,\"op\":\"run\",\"tickets\":0}\n", false).contains("tickets must be a whole number 1..10000, got \\\"0\\\""));
+    assert!(raw(b"{\"v\":3,\"op\":\"run\",\"cap\":\"0!\"}\n", false).contains("hard cap of 0"));
+    assert!(raw(b"{\"v\":3,\"op\":\"fund\",\"currency\":\"2901\",\"funding\":10001}\n", false).contains("funding must be a whole number 1..10000"));
+    assert!(raw(b"{\"v\":3,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", false).contains("pid -4 is not a process id"));
     assert!(raw(b"garbage\n", false).contains("malformed request"));
-    assert!(raw(b"{\"v\":2,\"op\":\"status\",\"x\":1}\n", false).contains("unknown field"), "unknown fields are refused everywhere");
+    assert!(raw(b"{\"v\":3,\"op\":\"status\",\"x\":1}\n", false).contains("unknown field"), "unknown fields are refused everywhere");
     assert!(raw(b"{\"op\":\"status\"}\n", false).contains("protocol 1"), "an old client is told so in one sentence");
-    assert!(raw(b"{\"v\":2,\"op\":\"explode\"}\n", false).contains("malformed request"));
-    assert!(raw(b"{\"v\":2,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":3,\"op\":\"explode\"}\n", false).contains("malformed request"));
+    assert!(raw(b"{\"v\":3,\"op\":\"set\",\"pids\":[1],\"tickets\":\"abc\"}\n", false).contains("malformed request"));
     assert!(raw(&vec![b'x'; 70_000], false).contains("larger than 65536 bytes"));
-    assert_eq!(raw(b"{\"v\":2,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
+    assert_eq!(raw(b"{\"v\":3,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
+    // Each refusal carries its kind, for a program to decide by.
+    for (line, kind) in [
+        (&b"{\"v\":3,\"op\":\"run\",\"tickets\":0}\n"[..], "invalid"),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", "invalid"),
+        (b"garbage\n", "malformed"),
+        (b"{\"op\":\"status\"}\n", "version"),
+        (&vec![b'x'; 70_000], "too_long"),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[1],\"cap\":null}\n", "not_permitted"),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[999999],\"tickets\":5}\n", "not_found"),
+    ] {
+        let r = raw(line, false);
+        let reply: serde_json::Value = serde_json::from_str(&r).unwrap_or_else(|e| panic!("{e}: {r}"));
+        assert_eq!((reply["ok"].as_bool(), reply["kind"].as_str()), (Some(false), Some(kind)), "{r}");
+    }
     {
         // A client that connects and says nothing does not block others.
         let _idle = UnixStream::connect(&d.socket).unwrap();

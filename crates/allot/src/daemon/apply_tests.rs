@@ -6,7 +6,12 @@ use super::tests::{path_of, peer, start, world};
 use crate::proto::{Request, Response};
 
 fn run(d: &mut super::core::Daemon, w: &super::fake::Shared, pid: i32) {
-    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(w, 3000, pid)).unwrap();
+    let r = d
+        .handle(
+            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false },
+            &peer(w, 3000, pid),
+        )
+        .unwrap();
     assert!(matches!(r, Response::Job(_)), "{r:?}");
 }
 

@@ -20,6 +20,7 @@ use super::serving::Serving;
 use super::state::Registry;
 use super::tree::{MoveError, Tree};
 use crate::config::Config;
+use crate::proto::Refusal;
 use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -386,18 +387,18 @@ impl Daemon {
     }
 
     /// Opens a pid for a request, naming what is wrong in the user's words.
-    pub fn open_for_request(&self, pid: i32) -> Result<super::host::Proc, String> {
+    pub fn open_for_request(&self, pid: i32) -> Result<super::host::Proc, Refusal> {
         self.host.open(pid).map_err(|e| match e {
-            OpenError::Gone => format!("no process {pid} (it does not exist or has exited)"),
-            OpenError::Other(k) => format!("cannot open process {pid}: {k}"),
+            OpenError::Gone => Refusal::not_found(format!("no process {pid} (it does not exist or has exited)")),
+            OpenError::Other(k) => Refusal::internal(format!("cannot open process {pid}: {k}")),
         })
     }
 
     /// Moves a held process, in words for a request.
-    pub fn move_for_request(&mut self, p: &super::host::Proc, rel: &str) -> Result<(), String> {
+    pub fn move_for_request(&mut self, p: &super::host::Proc, rel: &str) -> Result<(), Refusal> {
         self.tree.move_verified(self.host.as_ref(), p, rel).map_err(|e| match e {
-            MoveError::Gone => format!("process {} exited; nothing was changed", p.pid),
-            MoveError::Kernel(k) => format!("could not move process {} into {rel}: {k}", p.pid),
+            MoveError::Gone => Refusal::not_found(format!("process {} exited; nothing was changed", p.pid)),
+            MoveError::Kernel(k) => Refusal::internal(format!("could not move process {} into {rel}: {k}", p.pid)),
         })
     }
 }

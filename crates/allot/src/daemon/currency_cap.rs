@@ -90,7 +90,11 @@ mod tests {
     }
 
     fn fund(cap: &str) -> Request {
-        Request::Fund { currency: Some("3000".into()), funding: None, cap: Some(cap.into()) }
+        let cap = match cap {
+            "none" => crate::proto::CapChange::Clear,
+            c => crate::proto::CapChange::Set(allot_model::Cap::parse_currency(c).unwrap()),
+        };
+        Request::Fund { currency: Some("3000".into()), funding: None, cap }
     }
 
     #[test]
@@ -109,12 +113,15 @@ mod tests {
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 50_000, period_us: 100_000 }));
         assert_eq!(max_of(&w, "/fake/user-3000/default"), None, "the job keeps its own (no) cap");
         // Refusals change nothing: a soft cap, a user capping their own currency, too many CPUs.
-        let e = d.handle(fund("1"), &root).unwrap_err();
+        let line = format!(r#"{{"v":{},"op":"fund","currency":"3000","cap":"1"}}"#, crate::proto::PROTOCOL);
+        let e = crate::proto::decode_request(line.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("currency cap \"1\" is not a hard cap"), "{e}");
         let e = d.handle(fund("1!"), &peer(&w, 3000, 100)).unwrap_err();
-        assert!(e.contains("setting the cap of") && e.contains("root's"), "{e}");
-        let e = d.handle(fund("5000!"), &root).unwrap_err();
-        assert!(e.contains("more"), "{e}");
+        assert!(e.message.contains("setting the cap of") && e.message.contains("root's"), "{e}");
+        assert_eq!(e.kind, crate::proto::ErrorKind::NotPermitted);
+        let e = d.handle(fund("4000!"), &root).unwrap_err();
+        assert!(e.message.contains("more"), "{e}");
+        assert_eq!(e.kind, crate::proto::ErrorKind::Invalid);
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 50_000, period_us: 100_000 }));
         // A new job of the currency sits under the same cap.
         let show = |d: &mut super::super::core::Daemon| match d.handle(Request::Show { user: None }, &root).unwrap() {
@@ -156,7 +163,7 @@ mod tests {
         // With the config the authority, `allot fund --cap` is refused and the config's holds.
         d.cfg_mut().funding_authority = crate::config::FundingAuthority::Config;
         let e = d.handle(fund("1!"), &root).unwrap_err();
-        assert!(e.contains("currency caps on this machine are set by its config"), "{e}");
+        assert!(e.message.contains("currency caps on this machine are set by its config"), "{e}");
         d.replan();
         assert_eq!(max_of(&w, "/fake/user-3000"), Some(Max { quota_us: 25_000, period_us: 100_000 }));
     }

@@ -7,20 +7,20 @@ use super::core::Daemon;
 use super::registry::JobId;
 use super::tree::PERIOD_US;
 use super::trust::Peer;
-use crate::proto::{ExplainView, Reason, Response};
+use crate::proto::{ExplainView, Reason, Refusal, Response};
 use allot_model::plan::{Boost, ACTIVE_CPUS};
 use allot_model::policy::{nice_bound, Hold, NiceBound, RELEASE_IDLE_CPUS, WAITING_FRACTION};
 
 impl Daemon {
     /// `explain TARGET`: a pid (the caller must be allowed to see it) or a job id.
-    pub fn explain(&self, peer: &Peer, target: &str) -> Result<Response, String> {
+    pub fn explain(&self, peer: &Peer, target: &str) -> Result<Response, Refusal> {
         if let Some(r) = self.explain_session(peer, target) {
             return r;
         }
         let id = self.find_job(peer, target)?;
         let j = &self.desired().jobs[&id];
         let t = self.obs().jobs.get(&id);
-        let p = self.planned().jobs.get(&id).ok_or_else(|| format!("job {target} has not been planned yet; ask again in a moment"))?;
+        let p = self.planned().jobs.get(&id).ok_or_else(|| Refusal::busy(format!("job {target} has not been planned yet; ask again in a moment")))?;
         let pol = &self.cfg().policy;
         let (window, last) = t.and_then(|t| t.usage).map_or((0.0, 0.0), |u| (u.window, u.last));
         let l = p.boost_limits;
@@ -116,21 +116,23 @@ impl Daemon {
     }
 
     /// A job named by a job id as `show` prints it, or by a pid the caller may see.
-    fn find_job(&self, peer: &Peer, target: &str) -> Result<JobId, String> {
+    fn find_job(&self, peer: &Peer, target: &str) -> Result<JobId, Refusal> {
         if let Some(j) = self.desired().jobs.values().find(|j| self.show_id(j) == target) {
             return Ok(j.id);
         }
-        let pid: i32 =
-            target.trim().parse().map_err(|_| format!("{target:?} is neither a job (as `allot show` names it: 7, alice/default) nor a pid"))?;
+        let pid: i32 = target
+            .trim()
+            .parse()
+            .map_err(|_| Refusal::not_found(format!("{target:?} is neither a job (as `allot show` names it: 7, alice/default) nor a pid")))?;
         let p = self.open_for_request(pid)?;
-        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&p).ok_or_else(|| Refusal::not_found(format!("no process {pid} (it has exited)")))?;
         let visible = peer.is_root() || self.cfg().privacy.show_other_users || info.creds.uid[0] == peer.uid;
         if !visible {
-            return Err(format!("process {pid} is not yours; explain it by its job id (allot show lists them)"));
+            return Err(Refusal::not_permitted(format!("process {pid} is not yours; explain it by its job id (allot show lists them)")));
         }
         match self.place_of(pid)? {
             super::trust::Place::Job(id) => Ok(id),
-            _ => Err(format!("process {pid} is not in an allot job")),
+            _ => Err(Refusal::not_found(format!("process {pid} is not in an allot job"))),
         }
     }
 }

@@ -12,7 +12,7 @@
 use super::host::{Host, Linux};
 use super::trust::Peer;
 use super::Event;
-use crate::proto::{decode_request, Reply, Request, MAX_REQUEST};
+use crate::proto::{decode_request, ErrorKind, Refusal, Reply, Request, MAX_REQUEST};
 use allot_linux::ipc::peer;
 use std::collections::HashMap;
 use std::io::Write;
@@ -109,7 +109,7 @@ pub fn serve(listener: UnixListener, tx: Sender<Event>, admission: Arc<Mutex<Adm
         if let Err(why) = admitted {
             refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let _ = conn.set_nonblocking(true);
-            let _ = (&conn).write(&Reply::err(why).encode());
+            let _ = (&conn).write(&Reply::err(Refusal::limit(why)).encode());
             continue;
         }
         let slot = Slot { open: open.clone(), uid: if cred.uid == 0 { 0 } else { key } };
@@ -207,30 +207,33 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>, budgets: &supe
     let mut msg = match peer::recv_message(conn.as_fd(), MAX_REQUEST, b'\n', 1, DEADLINE) {
         Ok(m) => m,
         Err(allot_linux::Error::Message(peer::Refusal::TooLong { .. })) => {
-            return reply(conn, deadline, &Reply::err(format!("request larger than {MAX_REQUEST} bytes refused")));
+            let too_long = Refusal::new(ErrorKind::TooLong, format!("request larger than {MAX_REQUEST} bytes refused"));
+            return reply(conn, deadline, &Reply::err(too_long));
         }
-        Err(allot_linux::Error::Message(why @ peer::Refusal::TwoWriters { .. })) => return reply(conn, deadline, &Reply::err(why.to_string())),
+        Err(allot_linux::Error::Message(why @ peer::Refusal::TwoWriters { .. })) => {
+            return reply(conn, deadline, &Reply::err(Refusal::not_permitted(why.to_string())));
+        }
         Err(_) => return, // silent, too slow or gone mid-request: nothing was done
     };
     let req = match decode_request(&msg.data) {
         Ok(r) => r,
-        Err(e) => return reply(conn, deadline, &Reply::err(e)),
+        Err(e) => return reply(conn, deadline, &Reply::err(e.into())),
     };
     // The budget first: a request over it never reaches the loop (limits.rs).
     if let Err(e) = budgets.admit(if cred.uid == 0 { 0 } else { key }) {
-        return reply(conn, deadline, &Reply::err(e));
+        return reply(conn, deadline, &Reply::err(Refusal::limit(e)));
     }
     if let Err(e) = same_pid_namespace(&req, cred.pid) {
-        return reply(conn, deadline, &Reply::err(e));
+        return reply(conn, deadline, &Reply::err(Refusal::not_permitted(e)));
     }
     let req = match resolve_user(req) {
         Ok(r) => r,
-        Err(e) => return reply(conn, deadline, &Reply::err(e)),
+        Err(e) => return reply(conn, deadline, &Reply::err(Refusal::not_found(e))),
     };
     let caller = if matches!(req, Request::Run { .. }) {
         match caller(conn, &cred, &mut msg.received) {
             Ok(c) => c,
-            Err(e) => return reply(conn, deadline, &Reply::err(format!("cannot prove which process is asking: {e}"))),
+            Err(e) => return reply(conn, deadline, &Reply::err(Refusal::not_permitted(format!("cannot prove which process is asking: {e}")))),
         }
     } else {
         None
@@ -241,21 +244,22 @@ fn handle(conn: &UnixStream, cred: peer::Cred, tx: Sender<Event>, budgets: &supe
     let (rtx, rrx) = channel();
     let claim = Arc::new(super::queue::Claim::default());
     if tx.send(Event::Request(super::queue::Pending { peer, req, reply: rtx, claim: claim.clone() })).is_err() {
-        return reply(conn, deadline, &Reply::err("the daemon is stopping; try again in a moment"));
+        return reply(conn, deadline, &Reply::err(Refusal::busy("the daemon is stopping; try again in a moment")));
     }
     // The loop takes requests in turn (queue.rs). One it has not taken within WAIT is
     // given up here, and then never carried out: the reply says nothing was done.
     let r = match rrx.recv_timeout(WAIT) {
         Ok(r) => r,
-        Err(RecvTimeoutError::Timeout) if claim.abandon() => {
-            Reply::err(format!("the daemon did not take this request within {} s (it is busy); nothing was done; try again", WAIT.as_secs()))
-        }
+        Err(RecvTimeoutError::Timeout) if claim.abandon() => Reply::err(Refusal::busy(format!(
+            "the daemon did not take this request within {} s (it is busy); nothing was done; try again",
+            WAIT.as_secs()
+        ))),
         // Taken just now: its answer comes.
         Err(RecvTimeoutError::Timeout) => match rrx.recv() {
             Ok(r) => r,
             Err(_) => return,
         },
-        Err(RecvTimeoutError::Disconnected) => Reply::err("the daemon is stopping; try again in a moment"),
+        Err(RecvTimeoutError::Disconnected) => Reply::err(Refusal::busy("the daemon is stopping; try again in a moment")),
     };
     let mut r = r;
     if let Some(crate::proto::Response::Show(v)) = r.data.as_mut() {

@@ -243,10 +243,6 @@ impl Registry {
     pub fn set_cap(&mut self, c: CurrencyId, cap: Option<Cap>) {
         self.desired.caps.insert(c, cap);
     }
-    /// Funding and currency caps as they were before a change that could not be saved.
-    pub fn restore_funding(&mut self, funding: BTreeMap<CurrencyId, u32>, caps: BTreeMap<CurrencyId, Option<Cap>>) {
-        (self.desired.funding, self.desired.caps) = (funding, caps);
-    }
     /// The desired state as it was before a change that could not be saved.
     pub fn restore(&mut self, before: Desired) {
         self.desired = before;

@@ -25,6 +25,18 @@ pub(super) fn peer(w: &Shared, uid: u32, pid: i32) -> Peer {
     Peer { uid, gid: uid, groups: vec![], pid, caller: Some(Proc { pid, start, fd: None }) }
 }
 
+/// `set PIDS -t T`, with `--background`/`--foreground` and `--force` as given.
+pub(super) fn set_req(pids: &[i64], tickets: Option<i64>, background: Option<bool>, force: bool) -> Request {
+    let tickets = tickets.map(|t| allot_model::Tickets::new(t).unwrap());
+    Request::Set { pids: crate::proto::Pids::new(pids.iter().copied()).unwrap(), tickets, cap: crate::proto::CapChange::Keep, background, force }
+}
+
+/// `run [-t T] [--cap C]`.
+pub(super) fn run_req(tickets: Option<i64>, cap: Option<&str>) -> Request {
+    let (tickets, cap) = (tickets.map(|t| allot_model::Tickets::new(t).unwrap()), cap.map(|c| c.parse().unwrap()));
+    Request::Run { tickets, currency: None, cap, background: false, force: false }
+}
+
 fn show(d: &mut Daemon, uid: u32) -> ShowView {
     match d.handle(Request::Show { user: None }, &Peer { uid, gid: uid, groups: vec![], pid: 1, caller: None }).unwrap() {
         Response::Show(s) => s,
@@ -76,8 +88,7 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
     w.lock().unwrap().spawn(200, 3001, "/", "allot run");
     let mut d = start(&w, Some(state.clone()));
     d.scan();
-    let made =
-        d.handle(Request::Run { tickets: Some(300), currency: None, cap: Some("0.5".into()), background: false, force: false }, &peer(&w, 3001, 200));
+    let made = d.handle(run_req(Some(300), Some("0.5")), &peer(&w, 3001, 200));
     assert!(matches!(made, Ok(Response::Job(_))), "{made:?}");
     d.tick();
     d.tick();
@@ -128,10 +139,18 @@ fn every_operation_on_a_process_goes_through_one_owner_check() {
     let mut d = start(&w, None);
     d.scan();
     let a = peer(&w, 3000, 100);
-    let set = |pid: i64| Request::Set { pids: vec![pid], tickets: Some(5), cap: None, background: None, force: false };
+    let set = |pid: i64| set_req(&[pid], Some(5), None, false);
     let refused = |d: &mut Daemon, p: &Peer, r: Request, needle: &str| {
         let e = d.handle(r, p).unwrap_err();
-        assert!(e.contains(needle), "{e:?} should say {needle:?}");
+        assert!(e.message.contains(needle), "{e:?} should say {needle:?}");
+        // A process that is not there is not found; every other refusal here is the
+        // caller's rights.
+        let kind = if needle.starts_with("no process") || needle == "zombie" {
+            crate::proto::ErrorKind::NotFound
+        } else {
+            crate::proto::ErrorKind::NotPermitted
+        };
+        assert_eq!(e.kind, kind, "{e:?}");
     };
     refused(&mut d, &a, set(101), "belongs to");
     refused(&mut d, &a, set(102), "belongs to");
@@ -142,19 +161,20 @@ fn every_operation_on_a_process_goes_through_one_owner_check() {
     refused(&mut d, &a, set(1), "init");
     refused(&mut d, &a, set(ME as i64), "the allot daemon itself");
     refused(&mut d, &a, set(99999), "no process 99999");
-    refused(&mut d, &a, set(-3), "not a process id");
-    refused(&mut d, &a, Request::Focus { pid: 101, on: true }, "belongs to");
-    refused(&mut d, &a, Request::Move { pid: 100, currency: "3001".into(), force: false }, "root's");
+    // A pid that cannot be a process never reaches the daemon: the decoder refuses it.
+    assert!(crate::proto::Pids::new(vec![-3]).unwrap_err().contains("not a process id"));
+    refused(&mut d, &a, Request::Focus { pid: crate::proto::Pid::new(101).unwrap(), on: true }, "belongs to");
+    refused(&mut d, &a, Request::Move { pid: crate::proto::Pid::new(100).unwrap(), currency: "3001".into(), force: false }, "root's");
     // Root may act on anyone's process but pid 1 and the daemon, and takes a process out of
     // another manager's cgroup only when forced.
     let root = peer(&w, 0, 102);
     refused(&mut d, &root, set(1), "init");
     refused(&mut d, &root, set(104), "unless you add --force");
-    assert!(d.handle(Request::Set { pids: vec![104], tickets: Some(5), cap: None, background: None, force: true }, &root).is_ok());
+    assert!(d.handle(set_req(&[104], Some(5), None, true), &root).is_ok());
     // A job of root's that holds a user's process is root's to change.
-    assert!(d.handle(Request::Move { pid: 100, currency: "0".into(), force: false }, &root).is_ok());
+    assert!(d.handle(Request::Move { pid: crate::proto::Pid::new(100).unwrap(), currency: "0".into(), force: false }, &root).is_ok());
     refused(&mut d, &a, set(100), "which you (uid 3000) may not use");
-    refused(&mut d, &a, Request::Focus { pid: 100, on: true }, "may not use");
+    refused(&mut d, &a, Request::Focus { pid: crate::proto::Pid::new(100).unwrap(), on: true }, "may not use");
 }
 
 #[test]
@@ -170,11 +190,11 @@ fn a_multi_pid_set_is_all_or_nothing() {
     d.scan();
     let a = peer(&w, 3000, 100);
     let before = show(&mut d, 0).jobs;
-    assert!(d.handle(Request::Set { pids: vec![100, 101, 102], tickets: Some(7), cap: None, background: None, force: false }, &a).is_err());
+    assert!(d.handle(set_req(&[100, 101, 102], Some(7), None, false), &a).is_err());
     assert_eq!(show(&mut d, 0).jobs, before, "nothing changed");
     assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
     // Both hers: both get jobs of their own with 7 tickets.
-    let r = d.handle(Request::Set { pids: vec![100, 101], tickets: Some(7), cap: None, background: Some(true), force: false }, &a).unwrap();
+    let r = d.handle(set_req(&[100, 101], Some(7), Some(true), false), &a).unwrap();
     let Response::Changed(c) = r else { panic!() };
     assert_eq!(c.jobs.len(), 2);
     assert!(path_of(&w, 100).starts_with("/fake-background/user-3000/j"));
@@ -217,12 +237,12 @@ fn a_process_that_changes_user_is_placed_again() {
     }
     // The new user may not change it while it sits in the old user's job.
     let b = peer(&w, 3001, 100);
-    let e = d.handle(Request::Set { pids: vec![100], tickets: Some(9), cap: None, background: None, force: false }, &b).unwrap_err();
-    assert!(e.contains("only its owner or root"), "{e}");
+    let e = d.handle(set_req(&[100], Some(9), None, false), &b).unwrap_err();
+    assert!(e.message.contains("only its owner or root"), "{e}");
     d.scan();
     assert_eq!(path_of(&w, 100), "/fake/user-3001/default", "into the new user's currency");
     assert_eq!(path_of(&w, 101), "/", "root's: out of allot");
-    assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(9), cap: None, background: None, force: false }, &b).is_ok());
+    assert!(d.handle(set_req(&[100], Some(9), None, false), &b).is_ok());
 }
 
 #[test]
@@ -231,7 +251,7 @@ fn a_removed_job_directory_is_recreated_and_its_processes_put_back() {
     w.lock().unwrap().spawn(100, 3000, "/", "job");
     let mut d = start(&w, None);
     d.scan();
-    let r = d.handle(Request::Set { pids: vec![100], tickets: Some(300), cap: None, background: None, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let r = d.handle(set_req(&[100], Some(300), None, false), &peer(&w, 3000, 100)).unwrap();
     let Response::Changed(_) = r else { panic!() };
     d.tick();
     let job = path_of(&w, 100);
@@ -254,7 +274,7 @@ fn a_new_job_is_planned_at_once_and_the_boost_never_writes_a_quota() {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
-    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let r = d.handle(run_req(Some(50), None), &peer(&w, 3000, 100)).unwrap();
     let Response::Job(j) = r else { panic!() };
     let dir = format!("/fake/{}", j.cgroup);
     let x = w.lock().unwrap();
@@ -269,7 +289,7 @@ fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
     d.cfg_mut().policy.boost_slice_us = 100;
-    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let r = d.handle(run_req(Some(50), None), &peer(&w, 3000, 100)).unwrap();
     let Response::Job(_) = r else { panic!() };
     assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
 }
@@ -283,11 +303,7 @@ fn an_inherited_boost_slice_is_given_back_as_the_default() {
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
     d.cfg_mut().policy.boost_slice_us = 100;
-    let Response::Job(_) =
-        d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap()
-    else {
-        panic!()
-    };
+    let Response::Job(_) = d.handle(run_req(None, None), &peer(&w, 3000, 100)).unwrap() else { panic!() };
     let job = path_of(&w, 100);
     let slice = |t: i32| w.lock().unwrap().slices.get(&t).copied();
     assert_eq!(slice(100), Some(100_000), "boosted");
@@ -439,7 +455,7 @@ fn a_rule_never_grants_a_currency_its_user_may_not_use() {
     d.on_process(102, true);
     assert_eq!(job_of(&mut d, 102).id, theirs.id);
     // `rules test` says so.
-    let Ok(Response::Rules(r)) = d.rules_test(&peer(&w, 3000, 100), 100) else { panic!() };
+    let Ok(Response::Rules(r)) = d.rules_test(&peer(&w, 3000, 100), crate::proto::Pid::new(100).unwrap()) else { panic!() };
     assert!(r.matched.as_deref().is_some_and(|m| m.contains("may not use")), "{r:?}");
 }
 
@@ -462,7 +478,7 @@ fn a_group_whose_leader_exited_is_placed_while_its_threads_run() {
     assert_eq!(path_of(&w, 100), "/fake/user-3000/default");
     assert_eq!(path_of(&w, 101), "/", "no thread lives: nothing to place");
     let root = Peer { uid: 0, gid: 0, groups: vec![], pid: 1, caller: None };
-    assert!(d.handle(Request::Set { pids: vec![100], tickets: Some(42), cap: None, background: None, force: false }, &root).is_ok());
+    assert!(d.handle(set_req(&[100], Some(42), None, false), &root).is_ok());
     assert_eq!(job_of(&mut d, 100).tickets, 42);
 }
 
@@ -488,7 +504,7 @@ fn a_cap_above_the_machine_is_refused_with_the_value_the_cpus_and_the_forms() {
     w.lock().unwrap().spawn(200, 3001, "/", "allot run");
     let mut d = start(&w, None);
     d.set_ncpu(2);
-    let r = d.handle(Request::Run { tickets: None, currency: None, cap: Some("3".into()), background: false, force: false }, &peer(&w, 3001, 200));
+    let r = d.handle(run_req(None, Some("3")), &peer(&w, 3001, 200));
     let e = format!("{:?}", r.unwrap_err());
     assert!(e.contains("cap \\\"3\\\" is more than this machine's 2 CPUs: give at most 2 CPUs") && e.contains("1/2") && e.contains("50%"), "{e}");
 }
@@ -500,7 +516,7 @@ fn set_on_a_session_process_warns_that_it_left_its_session() {
     let w = world();
     w.lock().unwrap().spawn(300, 3001, "/user.slice/user-3001.slice/session-4.scope", "vim");
     let mut d = start(&w, None);
-    let set = || Request::Set { pids: vec![300], tickets: Some(50), cap: None, background: None, force: false };
+    let set = || set_req(&[300], Some(50), None, false);
     let Ok(Response::Changed(c)) = d.handle(set(), &peer(&w, 3001, 300)) else { panic!("set refused") };
     assert_eq!(c.warnings.len(), 1, "{c:?}");
     let msg = &c.warnings[0];
@@ -520,11 +536,7 @@ fn explain_renders_the_plan_s_reason_with_the_model_s_thresholds() {
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
     d.set_ncpu(1);
-    let Ok(Response::Job(made)) =
-        d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100))
-    else {
-        panic!("run refused")
-    };
+    let Ok(Response::Job(made)) = d.handle(run_req(None, None), &peer(&w, 3000, 100)) else { panic!("run refused") };
     let dir = path_of(&w, 100);
     let explain = |d: &Daemon| match d.explain(&peer(&w, 3000, 100), &made.job) {
         Ok(Response::Explain(x)) => x,

@@ -11,6 +11,7 @@ pub use place::Place;
 use super::core::Daemon;
 use super::host::{Proc, ProcInfo};
 use super::registry::{CurrencyId, JobId};
+use crate::proto::Refusal;
 
 /// The caller, as the kernel reports it: never taken from the request.
 #[derive(Debug)]
@@ -52,7 +53,7 @@ fn in_list(list: &[String], uid: u32) -> bool {
 
 impl Daemon {
     /// Where a process is.
-    pub fn place_of(&self, pid: i32) -> Result<Place, String> {
+    pub fn place_of(&self, pid: i32) -> Result<Place, Refusal> {
         match self.tree().cg().rel_of(pid) {
             // A leaf whose name starts with '.' is the backend's own (a systemd scope's
             // holder): never a job's, never touched.
@@ -64,7 +65,7 @@ impl Daemon {
                 None => Place::Stray(rel),
             }),
             Ok(None) => {
-                let path = self.tree().cg().path_of(pid).map_err(|_| format!("no process {pid} (it has exited)"))?;
+                let path = self.tree().cg().path_of(pid).map_err(|_| Refusal::not_found(format!("no process {pid} (it has exited)")))?;
                 if self.placement().is_source(&path) {
                     return Ok(Place::Source(path));
                 }
@@ -77,7 +78,7 @@ impl Daemon {
                 }
                 Ok(Place::Foreign(path))
             }
-            Err(_) => Err(format!("no process {pid} (it has exited)")),
+            Err(_) => Err(Refusal::not_found(format!("no process {pid} (it has exited)"))),
         }
     }
 
@@ -87,68 +88,71 @@ impl Daemon {
     /// job the caller owns or outside allot where allot may place from (root may `force`
     /// a process out of another manager's cgroup), and is still alive after all of that
     /// was read.
-    pub fn target(&self, peer: &Peer, pid: i64, force: bool) -> Result<Target, String> {
-        if pid <= 0 || pid > i32::MAX as i64 {
-            return Err(format!("pid {pid} is not a process id (a positive number, as `ps` shows)"));
-        }
-        let pid = pid as i32;
+    pub fn target(&self, peer: &Peer, pid: crate::proto::Pid, force: bool) -> Result<Target, Refusal> {
+        let pid = pid.get();
         if pid == 1 {
-            return Err("pid 1 (init) is never moved: it must stay where the system put it".into());
+            return Err(Refusal::not_permitted("pid 1 (init) is never moved: it must stay where the system put it"));
         }
         if pid == self.host().me() {
-            return Err(format!("pid {pid} is the allot daemon itself"));
+            return Err(Refusal::not_permitted(format!("pid {pid} is the allot daemon itself")));
         }
         let proc = self.open_for_request(pid)?;
-        let info = self.host().info(&proc).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&proc).ok_or_else(|| Refusal::not_found(format!("no process {pid} (it has exited)")))?;
         if info.kernel_thread {
-            return Err(format!("pid {pid} ({}) is a kernel thread; allot manages user processes only", info.comm));
+            return Err(Refusal::not_permitted(format!("pid {pid} ({}) is a kernel thread; allot manages user processes only", info.comm)));
         }
         if info.zombie {
-            return Err(format!("process {pid} has exited (a zombie waiting for its parent); there is nothing to change"));
+            return Err(Refusal::not_found(format!("process {pid} has exited (a zombie waiting for its parent); there is nothing to change")));
         }
         if !peer.is_root() && !info.creds.all(peer.uid) {
             let [r, e, s, _] = info.creds.uid;
             if [r, e, s].contains(&peer.uid) {
-                return Err(format!(
+                return Err(Refusal::not_permitted(format!(
                     "process {pid} is not wholly yours: it runs with real, effective and saved uid {r}, {e}, {s} (a setuid program, or one changing user); allot changes only processes whose uids are all yours (uid {})",
                     peer.uid
-                ));
+                )));
             }
-            return Err(format!("process {pid} belongs to {} (uid {r}); you (uid {}) may only change your own processes", user_label(r), peer.uid));
+            return Err(Refusal::not_permitted(format!(
+                "process {pid} belongs to {} (uid {r}); you (uid {}) may only change your own processes",
+                user_label(r),
+                peer.uid
+            )));
         }
         let place = self.place_of(pid)?;
         match &place {
             Place::Job(id) if !peer.is_root() => {
                 let j = &self.desired().jobs[id];
                 if j.owner != peer.uid {
-                    return Err(format!(
+                    return Err(Refusal::not_permitted(format!(
                         "process {pid} is in {} of {} (uid {}); only its owner or root may change it",
                         self.job_label(j),
                         user_label(j.owner),
                         j.owner
-                    ));
+                    )));
                 }
                 if !self.may_use(peer, &j.currency) {
-                    return Err(format!(
+                    return Err(Refusal::not_permitted(format!(
                         "process {pid} is in currency {:?}, which you (uid {}) may not use; ask root to move it or to list you in the currency",
                         self.currency_name(&j.currency),
                         peer.uid
-                    ));
+                    )));
                 }
             }
             Place::Session { uid, scope, .. } if !peer.is_root() && *uid != peer.uid => {
-                return Err(format!("process {pid} is in {scope}, a login session of uid {uid}; only that user or root may move it"));
+                return Err(Refusal::not_permitted(format!(
+                    "process {pid} is in {scope}, a login session of uid {uid}; only that user or root may move it"
+                )));
             }
             Place::Foreign(path) if !(peer.is_root() && force) => {
-                return Err(format!(
+                return Err(Refusal::not_permitted(format!(
                     "process {pid} is in cgroup {path}, which another manager owns (a service, container, session or batch job); allot never takes a process out of it{}",
                     if peer.is_root() { " unless you add --force" } else { "" }
-                ));
+                )));
             }
             _ => {}
         }
         if !self.host().alive(&proc) {
-            return Err(format!("no process {pid} (it has exited)"));
+            return Err(Refusal::not_found(format!("no process {pid} (it has exited)")));
         }
         Ok(Target { proc, info, place })
     }
@@ -196,7 +200,7 @@ impl Daemon {
     }
 
     /// Resolves a currency argument: a named currency, a user name, or a uid.
-    pub fn resolve_currency(&self, arg: &str) -> Result<CurrencyId, String> {
+    pub fn resolve_currency(&self, arg: &str) -> Result<CurrencyId, Refusal> {
         if self.cfg().currencies.contains_key(arg) {
             return Ok(CurrencyId::Named(arg.to_string()));
         }
@@ -204,10 +208,10 @@ impl Daemon {
             Some(uid) => Ok(CurrencyId::User(uid)),
             None => {
                 let named: Vec<&str> = self.cfg().currencies.keys().map(|s| s.as_str()).collect();
-                Err(format!(
+                Err(Refusal::not_found(format!(
                     "unknown currency or user {arg:?}: named currencies are [{}]; otherwise give a user name or uid (named currencies are defined in the config)",
                     named.join(", ")
-                ))
+                )))
             }
         }
     }

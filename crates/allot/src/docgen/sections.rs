@@ -36,7 +36,7 @@ pub fn for_page(name: &str, root: &Command) -> Vec<Section> {
             caps(false),
             Section {
                 title: "EXIT STATUS",
-                body: para("`allot run` replaces itself with the command (exec), so its exit status is the command's. It exits 1 itself, before the command runs, when a value is refused, when the daemon refuses the request, or when the command cannot be executed; and, with `--strict`, when no daemon answers (without it, the command runs unmanaged, with a warning naming each option that could not be kept).")
+                body: para("`allot run` replaces itself with the command (exec), so its exit status is the command's. It exits 1 itself, before the command runs, when a value is refused, when the daemon refuses the request (75 when it refuses for now: busy, or over a limit of yours), or when the command cannot be executed; and, with `--strict`, when no daemon answers (without it, the command runs unmanaged, with a warning naming each option that could not be kept).")
                     + &para("2: the command line could not be parsed."),
             },
             see_also(&[("allot", 1), ("allot-set", 1), ("allot-show", 1), ("allot-explain", 1), ("allot.toml", 5)]),
@@ -126,6 +126,7 @@ fn exit_status() -> Section {
             "An error, printed as one line that names the value and what is allowed: a value refused, the daemon refused the request or could not be reached, or `allot config check` refused the file (or found warnings, with `--strict`).",
         )
         + &item("2", "The command line could not be parsed (an unknown option, a missing argument).")
+        + &item("75", "The daemon refused for now and did nothing: it is busy or stopping, or the request is over a limit of yours (connections, requests per second, jobs); try again later.")
         + &para("`allot run` execs the command: its exit status is then the command's (allot-run(1)).");
     Section { title: "EXIT STATUS", body }
 }

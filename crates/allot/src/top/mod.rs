@@ -264,7 +264,7 @@ pub fn run(a: TopArgs, socket: &Path, json: bool) -> anyhow::Result<i32> {
                 message = Some((format!("{e:#}"), Instant::now()));
                 // A refusal with a filter in force (an unknown user): drop the filter, so
                 // the next refresh shows everyone rather than stale rows.
-                if e.downcast_ref::<client::Unreachable>().is_none() && ui.filter.is_some() {
+                if e.downcast_ref::<allot::proto::Refusal>().is_some_and(|r| r.kind == allot::proto::ErrorKind::NotFound) && ui.filter.is_some() {
                     ui.filter = None;
                 }
             }

@@ -4,7 +4,7 @@
 
 use super::super::registry::{CurrencyId, Desired, JobSpec};
 use super::{MAX_ARG, PIDS_SHOWN};
-use crate::proto::{AuditChange, Request};
+use crate::proto::{AuditChange, CapChange, Request};
 use std::collections::HashSet;
 
 fn settings(j: &JobSpec) -> String {
@@ -98,22 +98,27 @@ pub fn pids(p: &[i64]) -> String {
 /// [`pids`]): bounded, one line.
 pub fn describe(r: &Request) -> String {
     let opt = |k: &str, v: &Option<String>| v.as_ref().map(|v| format!(" {k} {}", arg(v))).unwrap_or_default();
-    let num = |k: &str, v: &Option<i64>| v.map(|v| format!(" {k} {v}")).unwrap_or_default();
+    let num = |k: &str, v: Option<u32>| v.map(|v| format!(" {k} {v}")).unwrap_or_default();
+    let cap = |c: &CapChange| match c {
+        CapChange::Keep => String::new(),
+        CapChange::Clear => " --cap none".into(),
+        CapChange::Set(c) => format!(" --cap {c}"),
+    };
     let force = |f: bool| if f { " --force" } else { "" };
     match r {
         Request::Run { tickets, currency, cap, background, force: f } => format!(
             "run{}{}{}{}{}",
-            num("-t", tickets),
+            num("-t", tickets.map(|t| t.get())),
             opt("--currency", currency),
-            opt("--cap", cap),
+            cap.map(|c| format!(" --cap {c}")).unwrap_or_default(),
             if *background { " --background" } else { "" },
             force(*f)
         ),
-        Request::Set { pids: p, tickets, cap, background, force: f } => format!(
+        Request::Set { pids: p, tickets, cap: c, background, force: f } => format!(
             "set {}{}{}{}{}",
-            pids(p),
-            num("-t", tickets),
-            opt("--cap", cap),
+            pids(&p.as_slice().iter().map(|p| i64::from(p.get())).collect::<Vec<_>>()),
+            num("-t", tickets.map(|t| t.get())),
+            cap(c),
             match background {
                 Some(true) => " --background",
                 Some(false) => " --foreground",
@@ -121,12 +126,12 @@ pub fn describe(r: &Request) -> String {
             },
             force(*f)
         ),
-        Request::Fund { currency, funding, cap } => {
+        Request::Fund { currency, funding, cap: c } => {
             format!(
                 "fund{}{}{}",
                 currency.as_ref().map(|c| format!(" {}", arg(c))).unwrap_or_default(),
                 funding.map(|f| format!(" {f}")).unwrap_or_default(),
-                opt("--cap", cap)
+                cap(c)
             )
         }
         Request::Focus { pid, on } => format!("focus{} {pid}", if *on { "" } else { " --off" }),
@@ -143,7 +148,7 @@ pub fn describe(r: &Request) -> String {
 pub fn changes_something(r: &Request) -> bool {
     match r {
         Request::Status {} | Request::Show { .. } | Request::Log { .. } | Request::Explain { .. } | Request::RulesTest { .. } => false,
-        Request::Fund { funding, cap, .. } => funding.is_some() || cap.is_some(),
+        Request::Fund { funding, cap, .. } => funding.is_some() || !cap.is_keep(),
         _ => true,
     }
 }
@@ -151,31 +156,42 @@ pub fn changes_something(r: &Request) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::{Pid, Pids};
+    use allot_model::{Cap, Funding, Tickets};
 
     #[test]
     fn describe_quotes_escapes_and_bounds_what_clients_send() {
-        let set = |pids: Vec<i64>| describe(&Request::Set { pids, tickets: Some(5), cap: None, background: None, force: false });
+        let set = |pids: Vec<i64>| {
+            describe(&Request::Set {
+                pids: Pids::new(pids).unwrap(),
+                tickets: Tickets::new(5).ok(),
+                cap: CapChange::Keep,
+                background: None,
+                force: false,
+            })
+        };
         assert_eq!(set(vec![100, 101, 102]), "set 100 101 102 -t 5");
         assert_eq!(set(vec![7; 1024]), "set 7 (1 pid, 1024 given) -t 5");
-        assert_eq!(set((100..5100).collect()), "set 100 101 102 103 104 105 106 107 … (5000 pids, first 8 shown) -t 5");
+        assert_eq!(set((100..1124).collect()), "set 100 101 102 103 104 105 106 107 … (1024 pids, first 8 shown) -t 5");
         let run =
-            |c: &str| describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: Some("1/2!".into()), background: false, force: false });
-        assert_eq!(run("ci"), "run --currency ci --cap 1/2!");
+            |c: &str| describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: "1/2!".parse().ok(), background: false, force: false });
+        assert_eq!(run("ci"), "run --currency ci --cap 0.5!");
         let forged = run("x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}");
-        assert_eq!(forged, r#"run --currency "x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}" --cap 1/2!"#);
+        assert_eq!(forged, r#"run --currency "x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}" --cap 0.5!"#);
         assert!(!forged.contains(['\n', '\r', '\u{1b}', '\u{202e}']));
         assert_eq!(arg("my team"), "\"my team\"");
         let long = arg(&format!("0.5{}", "0".repeat(50_000)));
         assert!(long.len() < 100 && long.ends_with("…(50003 bytes)"), "{long}");
-        assert_eq!(describe(&Request::Move { pid: 5, currency: "a\"b".into(), force: true }), r#"move 5 "a\"b" --force"#);
+        assert_eq!(describe(&Request::Move { pid: Pid::new(5).unwrap(), currency: "a\"b".into(), force: true }), r#"move 5 "a\"b" --force"#);
     }
 
     #[test]
     fn a_currency_cap_is_described_and_its_change_recorded() {
-        let fund = |funding, cap: Option<&str>| Request::Fund { currency: Some("alice".into()), funding, cap: cap.map(String::from) };
-        assert_eq!(describe(&fund(Some(300), Some("4!"))), "fund alice 300 --cap 4!");
-        assert_eq!(describe(&fund(None, Some("none"))), "fund alice --cap none");
-        assert!(changes_something(&fund(None, Some("none"))) && !changes_something(&fund(None, None)));
+        let fund =
+            |funding: Option<i64>, cap| Request::Fund { currency: Some("alice".into()), funding: funding.and_then(|f| Funding::new(f).ok()), cap };
+        assert_eq!(describe(&fund(Some(300), CapChange::Set(Cap::parse_currency("4!").unwrap()))), "fund alice 300 --cap 4!");
+        assert_eq!(describe(&fund(None, CapChange::Clear)), "fund alice --cap none");
+        assert!(changes_something(&fund(None, CapChange::Clear)) && !changes_something(&fund(None, CapChange::Keep)));
         let a = Desired::default();
         let mut b = a.clone();
         b.caps.insert(CurrencyId::User(1000), Some(allot_model::Cap::parse_currency("4!").unwrap()));

@@ -11,7 +11,12 @@ use crate::proto::{Request, Response};
 const SESSION: &str = "/user.slice/user-3000.slice/session-4.scope";
 
 fn run(d: &mut Daemon, w: &Shared, pid: i32) -> String {
-    let r = d.handle(Request::Run { tickets: Some(50), currency: None, cap: None, background: false, force: false }, &peer(w, 3000, pid)).unwrap();
+    let r = d
+        .handle(
+            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false },
+            &peer(w, 3000, pid),
+        )
+        .unwrap();
     let Response::Job(j) = r else { panic!("{r:?}") };
     j.cgroup.rsplit('/').next().unwrap().to_string()
 }

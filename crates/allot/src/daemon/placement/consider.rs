@@ -170,7 +170,7 @@ impl Daemon {
         let rule = self.cfg().compiled_rules.iter().find(|r| r.test(&f).is_ok())?.clone();
         let currency = match rule.currency.as_deref().map(|c| self.resolve_currency(c)) {
             None => Ok((CurrencyId::User(uid), false)),
-            Some(Err(e)) => Err(e),
+            Some(Err(e)) => Err(e.message),
             Some(Ok(c)) => {
                 let peer = Peer { uid, gid: info.creds.gid[0], groups: facts.groups.clone(), pid, caller: None };
                 Ok(if self.may_use(&peer, &c) { (c, false) } else { (CurrencyId::User(uid), true) })
@@ -227,13 +227,14 @@ impl Daemon {
     }
 
     /// `allot rules test PID`: which rule matches a process, and what it would do.
-    pub fn rules_test(&self, peer: &Peer, pid: i64) -> Result<crate::proto::Response, String> {
-        let pid = i32::try_from(pid).ok().filter(|&p| p > 0).ok_or_else(|| format!("pid {pid} is not a process id"))?;
+    pub fn rules_test(&self, peer: &Peer, pid: crate::proto::Pid) -> Result<crate::proto::Response, crate::proto::Refusal> {
+        use crate::proto::Refusal;
+        let pid = pid.get();
         let p = self.open_for_request(pid)?;
-        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&p).ok_or_else(|| Refusal::not_found(format!("no process {pid} (it has exited)")))?;
         let uid = info.creds.uid[0];
         if !(peer.is_root() || self.cfg().privacy.show_other_users || uid == peer.uid) {
-            return Err(format!("process {pid} is not yours"));
+            return Err(Refusal::not_permitted(format!("process {pid} is not yours")));
         }
         let facts = self.host().facts(pid, info.tid);
         let f = rules::Facts { uid, groups: &facts.groups, exe: &facts.exe, comm: &info.comm, cmdline: &facts.cmdline };

@@ -6,7 +6,7 @@ use super::super::core::Daemon;
 use super::super::explain::boost_words;
 use super::super::registry::CurrencyId;
 use super::super::trust::{Peer, Place};
-use crate::proto::{ExplainView, Reason, Response};
+use crate::proto::{ExplainView, Reason, Refusal, Response};
 use allot_model::plan::{Boost, BoostLimits};
 use allot_model::scope::SESSION_WEIGHT;
 
@@ -14,17 +14,19 @@ impl Daemon {
     /// The explanation of `target` if it is a pid in a login session (None: it is not,
     /// and `explain` goes on as for jobs). Only its user, root, or anyone under
     /// `privacy.show_other_users` may ask.
-    pub fn explain_session(&self, peer: &Peer, target: &str) -> Option<Result<Response, String>> {
+    pub fn explain_session(&self, peer: &Peer, target: &str) -> Option<Result<Response, Refusal>> {
         let pid: i32 = target.trim().parse().ok().filter(|&p| p > 0)?;
         let Ok(Place::Session { uid, scope, .. }) = self.place_of(pid) else { return None };
         Some(self.session_view(peer, pid, uid, &scope))
     }
 
-    fn session_view(&self, peer: &Peer, pid: i32, uid: u32, scope: &str) -> Result<Response, String> {
+    fn session_view(&self, peer: &Peer, pid: i32, uid: u32, scope: &str) -> Result<Response, Refusal> {
         let p = self.open_for_request(pid)?;
-        let info = self.host().info(&p).ok_or_else(|| format!("no process {pid} (it has exited)"))?;
+        let info = self.host().info(&p).ok_or_else(|| Refusal::not_found(format!("no process {pid} (it has exited)")))?;
         if !(peer.is_root() || self.cfg().privacy.show_other_users || info.creds.uid[0] == peer.uid) {
-            return Err(format!("process {pid} is in a login session of uid {uid}, not yours; only its user or root may ask about it"));
+            return Err(Refusal::not_permitted(format!(
+                "process {pid} is in a login session of uid {uid}, not yours; only its user or root may ask about it"
+            )));
         }
         let s = &self.sessions();
         let planned = s.planned.get(&uid);

@@ -108,7 +108,16 @@ fn hostile_another_users_session_process_is_not_explained_to_them_nor_changed_by
     assert!(explain(&mut d, 3001, 330, 330).is_ok());
     assert_eq!(policy(&w, 332), None, "a setuid process is never written");
     // `set` by another user is refused as before.
-    let r = d.handle(Request::Set { pids: vec![330], tickets: Some(5), cap: None, background: None, force: false }, &peer(&w, 3002, 331));
+    let r = d.handle(
+        Request::Set {
+            pids: crate::proto::Pids::new(vec![330]).unwrap(),
+            tickets: allot_model::Tickets::new(5).ok(),
+            cap: crate::proto::CapChange::Keep,
+            background: None,
+            force: false,
+        },
+        &peer(&w, 3002, 331),
+    );
     assert!(r.is_err(), "{r:?}");
 }
 
