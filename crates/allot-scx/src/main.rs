@@ -1,5 +1,5 @@
-//! `allot-scx`: loads allot's sched_ext scheduler by hand, for tests and measurement,
-//! until the daemon runs it (docs/scx.md).
+//! `allot-scx`: loads allot's sched_ext scheduler: `run` by hand, for tests and
+//! measurement; `serve` for the daemon (`[scheduler] kind = "scx"`, docs/scx.md).
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
 //!                 [--outside-weight W] [--all] [--for SECS]

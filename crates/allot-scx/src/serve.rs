@@ -156,7 +156,9 @@ pub fn serve(all: bool) -> Result<()> {
     s.detach();
     match ejected {
         Some(st) => {
-            println!("ejected {} {}: {}: {}", st.exit_kind, st.exit_kind_name(), st.exit_reason, st.exit_msg.lines().next().unwrap_or(""));
+            let msg = st.exit_msg.lines().next().unwrap_or("").trim();
+            let msg = if msg.is_empty() { String::new() } else { format!(": {msg}") };
+            println!("ejected {} {}: {}{msg}", st.exit_kind, st.exit_kind_name(), st.exit_reason);
             std::process::exit(3);
         }
         None => {

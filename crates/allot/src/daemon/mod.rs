@@ -34,6 +34,10 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
+pub mod scx;
+mod scx_backend;
+#[cfg(test)]
+mod scx_tests;
 pub mod server;
 mod serving;
 pub mod sessions;
@@ -253,6 +257,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
     let mut next_scan = Instant::now() + d.scan_interval();
+    // allot's sched_ext scheduler, when the config asks for it: heard every quarter second
+    // while its loader runs, so an ejection is noticed well within a second.
+    d.sync_scx();
+    let mut next_scx = Instant::now();
     let mut queue = queue::Queue::default();
     loop {
         let now = Instant::now();
@@ -264,6 +272,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         if now >= next_scan {
             d.scan();
             next_scan = now + d.scan_interval();
+        }
+        if now >= next_scx {
+            d.poll_scx();
+            next_scx = now + Duration::from_millis(250);
         }
         // The loop's own heartbeat: systemd restarts a daemon whose loop stops turning.
         if let Some(w) = watchdog.filter(|_| now >= next_ping) {
@@ -283,7 +295,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         // cgroup changes are handled now, requests wait in their caller's queue and the
         // loop serves one of them per turn, so events never wait behind requests and no
         // caller's requests wait behind another's (queue.rs).
-        let wait = if queue.is_empty() { next_tick.min(next_scan).saturating_duration_since(Instant::now()) } else { Duration::ZERO };
+        let next = if d.scx().pid().is_some() { next_tick.min(next_scan).min(next_scx) } else { next_tick.min(next_scan) };
+        let wait = if queue.is_empty() { next.saturating_duration_since(Instant::now()) } else { Duration::ZERO };
         let first = match rx.recv_timeout(wait) {
             Ok(e) => Some(e),
             Err(RecvTimeoutError::Timeout) => None,
@@ -298,6 +311,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 }
                 Event::Signal(libc::SIGHUP) => {
                     reload(&mut d, &opts, refilter.as_ref());
+                    d.sync_scx();
                     if d.cfg().users.auto_place {
                         claims.apply(d.placement_mut());
                     }
@@ -338,6 +352,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
     }
     let _ = allot_linux::ipc::notify::stopping();
+    d.stop_scx();
     d.shutdown(opts.ephemeral);
     // A passed socket is the manager's: it stays, holding clients for the next start.
     if !passed {
