@@ -11,7 +11,8 @@
 //!   `loaded allot_stride MODE`               attached;
 //!   `table N jobs M threads`                  a table is in the maps (M threads newly SCHED_EXT);
 //!   `bad LINE: WHY`                           a line it could not take (the rest of the table is);
-//!   `ejected KIND NAME: REASON: MESSAGE`      the kernel ejected it; then it exits 3;
+//!   `ejected KIND NAME: REASON: MESSAGE`      the kernel ejected it (said at once; it then
+//!                                             puts the threads back and exits 3);
 //!   `unloaded ...`                            it left because it was asked to; exit 0.
 //! A failure to load is an error on stderr and exit status 1.
 
@@ -94,6 +95,10 @@ pub fn serve(all: bool) -> Result<()> {
     let ejected: Option<State> = loop {
         let st = s.state()?;
         if st.exit_kind != 0 {
+            // Said at once (the daemon falls back on this line), cleaned up after.
+            let msg = st.exit_msg.lines().next().unwrap_or("").trim();
+            let msg = if msg.is_empty() { String::new() } else { format!(": {msg}") };
+            println!("ejected {} {}: {}{msg}", st.exit_kind, st.exit_kind_name(), st.exit_reason);
             break Some(st);
         }
         if STOP.load(Ordering::SeqCst) {
@@ -155,10 +160,8 @@ pub fn serve(all: bool) -> Result<()> {
     let back: usize = if all { 0 } else { table.keys().map(|d| back_to_fair(d)).sum() };
     s.detach();
     match ejected {
-        Some(st) => {
-            let msg = st.exit_msg.lines().next().unwrap_or("").trim();
-            let msg = if msg.is_empty() { String::new() } else { format!(": {msg}") };
-            println!("ejected {} {}: {}{msg}", st.exit_kind, st.exit_kind_name(), st.exit_reason);
+        Some(_) => {
+            println!("unloaded after the ejection; {back} threads back to SCHED_OTHER");
             std::process::exit(3);
         }
         None => {

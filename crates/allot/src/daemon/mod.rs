@@ -206,6 +206,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
+        d.release_scx();
         log::info!("released: {}", d.backend().released());
         return Ok(0);
     }
@@ -257,8 +258,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
     let mut next_scan = Instant::now() + d.scan_interval();
-    // allot's sched_ext scheduler, when the config asks for it: heard every quarter second
-    // while its loader runs, so an ejection is noticed well within a second.
+    // allot's sched_ext scheduler, when the config asks for it: heard every 100 ms while
+    // its loader runs, so an ejection is noticed well within a second.
     d.sync_scx();
     let mut next_scx = Instant::now();
     let mut queue = queue::Queue::default();
@@ -275,7 +276,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
         if now >= next_scx {
             d.poll_scx();
-            next_scx = now + Duration::from_millis(250);
+            next_scx = now + Duration::from_millis(100);
         }
         // The loop's own heartbeat: systemd restarts a daemon whose loop stops turning.
         if let Some(w) = watchdog.filter(|_| now >= next_ping) {

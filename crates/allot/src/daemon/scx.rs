@@ -128,7 +128,7 @@ impl Scx {
     /// last one sent. Returns whether it was sent.
     pub fn feed(&mut self, mut table: Vec<(String, u64)>) -> bool {
         table.sort();
-        if self.sent.as_ref() == Some(&table) {
+        if self.sent.as_ref() == Some(&table) || !matches!(self.state, State::Loading | State::Loaded { .. }) {
             return false;
         }
         let Some(tx) = self.loader.as_ref().and_then(|l| l.tables.as_ref()) else { return false };
@@ -150,6 +150,13 @@ impl Scx {
         while let Some(line) = self.loader.as_ref().and_then(|l| l.lines.try_recv().ok()) {
             change = self.heard(line).or(change);
         }
+        // The loader says an ejection before it cleans up and exits: fall back at once.
+        if let (Some(e), State::Loaded { .. }) = (&self.ejected, &self.state) {
+            let reason = format!("ejected by the kernel: {e}");
+            self.ejections += 1;
+            self.state = State::Fallen { at: SystemTime::now(), reason: reason.clone() };
+            change = Some(Change::Fell(reason));
+        }
         let l = self.loader.as_mut()?;
         let exited = match l.child.try_wait() {
             Ok(Some(s)) => s,
@@ -160,8 +167,11 @@ impl Scx {
                 l.child.wait().ok()?
             }
         };
-        // Its last words: both streams to their end (bounded: a grandchild may hold them).
         let l = self.loader.take()?;
+        if matches!(self.state, State::Fallen { .. }) {
+            return change; // already said (the ejection line), now reaped
+        }
+        // Its last words: both streams to their end (bounded: a grandchild may hold them).
         let deadline = Instant::now() + Duration::from_millis(300);
         let mut open = 2;
         while open > 0 {

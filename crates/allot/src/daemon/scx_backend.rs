@@ -34,7 +34,7 @@ impl Daemon {
 
     /// The job table for the scheduler: each job's cgroup directory and its share, the
     /// plan's weights flattened (`allot_model::flat`), so the scheduler and the cgroup
-    /// backend divide the machine from the same decisions.
+    /// backend divide the machine from the same decisions (the boost aside).
     pub fn scx_table(&self) -> Vec<(String, u64)> {
         let planned = self.planned();
         let mut cur: Vec<(Class, &super::registry::CurrencyId)> = vec![];
@@ -53,7 +53,9 @@ impl Daemon {
                 Class::Foreground => planned.currencies.get(&j.currency).copied().unwrap_or_else(|| self.funding_of(&j.currency)),
                 Class::Background => self.funding_of(&j.currency),
             };
-            let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.weight);
+            // Without the boost: the plan's boost is decided per tick, and sent through this
+            // pipe it moved shares by up to 0.05 under the stride scheduler (docs/scx.md).
+            let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.base_weight);
             flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background });
             dirs.push(self.tree().cg().dir(&j.rel()).display().to_string());
         }
@@ -69,7 +71,7 @@ impl Daemon {
         }
     }
 
-    /// Hears the loader (the event loop, every quarter second while it runs): on a fall,
+    /// Hears the loader (the event loop, every 100 ms while it runs): on a fall,
     /// logs the kernel's reason and records it; the cgroup backend goes on alone.
     pub fn poll_scx(&mut self) {
         let Some(change) = self.scx_mut().poll() else { return };
@@ -95,6 +97,27 @@ impl Daemon {
         let last = self.scx_mut().stop(Duration::from_secs(5));
         log::info!("scheduler: allot's sched_ext scheduler stopped ({})", last.as_deref().unwrap_or("the loader said nothing"));
         self.record_scx("scheduler scx: stopped, every task back in the fair class".into());
+    }
+
+    /// `--release`: this process never starts the loader, and a loader whose daemon is gone
+    /// unloads at the end of its input; if the kernel still has allot's scheduler (a
+    /// loader still unloading), waits for it, up to 5 s, and says so.
+    pub fn release_scx(&self) {
+        let ops = || std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default().trim().to_string();
+        if ops() != "allot_stride" {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        while ops() == "allot_stride" && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if ops() == "allot_stride" {
+            log::warn!(
+                "allot's sched_ext scheduler is still loaded 5 s after --release (an allot-scx loader outlived its daemon); stop that process"
+            );
+        } else {
+            log::info!("allot's sched_ext scheduler left with its loader ({:.1} s)", t0.elapsed().as_secs_f64());
+        }
     }
 
     fn record_scx(&mut self, request: String) {

@@ -85,9 +85,14 @@ fn an_ejection_is_noticed_with_the_kernels_reason() {
     assert!(took < Duration::from_secs(1), "{took:?}");
     assert!(matches!(s.state(), State::Fallen { reason, .. } if reason.contains("disabled by sysrq-S")));
     assert_eq!(s.ejections(), 1);
-    // nothing more to say, nothing to feed, nothing to stop
-    assert_eq!(s.poll(), None);
+    // nothing more to say or feed; the loader is reaped
     assert!(!s.feed(vec![("/a".into(), 3)]));
+    let t0 = Instant::now();
+    while s.pid().is_some() && t0.elapsed() < Duration::from_secs(5) {
+        assert_eq!(s.poll(), None);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(s.pid(), None);
     assert_eq!(s.stop(Duration::from_secs(1)), None);
     let _ = std::fs::remove_file(&log);
 }
