@@ -97,6 +97,7 @@ impl Scx {
     /// be started is a fall at once, with the reason.
     pub fn start(&mut self, program: &Path, args: &[&str]) {
         self.stop(Duration::from_secs(5));
+        self.tables = 0;
         self.sent = None;
         self.last_err.clear();
         self.ejected = None;
@@ -222,9 +223,10 @@ impl Scx {
     }
 
     /// Stops the loader: closes its pipe (it puts the jobs' threads back in the fair class
-    /// and detaches), then SIGTERM, then SIGKILL, each after `patience`. Returns its last
-    /// line on stdout, if any.
+    /// and detaches), then SIGTERM, then SIGKILL, each after `patience`. The runner is off
+    /// after it. Returns the loader's last line on stdout, if any.
     pub fn stop(&mut self, patience: Duration) -> Option<String> {
+        self.state = State::Off;
         let mut l = self.loader.take()?;
         l.tables.take();
         let waited = |c: &mut Child| {
@@ -245,7 +247,6 @@ impl Scx {
                 let _ = l.child.wait();
             }
         }
-        self.state = State::Off;
         let mut last = None;
         while let Ok(line) = l.lines.recv_timeout(Duration::from_millis(100)) {
             if let Line::Out(s) = line {

@@ -22,14 +22,22 @@ impl Daemon {
         let want = self.cfg().scheduler.kind == Kind::Scx && crate::config_scheduler::support().available;
         let running = matches!(self.scx().state(), State::Loading | State::Loaded { .. });
         if want && !running {
-            let path = loader_path();
-            log::info!("scheduler: starting allot's sched_ext scheduler ({} serve)", path.display());
-            self.scx_mut().start(&path, &["serve"]);
-            self.feed_scx();
-            self.poll_scx();
+            self.start_scx(&loader_path());
         } else if !want && !matches!(self.scx().state(), State::Off) {
             self.stop_scx();
         }
+    }
+
+    /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
+    pub fn start_scx(&mut self, path: &std::path::Path) {
+        log::info!("scheduler: starting allot's sched_ext scheduler ({} serve)", path.display());
+        self.scx_mut().start(path, &["serve"]);
+        if let State::Fallen { reason, .. } = self.scx().state().clone() {
+            self.fell(reason); // could not even start it
+            return;
+        }
+        self.feed_scx();
+        self.poll_scx();
     }
 
     /// The job table for the scheduler: each job's cgroup directory and its share, the
@@ -75,24 +83,34 @@ impl Daemon {
     /// logs the kernel's reason and records it; the cgroup backend goes on alone.
     pub fn poll_scx(&mut self) {
         let Some(change) = self.scx_mut().poll() else { return };
-        let request = match change {
+        match change {
             Change::Loaded => {
                 log::info!("scheduler: allot's sched_ext scheduler (allot_stride) is loaded; the cgroup weights stay written as the fallback");
-                "scheduler scx: allot_stride loaded".to_string()
+                self.record_scx("scheduler scx: allot_stride loaded".to_string());
             }
-            Change::Fell(why) => {
-                log::error!("scheduler: allot's sched_ext scheduler left: {why}; the cgroup backend holds every job (a reload with kind = \"scx\" loads it again)");
-                format!("scheduler scx fell back to cgroup: {why}")
-            }
-        };
-        self.record_scx(request);
+            Change::Fell(why) => self.fell(why),
+        }
+    }
+
+    fn fell(&mut self, why: String) {
+        log::error!(
+            "scheduler: allot's sched_ext scheduler left: {why}; the cgroup backend holds every job (a reload with kind = \"scx\" loads it again)"
+        );
+        self.record_scx(format!("scheduler scx fell back to cgroup: {why}"));
     }
 
     /// Stops the loader (daemon stop, or a reload to kind = "cgroup"): every task of the
     /// jobs goes back to the fair class.
     pub fn stop_scx(&mut self) {
-        if matches!(self.scx().state(), State::Off) {
-            return;
+        match self.scx().state() {
+            State::Off => return,
+            State::Fallen { .. } => {
+                // said when it fell; a loader still cleaning up is waited for, and the
+                // runner is off (a reload to kind = "cgroup" no longer speaks of it)
+                self.scx_mut().stop(Duration::from_secs(5));
+                return;
+            }
+            State::Loading | State::Loaded { .. } => {}
         }
         let last = self.scx_mut().stop(Duration::from_secs(5));
         log::info!("scheduler: allot's sched_ext scheduler stopped ({})", last.as_deref().unwrap_or("the loader said nothing"));

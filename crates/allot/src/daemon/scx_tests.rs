@@ -171,3 +171,18 @@ fn the_daemon_sends_its_plan_flattened_and_falls_back_keeping_every_job() {
     }
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn a_loader_that_cannot_start_is_a_fall_said_at_once() {
+    let w = super::tests::world();
+    let mut d = super::tests::start(&w, None);
+    d.start_scx(Path::new("/nonexistent/allot-scx"));
+    let v = d.scheduler_view();
+    assert_eq!((v.kind.as_str(), v.scx_loaded, v.scx_ejections), ("cgroup", false, 0));
+    assert!(v.scx.contains("could not start /nonexistent/allot-scx"), "{v:?}");
+    // stopped (a reload to kind = "cgroup", the daemon's stop): nothing more is said of it
+    d.stop_scx();
+    assert_eq!(d.scx().state(), &State::Off);
+    let line = crate::config_scheduler::line(&d.scheduler_view());
+    assert!(line.starts_with("scheduler         cgroup (sched_ext ") && !line.contains("fell back"), "{line}");
+}
