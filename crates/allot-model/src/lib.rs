@@ -9,6 +9,7 @@
 pub mod cap;
 pub mod duration;
 pub mod entitlement;
+pub mod flat;
 pub mod io;
 pub mod memory;
 pub mod nice;

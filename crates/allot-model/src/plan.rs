@@ -167,6 +167,10 @@ pub struct JobPlan {
     pub niced: bool,
     /// The job's weight, 1..10000.
     pub weight: u32,
+    /// Its weight without the boost, 1..10000 (its tickets, or as nice emulation set them):
+    /// what allot's sched_ext scheduler is sent, which does not take the boost per tick
+    /// (docs/scx.md).
+    pub base_weight: u32,
     /// cpu.max in CPUs: a hard cap, or a held soft cap. None: unlimited.
     pub quota: Option<f64>,
     /// The EEVDF slice its fair tasks should have, ns (None: their own).
@@ -426,6 +430,7 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
             let boost = boost_rule(p, j, ent[i]);
             let boosted = boost.on();
             let mut w = if j.background { j.tickets as f64 } else { job_w[i] };
+            let base_weight = weight(w);
             if boosted {
                 w *= p.boost_weight;
             }
@@ -439,6 +444,7 @@ pub fn plan(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) 
                 hold: hold[i],
                 niced: niced[i],
                 weight: weight(w),
+                base_weight,
                 quota,
                 slice_ns: if boosted { p.boost_slice_ns } else { None },
             }

@@ -115,6 +115,8 @@ fn the_boost_follows_the_job() {
     // Asleep or new: boosted (f = 0).
     let pl = plan(&p, &m(1), &cur, &[idle(0, 100), JobIn { usage: None, ..hog(1, 100, 0.0) }]);
     assert!(pl.jobs[0].boosted && pl.jobs[1].boosted);
+    // the weight without the boost, for the sched_ext scheduler
+    assert_eq!((pl.jobs[0].weight, pl.jobs[0].base_weight), (10_000, 100));
     // It used its entitlement in the last tick: the boost goes at once, whatever the window says.
     let burst = JobIn { usage: Some(Usage { window: 0.1, last: 0.5 }), ..hog(0, 100, 0.0) };
     let pl = plan(&p, &m(1), &cur, &[burst, hog(1, 100, 0.5)]);

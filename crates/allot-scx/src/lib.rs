@@ -8,6 +8,8 @@ use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub mod serve;
+
 /// The compiled BPF object (build.rs).
 pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/allot_stride.bpf.o"));
 
@@ -28,32 +30,25 @@ pub struct JobSpec {
     pub currency: String,
 }
 
-/// Base units per unit of share: a share of 100 (a nice-0 task's weight, in sched_ext's
-/// units) is 100 000 base units, so a split among up to 1000 jobs keeps three digits.
-pub const SHARE_SCALE: u64 = 1000;
+pub use allot_model::flat::SHARE_SCALE;
 
-/// The flattened hierarchy: each job's share of the machine in base units. All of
-/// allot's jobs together weigh `outside_weight` (as the cgroup backend weighs allot's
-/// tree against the processes outside it, `[outside] weight`; 100 is one nice-0 task),
-/// split among currencies by funding, and a currency's part among its jobs by tickets
-/// (currencies as in Waldspurger and Weihl 1994, "Lottery Scheduling": a ticket is worth
-/// its currency's funding over the tickets issued in it). A currency not in `funding` is
+/// The flattened hierarchy: each job's share of the machine in base units
+/// (`allot_model::flat`, the daemon's flattening too), from tickets and funding. All of
+/// allot's jobs together weigh `outside_weight` (100: one nice-0 task), split among
+/// currencies by funding and within a currency by tickets. A currency not in `funding` is
 /// funded at 100.
 pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>, outside_weight: u64) -> Vec<u64> {
-    let mut issued: BTreeMap<&str, u64> = BTreeMap::new();
-    for j in jobs {
-        *issued.entry(&j.currency).or_default() += j.tickets;
-    }
-    let fund = |c: &str| funding.get(c).copied().unwrap_or(100) as u128;
-    let total: u128 = issued.keys().map(|c| fund(c)).sum::<u128>().max(1);
-    let whole = (outside_weight * SHARE_SCALE) as u128;
-    jobs.iter()
-        .map(|j| {
-            let c = j.currency.as_str();
-            let s = whole * fund(c) * j.tickets as u128 / (total * issued[c].max(1) as u128);
-            (s as u64).max(1)
+    let names: Vec<&str> = jobs.iter().map(|j| j.currency.as_str()).collect();
+    let flat: Vec<allot_model::flat::FlatJob> = jobs
+        .iter()
+        .map(|j| allot_model::flat::FlatJob {
+            currency: names.iter().position(|c| *c == j.currency).unwrap_or(0),
+            currency_weight: funding.get(&j.currency).copied().unwrap_or(100).min(u32::MAX as u64) as u32,
+            weight: j.tickets.min(u32::MAX as u64) as u32,
+            background: false,
         })
-        .collect()
+        .collect();
+    allot_model::flat::flatten(&flat, outside_weight.min(u32::MAX as u64) as u32)
 }
 
 /// What the BPF side reports (struct scx_state in the BPF program, same layout).
@@ -151,6 +146,15 @@ impl Scheduler {
     /// Describes a job: its cgroup's id and share (base units, from [`flatten`]).
     pub fn set_job(&self, cgroup_id: u64, share: u64) -> Result<()> {
         self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &share.to_ne_bytes(), MapFlags::ANY).context("writing the jobs map")
+    }
+
+    /// Forgets a job: its tasks become jobs of their own at their nice weight.
+    pub fn remove_job(&self, cgroup_id: u64) -> Result<()> {
+        match self.map("jobs")?.delete(&cgroup_id.to_ne_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).context("deleting from the jobs map"),
+        }
     }
 
     /// A job's runnable tasks as the BPF side counts them (None: none counted yet).

@@ -1,8 +1,9 @@
-//! `allot-scx`: loads allot's sched_ext scheduler by hand, for tests and measurement,
-//! until the daemon runs it (docs/scx.md).
+//! `allot-scx`: loads allot's sched_ext scheduler: `run` by hand, for tests and
+//! measurement; `serve` for the daemon (`[scheduler] kind = "scx"`, docs/scx.md).
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
 //!                 [--outside-weight W] [--all] [--for SECS]
+//!   allot-scx serve [--all]       (the daemon's: a job table on stdin, src/serve.rs)
 //!
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
@@ -31,7 +32,7 @@ struct Args {
     all: bool,
 }
 
-const USAGE: &str = "usage: allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--outside-weight W] [--all] [--for SECS]";
+const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--outside-weight W] [--all] [--for SECS]";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -79,7 +80,15 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
 }
 
 fn main() -> Result<()> {
-    let a = parse(std::env::args().skip(1))?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("serve") {
+        return match &args[1..] {
+            [] => allot_scx::serve::serve(false),
+            [a] if a == "--all" => allot_scx::serve::serve(true),
+            _ => bail!("usage: allot-scx serve [--all]"),
+        };
+    }
+    let a = parse(args.into_iter())?;
     let shares = flatten(&a.jobs, &a.funding, a.outside_weight);
     let mut s = Scheduler::load(a.all)?;
     // SAFETY: the handler only stores to an atomic.

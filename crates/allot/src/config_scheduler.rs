@@ -1,10 +1,11 @@
 //! The config's `[scheduler]` table: which CPU scheduler backend runs the plan, and what
 //! `allot status` says about it. `kind = "cgroup"` (the default) is the cgroup CPU
 //! controller, raw or through systemd; `kind = "scx"` asks for allot's sched_ext
-//! scheduler (crates/allot-scx, docs/scx.md), which the daemon cannot run yet, so it is
-//! refused with the reason: the kernel's, when it has no sched_ext.
+//! scheduler (crates/allot-scx, docs/scx.md), which the daemon runs beside the cgroup
+//! backend (daemon/scx_backend.rs); it is refused where the kernel has no sched_ext, with
+//! the kernel's reason.
 
-pub use allot::scheduler_view::{line, SchedulerView};
+pub use allot::scheduler_view::line;
 use allot_linux::process::sched_ext::ScxSupport;
 use serde::{Deserialize, Serialize};
 
@@ -27,22 +28,14 @@ pub enum Kind {
     Scx,
 }
 
-/// Refuses a backend this daemon cannot run on this kernel. Err: the setting's dotted
-/// path and why, with what is allowed.
+/// Refuses a backend this kernel cannot run. Err: the setting's dotted path and why,
+/// with what is allowed.
 pub fn check(s: &Scheduler, scx: &ScxSupport) -> Result<(), (String, String)> {
     match s.kind {
-        Kind::Cgroup => Ok(()),
-        Kind::Scx if !scx.available => Err((
-            "scheduler.kind".into(),
-            format!("scheduler.kind = \"scx\" needs sched_ext, and {}; use kind = \"cgroup\" (docs/scx.md)", scx.why),
-        )),
-        Kind::Scx => Err((
-            "scheduler.kind".into(),
-            format!(
-                "scheduler.kind = \"scx\": {}, but the daemon cannot run allot's sched_ext scheduler yet (allot-scx loads it by hand, docs/scx.md); use kind = \"cgroup\"",
-                scx.why
-            ),
-        )),
+        Kind::Scx if !scx.available => {
+            Err(("scheduler.kind".into(), format!("scheduler.kind = \"scx\" needs sched_ext, and {}; use kind = \"cgroup\" (docs/scx.md)", scx.why)))
+        }
+        Kind::Cgroup | Kind::Scx => Ok(()),
     }
 }
 
@@ -52,15 +45,11 @@ pub fn support() -> &'static ScxSupport {
     ONCE.get_or_init(allot_linux::process::sched_ext::detect)
 }
 
-/// The status view: the daemon runs the cgroup backend, whatever the kernel offers.
-pub fn view(scx: &ScxSupport) -> SchedulerView {
-    SchedulerView { kind: "cgroup".into(), sched_ext: scx.available, sched_ext_why: scx.why.clone() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Config;
+    use allot::scheduler_view::SchedulerView;
 
     fn no() -> ScxSupport {
         ScxSupport {
@@ -83,25 +72,32 @@ mod tests {
         let (key, msg) = check(&scx, &no()).unwrap_err();
         assert_eq!(key, "scheduler.kind");
         assert!(msg.contains("needs sched_ext") && msg.contains("CONFIG_SCHED_CLASS_EXT is not set") && msg.contains("kind = \"cgroup\""), "{msg}");
-        // with sched_ext, still refused: the daemon has no scx backend yet
+        // with sched_ext, taken: the daemon runs it (daemon/scx_backend.rs)
         let yes = ScxSupport { available: true, why: "kernel 7.2.13 has sched_ext (no BPF scheduler loaded)".into() };
-        let (_, msg) = check(&scx, &yes).unwrap_err();
-        assert!(msg.contains("cannot run allot's sched_ext scheduler yet"), "{msg}");
+        assert!(check(&scx, &yes).is_ok());
         assert!(check(&Scheduler::default(), &no()).is_ok());
         // through the loader, at its line, on whatever kernel runs the test
-        let e = Config::parse("t.toml".as_ref(), "tick_ms = 100\n[scheduler]\nkind = \"scx\"\n").unwrap_err().to_string();
-        assert!(e.starts_with("t.toml:3: scheduler.kind = \"scx\""), "{e}");
+        match Config::parse("t.toml".as_ref(), "tick_ms = 100\n[scheduler]\nkind = \"scx\"\n") {
+            Ok(c) => assert!(support().available && c.scheduler.kind == Kind::Scx),
+            Err(e) => assert!(!support().available && e.to_string().starts_with("t.toml:3: scheduler.kind = \"scx\" needs sched_ext"), "{e}"),
+        }
     }
 
     #[test]
     fn status_says_why() {
-        let v = view(&no());
+        let v = SchedulerView { kind: "cgroup".into(), sched_ext: false, sched_ext_why: no().why, ..Default::default() };
         assert_eq!(
             line(&v),
             "scheduler         cgroup (sched_ext unavailable: kernel 6.18.44 was built without sched_ext (CONFIG_SCHED_CLASS_EXT is not set in /proc/config.gz))"
         );
         let json = serde_json::to_value(&v).unwrap();
-        assert_eq!((json["kind"].as_str(), json["sched_ext"].as_bool()), (Some("cgroup"), Some(false)));
+        assert_eq!((json["kind"].as_str(), json["sched_ext"].as_bool(), json["scx_loaded"].as_bool()), (Some("cgroup"), Some(false), Some(false)));
         assert!(line(&SchedulerView::default()).contains("not reported"));
+        // a daemon from before the scx fields still reads
+        let old: SchedulerView = serde_json::from_str(r#"{"kind":"cgroup","sched_ext":true,"sched_ext_why":"x"}"#).unwrap();
+        assert!(line(&old).contains("sched_ext available but not used: x"));
+        // the BPF scheduler's own words, when the config asks for it
+        let fell = SchedulerView { scx: "scx fell back at 19:56:10 UTC: ejected by the kernel: 67 sysrq-S: disabled by sysrq-S".into(), ..old };
+        assert_eq!(line(&fell), "scheduler         cgroup (scx fell back at 19:56:10 UTC: ejected by the kernel: 67 sysrq-S: disabled by sysrq-S)");
     }
 }

@@ -131,6 +131,18 @@ fn families(status: &StatusView, show: &ShowView, kernel: &Readings) -> Vec<Fami
     ));
     out.push(daemon("allot_machine_cpus", Gauge, "CPUs of the machine.", show.ncpu as f64));
     out.push(daemon("allot_outside_usage_cpus", Gauge, "CPUs used lately by processes outside allot's tree.", show.outside));
+    out.push(daemon(
+        "allot_scheduler_scx_loaded",
+        Gauge,
+        "1 while allot's sched_ext scheduler is loaded ([scheduler] kind = \"scx\"), else 0 (the cgroup backend alone).",
+        flag(status.scheduler.scx_loaded),
+    ));
+    out.push(daemon(
+        "allot_scheduler_scx_ejections_total",
+        Counter,
+        "Times allot's sched_ext scheduler left without being asked (the kernel ejected it); the cgroup backend then holds every job.",
+        status.scheduler.scx_ejections as f64,
+    ));
 
     // A currency's families: every currency field the schema gives a metric.
     for field in currency_fields::currency_shown_in(|i| i.metric) {

@@ -6,20 +6,36 @@
 # scheduled (--all), allot's jobs weighing
 # as one nice-0 task against a hog it does not manage (each within 0.02); the same hog
 # beside a partial switch (measured); an ejection by sysrq-S the loader must notice; and
-# after each unload no task left in sched_ext.
+# after each unload no task left in sched_ext. Then daemon.sh: allot's daemon with
+# [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
+# sysrq-S ejection within a second and falls back to the cgroup backend keeping every
+# job, loads it again on a reload, and unloads it at stop.
 #
-#   tests/vm/scx/run.sh [--allot-scx PATH] [tests/vm/run.sh options...]
+#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon]
+#                       [tests/vm/run.sh options...]
 #
-# PATH defaults to target/release/allot-scx (cargo build --release -p allot-scx). The
-# guest script is checks.sh beside this file; its SCX-RESULT lines are the results.
+# The binaries default to target/release/allot-scx and target/release/allot (cargo build
+# --release --workspace); allot-scx goes beside allot in the guest, where the daemon
+# looks for it. --only daemon runs daemon.sh's checks alone. The guest script is
+# checks.sh and daemon.sh beside this file; its SCX-RESULT lines are the results.
 # Exit status: the guest's (0: every check held), or tests/vm/run.sh's harness codes.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 BIN="$REPO/target/release/allot-scx"
-if [ "${1:-}" = --allot-scx ]; then BIN=$2; shift 2; fi
-[ -x "$BIN" ] || { echo "scx-vm: no $BIN: cargo build --release -p allot-scx" >&2; exit 91; }
+ALLOT="$REPO/target/release/allot"
+ONLY=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --allot-scx) BIN=$2; shift 2 ;;
+    --allot) ALLOT=$2; shift 2 ;;
+    --only) [ "${2:-}" = daemon ] || { echo "scx-vm: --only takes daemon, got '${2:-}'" >&2; exit 2; }; ONLY=(--env SCX_ONLY=daemon); shift 2 ;;
+    *) break ;;
+  esac
+done
+[ -x "$BIN" ] || { echo "scx-vm: no $BIN: cargo build --release --workspace" >&2; exit 91; }
+[ -x "$ALLOT" ] || { echo "scx-vm: no $ALLOT: cargo build --release --workspace" >&2; exit 91; }
 # Single-threaded TCG (tests/vm/run.sh says why).
 export ALLOT_VM_TCG_THREAD=${ALLOT_VM_TCG_THREAD:-single}
-exec bash "$REPO/tests/vm/run.sh" --kernel sid --add "$BIN" --env RUST_BACKTRACE=0 \
-  --shell "$(cat "$HERE/checks.sh")" "$@"
+exec bash "$REPO/tests/vm/run.sh" --kernel sid --allot "$ALLOT" --add "$BIN" --env RUST_BACKTRACE=0 "${ONLY[@]}" \
+  --shell "$(cat "$HERE/checks.sh" "$HERE/daemon.sh")" "$@"

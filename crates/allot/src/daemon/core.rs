@@ -80,6 +80,8 @@ pub struct Daemon {
     backend: std::rc::Rc<dyn super::backend::Backend<Daemon>>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
     applier: tick::Applier,
+    /// allot's sched_ext scheduler, run beside the cgroup backend (scx_backend.rs).
+    scx: super::scx::Scx,
 }
 
 mod access;

@@ -37,6 +37,10 @@ pub mod queue;
 pub mod reconcile;
 pub mod registry;
 pub mod requests;
+pub mod scx;
+mod scx_backend;
+#[cfg(test)]
+mod scx_tests;
 pub mod server;
 mod serving;
 pub mod sessions;
@@ -205,6 +209,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             bail!("an allot daemon is serving {}; stop it first (systemctl stop allot)", opts.socket.display());
         }
         d.release();
+        d.release_scx();
         log::info!("released: {}", d.backend().released());
         return Ok(0);
     }
@@ -256,6 +261,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let mut next_status = Instant::now();
     let mut next_tick = Instant::now();
     let mut next_scan = Instant::now() + d.scan_interval();
+    // allot's sched_ext scheduler, when the config asks for it: heard every 100 ms while
+    // its loader runs, so an ejection is noticed well within a second.
+    d.sync_scx();
+    let mut next_scx = Instant::now();
     let mut queue = queue::Queue::default();
     loop {
         let now = Instant::now();
@@ -267,6 +276,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         if now >= next_scan {
             d.scan();
             next_scan = now + d.scan_interval();
+        }
+        if now >= next_scx {
+            d.poll_scx();
+            next_scx = now + Duration::from_millis(100);
         }
         // The loop's own heartbeat: systemd restarts a daemon whose loop stops turning.
         if let Some(w) = watchdog.filter(|_| now >= next_ping) {
@@ -286,7 +299,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         // cgroup changes are handled now, requests wait in their caller's queue and the
         // loop serves one of them per turn, so events never wait behind requests and no
         // caller's requests wait behind another's (queue.rs).
-        let wait = if queue.is_empty() { next_tick.min(next_scan).saturating_duration_since(Instant::now()) } else { Duration::ZERO };
+        let next = if d.scx().pid().is_some() { next_tick.min(next_scan).min(next_scx) } else { next_tick.min(next_scan) };
+        let wait = if queue.is_empty() { next.saturating_duration_since(Instant::now()) } else { Duration::ZERO };
         let first = match rx.recv_timeout(wait) {
             Ok(e) => Some(e),
             Err(RecvTimeoutError::Timeout) => None,
@@ -301,6 +315,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 }
                 Event::Signal(libc::SIGHUP) => {
                     reload(&mut d, &opts, refilter.as_ref());
+                    d.sync_scx();
                     if d.cfg().users.auto_place {
                         claims.apply(d.placement_mut());
                     }
@@ -341,6 +356,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
     }
     let _ = allot_linux::ipc::notify::stopping();
+    d.stop_scx();
     d.shutdown(opts.ephemeral);
     // A passed socket is the manager's: it stays, holding clients for the next start.
     if !passed {

@@ -208,7 +208,7 @@ impl Daemon {
             rt: self.rt_note().to_string(),
             outside: self.obs().machine.outside,
             outside_weight: self.backend().outside_weight(self.cfg()),
-            scheduler: crate::config_scheduler::view(crate::config_scheduler::support()),
+            scheduler: self.scheduler_view(),
             io: self.io_view(),
             counters: self.counters().clone(),
             last_reload: self.serving().last_reload().cloned(),

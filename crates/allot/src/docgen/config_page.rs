@@ -152,7 +152,7 @@ pub const TABLES: &[Table] = &[
         field: "scheduler",
         probe: "[scheduler]",
         text: "The CPU scheduler backend that runs the plan.",
-        keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), which the daemon cannot run yet: it is refused, naming why (the kernel's reason when it has no sched_ext; `allot status` says which it is).")],
+        keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": also allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), run by its loader `allot-scx` beside the `allot` binary, for allot's jobs' threads; the cgroup settings stay written, and if the kernel ejects the scheduler the daemon goes on with them alone (`allot status` says which runs and why). Refused, naming the kernel's reason, where the kernel has no sched_ext.")],
     },
     Table {
         header: "[sessions]",

@@ -51,7 +51,16 @@ impl Daemon {
             tree,
             applier: Default::default(),
             backend,
+            scx: Default::default(),
         }
+    }
+    /// allot's sched_ext scheduler's runner (scx_backend.rs).
+    pub fn scx(&self) -> &crate::daemon::scx::Scx {
+        &self.scx
+    }
+    /// The runner, to start, feed, poll or stop.
+    pub fn scx_mut(&mut self) -> &mut crate::daemon::scx::Scx {
+        &mut self.scx
     }
     /// How allot's tree is held on this host.
     pub fn backend(&self) -> &dyn Backend<Daemon> {

@@ -219,6 +219,7 @@ impl Daemon {
         let failures = self.apply(&plan);
         self.report(failures);
         self.keep(plan);
+        self.feed_scx();
     }
 
     /// Gives a boosted job's fair threads the boost slice (remembering theirs), or gives

@@ -1,0 +1,168 @@
+//! The daemon's side of the sched_ext backend (docs/scx.md): when to start and stop the
+//! loader (scx.rs), the job table it is sent after each plan, and what is said when it
+//! leaves: a log line with the kernel's reason, an audit record, and `allot status`'s
+//! scheduler line. The cgroup backend is never stopped, so a fall back changes nothing in
+//! the tree: every job, ticket, cap and setting is still written there.
+
+use super::core::Daemon;
+use super::registry::Class;
+use super::scx::{utc, Change, State};
+use crate::config_scheduler::Kind;
+use std::time::{Duration, SystemTime};
+
+/// The loader: `allot-scx` beside the running `allot` (both are installed together).
+pub fn loader_path() -> std::path::PathBuf {
+    std::env::current_exe().map(|p| p.with_file_name("allot-scx")).unwrap_or_else(|_| "allot-scx".into())
+}
+
+impl Daemon {
+    /// Starts or stops the loader as the config in force asks (at start and after a
+    /// reload). A reload that still asks for scx after the scheduler fell loads it again.
+    pub fn sync_scx(&mut self) {
+        let want = self.cfg().scheduler.kind == Kind::Scx && crate::config_scheduler::support().available;
+        let running = matches!(self.scx().state(), State::Loading | State::Loaded { .. });
+        if want && !running {
+            self.start_scx(&loader_path());
+        } else if !want && !matches!(self.scx().state(), State::Off) {
+            self.stop_scx();
+        }
+    }
+
+    /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
+    pub fn start_scx(&mut self, path: &std::path::Path) {
+        log::info!("scheduler: starting allot's sched_ext scheduler ({} serve)", path.display());
+        self.scx_mut().start(path, &["serve"]);
+        if let State::Fallen { reason, .. } = self.scx().state().clone() {
+            self.fell(reason); // could not even start it
+            return;
+        }
+        self.feed_scx();
+        self.poll_scx();
+    }
+
+    /// The job table for the scheduler: each job's cgroup directory and its share, the
+    /// plan's weights flattened (`allot_model::flat`), so the scheduler and the cgroup
+    /// backend divide the machine from the same decisions (the boost aside).
+    pub fn scx_table(&self) -> Vec<(String, u64)> {
+        let planned = self.planned();
+        let mut cur: Vec<(Class, &super::registry::CurrencyId)> = vec![];
+        let mut dirs = vec![];
+        let mut flat = vec![];
+        for j in self.desired().jobs.values() {
+            let class = j.class();
+            let currency = match cur.iter().position(|c| *c == (class, &j.currency)) {
+                Some(i) => i,
+                None => {
+                    cur.push((class, &j.currency));
+                    cur.len() - 1
+                }
+            };
+            let currency_weight = match class {
+                Class::Foreground => planned.currencies.get(&j.currency).copied().unwrap_or_else(|| self.funding_of(&j.currency)),
+                Class::Background => self.funding_of(&j.currency),
+            };
+            // Without the boost: the plan's boost is decided per tick, and sent through this
+            // pipe it moved shares by up to 0.05 under the stride scheduler (docs/scx.md).
+            let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.base_weight);
+            flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background });
+            dirs.push(self.tree().cg().dir(&j.rel()).display().to_string());
+        }
+        let shares = allot_model::flat::flatten(&flat, self.cfg().outside.weight);
+        dirs.into_iter().zip(shares).collect()
+    }
+
+    /// Sends the table if the scheduler runs and the table changed (after each plan).
+    pub fn feed_scx(&mut self) {
+        if matches!(self.scx().state(), State::Loading | State::Loaded { .. }) {
+            let t = self.scx_table();
+            self.scx_mut().feed(t);
+        }
+    }
+
+    /// Hears the loader (the event loop, every 100 ms while it runs): on a fall,
+    /// logs the kernel's reason and records it; the cgroup backend goes on alone.
+    pub fn poll_scx(&mut self) {
+        let Some(change) = self.scx_mut().poll() else { return };
+        match change {
+            Change::Loaded => {
+                log::info!("scheduler: allot's sched_ext scheduler (allot_stride) is loaded; the cgroup weights stay written as the fallback");
+                self.record_scx("scheduler scx: allot_stride loaded".to_string());
+            }
+            Change::Fell(why) => self.fell(why),
+        }
+    }
+
+    fn fell(&mut self, why: String) {
+        log::error!(
+            "scheduler: allot's sched_ext scheduler left: {why}; the cgroup backend holds every job (a reload with kind = \"scx\" loads it again)"
+        );
+        self.record_scx(format!("scheduler scx fell back to cgroup: {why}"));
+    }
+
+    /// Stops the loader (daemon stop, or a reload to kind = "cgroup"): every task of the
+    /// jobs goes back to the fair class.
+    pub fn stop_scx(&mut self) {
+        match self.scx().state() {
+            State::Off => return,
+            State::Fallen { .. } => {
+                // said when it fell; a loader still cleaning up is waited for, and the
+                // runner is off (a reload to kind = "cgroup" no longer speaks of it)
+                self.scx_mut().stop(Duration::from_secs(5));
+                return;
+            }
+            State::Loading | State::Loaded { .. } => {}
+        }
+        let last = self.scx_mut().stop(Duration::from_secs(5));
+        log::info!("scheduler: allot's sched_ext scheduler stopped ({})", last.as_deref().unwrap_or("the loader said nothing"));
+        self.record_scx("scheduler scx: stopped, every task back in the fair class".into());
+    }
+
+    /// `--release`: this process never starts the loader, and a loader whose daemon is gone
+    /// unloads at the end of its input; if the kernel still has allot's scheduler (a
+    /// loader still unloading), waits for it, up to 5 s, and says so.
+    pub fn release_scx(&self) {
+        let ops = || std::fs::read_to_string("/sys/kernel/sched_ext/root/ops").unwrap_or_default().trim().to_string();
+        if ops() != "allot_stride" {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        while ops() == "allot_stride" && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if ops() == "allot_stride" {
+            log::warn!(
+                "allot's sched_ext scheduler is still loaded 5 s after --release (an allot-scx loader outlived its daemon); stop that process"
+            );
+        } else {
+            log::info!("allot's sched_ext scheduler left with its loader ({:.1} s)", t0.elapsed().as_secs_f64());
+        }
+    }
+
+    fn record_scx(&mut self, request: String) {
+        let time = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let r = crate::proto::AuditRecord { time, uid: 0, pid: 0, request, refused: None, changes: vec![], jobs: vec![], owners: vec![] };
+        self.serving_mut().audit_mut().record(r);
+    }
+
+    /// `allot status`'s scheduler: the backend running the plan and the BPF scheduler's state.
+    pub fn scheduler_view(&self) -> allot::scheduler_view::SchedulerView {
+        let support = crate::config_scheduler::support();
+        let (kind, scx, loaded) = match self.scx().state() {
+            State::Off => ("cgroup", String::new(), false),
+            State::Loading => ("cgroup", "loading allot_stride".to_string(), false),
+            State::Loaded { mode, since } => {
+                let m = if mode == "all" { "every task" } else { "allot's jobs only (partial switch)" };
+                ("scx", format!("allot_stride loaded since {}, {m}, {} job tables taken", utc(*since), self.scx().tables()), true)
+            }
+            State::Fallen { at, reason } => ("cgroup", format!("scx fell back at {}: {reason}", utc(*at)), false),
+        };
+        allot::scheduler_view::SchedulerView {
+            kind: kind.into(),
+            sched_ext: support.available,
+            sched_ext_why: support.why.clone(),
+            scx,
+            scx_loaded: loaded,
+            scx_ejections: self.scx().ejections(),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The runner (scx.rs) against fake loaders: shell scripts that speak the loader's
+//! protocol (`allot-scx serve`, crates/allot-scx/src/serve.rs) without a kernel.
+
+use super::scx::{Change, Scx, State};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A fake loader: says it loaded, logs every line it reads to $1, confirms each table,
+/// and after table number $2 (0: never) says it was ejected and exits 3, as the real one
+/// does on sysrq-S. At the end of its input it says it unloaded.
+const FAKE: &str = r#"
+echo "loaded allot_stride partial"
+n=0
+while read -r line; do
+  echo "$line" >> "$1"
+  if [ "$line" = end ]; then
+    n=$((n + 1)); echo "table $n jobs 0 threads"
+    if [ "$n" = "$2" ]; then echo "ejected 67 sysrq-S: disabled by sysrq-S"; exit 3; fi
+  fi
+done
+echo "unloaded unregistered (64): unregistered from user space"
+"#;
+
+fn start(script: &str, args: &[&str]) -> Scx {
+    let mut s = Scx::default();
+    let mut a = vec!["-c", script, "fake-allot-scx"];
+    a.extend(args);
+    s.start(Path::new("/bin/sh"), &a);
+    s
+}
+
+/// Polls until a change or `within`; returns it and how long it took.
+fn until_change(s: &mut Scx, within: Duration) -> Option<(Change, Duration)> {
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if let Some(c) = s.poll() {
+            return Some((c, t0.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("allot-scx-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&d);
+    d
+}
+
+#[test]
+fn feeds_tables_only_when_they_change_and_unloads_at_stop() {
+    let log = tmp("feed");
+    let mut s = start(FAKE, &[log.to_str().unwrap(), "0"]);
+    assert_eq!(s.state(), &State::Loading);
+    assert_eq!(until_change(&mut s, Duration::from_secs(5)).map(|c| c.0), Some(Change::Loaded));
+    assert!(matches!(s.state(), State::Loaded { mode, .. } if mode == "partial"));
+    let t = vec![("/sys/fs/cgroup/allot/u/j2".to_string(), 33_333), ("/sys/fs/cgroup/allot/u/j1".to_string(), 50_000)];
+    assert!(s.feed(t.clone()));
+    // the same table in another order is not sent again
+    assert!(!s.feed(t.into_iter().rev().collect()));
+    assert!(s.feed(vec![("/sys/fs/cgroup/allot/u/j1".to_string(), 100_000)]));
+    let t0 = Instant::now();
+    while s.tables() < 2 && t0.elapsed() < Duration::from_secs(5) {
+        s.poll();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(s.tables(), 2);
+    let last = s.stop(Duration::from_secs(5));
+    assert_eq!(s.state(), &State::Off);
+    assert!(last.is_some_and(|l| l.starts_with("unloaded")));
+    let got = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(got, "job 50000 /sys/fs/cgroup/allot/u/j1\njob 33333 /sys/fs/cgroup/allot/u/j2\nend\njob 100000 /sys/fs/cgroup/allot/u/j1\nend\n");
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn an_ejection_is_noticed_with_the_kernels_reason() {
+    let log = tmp("eject");
+    let mut s = start(FAKE, &[log.to_str().unwrap(), "2"]);
+    assert_eq!(until_change(&mut s, Duration::from_secs(5)).map(|c| c.0), Some(Change::Loaded));
+    s.feed(vec![("/a".into(), 1)]);
+    s.feed(vec![("/a".into(), 2)]);
+    let (c, took) = until_change(&mut s, Duration::from_secs(5)).expect("the exit is noticed");
+    assert_eq!(c, Change::Fell("ejected by the kernel: 67 sysrq-S: disabled by sysrq-S".into()));
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(matches!(s.state(), State::Fallen { reason, .. } if reason.contains("disabled by sysrq-S")));
+    assert_eq!(s.ejections(), 1);
+    // nothing more to say or feed; the loader is reaped
+    assert!(!s.feed(vec![("/a".into(), 3)]));
+    let t0 = Instant::now();
+    while s.pid().is_some() && t0.elapsed() < Duration::from_secs(5) {
+        assert_eq!(s.poll(), None);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(s.pid(), None);
+    assert_eq!(s.stop(Duration::from_secs(1)), None);
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn a_failure_to_load_says_why() {
+    let mut s = start("echo 'Error: loading the BPF scheduler: Permission denied' >&2; exit 1", &[]);
+    let (c, _) = until_change(&mut s, Duration::from_secs(5)).expect("the exit is noticed");
+    assert_eq!(c, Change::Fell("failed to load: Error: loading the BPF scheduler: Permission denied".into()));
+    assert_eq!(s.ejections(), 0, "it never loaded, so it was not ejected");
+    let mut s = Scx::default();
+    s.start(Path::new("/nonexistent/allot-scx"), &["serve"]);
+    assert!(matches!(s.state(), State::Fallen { reason, .. } if reason.contains("could not start /nonexistent/allot-scx")));
+    assert_eq!(s.poll(), None);
+}
+
+#[test]
+fn a_loader_that_ignores_its_pipe_is_stopped_by_signal() {
+    let mut s = start("echo 'loaded allot_stride all'; trap 'echo unloaded on SIGTERM; exit 0' TERM; while :; do sleep 0.05; done", &[]);
+    assert_eq!(until_change(&mut s, Duration::from_secs(5)).map(|c| c.0), Some(Change::Loaded));
+    let pid = s.pid().unwrap();
+    let t0 = Instant::now();
+    let last = s.stop(Duration::from_millis(300));
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    assert_eq!(last.as_deref(), Some("unloaded on SIGTERM"));
+    assert!(!Path::new(&format!("/proc/{pid}")).exists() || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z")));
+}
+
+#[test]
+fn the_daemon_sends_its_plan_flattened_and_falls_back_keeping_every_job() {
+    use super::tests::{peer, start as daemon, world};
+    use crate::proto::{Request, Response};
+    let w = world();
+    for pid in [100, 101, 102] {
+        w.lock().unwrap().spawn(pid, 3000, "/", "hog");
+    }
+    let mut d = daemon(&w, None);
+    let mut dirs = vec![];
+    for (pid, t) in [(100, 3), (101, 2), (102, 1)] {
+        let r = d
+            .handle(
+                Request::Run { tickets: Some(allot_model::Tickets::new(t).unwrap()), currency: None, cap: None, background: false, force: false },
+                &peer(&w, 3000, pid),
+            )
+            .unwrap();
+        let Response::Job(j) = r else { panic!("{r:?}") };
+        dirs.push(format!("/fake/{}", j.cgroup));
+    }
+    // the plan's weights, flattened: one currency, so shares 3:2:1 of one nice-0 task
+    let table: std::collections::HashMap<String, u64> = d.scx_table().into_iter().collect();
+    // (the fake controller's directories are under /fake-mount)
+    let shares: Vec<u64> = dirs.iter().map(|d| *table.get(&format!("/fake-mount{d}")).unwrap_or_else(|| panic!("{d} not in {table:?}"))).collect();
+    assert_eq!(shares, vec![50_000, 33_333, 16_666]);
+    // a loader that takes one table and is then ejected
+    let log = tmp("daemon");
+    let mut a = vec!["-c", FAKE, "fake-allot-scx", log.to_str().unwrap(), "1"];
+    a.truncate(5);
+    d.scx_mut().start(Path::new("/bin/sh"), &a);
+    let t0 = Instant::now();
+    while !matches!(d.scx().state(), State::Loaded { .. }) && t0.elapsed() < Duration::from_secs(5) {
+        d.poll_scx();
+    }
+    assert_eq!(d.scheduler_view().kind, "scx");
+    assert!(d.scheduler_view().scx_loaded);
+    d.feed_scx();
+    let t0 = Instant::now();
+    while !matches!(d.scx().state(), State::Fallen { .. }) && t0.elapsed() < Duration::from_secs(5) {
+        d.poll_scx();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let v = d.scheduler_view();
+    assert_eq!((v.kind.as_str(), v.scx_loaded, v.scx_ejections), ("cgroup", false, 1));
+    assert!(crate::config_scheduler::line(&v).contains("fell back at") && v.scx.contains("disabled by sysrq-S"), "{v:?}");
+    // every job kept, its cgroup weight still written
+    assert_eq!(d.desired().jobs.len(), 3);
+    let sent = std::fs::read_to_string(&log).unwrap();
+    for dir in &dirs {
+        assert!(sent.contains(dir.as_str()), "{sent}");
+        assert!(w.lock().unwrap().dirs[dir].weight >= 1);
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn a_loader_that_cannot_start_is_a_fall_said_at_once() {
+    let w = super::tests::world();
+    let mut d = super::tests::start(&w, None);
+    d.start_scx(Path::new("/nonexistent/allot-scx"));
+    let v = d.scheduler_view();
+    assert_eq!((v.kind.as_str(), v.scx_loaded, v.scx_ejections), ("cgroup", false, 0));
+    assert!(v.scx.contains("could not start /nonexistent/allot-scx"), "{v:?}");
+    // stopped (a reload to kind = "cgroup", the daemon's stop): nothing more is said of it
+    d.stop_scx();
+    assert_eq!(d.scx().state(), &State::Off);
+    let line = crate::config_scheduler::line(&d.scheduler_view());
+    assert!(line.starts_with("scheduler         cgroup (sched_ext ") && !line.contains("fell back"), "{line}");
+}

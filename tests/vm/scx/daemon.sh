@@ -1,0 +1,95 @@
+# Guest script, part two (appended to checks.sh by run.sh, sharing its helpers): the
+# daemon with [scheduler] kind = "scx". Prints SCX-RESULT lines; exits 1 if any failed.
+#   daemon-load     allot daemon starts allot-scx serve; `allot status` says scx loaded
+#                   within 60 s, and the jobs' hogs are SCHED_EXT under allot_stride
+#   daemon-ratio    three `allot run` jobs at tickets 3:2:1, hogs pinned to CPU 1: shares
+#                   within 0.02 of 1/2, 1/3, 1/6 (the BPF scheduler's, from the plan)
+#   daemon-sysrq    sysrq-S ejects it: the daemon falls back within 1 s (the wall clock of
+#                   its audit record against the sysrq's), `allot status` says cgroup with
+#                   the kernel's reason, every job is still there, no hog is left
+#                   SCHED_EXT, the log, the audit trail and the metrics say so
+#   daemon-fallback the same hogs, now under the cgroup backend alone: 3:2:1 within 0.02
+#   daemon-reload   SIGHUP with kind = "scx" loads it again
+#   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
+D=/tmp/allotd
+mkdir -p $D
+printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n' > $D/allot.toml
+A="allot --socket $D/allot.sock"
+sched() { $A status 2>/dev/null | grep '^scheduler'; }
+# until_sched PATTERN SECS: polls the scheduler line every 0.05 s; prints the seconds it took
+until_sched() {
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  while :; do
+    sched | grep -q "$1" && break
+    awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) -v m=$2 'BEGIN {exit !(b - a > m)}' && { echo timeout; return 1; }
+    sleep 0.05
+  done
+  awk -v a=$t0 -v b=$(cut -d' ' -f1 /proc/uptime) 'BEGIN {printf "%.2f\n", b - a}'
+}
+policies() { for p in "$@"; do awk '/^policy/ {printf "%s ", $3}' /proc/$p/sched; done; }
+
+allot daemon --ephemeral --cgroup-root allot-scx --socket $D/allot.sock --state-dir $D --config $D/allot.toml > $D/daemon.log 2>&1 &
+DP=$!
+if took=$(until_sched 'scx (allot_stride loaded' 60); then
+  echo "SCX-RESULT daemon-load: allot status says \"$(sched)\" after ${took} s; ops $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null)"
+else
+  echo "SCX-RESULT daemon-load: not loaded within 60 s: $(sched)"; fail=1
+  cat $D/daemon.log
+fi
+
+HOGS=""
+for t in 3 2 1; do
+  $A run --strict -t $t -- taskset -c 1 sh -c 'while :; do :; done' > /dev/null &
+  HOGS="$HOGS $!"
+done
+set -- $HOGS
+sleep $WARM
+pol=$(policies "$@")
+echo "SCX-STATE daemon: sched_ext $(cat /sys/kernel/sched_ext/state), ops $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null), hog policies $pol; $($A status | grep '^jobs')"
+[ "$pol" = "7 7 7 " ] || { echo "SCX-RESULT daemon-load: hogs not SCHED_EXT (policies $pol)"; fail=1; }
+echo "SCX-STATE daemon: $(sched)"
+measure daemon-ratio $1:0.5 $2:0.3333 $3:0.1667 || fail=1
+echo "SCX-STATE daemon: $(sched)"
+$A show | sed 's/^/SCX-SHOW /'
+
+# sysrq's time: a file's mtime (busybox date has no sub-second format), in seconds of
+# the UTC day, as the daemon's audit record's Unix time is taken below
+touch $D/sysrq.t
+echo S > /proc/sysrq-trigger
+t_sysrq=$(stat -c %y $D/sysrq.t | awk '{split($2, a, ":"); printf "%.3f", a[1] * 3600 + a[2] * 60 + a[3]}')
+if took=$(until_sched 'cgroup (scx fell back' 5); then
+  t_fell=$(grep -h 'fell back' $D/audit-root.log | sed 's/.*"time":\([0-9.]*\).*/\1/' | awk '{printf "%.3f", $1 - int($1 / 86400) * 86400}')
+  noticed=$(awk -v a=$t_sysrq -v b=$t_fell 'BEGIN {printf "%.2f", b - a}')
+  line=$(sched)
+  jobs=$($A status | awk '/^jobs/ {print $2}')
+  pol=$(policies "$@")
+  ok=1
+  awk -v s=$noticed 'BEGIN {exit !(s >= 0 && s <= 1)}' || ok=0
+  echo "$line" | grep -q 'disabled by sysrq-S' || ok=0
+  [ "$jobs" = 3 ] || ok=0
+  case "$pol" in *7*) ok=0 ;; esac
+  echo "SCX-RESULT daemon-sysrq: the daemon fell back ${noticed} s after sysrq-S (allowed 1; sysrq at $t_sysrq, its audit record at $t_fell); allot status said so after ${took} s: \"$line\"; jobs $jobs; hog policies $pol"
+  [ $ok = 1 ] || fail=1
+else
+  echo "SCX-RESULT daemon-sysrq: allot status did not say it fell back within 5 s: $(sched)"; fail=1
+fi
+grep 'scheduler' $D/daemon.log | sed 's/^/SCX-LOG /'
+grep -h 'scheduler scx' $D/audit*.log 2>/dev/null | sed 's/^/SCX-AUDIT /'
+$A metrics 2>/dev/null | grep '^allot_scheduler_scx' | sed 's/^/SCX-METRIC /'
+$A metrics 2>/dev/null | grep -q '^allot_scheduler_scx_ejections_total 1' || { echo "SCX-RESULT daemon-sysrq: the metrics do not count the ejection"; fail=1; }
+measure daemon-fallback $1:0.5 $2:0.3333 $3:0.1667 || fail=1
+
+kill -HUP $DP
+if took=$(until_sched 'scx (allot_stride loaded' 60); then
+  sleep 2
+  pol=$(policies "$@")
+  echo "SCX-RESULT daemon-reload: loaded again after ${took} s; hog policies $pol"
+  [ "$pol" = "7 7 7 " ] || fail=1
+else
+  echo "SCX-RESULT daemon-reload: not loaded again within 60 s: $(sched)"; fail=1
+fi
+
+kill $DP; wait $DP; drc=$?
+echo "SCX-STATE daemon stopped (exit $drc); last lines: $(tail -n 3 $D/daemon.log | tr '\n' '|')"
+stop_hogs; after daemon-stop
+exit $fail
