@@ -212,6 +212,11 @@ pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The uids whose `user-UID.slice` exists now (logged in, or lingering): a user's
     /// currency is that slice.
     fn user_slices(&self) -> Result<Vec<u32>>;
+    /// Where systemd's units are read (login sessions, users' slices) when not the cpu
+    /// controller's mount: on a hybrid host the unified hierarchy, on v1 `name=systemd`.
+    fn units_mount(&self) -> Option<&Path> {
+        None
+    }
 }
 
 /// True when `path` is (in) a cgroup2 file system as this process sees it (statfs).

@@ -34,6 +34,8 @@ pub struct LegacyMounts {
     /// The hierarchy systemd tracks its units in: the cgroup2 mount (hybrid), else the
     /// `name=systemd` one (legacy).
     pub track: PathBuf,
+    /// Its line in /proc/PID/cgroup: None for the cgroup2 one (`0::`), else `name=systemd`.
+    pub track_line: Option<&'static str>,
 }
 
 fn refuse(why: &str) -> Error {
@@ -61,7 +63,8 @@ pub fn legacy_mounts(mountinfo: &str) -> Result<LegacyMounts> {
         .find(|m| m.fstype == "cgroup2")
         .or_else(|| mounts.iter().find(|m| m.fstype == "cgroup" && has(&m.options, "name=systemd")))
         .ok_or_else(|| refuse("neither a cgroup2 mount nor a name=systemd hierarchy is mounted, so systemd's units cannot be seen"))?;
-    Ok(LegacyMounts { cpu: PathBuf::from(&cpu.point), track: PathBuf::from(&track.point) })
+    let track_line = (track.fstype != "cgroup2").then_some("name=systemd");
+    Ok(LegacyMounts { cpu: PathBuf::from(&cpu.point), track: PathBuf::from(&track.point), track_line })
 }
 
 impl SystemdTree {
@@ -70,19 +73,26 @@ impl SystemdTree {
     pub fn legacy(root: &str, holder: Holder) -> Result<Self> {
         super::super::check_name(root)?;
         let m = legacy_mounts(&read("/proc/self/mountinfo")?)?;
-        Self::with_manager(root, m.cpu, holder, Box::new(Systemd::connect()?)).map(|t| t.on_legacy(m.track))
+        Self::with_manager(root, m.cpu.clone(), holder, Box::new(Systemd::connect()?)).map(|t| t.on_legacy(&m))
     }
 
-    /// This tree in the v1 cpu hierarchy at its mount, systemd's units tracked at `track`.
-    pub fn on_legacy(mut self, track: PathBuf) -> Self {
+    /// This tree in the v1 cpu hierarchy at its mount, systemd's units seen in `m.track`.
+    pub fn on_legacy(mut self, m: &LegacyMounts) -> Self {
         self.v1 = Some(V1::new(self.mount.clone(), None, ""));
-        self.track = track;
+        self.track = m.track.clone();
+        self.track_line = m.track_line;
         self
     }
 
     /// True on a hybrid or v1 host.
     pub fn is_legacy(&self) -> bool {
         self.v1.is_some()
+    }
+
+    /// A process's cgroup in the hierarchy allot's job directories are in: the cpu one on
+    /// a hybrid or v1 host (in systemd's own a job's process is at its scope's top).
+    pub(super) fn job_path_of(&self, pid: i32) -> Result<String> {
+        crate::process::procfs::cgroup_of(pid, if self.is_legacy() { Some("cpu") } else { self.track_line })
     }
 
     /// A directory's path below the cpu mount, as [`V1`] rooted there takes it.

@@ -23,13 +23,16 @@ const LEGACY: &str = "\
 #[test]
 fn hybrid_tracks_units_in_the_unified_mount_and_works_in_cpu_cpuacct() {
     let m = legacy_mounts(HYBRID).unwrap();
-    assert_eq!(m, LegacyMounts { cpu: "/sys/fs/cgroup/cpu,cpuacct".into(), track: "/sys/fs/cgroup/unified".into() });
+    assert_eq!(m, LegacyMounts { cpu: "/sys/fs/cgroup/cpu,cpuacct".into(), track: "/sys/fs/cgroup/unified".into(), track_line: None });
 }
 
 #[test]
 fn legacy_tracks_units_in_name_systemd() {
     let m = legacy_mounts(LEGACY).unwrap();
-    assert_eq!(m, LegacyMounts { cpu: "/sys/fs/cgroup/cpu,cpuacct".into(), track: "/sys/fs/cgroup/systemd".into() });
+    assert_eq!(
+        m,
+        LegacyMounts { cpu: "/sys/fs/cgroup/cpu,cpuacct".into(), track: "/sys/fs/cgroup/systemd".into(), track_line: Some("name=systemd") }
+    );
 }
 
 #[test]
@@ -70,7 +73,11 @@ fn host(version: u32) -> (Fixture, FakeSystemd, SystemdTree) {
     let sd = FakeSystemd::legacy(fx.path().join("cpu"), version);
     sd.add("user.slice", "/user.slice", &[]);
     sd.add("user-1000.slice", "/user.slice/user-1000.slice", &[]);
-    let t = SystemdTree::with_manager("allot", fx.path().join("cpu"), holder(), Box::new(sd.clone())).unwrap().on_legacy(fx.path().join("unified"));
+    let t = SystemdTree::with_manager("allot", fx.path().join("cpu"), holder(), Box::new(sd.clone())).unwrap().on_legacy(&LegacyMounts {
+        cpu: fx.path().join("cpu"),
+        track: fx.path().join("unified"),
+        track_line: None,
+    });
     (fx, sd, t)
 }
 

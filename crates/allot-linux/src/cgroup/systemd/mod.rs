@@ -60,8 +60,11 @@ pub struct SystemdTree {
     version: u32,
     /// The v1 cpu hierarchy's files inside allot's scopes (hybrid and v1 hosts).
     v1: Option<V1>,
-    /// Where systemd's units are seen (the users' slices): the mount on cgroup v2.
+    /// Where systemd's units are seen (the users' slices, login sessions): the mount on
+    /// cgroup v2.
     track: PathBuf,
+    /// That hierarchy's line in /proc/PID/cgroup (None: the cgroup2 one, `0::`).
+    track_line: Option<&'static str>,
     state: Mutex<State>,
     /// `cpu.stat` files, kept open: the daemon reads the busy ones every tick.
     counters: crate::reread::Rereader,
@@ -142,6 +145,7 @@ impl SystemdTree {
             holder,
             version,
             v1: None,
+            track_line: None,
             state: Mutex::new(state),
             counters: Default::default(),
         };
@@ -275,6 +279,9 @@ impl Delegation for SystemdTree {
             rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok())).collect();
         uids.sort_unstable();
         Ok(uids)
+    }
+    fn units_mount(&self) -> Option<&Path> {
+        self.is_legacy().then_some(self.track.as_path())
     }
     fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()> {
         let units = units.clamp(1, 10000);
@@ -503,12 +510,13 @@ impl CpuController for SystemdTree {
         self.stat_usage(&self.dir(rel))
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
-        let path = self.path_of(pid)?;
+        let path = self.job_path_of(pid)?;
         let st = self.lock();
         Ok(names::rel_of(&path, st.scopes.iter()))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::process::procfs::cgroup_of(pid, self.is_legacy().then_some("cpu"))
+        // As systemd names it (in its own hierarchy), as on cgroup v2.
+        crate::process::procfs::cgroup_of(pid, self.track_line)
     }
     fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
         let inside = names::rel_of(path, self.lock().scopes.iter());
@@ -518,8 +526,7 @@ impl CpuController for SystemdTree {
                 let mut st = self.lock();
                 let unit = st.sd.unit_by_cgroup(path)?;
                 let top = st.sd.unit_cgroup(&unit)?;
-                // v1: the path is the cpu hierarchy's; systemd takes the process to its unit.
-                let sub = if self.is_legacy() { "" } else { path.strip_prefix(top.as_str()).unwrap_or("") };
+                let sub = path.strip_prefix(top.as_str()).unwrap_or("");
                 st.sd.attach(&unit, sub, &[pid as u32])
             }
         }
