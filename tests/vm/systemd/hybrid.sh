@@ -3,14 +3,20 @@
 # layouts), run inside the systemd VM booted with `run.sh --cgroup hybrid` (or v1):
 #   tests/vm/systemd/run.sh --cgroup hybrid --file "$DEB:/root/allot.deb" \
 #     --script tests/vm/systemd/hybrid.sh
+# (`--cgroup v1` runs the same checks but the one on login sessions' load, which needs
+# the unified hierarchy: it is printed there.)
 # There systemd owns every hierarchy, and allot works through systemd's API as on cgroup
 # v2 (docs/systemd.md, hybrid and v1 hosts): its scopes (Delegate=cpu) and slices exist in
 # the v1 cpu,cpuacct hierarchy, its jobs are directories inside its scopes there, a
 # currency's funding is its slice's CPUWeight= (systemd writes cpu.shares). Asserts: the
 # layout is what was asked; the installed service starts; an `allot run` job lands in
-# allot's scope in the cpu hierarchy with its tickets as cpu.shares; nothing of allot's
-# is at the root of any hierarchy; after the purge every cgroup outside allot's units
-# (cpu knobs included) is byte-identical to before the install.
+# allot's scope in the cpu hierarchy with its tickets as cpu.shares; jobs of 300 and 100
+# tickets divide a CPU 0.75 / 0.25; a hard cap holds; a background job yields and runs
+# alone; a job from a login session is placed, and (hybrid) the plan sees the session;
+# `allot fund` reaches a user's slice; no tree of allot's own is at the root of any
+# hierarchy; after the purge every cgroup outside allot's units that was there before
+# (cpu knobs included) is byte-identical, and the ones systemd made meanwhile hold the
+# kernel's defaults.
 set -euo pipefail
 . "$ALLOT_VM_LIB"
 A=/usr/bin/allot
@@ -164,8 +170,14 @@ PY
 ) || r="a=-1 boosted=-1 samples=0 entitlement=-1"
 echo "allot-ta's session hog against allot-tb's job of 4 hogs: $r" >&2
 echo "measured, not checked: allot-ta's session hog's share of the machine against allot-tb's job of 4: $r" >&2
-check "allot-tb's CPU-bound job is never boosted, and entitled to at most 1.1 CPU of 2" python3 -c "
+if grep -q ' cgroup2 ' /proc/mounts; then
+  check "allot-tb's CPU-bound job is never boosted, and entitled to at most 1.1 CPU of 2" python3 -c "
 v = dict(x.split('=') for x in '$r'.split()); assert int(v['samples']) > 0 and int(v['boosted']) == 0 and float(v['entitlement']) <= 1.1, v"
+else
+  # Booted v1: name=systemd keeps no usage, so the plan does not see login sessions
+  # (docs/systemd.md, hybrid and v1 hosts): printed, not checked.
+  echo "measured, not checked (v1: sessions unseen): allot-tb's job against allot-ta's session: $r" >&2
+fi
 kill "$ahog_sess" 2> /dev/null || true
 stop_pids /tmp/ahog
 for q in $(cat /tmp/bjob.pids 2> /dev/null); do kill "$q" 2> /dev/null || true; done
@@ -175,8 +187,10 @@ kill "$bsess" 2> /dev/null || true
 check "allot fund allot-ta 300" $A fund allot-ta 300
 check "user-2001.slice has CPUWeight=300" wait_for -t 10 sh -c '[ "$(systemctl show user-2001.slice -p CPUWeight --value)" = 300 ]'
 check "systemd wrote cpu.shares 3072 for it" wait_for -t 10 sh -c "[ \"\$(cat $CPU/user.slice/user-2001.slice/cpu.shares)\" = 3072 ]"
-$A status >&2 || true
-check "status: no failed writes" sh -c "$A status | grep -q ' 0 failed writes'"
+$A status > /tmp/status 2>&1 || true
+cat /tmp/status >&2
+check "status: no failed writes" grep -q ' 0 failed writes' /tmp/status
+grep -q ' 0 failed writes' /tmp/status || journalctl -b -u allot --no-pager -p warning | tail -n 20 >&2 || true
 # allot's own tree would be <mount>/allot and <mount>/allot-background (its raw backend's):
 # on a systemd host there is none; allot_background.slice is systemd's unit, as on v2.
 check "no tree of allot's own at the root of any hierarchy" sh -c "! find \$(awk '\$3 ~ /^cgroup/ { print \$2 }' /proc/mounts) -maxdepth 1 -type d \\( -name allot -o -name allot-background \\) | grep -q ."
