@@ -122,7 +122,7 @@ fn a_jobs_v1_files_are_written_directly() {
     assert_eq!(t.weight("user-1000/j1").unwrap(), 300);
     assert_eq!(t.max("user-1000/j1").unwrap(), Some(Max { quota_us: 20_000, period_us: 100_000 }));
     let e = t.set_idle("user-1000/j1", true).unwrap_err().to_string();
-    assert!(e.contains("cpu.idle"), "v1 has no cpu.idle: {e}");
+    assert!(e.contains("cpu.idle"), "the background is the slice's share on v1, not cpu.idle: {e}");
     assert!(!t.has_idle() && !t.idle("user-1000/j1").unwrap());
     fx.put(&format!("{job}/cpuacct.usage"), "2500000\n");
     fx.put(&format!("{SCOPE}/cpuacct.usage"), "7000000\n");
@@ -156,7 +156,10 @@ fn the_background_slice_weighs_the_smallest_share_on_v1() {
     t.create("background").unwrap();
     assert!(sd.calls().iter().any(|c| c.starts_with("StartTransientUnit allot_background.slice") && c.contains("CPUWeight=0")));
     assert_eq!(fx.read("cpu/allot_background.slice/cpu.shares"), "2");
-    assert!(!t.has_idle() && !t.idle("background").unwrap(), "no cpu.idle on v1: the background is the smallest weight, not SCHED_IDLE");
+    assert!(
+        !t.has_idle() && !t.idle("background").unwrap(),
+        "systemd writes no cpu.idle on v1: the background is the smallest share, not SCHED_IDLE"
+    );
     let n = sd.calls().len();
     t.create("background/ci").unwrap();
     assert_eq!(sd.calls().len(), n, "a directory inside the scope is allot's own");
@@ -185,4 +188,20 @@ fn a_job_is_killed_without_cgroup_kill() {
     t.kill_all("user-1000/j1").unwrap();
     let st = child.wait().unwrap();
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL));
+}
+
+#[test]
+fn a_hierarchy_is_the_cpu_one_only_by_its_whole_controller_name() {
+    // cpuset and a name= hierarchy that mentions cpu are not the cpu controller.
+    let lookalikes = "\
+27 25 0:25 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd
+28 25 0:26 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset
+29 25 0:27 / /sys/fs/cgroup/cpux rw - cgroup cgroup rw,name=cpu
+30 25 0:28 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct
+";
+    let e = legacy_mounts(lookalikes).unwrap_err().to_string();
+    assert!(e.contains("no cgroup v1 hierarchy has the cpu controller"), "{e}");
+    // A mount point with a space (mountinfo's \040) is read back as it is.
+    let spaced = LEGACY.replace("/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu\\040acct");
+    assert_eq!(legacy_mounts(&spaced).unwrap().cpu, std::path::PathBuf::from("/sys/fs/cgroup/cpu acct"));
 }

@@ -445,7 +445,8 @@ impl CpuController for SystemdTree {
         self.read_max(&dir)
     }
     fn has_idle(&self) -> bool {
-        // v1 has no cpu.idle: CPUWeight=idle is cpu.shares 2 there (legacy.rs).
+        // On v1 systemd writes no cpu.idle for the background slice: CPUWeight=idle is
+        // cpu.shares 2 there (legacy.rs).
         if self.version < crate::ipc::systemd::IDLE_VERSION || self.is_legacy() {
             return false;
         }
