@@ -10,7 +10,8 @@
 #   in_session USER CMD...      run CMD in a new logind session of USER, wait, return
 #                               its status (stdout/stderr are the caller's)
 #   session_of PID              print the logind session id of PID (from its cgroup)
-#   cgroup_of PID               print PID's cgroup path (relative to /sys/fs/cgroup)
+#   cgroup_of PID               print PID's cgroup path (relative to /sys/fs/cgroup; as
+#                               systemd tracks it: name=systemd's when booted v1)
 #   wait_for [-t SECS] CMD...   run CMD every 0.2 s until it succeeds (default 30 s)
 #   cgroup_snapshot [GLOB...]   print the CPU knobs of every cgroup not matched by a GLOB
 #   check NAME CMD...           run CMD; print "ok NAME" or "FAIL NAME"; count failures
@@ -34,9 +35,11 @@ wait_for() {
 }
 
 cgroup_of() {
-  local line
-  line=$(grep -m1 '^0::' "/proc/$1/cgroup" 2>/dev/null) || { echo "cgroup_of: no process $1" >&2; return 1; }
-  line=${line#0::/}
+  local line want='^0::'
+  # Booted v1 (no cgroup2 mount): systemd tracks units in its name=systemd hierarchy.
+  if ! grep -q ' cgroup2 ' /proc/mounts; then want='^[0-9]*:name=systemd:'; fi
+  line=$(grep -m1 "$want" "/proc/$1/cgroup" 2>/dev/null) || { echo "cgroup_of: no process $1" >&2; return 1; }
+  line=${line#*:*:/}
   echo "${line:-.}"
 }
 

@@ -208,24 +208,27 @@ pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The uids whose `user-UID.slice` exists now (logged in, or lingering): a user's
     /// currency is that slice.
     fn user_slices(&self) -> Result<Vec<u32>>;
+    /// Where systemd's units are read (login sessions, users' slices) when not the cpu
+    /// controller's mount: on a hybrid host the unified hierarchy, on v1 `name=systemd`.
+    fn units_mount(&self) -> Option<&Path> {
+        None
+    }
 }
 
-/// The controller for this host: [`SystemdTree`] on a systemd host (cgroup v2 with
-/// systemd as init), where allot must not keep a tree of its own, else [`detect`]'s.
-/// A systemd host whose systemd cannot be reached is an error, never a fallback to a
-/// tree at the root.
+/// The controller for this host: [`SystemdTree`] on a systemd host (systemd as init),
+/// where allot must not keep a tree of its own: in the unified hierarchy on cgroup v2,
+/// in the v1 cpu hierarchy on a hybrid or v1 host ([`SystemdTree::legacy`]); else
+/// [`detect`]'s. A systemd host whose systemd cannot be reached is an error, never a
+/// fallback to a tree at the root.
 pub fn detect_host(name: &str, holder: crate::ipc::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
     if crate::ipc::systemd::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
     if crate::ipc::systemd::is_systemd_init() {
-        return Err(Error::NoCpuController(V1_SYSTEMD.into()));
+        return Ok(Box::new(SystemdTree::legacy(name, holder)?));
     }
     detect(name)
 }
-
-/// Why allot will not run on a systemd host with cgroup v1 or hybrid hierarchies.
-pub const V1_SYSTEMD: &str = "systemd runs this host and /sys/fs/cgroup is not a cgroup2 mount (cgroup v1 or hybrid, as RHEL 8 and Ubuntu 20.04 boot by default): systemd owns every hierarchy here, and allot works only through systemd's API on the unified hierarchy, never in a tree of its own at the root of one systemd manages; boot with systemd.unified_cgroup_hierarchy=1 on the kernel command line (docs/systemd.md, older and v1 systemd)";
 
 /// Finds the cpu controller and returns allot's [`Tree`] named `name`: the root
 /// `<mount>/name` and its background sibling `<mount>/name-background`. v2 is used when

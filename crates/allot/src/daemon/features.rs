@@ -27,7 +27,7 @@ impl Features {
     pub fn degraded(&self) -> Vec<String> {
         let mut v = vec![];
         if !self.cpu_idle {
-            v.push("no cpu.idle: background jobs get the smallest weight (1) instead of idle-only CPU".into());
+            v.push("no cpu.idle: background jobs get the smallest weight instead of idle-only CPU (weight 1; on a systemd host booted v1 or hybrid, cpu.shares 2)".into());
         }
         if !self.custom_slices {
             v.push("no custom slices (Linux < 6.12): the latency boost is by weight only".into());

@@ -5,7 +5,7 @@
 //! unit not loaded, a move into a unit without `Delegate=`).
 
 use super::Manager;
-use crate::cgroup::fixture::V2_FILES;
+use crate::cgroup::fixture::{V1_CPU_FILES, V2_FILES};
 use crate::ipc::dbus::Value;
 use crate::ipc::systemd::{Session, UnitInfo, UnitOf};
 use crate::{Error, Result};
@@ -59,6 +59,8 @@ const HOLDER_COMM: &str = "sleep";
 #[derive(Debug, Clone)]
 pub struct FakeSystemd {
     mount: PathBuf,
+    /// The mount is a v1 cpu,cpuacct hierarchy (a hybrid or v1 host).
+    legacy: bool,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -94,7 +96,12 @@ impl FakeSystemd {
     pub fn new(mount: PathBuf, version: u32) -> Self {
         let mut inner = Inner::default();
         inner.version = version;
-        Self { mount, inner: Arc::new(Mutex::new(inner)) }
+        Self { mount, legacy: false, inner: Arc::new(Mutex::new(inner)) }
+    }
+    /// systemd `version` over a v1 cpu,cpuacct hierarchy at `mount`: what it writes for
+    /// `CPUWeight=` and `CPUQuota=` is v1's (src/core/cgroup.c, `cgroup_apply_legacy_cpu_config`).
+    pub fn legacy(mount: PathBuf, version: u32) -> Self {
+        Self { legacy: true, ..Self::new(mount, version) }
     }
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -104,7 +111,8 @@ impl FakeSystemd {
         let d = self.mount.join(cg.trim_start_matches('/'));
         if !d.is_dir() {
             std::fs::create_dir_all(&d).unwrap();
-            for (name, text) in V2_FILES {
+            let files = if self.legacy { V1_CPU_FILES } else { V2_FILES };
+            for (name, text) in files.iter().chain(if self.legacy { &[("cpuacct.usage", "0\n")][..] } else { &[] }) {
                 std::fs::write(d.join(name), text).unwrap();
             }
         }
@@ -148,6 +156,21 @@ impl FakeSystemd {
         let d = self.mount.join(cg.trim_start_matches('/'));
         for (k, v) in props {
             let n: Option<u64> = v.parse().ok();
+            let v1 = match (k.as_str(), n) {
+                // cgroup_cpu_weight_to_shares: idle is the smallest share, 2.
+                ("CPUWeight", Some(0)) => Some(("cpu.shares", "2".to_string())),
+                ("CPUWeight", Some(u64::MAX)) => Some(("cpu.shares", "1024".to_string())),
+                ("CPUWeight", Some(w)) => Some(("cpu.shares", (w * 1024 / 100).clamp(2, 262144).to_string())),
+                ("CPUQuotaPerSecUSec", Some(u64::MAX)) => Some(("cpu.cfs_quota_us", "-1".to_string())),
+                ("CPUQuotaPerSecUSec", Some(us)) => Some(("cpu.cfs_quota_us", (us / 10).max(1000).to_string())),
+                _ => None,
+            };
+            if let (true, Some((file, text))) = (self.legacy, &v1) {
+                if d.is_dir() {
+                    std::fs::write(d.join(file), text).unwrap();
+                }
+                continue;
+            }
             let (file, text) = match (k.as_str(), n) {
                 ("CPUWeight", Some(0)) => ("cpu.idle", "1".to_string()),
                 ("CPUWeight", Some(u64::MAX)) => ("cpu.weight", "100".to_string()),
@@ -258,6 +281,12 @@ impl Manager for FakeSystemd {
         self.ensure_slice(slice);
         let cg = format!("{}/{name}", slice_cgroup(slice));
         self.start("StartTransientUnit", name, &cg, props, delegate.is_some())?;
+        if self.legacy {
+            // The kernel gives the holder's directory its files when allot makes it; the
+            // fixture cannot, so they are there from the start (v1's holder is written
+            // into it by allot, not by systemd).
+            self.mkcg(&format!("{cg}/{}", super::names::HOLDER));
+        }
         let procs = self.mount.join(cg.trim_start_matches('/')).join("cgroup.procs");
         std::fs::write(procs, pids.iter().map(|p| format!("{p}\n")).collect::<String>()).unwrap();
         self.lock().given.extend(pids);

@@ -12,6 +12,7 @@
 //!   writes their `cpu.weight` and `cpu.max` itself.
 //! - The background class is a top-level slice with `CPUWeight=idle` holding one such
 //!   scope, with a directory per currency and job leaves in those.
+//! - On a hybrid or v1 host the same units live in the v1 cpu hierarchy (legacy.rs).
 //! - A process outside allot's scopes is moved through systemd (AttachProcessesToUnit);
 //!   between allot's own directories by writing cgroup.procs.
 //! - Scopes are found through systemd (ListUnitsByPatterns, `ControlGroup`), so a
@@ -19,6 +20,7 @@
 
 #[cfg(test)]
 mod fake;
+mod legacy;
 mod manager;
 pub mod memory;
 pub mod names;
@@ -27,10 +29,11 @@ mod scopes;
 mod tests;
 mod tethers;
 
+pub use legacy::{legacy_mounts, LegacyMounts};
 pub use manager::Manager;
 pub use memory::{SliceMemory, SliceProp};
 
-use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version};
+use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version, V1};
 use crate::ipc::systemd::holder::Holder;
 use crate::ipc::systemd::{CpuQuota, CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
@@ -55,6 +58,13 @@ pub struct SystemdTree {
     mount: PathBuf,
     holder: Holder,
     version: u32,
+    /// The v1 cpu hierarchy's files inside allot's scopes (hybrid and v1 hosts).
+    v1: Option<V1>,
+    /// Where systemd's units are seen (the users' slices, login sessions): the mount on
+    /// cgroup v2.
+    track: PathBuf,
+    /// That hierarchy's line in /proc/PID/cgroup (None: the cgroup2 one, `0::`).
+    track_line: Option<&'static str>,
     state: Mutex<State>,
     /// `cpu.stat` files, kept open: the daemon reads the busy ones every tick.
     counters: crate::reread::Rereader,
@@ -100,12 +110,6 @@ fn bad_rel(rel: &str, why: String) -> Error {
 }
 
 impl SystemdTree {
-    /// A directory's `usage_usec`, ns.
-    fn stat_usage(&self, dir: &Path) -> Result<u64> {
-        let p = dir.join("cpu.stat");
-        crate::cgroup::stat::parse_usage(&p, &self.counters.read(&p)?)
-    }
-
     /// Connects to systemd and finds this root's scopes. `root` is allot's root name
     /// (`--cgroup-root`); scopes are `<root>:<currency>.scope`.
     pub fn new(root: &str, holder: Holder) -> Result<Self> {
@@ -134,7 +138,17 @@ impl SystemdTree {
             tethers: Default::default(),
             tethers_checked: None,
         };
-        let t = Self { names: Names::new(root), mount, holder, version, state: Mutex::new(state), counters: Default::default() };
+        let t = Self {
+            names: Names::new(root),
+            track: mount.clone(),
+            mount,
+            holder,
+            version,
+            v1: None,
+            track_line: None,
+            state: Mutex::new(state),
+            counters: Default::default(),
+        };
         t.refresh(&mut t.lock())?;
         Ok(t)
     }
@@ -259,12 +273,15 @@ impl Delegation for SystemdTree {
     }
     fn user_slices(&self) -> Result<Vec<u32>> {
         // Read, never written: user.slice and its children are systemd's.
-        let dir = self.mount.join("user.slice");
+        let dir = self.track.join("user.slice");
         let rd = std::fs::read_dir(&dir).map_err(|source| Error::Io { op: "readdir", path: dir.clone(), source })?;
         let mut uids: Vec<u32> =
             rd.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok())).collect();
         uids.sort_unstable();
         Ok(uids)
+    }
+    fn units_mount(&self) -> Option<&Path> {
+        self.is_legacy().then_some(self.track.as_path())
     }
     fn set_scope_weight(&self, rel: &str, units: u32) -> Result<()> {
         let units = units.clamp(1, 10000);
@@ -287,7 +304,11 @@ impl Delegation for SystemdTree {
 
 impl CpuController for SystemdTree {
     fn version(&self) -> Version {
-        Version::V2
+        if self.is_legacy() {
+            Version::V1
+        } else {
+            Version::V2
+        }
     }
     /// The cgroup mount: on systemd, allot has no root directory of its own.
     fn root(&self) -> &Path {
@@ -302,8 +323,9 @@ impl CpuController for SystemdTree {
     fn delegation(&self) -> Option<&dyn Delegation> {
         Some(self)
     }
+    /// None on v1: `MemoryLow=` and `MemoryHigh=` are cgroup v2's.
     fn slice_memory(&self) -> Option<&dyn SliceMemory> {
-        Some(self)
+        (!self.is_legacy()).then_some(self as &dyn SliceMemory)
     }
     fn dir(&self, rel: &str) -> PathBuf {
         let mut st = self.lock();
@@ -333,7 +355,7 @@ impl CpuController for SystemdTree {
         let mut p = self.ensure_scope(&mut st, &key)?;
         let parts: Vec<&str> = sub.split('/').filter(|x| !x.is_empty()).collect();
         for (i, part) in parts.iter().enumerate() {
-            if i > 0 {
+            if i > 0 && !self.is_legacy() {
                 enable_cpu(&p)?;
             }
             p.push(part);
@@ -375,7 +397,7 @@ impl CpuController for SystemdTree {
         let units = units.clamp(1, 10000);
         match Self::place(rel)? {
             Place::Root => Err(unsupported("set the weight of", rel)),
-            Place::Inside(..) => write(self.dir(rel).join("cpu.weight"), &units.to_string()),
+            Place::Inside(..) => self.write_weight(&self.dir(rel), units),
             Place::Scope(key) => {
                 let mut st = self.lock();
                 match st.limiter.offer(rel, units, Instant::now()) {
@@ -386,18 +408,18 @@ impl CpuController for SystemdTree {
         }
     }
     fn weight(&self, rel: &str) -> Result<u32> {
-        let file = match Self::place(rel)? {
+        let dir = match Self::place(rel)? {
             Place::Root => return Err(unsupported("read the weight of", rel)),
-            Place::Inside(..) => self.dir(rel).join("cpu.weight"),
+            Place::Inside(..) => self.dir(rel),
             Place::Scope(key) => {
                 let mut st = self.lock();
                 if let Some(w) = st.limiter.pending(rel) {
                     return Ok(w);
                 }
-                self.slice_dir(&mut st, &self.names.slice(&key))?.join("cpu.weight")
+                self.slice_dir(&mut st, &self.names.slice(&key))?
             }
         };
-        Ok(read_u64(file)?.clamp(1, 10000) as u32)
+        self.read_weight(&dir)
     }
     fn set_max(&self, rel: &str, max: Option<Max>) -> Result<()> {
         match Self::place(rel)? {
@@ -409,29 +431,23 @@ impl CpuController for SystemdTree {
             }
             _ => return Err(unsupported("set cpu.max of", rel)),
         }
-        let v = max.map_or("max".to_string(), |m| format!("{} {}", m.quota_us, m.period_us));
-        write(self.dir(rel).join("cpu.max"), &v)
+        self.write_max(&self.dir(rel), max)
     }
     fn max(&self, rel: &str) -> Result<Option<Max>> {
-        let p = match Self::place(rel)? {
+        let dir = match Self::place(rel)? {
             // What systemd wrote for the slice's CPUQuota= (see set_max).
             Place::Scope(key @ Key::Currency(_)) => {
                 let mut st = self.lock();
-                self.slice_dir(&mut st, &self.names.slice(&key))?.join("cpu.max")
+                self.slice_dir(&mut st, &self.names.slice(&key))?
             }
-            _ => self.dir(rel).join("cpu.max"),
+            _ => self.dir(rel),
         };
-        let s = read(&p)?;
-        let mut it = s.split_whitespace();
-        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
-        if q == "max" {
-            return Ok(None);
-        }
-        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
-        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+        self.read_max(&dir)
     }
     fn has_idle(&self) -> bool {
-        if self.version < crate::ipc::systemd::IDLE_VERSION {
+        // On v1 systemd writes no cpu.idle for the background slice: CPUWeight=idle is
+        // cpu.shares 2 there (legacy.rs).
+        if self.version < crate::ipc::systemd::IDLE_VERSION || self.is_legacy() {
             return false;
         }
         let mut st = self.lock();
@@ -448,7 +464,7 @@ impl CpuController for SystemdTree {
                 let w = if idle { self.idle_weight() } else { CpuWeight::Unset };
                 self.lock().sd.set_properties(&self.names.slice(&Key::Background), true, vec![w.prop()])
             }
-            Place::Inside(..) => write(self.dir(rel).join("cpu.idle"), if idle { "1" } else { "0" }),
+            Place::Inside(..) if !self.is_legacy() => write(self.dir(rel).join("cpu.idle"), if idle { "1" } else { "0" }),
             _ => Err(unsupported("set cpu.idle of", rel)),
         }
     }
@@ -469,7 +485,7 @@ impl CpuController for SystemdTree {
         Ok(read(self.dir(rel).join("cgroup.procs"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
     }
     fn threads(&self, rel: &str) -> Result<Vec<i32>> {
-        Ok(read(self.dir(rel).join("cgroup.threads"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        self.read_threads(&self.dir(rel))
     }
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
         let Place::Inside(key, sub) = Self::place(rel)? else {
@@ -480,7 +496,9 @@ impl CpuController for SystemdTree {
             return write(self.dir(rel).join("cgroup.procs"), &pid.to_string());
         }
         let unit = self.names.scope(&key);
-        self.lock().sd.attach(&unit, &format!("/{sub}"), &[pid as u32])
+        let mut st = self.lock();
+        let dir = self.scope_dir(&mut st, &key).ok_or_else(|| bad_rel(rel, "its scope is not running".into()))?;
+        self.attach_into(&mut st, &unit, &dir, &sub, pid)
     }
     fn release_pid(&self, pid: i32) -> Result<()> {
         Err(unsupported(&format!("move process {pid} to the root cgroup:"), "/"))
@@ -493,12 +511,13 @@ impl CpuController for SystemdTree {
         self.stat_usage(&self.dir(rel))
     }
     fn rel_of(&self, pid: i32) -> Result<Option<String>> {
-        let path = self.path_of(pid)?;
+        let path = self.job_path_of(pid)?;
         let st = self.lock();
         Ok(names::rel_of(&path, st.scopes.iter()))
     }
     fn path_of(&self, pid: i32) -> Result<String> {
-        crate::process::procfs::cgroup_of(pid, None)
+        // As systemd names it (in its own hierarchy), as on cgroup v2.
+        crate::process::procfs::cgroup_of(pid, self.track_line)
     }
     fn move_to_path(&self, path: &str, pid: i32) -> Result<()> {
         let inside = names::rel_of(path, self.lock().scopes.iter());
@@ -512,6 +531,9 @@ impl CpuController for SystemdTree {
                 st.sd.attach(&unit, sub, &[pid as u32])
             }
         }
+    }
+    fn kill_all(&self, rel: &str) -> Result<()> {
+        self.kill_in(rel)
     }
     fn rt_runtime(&self, _rel: &str) -> Result<Option<i64>> {
         Ok(None)

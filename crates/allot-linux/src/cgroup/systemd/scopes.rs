@@ -5,7 +5,7 @@
 use super::names::{Key, HOLDER};
 use super::{State, SystemdTree};
 use crate::cgroup::enable_cpu;
-use crate::cgroup::mkdir;
+use crate::cgroup::{mkdir, CpuController};
 use crate::ipc::systemd::holder::{self, Holder};
 use crate::ipc::systemd::{prop, CpuWeight};
 use crate::{read, write, Error, Result};
@@ -58,7 +58,7 @@ impl SystemdTree {
         let dir = self.abs(&cg);
         st.scopes.insert(key.clone(), cg.clone());
         mkdir(&dir.join(HOLDER))?;
-        if crate::process::procfs::cgroup_of(pid, None).is_ok_and(|c| c == cg) {
+        if self.path_of(pid).is_ok_and(|c| c == cg) {
             // The holder leaves the scope's top, which may then enable cpu for its
             // children (cgroup v2: no processes in a cgroup that distributes a controller).
             write(dir.join(HOLDER).join("cgroup.procs"), &pid.to_string())?;
@@ -67,7 +67,9 @@ impl SystemdTree {
             // SAFETY: ending the spare holder this call started; the scope has its own.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        enable_cpu(&dir)?;
+        if !self.is_legacy() {
+            enable_cpu(&dir)?;
+        }
         self.ensure_holder(st, key, &dir)?;
         Ok(dir)
     }
@@ -94,7 +96,7 @@ impl SystemdTree {
         let unit = self.names.scope(key);
         mkdir(&dir.join(HOLDER))?;
         let pid = holder::spawn(&self.holder)?;
-        if let Err(e) = st.sd.attach(&unit, &format!("/{HOLDER}"), &[pid as u32]) {
+        if let Err(e) = self.attach_into(st, &unit, dir, HOLDER, pid) {
             // SAFETY: ending the holder this call started.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             return Err(e);

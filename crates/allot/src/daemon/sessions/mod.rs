@@ -49,7 +49,8 @@ impl Daemon {
         }
         let mut left = MAX_TASKS;
         let mut samples = vec![];
-        for s in allot_linux::cgroup::sessions::list(self.tree().cg().mount()) {
+        let units = self.tree().cg().delegation().and_then(|d| d.units_mount()).map(std::path::Path::to_path_buf);
+        for s in allot_linux::cgroup::sessions::list(units.as_deref().unwrap_or(self.tree().cg().mount())) {
             let Ok(usage_ns) = s.usage_ns() else { continue };
             let name = s.name();
             if self.sessions().scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
