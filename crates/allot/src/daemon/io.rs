@@ -77,6 +77,12 @@ impl Daemon {
         let mut sent = vec![];
         for (c, w) in ids.iter().zip(weights) {
             let rel = currency_rel(Class::Foreground, c);
+            // Only a slice that runs now: setting a property of a stopped user slice
+            // brought it back (systemd VM: user-59800.slice, whose last scope had ended,
+            // was left running after allot's purge), and it has nothing to weigh.
+            if sm.slice_usage(&rel).is_err() {
+                continue;
+            }
             match sm.set_slice_memory(&rel, SliceProp::IoWeight, Some(w as u64)) {
                 Ok(()) => sent.push((rel, w)),
                 Err(e) => failed = Some(format!("could not set IOWeight= of {rel}'s slice: {e}")),
@@ -106,6 +112,11 @@ impl Daemon {
         }
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         for rel in rels {
+            // A slice that stopped took its runtime properties with it; setting one would
+            // start it again.
+            if sm.slice_usage(&rel).is_err() {
+                continue;
+            }
             if let Err(e) = sm.reset_memory(Some(&rel)) {
                 log::warn!("io: could not take back the IOWeight= of {rel}'s slice: {e}");
             }
