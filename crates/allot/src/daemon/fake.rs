@@ -480,7 +480,15 @@ impl Host for FakeHost {
 /// A systemd host's users' slices, answered from `slice_mem` (fake_slices.rs).
 impl SliceMemory for FakeCg {
     fn slice_usage(&self, rel: &str) -> allot_linux::Result<u64> {
-        Ok(self.w.lock().unwrap().slice_mem.usage.get(rel).copied().unwrap_or(0))
+        let w = self.w.lock().unwrap();
+        if w.slice_mem.stopped.contains(rel) {
+            return Err(allot_linux::Error::Io {
+                op: "read",
+                path: format!("/fake/user.slice/{rel}/memory.current").into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOENT),
+            });
+        }
+        Ok(w.slice_mem.usage.get(rel).copied().unwrap_or(0))
     }
     fn users_max(&self) -> allot_linux::Result<Option<u64>> {
         Ok(self.w.lock().unwrap().slice_mem.users_max)

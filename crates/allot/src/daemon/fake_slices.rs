@@ -25,6 +25,8 @@ pub struct SliceMem {
     pub recursive: bool,
     /// Memory and I/O pressure per currency path.
     pub pressure: BTreeMap<String, allot_linux::cgroup::io::CgroupPressure>,
+    /// Currency paths whose slice is not running (its cgroup is gone: reading it fails).
+    pub stopped: std::collections::BTreeSet<String>,
 }
 
 impl SliceMem {

@@ -145,3 +145,25 @@ fn on_systemd_each_slice_gets_its_funding_as_io_weight_and_it_is_taken_back() {
     sent.sort();
     assert_eq!(sent, ["user-3000 IOWeight=none", "user-3001 IOWeight=none"]);
 }
+
+#[test]
+fn a_stopped_slice_is_neither_set_nor_taken_back() {
+    // Setting a property of a user slice that stopped brought it back in the systemd VM
+    // (left running after allot's purge): only a running slice is weighed.
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.systemd = true;
+        x.slice_mem.logged_in = vec![3000, 3001];
+        x.slice_mem.stopped.insert("user-3001".into());
+    }
+    let mut d = start(&w, None);
+    w.lock().unwrap().slice_mem.sent.clear();
+    d.apply_io();
+    let sent = std::mem::take(&mut w.lock().unwrap().slice_mem.sent);
+    assert_eq!(sent, ["user-3000 IOWeight=100"], "nothing for the stopped slice");
+    // user-3000's slice stops before the daemon does: nothing is sent to it at stop.
+    w.lock().unwrap().slice_mem.stopped.insert("user-3000".into());
+    d.undo_io();
+    assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "{:?}", w.lock().unwrap().slice_mem.sent);
+}
