@@ -67,21 +67,8 @@ impl Io {
     /// v2's own tree when the unified hierarchy offers `io`. None where there is none, and
     /// on a systemd host, where a currency's I/O weight is its slice's `IOWeight=`.
     pub fn for_tree(cg: &dyn CpuController) -> Option<Io> {
-        if cg.systemd() {
-            return None;
-        }
-        let name = cg.root().file_name()?.to_owned();
-        match cg.version() {
-            Version::V1 => {
-                let mount = super::v1_mount("blkio")?;
-                Some(Io { version: Version::V1, root: mount.join(name), mount })
-            }
-            Version::V2 => {
-                let mount = cg.mount().to_path_buf();
-                let ctrls = read(mount.join("cgroup.controllers")).ok()?;
-                ctrls.split_whitespace().any(|c| c == "io").then(|| Io { version: Version::V2, root: cg.root().into(), mount })
-            }
-        }
+        let (version, root, mount) = super::beside(cg, "blkio", "io")?;
+        Some(Io { version, root, mount })
     }
 
     /// A controller at an explicit root (tests with a fixture directory).

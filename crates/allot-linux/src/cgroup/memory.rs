@@ -37,21 +37,8 @@ impl Memory {
     /// is none, and on a systemd host, where memory is shared on the users' slices through
     /// systemd instead ([`super::systemd::SliceMemory`]).
     pub fn for_tree(cg: &dyn CpuController) -> Option<Memory> {
-        if cg.systemd() {
-            return None;
-        }
-        let name = cg.root().file_name()?.to_owned();
-        match cg.version() {
-            Version::V1 => {
-                let mount = super::v1_mount("memory")?;
-                Some(Memory { version: Version::V1, root: mount.join(name), mount })
-            }
-            Version::V2 => {
-                let mount = cg.mount().to_path_buf();
-                let ctrls = read(mount.join("cgroup.controllers")).ok()?;
-                ctrls.split_whitespace().any(|c| c == "memory").then(|| Memory { version: Version::V2, root: cg.root().into(), mount })
-            }
-        }
+        let (version, root, mount) = super::beside(cg, "memory", "memory")?;
+        Some(Memory { version, root, mount })
     }
 
     /// A controller at an explicit root (tests with a fixture directory).

@@ -382,6 +382,28 @@ impl CpuController for Tree {
 }
 
 /// The mount point of a cgroup v1 hierarchy with controller `c`, if mounted.
+/// Where `controller` (memory, blkio/io) stands beside `cg`'s tree: v1's hierarchy of
+/// `v1_name` at the same root name, or v2's own tree when the unified hierarchy offers
+/// `v2_name`. Returns (version, mount, allot's root there); None where there is none, and
+/// on a systemd host (systemd's units carry those settings there).
+pub(crate) fn beside(cg: &dyn CpuController, v1_name: &str, v2_name: &str) -> Option<(Version, PathBuf, PathBuf)> {
+    if cg.systemd() {
+        return None;
+    }
+    let name = cg.root().file_name()?.to_owned();
+    match cg.version() {
+        Version::V1 => {
+            let mount = v1_mount(v1_name)?;
+            Some((Version::V1, mount.join(name), mount))
+        }
+        Version::V2 => {
+            let mount = cg.mount().to_path_buf();
+            let ctrls = crate::read(mount.join("cgroup.controllers")).ok()?;
+            ctrls.split_whitespace().any(|c| c == v2_name).then(|| (Version::V2, cg.root().into(), mount))
+        }
+    }
+}
+
 pub(crate) fn v1_mount(c: &str) -> Option<PathBuf> {
     let mounts = parse_mountinfo(&read("/proc/self/mountinfo").ok()?);
     mounts.iter().find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == c)).map(|m| PathBuf::from(&m.point))

@@ -58,15 +58,7 @@ impl CpuController for V2 {
         write(self.root.join(rel).join("cpu.max"), &v)
     }
     fn max(&self, rel: &str) -> Result<Option<Max>> {
-        let p = self.root.join(rel).join("cpu.max");
-        let s = read(&p)?;
-        let mut it = s.split_whitespace();
-        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
-        if q == "max" {
-            return Ok(None);
-        }
-        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
-        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+        read_cpu_max(&self.root.join(rel).join("cpu.max"))
     }
     fn move_pid(&self, rel: &str, pid: i32) -> Result<()> {
         write(self.root.join(rel).join("cgroup.procs"), &pid.to_string())
@@ -95,3 +87,16 @@ impl CpuController for V2 {
 #[cfg(test)]
 #[path = "v2_tests.rs"]
 mod tests;
+
+/// A v2 `cpu.max` file: `max PERIOD` is no limit (None), `QUOTA PERIOD` a limit; anything
+/// else is a parse error naming the file.
+pub(crate) fn read_cpu_max(p: &Path) -> Result<Option<Max>> {
+    let s = read(p)?;
+    let mut it = s.split_whitespace();
+    let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
+    if q == "max" {
+        return Ok(None);
+    }
+    let bad = || Error::Parse { path: p.to_path_buf(), what: "cpu.max", text: s.clone() };
+    Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+}

@@ -141,15 +141,7 @@ impl SystemdTree {
         if let Some(v1) = &self.v1 {
             return v1.max(&self.below(dir));
         }
-        let p = dir.join("cpu.max");
-        let s = read(&p)?;
-        let mut it = s.split_whitespace();
-        let (q, per) = (it.next().unwrap_or("max"), it.next().unwrap_or("100000"));
-        if q == "max" {
-            return Ok(None);
-        }
-        let bad = || Error::Parse { path: p.clone(), what: "cpu.max", text: s.clone() };
-        Ok(Some(Max { quota_us: q.parse().map_err(|_| bad())?, period_us: per.parse().map_err(|_| bad())? }))
+        crate::cgroup::v2::read_cpu_max(&dir.join("cpu.max"))
     }
 
     /// A directory's threads: `cgroup.threads`, or v1's `tasks`.
