@@ -468,6 +468,28 @@ pub fn entitlement_if_joined(p: &Params, m: &Machine, currencies: &[CurrencyIn],
     water(m, currencies, &cur_w, &job_w, &woke, &held, |i| woke[i].active())[job]
 }
 
+/// [`entitlement_if_joined`] for every job that is not active (`None` for an active one),
+/// each distinct job computed once: jobs equal in every input are interchangeable, so they
+/// would get the same. A user with 250 identical idle jobs costs one water-fill a `show`,
+/// not 250 (a `show` is built in the daemon's loop, which serves everyone).
+pub fn entitlements_if_joined(p: &Params, m: &Machine, currencies: &[CurrencyIn], jobs: &[JobIn]) -> Vec<Option<f64>> {
+    let mut seen: Vec<(&JobIn, f64)> = vec![];
+    jobs.iter()
+        .enumerate()
+        .map(|(k, j)| {
+            if j.active() {
+                return None;
+            }
+            if let Some(&(_, e)) = seen.iter().find(|(s, _)| *s == j) {
+                return Some(e);
+            }
+            let e = entitlement_if_joined(p, m, currencies, jobs, k);
+            seen.push((j, e));
+            Some(e)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;

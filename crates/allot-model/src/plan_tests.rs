@@ -280,6 +280,23 @@ proptest! {
         prop_assert!(e >= 0.0 && e <= m.ncpu as f64 + 1e-9);
         if k >= jobs.len() { prop_assert_eq!(e, 0.0); }
     }
+
+    #[test]
+    fn if_joined_for_all_is_if_joined_for_each((p, m, cur, mut jobs) in arb_input(), copies in 0usize..4) {
+        // Copies of a job make the interchangeable jobs the memo is for.
+        if let Some(j) = jobs.first().cloned() { jobs.extend(std::iter::repeat_n(j, copies)); }
+        let all = entitlements_if_joined(&p, &m, &cur, &jobs);
+        prop_assert_eq!(all.len(), jobs.len());
+        for (k, e) in all.iter().enumerate() {
+            match e {
+                None => prop_assert!(jobs[k].active()),
+                Some(e) => {
+                    let one = entitlement_if_joined(&p, &m, &cur, &jobs, k);
+                    prop_assert!((e - one).abs() < 1e-9, "job {}: {} for all, {} alone", k, e, one);
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -8,7 +8,8 @@ use super::core::Daemon;
 use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::{user_label, Peer};
 use crate::proto::{CurrencyView, JobView, ShowView, StatusView};
-use allot_model::plan::entitlement_if_joined;
+use allot_model::plan::entitlements_if_joined;
+use std::collections::HashMap;
 
 /// A command line longer than this is cut (with "…").
 const MAX_COMMAND: usize = 512;
@@ -49,24 +50,26 @@ impl Daemon {
         }
     }
 
-    fn entitlement_of(&self, id: JobId) -> (f64, bool) {
-        let p = self.planned().jobs.get(&id);
-        let active =
-            self.planned().inputs.as_ref().and_then(|(_, jobs, ids)| ids.iter().position(|i| *i == id).map(|k| jobs[k].active())).unwrap_or(false);
-        if active {
-            return (p.map_or(0.0, |p| p.entitlement), true);
-        }
-        let Some((cur, jobs, ids)) = &self.planned().inputs else { return (0.0, false) };
-        let Some(k) = ids.iter().position(|i| *i == id) else { return (0.0, false) };
-        let params = allot_model::plan::Params { boost: false, ..Default::default() };
+    /// Each planned job's entitlement and whether it is active: an idle job's is what it
+    /// would get if it woke now, computed once for all jobs (a `show` is built in the loop).
+    fn entitlements(&self) -> HashMap<JobId, (f64, bool)> {
+        let Some((cur, jobs, ids)) = &self.planned().inputs else { return HashMap::new() };
+        let params = allot_model::plan::Params { boost: false, nice_emulation: self.cfg().policy.nice_emulation, ..Default::default() };
         let m = allot_model::plan::Machine { ncpu: self.ncpu(), outside: self.obs().machine.outside, busy: self.obs().machine.busy() };
-        (entitlement_if_joined(&allot_model::plan::Params { nice_emulation: self.cfg().policy.nice_emulation, ..params }, &m, cur, jobs, k), false)
+        let idle = entitlements_if_joined(&params, &m, cur, jobs);
+        ids.iter()
+            .zip(idle)
+            .map(|(id, idle)| match idle {
+                Some(e) => (*id, (e, false)),
+                None => (*id, (self.planned().jobs.get(id).map_or(0.0, |p| p.entitlement), true)),
+            })
+            .collect()
     }
 
-    fn job_view(&self, j: &JobSpec, reveal: bool) -> JobView {
+    fn job_view(&self, j: &JobSpec, reveal: bool, entitlements: &HashMap<JobId, (f64, bool)>) -> JobView {
         let t = self.obs().jobs.get(&j.id);
         let p = self.planned().jobs.get(&j.id);
-        let (entitlement, active) = self.entitlement_of(j.id);
+        let (entitlement, active) = entitlements.get(&j.id).copied().unwrap_or((0.0, false));
         let rel = j.rel();
         let (pids, command) = if reveal && self.serving().defer_reads() {
             // Read by the connection's thread ([`fill`]): the loop serves everyone.
@@ -118,7 +121,8 @@ impl Daemon {
         };
         let open = peer.is_root() || self.cfg().privacy.show_other_users;
         let shown: Vec<&JobSpec> = self.desired().jobs.values().filter(|j| only.is_none_or(|u| j.owner == u)).collect();
-        let jobs: Vec<JobView> = shown.iter().map(|j| self.job_view(j, open || j.owner == peer.uid)).collect();
+        let entitlements = self.entitlements();
+        let jobs: Vec<JobView> = shown.iter().map(|j| self.job_view(j, open || j.owner == peer.uid, &entitlements)).collect();
         let unread = if self.serving().defer_reads() {
             shown
                 .iter()
