@@ -11,7 +11,7 @@
 use crate::client;
 use crate::proto::{ExplainView, JobView, Request, Response, ShowView, StatusView};
 use allot_linux::cgroup::CpuController;
-use allot_measure::why::{Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival};
+use allot_measure::why::{CurrencyShare, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival};
 use std::path::Path;
 
 /// The daemon at a socket, asked once for its status and jobs.
@@ -120,7 +120,16 @@ impl Daemon for DaemonView<'_> {
     }
 
     fn job_ref(&mut self, pid: i32) -> Option<JobRef> {
-        self.by_cgroup(pid).map(|j| JobRef { id: j.id, owner: j.uid })
+        self.by_cgroup(pid).map(|j| JobRef { id: j.id, owner: j.uid, currency: j.currency })
+    }
+
+    fn memory_shares(&mut self) -> Vec<CurrencyShare> {
+        let Ok(seen) = self.seen() else { return vec![] };
+        seen.show
+            .currencies
+            .iter()
+            .filter_map(|c| c.memory.as_ref().map(|m| CurrencyShare { currency: c.name.clone(), usage: m.usage, protection: m.protection }))
+            .collect()
     }
 }
 

@@ -86,6 +86,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let idle0 = allot_linux::process::machine::cpu_times().ok();
 
     let psi0 = allot_linux::process::procfs::psi_cpu();
+    let mut stall = Sampler::start(pid);
     let ticks0 = cpu_ticks_all();
     let start = Instant::now();
     let mut acc: HashMap<i32, Acc> = HashMap::new();
@@ -105,6 +106,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
             _ if first => anyhow::bail!("no process with PID {pid} (it may have exited)"),
             _ => return Err(gone(pid, start.elapsed().as_secs_f64())),
         };
+        stall.sample(&tids);
         for tid in tids {
             let Ok(s) = allot_linux::process::procfs::task_schedstat(pid, tid) else { continue };
             match acc.get_mut(&tid) {
@@ -156,6 +158,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     }
     let t = start.elapsed().as_secs_f64();
     let psi1 = allot_linux::process::procfs::psi_cpu();
+    let stall = stall.finish(t)?;
     let ticks1 = cpu_ticks_all();
     let throttled1 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
     let idle1 = allot_linux::process::machine::cpu_times().ok();
@@ -264,6 +267,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         longest_wait_estimate_ms: longest as f64 / 1e6,
         equal_share,
         machine,
+        stall,
         kernel_verdict: Verdict::Sleeping,
         kernel_reason: String::new(),
         allot: Managed::NotAsked,

@@ -1,0 +1,109 @@
+//! `allot why` recognises a memory stall and names whose use caused it, on this machine's
+//! cgroup v1 memory controller. A private daemon places two test users' processes; its
+//! memory root (where the v1 backend mirrors its tree) is bounded to 160 MiB, so the
+//! pressure stays inside it and the host is never pushed. A's reader reads a 100 MiB file
+//! over and over: alone, the file fits and stays cached. B's hog then holds 100 MiB of
+//! anonymous memory (no swap: it cannot be reclaimed), so the kernel reclaims A's cache
+//! and A reads it back from disk. Memory by share is off, so nothing of allot's protects A.
+//! Root; fails, never skips.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+
+/// The test's file, removed when dropped.
+struct File(PathBuf);
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Value {
+    let o = d.cli(&["why", "--json", "-d", "2", &pid.to_string()], uid).unwrap();
+    serde_json::from_str(&ok(&o)).unwrap()
+}
+
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_the_hogs_currency() {
+    require_root();
+    let _s = serial();
+    assert!(
+        Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").exists(),
+        "this test needs the cgroup v1 memory controller at /sys/fs/cgroup/memory"
+    );
+    let dir = File(std::env::temp_dir().join(format!("allot-why-stall-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let file = dir.0.join("f");
+    // Written with O_DIRECT: none of it is cached (and charged to the test) before A reads it.
+    let st = std::process::Command::new("dd")
+        .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=1M", "count=100", "oflag=direct", "status=none"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+
+    let cfg = format!("scan_ms = 200\n[users]\nonly = [\"{A}\", \"{B}\"]\n[memory]\nenable = false\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let mem = Path::new("/sys/fs/cgroup/memory").join(&d.root_name);
+    std::fs::write(mem.join("memory.limit_in_bytes"), (160 * MIB).to_string()).unwrap();
+    let lab = lab().display().to_string();
+    // Each started with `allot run`, so it is in its job's memory cgroup before it reads
+    // or allocates a page: v1 does not move a charge with a process, and a cache charged
+    // outside allot's bounded root would never be reclaimed there.
+    let reader = d.run_job(&[], &[&lab, "workload", "read", "--file", file.to_str().unwrap()], Some(A)).unwrap();
+    d.wait_exec(reader).unwrap();
+    wait_for("A's reader placed", || job_with_pid(&show(&d), reader));
+    let root = d.root_name.clone();
+    let in_mem = |p: u32| std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap().lines().any(|l| l.contains(":memory:/") && l.contains(&root));
+    assert!(in_mem(reader), "A's reader is in allot's memory root");
+
+    // Alone, its file fits in 160 MiB: once cached, it does not stall.
+    std::thread::sleep(Duration::from_secs(3));
+    let alone = why(&d, reader, Some(A));
+    eprintln!("alone: verdict {}, stall {}", alone["verdict"], alone["stall"]["facts"]);
+    assert_ne!(alone["verdict"], "memory_stall", "{alone:#}");
+
+    // B's hog: two arrays of 50 MiB, touched over and over.
+    let hog = d.run_job(&[], &[&lab, "workload", "mem", "--mib", "50"], Some(B)).unwrap();
+    d.wait_exec(hog).unwrap();
+    let hog_job = wait_for("B's hog placed", || job_with_pid(&show(&d), hog));
+    assert!(in_mem(hog), "B's hog is in allot's memory root");
+    let b_currency = hog_job["currency"].as_str().unwrap().to_string();
+    let v = poll_until("why to say stalled on memory", Duration::from_secs(60), || {
+        let v = why(&d, reader, Some(A));
+        if v["verdict"] == "memory_stall" {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    });
+    eprintln!("with B's hog: {}", v["reason"]);
+    let culprit = &v["stall"]["culprit"];
+    assert_eq!(culprit["name"], format!("currency {b_currency}"), "{v:#}");
+    assert_eq!(culprit["own"], false);
+    assert!(culprit["pids"].as_array().unwrap().iter().any(|p| p == hog), "the hog's pid is named: {v:#}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("whose use caused it: currency {b_currency} holds the most memory there")), "{reason}");
+    assert_eq!(v["stall"]["domain"][0], format!("/{}", d.root_name), "reclaimed first in allot's bounded root: {v:#}");
+    assert!(v["ask"].as_array().unwrap().iter().any(|a| a.as_str().unwrap().starts_with(&format!("currency {b_currency} causes it"))), "{v:#}");
+
+    // Root sees the same; another user (B) may not read A's /proc/PID/io, and is told so.
+    let text = ok(&d.cli(&["why", "-d", "2", &reader.to_string()], None).unwrap());
+    eprintln!("{text}");
+    assert!(text.contains("memory and I/O (") && text.contains("pages refaulted per second"), "{text}");
+    let other = why(&d, reader, Some(B));
+    assert!(other["stall"]["io_unreadable"].as_str().is_some_and(|e| e.contains("/io")), "{other:#}");
+    assert_eq!(other["asker"], B);
+
+    d.stop().unwrap();
+    assert!(!mem.exists(), "memory cgroup {} removed", mem.display());
+}
