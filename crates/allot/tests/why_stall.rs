@@ -107,3 +107,52 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
     d.stop().unwrap();
     assert!(!mem.exists(), "memory cgroup {} removed", mem.display());
 }
+
+/// A reader that bypasses the page cache (`dd iflag=direct`, 4 KiB at a time) waits for
+/// its disk, with no memory behind it: stalled on I/O.
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn why_says_a_direct_reader_is_stalled_on_io() {
+    require_root();
+    let _s = serial();
+    let dir = File(std::env::temp_dir().join(format!("allot-why-io-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let file = dir.0.join("f");
+    let st = std::process::Command::new("dd")
+        .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=1M", "count=256", "oflag=direct", "status=none"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let cfg = format!("scan_ms = 200\n[users]\nonly = [\"{A}\", \"{B}\"]\n[memory]\nenable = false\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let script = format!("while :; do dd if={} of=/dev/null bs=4k iflag=direct status=none; done", file.display());
+    let sh = d.run_job(&[], &["sh", "-c", &script], Some(A)).unwrap();
+    d.wait_exec(sh).unwrap();
+    // Each dd reads the file once and exits; ask about whichever runs now, again if it
+    // exits mid-sample.
+    let t0 = std::time::Instant::now();
+    let mut last = String::new();
+    let v = loop {
+        assert!(t0.elapsed() < Duration::from_secs(60), "why never said stalled on I/O; last: {last}");
+        let kids = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap_or_default();
+        let Some(dd) = kids.split_whitespace().next().map(str::to_string) else { continue };
+        let o = d.cli(&["why", "--json", "-d", "1", &dd], Some(A)).unwrap();
+        if !o.status.success() {
+            last = String::from_utf8_lossy(&o.stderr).into_owned();
+            continue;
+        }
+        let v: Value = serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).unwrap();
+        if v["verdict"] == "io_stall" {
+            break v;
+        }
+        last = format!("{:#}", v["stall"]);
+    };
+    eprintln!("{}", v["reason"]);
+    let f = &v["stall"]["facts"];
+    assert!(f["disk_read_per_s"].as_f64().unwrap() > 0.0 && f["blocked_share"].as_f64().unwrap() >= 0.1, "{v:#}");
+    assert!(v["stall"]["culprit"]["name"].is_string(), "whose I/O is named: {v:#}");
+    assert_eq!(v["help"][0], "(no CPU setting will help: it waits for its disk)");
+    d.stop().unwrap();
+}
