@@ -35,10 +35,10 @@ pub use verdict::{kernel_verdict, machine_words};
 use clap::Args;
 use std::time::Duration;
 
-/// `allot why PID`: is this process being starved by the scheduler, or held by allot?
-/// Samples its threads' run-queue wait for a few seconds, reads its allot job from the
-/// daemon, and gives a verdict with the evidence and the commands you may run that would
-/// help.
+/// `allot why PID`: is this process being starved by the scheduler, held by allot, or
+/// stalled on memory or I/O (and by whose use)? Samples its threads' run-queue wait and
+/// their waits in the kernel for a few seconds, reads its allot job from the daemon, and
+/// gives a verdict with the evidence and the commands you may run that would help.
 #[derive(Debug, Clone, Args)]
 pub struct WhyArgs {
     /// The process to diagnose.
