@@ -147,6 +147,16 @@ impl MemoryCgroup {
         self.v2.then(|| parse_psi(&text(&self.dir().join("memory.pressure")).ok()?)).flatten()
     }
 
+    /// The path of `pid`'s memory cgroup in this hierarchy (None: it is gone).
+    pub fn rel_of(&self, pid: i32) -> Option<String> {
+        let own = text(Path::new(&format!("/proc/{pid}/cgroup"))).ok()?;
+        if self.v2 {
+            own.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string)
+        } else {
+            super::procfs::parse_cgroup(&own, Some("memory"))
+        }
+    }
+
     /// The pids in `rel`'s subtree, at most [`MAX_MEMBERS`].
     pub fn members(&self, rel: &str) -> Vec<i32> {
         let mut out = vec![];
@@ -253,6 +263,8 @@ mod tests {
         if let Some(mc) = memory_cgroup_of(me).unwrap() {
             assert!(mc.dir().is_dir(), "{mc:?}");
             assert!(mc.members(&mc.rel).contains(&me), "{mc:?}");
+            assert_eq!(mc.rel_of(me).as_deref(), Some(mc.rel.as_str()));
+            assert_eq!(mc.rel_of(-1), None);
         }
     }
 }

@@ -111,7 +111,14 @@ fn stall_lines(d: &Diagnosis) -> String {
     }
     s += &format!("  machine pressure     memory {}, I/O {} of the window (PSI some)\n", pct(st.system_memory_pressure), pct(st.system_io_pressure));
     let top = |us: &[ProcUse], per_s: &str| -> String {
-        us.iter().take(3).map(|u| format!("{} {}{per_s} ({})", u.pid, bytes(u.bytes), u.who)).collect::<Vec<_>>().join(", ")
+        us.iter()
+            .take(3)
+            .map(|u| {
+                let charge = u.charge.as_ref().map(|c| format!("; its cgroup charged {}", bytes(c.1 as f64))).unwrap_or_default();
+                format!("{} {}{per_s} ({}{charge})", u.pid, bytes(u.bytes), u.who)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     if !st.memory_users.is_empty() {
         s += &format!("  most memory there    {}\n", top(&st.memory_users, ""));

@@ -21,6 +21,11 @@ pub struct ProcUse {
     pub who: String,
     /// Its allot currency, where the daemon has it in a job.
     pub currency: Option<String>,
+    /// Memory only: its memory cgroup, where that is below the one it is reclaimed in, and
+    /// that cgroup's charge, bytes (its processes' memory and the page cache they read,
+    /// which no process's resident memory shows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<(String, u64)>,
 }
 
 /// The most processes kept per list (the largest).
@@ -202,17 +207,29 @@ impl Sampler {
             (Some(m), Some((rel, _, _))) => m.members(rel),
             _ => allot_linux::process::procfs::pids().unwrap_or_default(),
         };
+        let top = domain.as_ref().map_or("/", |d| d.0.as_str());
+        let mut charges: HashMap<String, Option<u64>> = HashMap::new();
         let mut memory_users: Vec<ProcUse> = members
             .into_iter()
-            .filter_map(|p| k::resident(p).ok().map(|b| ProcUse { pid: p, uid: None, bytes: b as f64, who: String::new(), currency: None }))
+            .filter_map(|p| {
+                let rss = k::resident(p).ok()?;
+                // A cgroup of its own below the domain: its charge holds the page cache too.
+                let charge = memcg.and_then(|m| {
+                    let rel = m.rel_of(p).filter(|r| r != top && under(r, top))?;
+                    let c = *charges.entry(rel.clone()).or_insert_with(|| m.usage_limit(&rel).map(|u| u.0));
+                    Some((rel, c?))
+                });
+                Some(ProcUse { pid: p, uid: None, bytes: rss as f64, who: String::new(), currency: None, charge })
+            })
             .collect();
-        memory_users.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
+        let size = |u: &ProcUse| u.charge.as_ref().map_or(u.bytes, |c| c.1 as f64);
+        memory_users.sort_by(|a, b| size(b).total_cmp(&size(a)).then(b.bytes.total_cmp(&a.bytes)));
         memory_users.truncate(KEPT);
         let mut io_users: Vec<ProcUse> = all_io()
             .into_iter()
             .filter_map(|(p, b)| {
                 let r = rate(self.all_io.get(&p).copied().unwrap_or(b), b);
-                (r > 0.0).then_some(ProcUse { pid: p, uid: None, bytes: r, who: String::new(), currency: None })
+                (r > 0.0).then_some(ProcUse { pid: p, uid: None, bytes: r, who: String::new(), currency: None, charge: None })
             })
             .collect();
         io_users.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
@@ -249,17 +266,32 @@ pub fn user_words(uid: Option<u32>) -> String {
     }
 }
 
-/// The processes' use summed by whom it counts for, largest first.
+/// Whether cgroup path `rel` is `top` or below it.
+fn under(rel: &str, top: &str) -> bool {
+    top == "/" || rel == top || rel.strip_prefix(top).is_some_and(|r| r.starts_with('/'))
+}
+
+/// The processes' use summed by whom it counts for, largest first: a memory cgroup's
+/// charge once however many of its processes are listed, else each process's own.
 fn group(uses: &[ProcUse], own: &str) -> Vec<Holder> {
     let mut by: Vec<Holder> = vec![];
+    let mut counted: Vec<&str> = vec![];
     for u in uses {
+        let bytes = match &u.charge {
+            Some((cg, _)) if counted.contains(&cg.as_str()) => 0.0,
+            Some((cg, c)) => {
+                counted.push(cg);
+                *c as f64
+            }
+            None => u.bytes,
+        };
         let name = u.who.clone();
         match by.iter_mut().find(|h| h.name == name) {
             Some(h) => {
-                h.bytes += u.bytes;
+                h.bytes += bytes;
                 h.pids.push(u.pid);
             }
-            None => by.push(Holder { own: name == own, name, bytes: u.bytes, share: None, pids: vec![u.pid] }),
+            None => by.push(Holder { own: name == own, name, bytes, share: None, pids: vec![u.pid] }),
         }
     }
     by.sort_by(|a, b| b.bytes.total_cmp(&a.bytes));
@@ -313,7 +345,14 @@ mod tests {
     use super::*;
 
     fn used(pid: i32, mib: f64, who: &str) -> ProcUse {
-        ProcUse { pid, uid: Some(2901), bytes: mib * 1048576.0, who: who.into(), currency: who.strip_prefix("currency ").map(str::to_string) }
+        ProcUse {
+            pid,
+            uid: Some(2901),
+            bytes: mib * 1048576.0,
+            who: who.into(),
+            currency: who.strip_prefix("currency ").map(str::to_string),
+            charge: None,
+        }
     }
 
     /// The kernel test's reader as sampled: its cache read back from disk while B's hog
@@ -363,6 +402,20 @@ mod tests {
         s.facts = StallFacts::default();
         decide(&mut s);
         assert!(s.kind.is_none() && s.culprit.is_none() && s.reason.is_empty());
+    }
+
+    #[test]
+    fn a_cgroups_charge_counts_its_page_cache_once() {
+        // B's reader holds 2 MiB resident but its job's cgroup is charged 120 MiB of page
+        // cache; A's hog holds 60 MiB resident in the domain itself (no cgroup of its own).
+        let mut s = stalled();
+        let cache = |pid, cg: &str| ProcUse { charge: Some((cg.into(), 120 << 20)), ..used(pid, 2.0, "currency 2902") };
+        s.memory_users = vec![cache(7, "/allot/2902/1"), cache(8, "/allot/2902/1"), used(9, 60.0, "currency 2901")];
+        decide(&mut s);
+        let c = s.culprit.clone().unwrap();
+        assert_eq!((c.name.as_str(), c.bytes, c.pids.as_slice()), ("currency 2902", (120u64 << 20) as f64, &[7, 8][..]), "counted once: {c:?}");
+        assert!(under("/allot/2902/1", "/allot") && under("/allot", "/allot") && under("/x", "/"));
+        assert!(!under("/allotx/1", "/allot") && !under("/", "/allot"));
     }
 
     #[test]
