@@ -405,6 +405,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pid_that_names_another_process_by_the_end_is_refused() {
+        let me = std::process::id() as i32;
+        let mut s = Sampler::start(me);
+        s.sample(&[me]);
+        assert!(s.starttime().is_some());
+        // As if the process first read had exited and its pid been given to this one.
+        s.faults.as_mut().unwrap().starttime += 1;
+        let e = s.finish(0.1).unwrap_err().to_string();
+        assert!(e.contains(&format!("process {me} exited during sampling: its pid now names another process")), "{e}");
+        // The same process throughout: its own numbers, its memory domain found.
+        let mut s = Sampler::start(me);
+        s.sample(&[me, -1]);
+        let st = s.finish(0.1).unwrap();
+        assert!(st.io_unreadable.is_none() && st.facts.read_per_s.is_some(), "{st:?}");
+        assert!(st.own.starts_with("user "), "{}", st.own);
+    }
+
+    #[test]
     fn a_cgroups_charge_counts_its_page_cache_once() {
         // B's reader holds 2 MiB resident but its job's cgroup is charged 120 MiB of page
         // cache; A's hog holds 60 MiB resident in the domain itself (no cgroup of its own).
