@@ -16,8 +16,30 @@ use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
-/// The test's file, removed when dropped.
+/// The test's file, removed (with its directory) when dropped.
 struct File(PathBuf);
+
+impl File {
+    /// A file of `mib` MiB that every user may read, written with O_DIRECT: none of it is
+    /// cached (and charged to the test) before a test user reads it.
+    fn new(name: &str, mib: u64) -> File {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = File(std::env::temp_dir().join(format!("allot-{name}-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let st = std::process::Command::new("dd")
+            .args(["if=/dev/zero", &format!("of={}", dir.path().display()), "bs=1M", &format!("count={mib}"), "oflag=direct", "status=none"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "dd {}", dir.path().display());
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        dir
+    }
+
+    fn path(&self) -> PathBuf {
+        self.0.join("f")
+    }
+}
 
 impl Drop for File {
     fn drop(&mut self) {
@@ -39,17 +61,8 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
         Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").exists(),
         "this test needs the cgroup v1 memory controller at /sys/fs/cgroup/memory"
     );
-    let dir = File(std::env::temp_dir().join(format!("allot-why-stall-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let file = dir.0.join("f");
-    // Written with O_DIRECT: none of it is cached (and charged to the test) before A reads it.
-    let st = std::process::Command::new("dd")
-        .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=1M", "count=100", "oflag=direct", "status=none"])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let f = File::new("why-stall", 100);
+    let file = f.path();
 
     let cfg = format!("scan_ms = 200\n[users]\nonly = [\"{A}\", \"{B}\"]\n[memory]\nenable = false\n");
     let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
@@ -115,16 +128,8 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
 fn why_says_a_direct_reader_is_stalled_on_io() {
     require_root();
     let _s = serial();
-    let dir = File(std::env::temp_dir().join(format!("allot-why-io-{}", std::process::id())));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    std::fs::set_permissions(&dir.0, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let file = dir.0.join("f");
-    let st = std::process::Command::new("dd")
-        .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=1M", "count=256", "oflag=direct", "status=none"])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let f = File::new("why-io", 256);
+    let file = f.path();
     let cfg = format!("scan_ms = 200\n[users]\nonly = [\"{A}\", \"{B}\"]\n[memory]\nenable = false\n");
     let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
     let script = format!("while :; do dd if={} of=/dev/null bs=4k iflag=direct status=none; done", file.display());
