@@ -44,6 +44,9 @@ pub struct StallFacts {
     /// Share of the window in which some task of its cgroup stalled on memory (PSI
     /// memory "some" of its cgroup; None: the kernel keeps none per cgroup, as v1).
     pub cgroup_memory_pressure: Option<f64>,
+    /// Share of the window in which some task of its cgroup stalled on I/O (PSI io
+    /// "some" of its cgroup; None as above).
+    pub cgroup_io_pressure: Option<f64>,
     /// Its memory domain's use against its limit (the nearest memory cgroup with a
     /// limit, or the machine's memory), 0..1.
     pub domain_full: Option<f64>,
@@ -62,7 +65,7 @@ pub const REFAULTS: f64 = 256.0;
 /// At least this share of what it read missed the page cache (with its cgroup
 /// refaulting): it reads back what was reclaimed.
 pub const REREAD: f64 = 0.25;
-/// Its cgroup stalled on memory at least this share of the window (PSI some).
+/// Its cgroup stalled on memory (or I/O) at least this share of the window (PSI some).
 pub const MEMORY_PRESSURE: f64 = 0.1;
 /// Waiting in memory functions at least this share of samples.
 pub const RECLAIMING: f64 = 0.05;
@@ -129,11 +132,17 @@ pub fn judge(f: &StallFacts) -> Option<(StallKind, String)> {
     if let Some(w) = f.disk_write_per_s.filter(|w| *w > 0.0) {
         io.push(format!("it wrote {} a second to disk", bytes(w)));
     }
+    let io_pressure = f.cgroup_io_pressure.filter(|p| *p >= MEMORY_PRESSURE);
+    if let Some(p) = io_pressure {
+        io.push(format!("its cgroup stalled on I/O {:.0}% of the window (PSI)", p * 100.0));
+    }
     if !memory.is_empty() {
         io.extend(memory);
         return Some((StallKind::Memory, io.join("; ")));
     }
-    let moved = f.disk_read_per_s.unwrap_or(0.0) + f.disk_write_per_s.unwrap_or(0.0) > 0.0 || f.io_delay_share.is_some_and(|d| d >= STALLED);
+    let moved = f.disk_read_per_s.unwrap_or(0.0) + f.disk_write_per_s.unwrap_or(0.0) > 0.0
+        || f.io_delay_share.is_some_and(|d| d >= STALLED)
+        || io_pressure.is_some();
     (waited >= STALLED && moved).then(|| (StallKind::Io, io.join("; ")))
 }
 
@@ -228,6 +237,10 @@ mod tests {
         assert!(!why.contains("full"), "a full domain alone is no memory stall: {why}");
         // Blocked on something that moves no data (a lock, NFS): neither.
         assert_eq!(judge(&StallFacts { blocked_share: 0.5, ..Default::default() }), None);
+        // Its cgroup's I/O pressure says I/O where another user's counters are not readable.
+        let f = StallFacts { blocked_share: 0.5, cgroup_io_pressure: Some(MEMORY_PRESSURE), ..Default::default() };
+        let (k, why) = judge(&f).unwrap();
+        assert!(k == StallKind::Io && why.contains("its cgroup stalled on I/O 10% of the window"), "{why}");
         // Delay accounting alone is enough to say I/O.
         assert_eq!(judge(&StallFacts { io_delay_share: Some(STALLED), ..Default::default() }).map(|x| x.0), Some(StallKind::Io));
     }

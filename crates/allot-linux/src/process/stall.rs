@@ -142,9 +142,10 @@ impl MemoryCgroup {
         parse_refaults(&text(&self.dir().join("memory.stat")).ok()?, self.v2)
     }
 
-    /// Its memory PSI (v2: memory.pressure); None where the kernel keeps none per cgroup.
-    pub fn pressure(&self) -> Option<Psi> {
-        self.v2.then(|| parse_psi(&text(&self.dir().join("memory.pressure")).ok()?)).flatten()
+    /// Its PSI of `resource` ("memory", "io": v2's memory.pressure, io.pressure); None
+    /// where the kernel keeps none per cgroup (v1).
+    pub fn pressure(&self, resource: &str) -> Option<Psi> {
+        self.v2.then(|| parse_psi(&text(&self.dir().join(format!("{resource}.pressure"))).ok()?)).flatten()
     }
 
     /// The path of `pid`'s memory cgroup in this hierarchy (None: it is gone).

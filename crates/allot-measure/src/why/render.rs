@@ -101,7 +101,11 @@ fn stall_lines(d: &Diagnosis) -> String {
     }
     if let Some(cg) = &st.memory_cgroup {
         let refaults = f.refaults_per_s.map(|r| format!("{r:.0} pages refaulted per second")).unwrap_or("no refault counter".into());
-        s += &format!("  memory cgroup        {cg}: {refaults}, memory pressure {}\n", pct(f.cgroup_memory_pressure));
+        s += &format!(
+            "  memory cgroup        {cg}: {refaults}, memory pressure {}, I/O pressure {}\n",
+            pct(f.cgroup_memory_pressure),
+            pct(f.cgroup_io_pressure)
+        );
     }
     match &st.domain {
         Some((rel, u, l)) => {
