@@ -124,13 +124,17 @@ impl Daemon for DaemonView<'_> {
     }
 
     fn memory_shares(&mut self) -> Vec<CurrencyShare> {
-        let Ok(seen) = self.seen() else { return vec![] };
-        seen.show
-            .currencies
-            .iter()
-            .filter_map(|c| c.memory.as_ref().map(|m| CurrencyShare { currency: c.name.clone(), usage: m.usage, protection: m.protection }))
-            .collect()
+        self.seen().map(|s| memory_shares(&s.show)).unwrap_or_default()
     }
+}
+
+/// Each currency's memory against its share, as `show` reports it (none where the daemon
+/// does not share memory).
+pub fn memory_shares(show: &ShowView) -> Vec<CurrencyShare> {
+    show.currencies
+        .iter()
+        .filter_map(|c| c.memory.as_ref().map(|m| CurrencyShare { currency: c.name.clone(), usage: m.usage, protection: m.protection }))
+        .collect()
 }
 
 /// allot's tree where the daemon says it is, if this process sees it there.
@@ -310,6 +314,26 @@ mod tests {
         assert!(f.background && f.cap.is_none() && f.explain.len() == 2);
         // alice's active job 1 (0.75) and her sessions' 0.5: the currency's share.
         assert_eq!((f.currency_entitlement, f.siblings_active), (1.25, 1));
+    }
+
+    #[test]
+    fn memory_shares_are_the_currencies_that_carry_memory() {
+        let mut s = show();
+        assert_eq!(memory_shares(&s), []);
+        let mut c = s.currencies[0].clone();
+        c.memory = Some(crate::memory_view::CurrencyMemory {
+            usage: 300 << 20,
+            protection: 128 << 20,
+            available: 512 << 20,
+            limit: None,
+            cap: None,
+            oom_score_adj: None,
+            oom_kills: 0,
+            pressure: Default::default(),
+        });
+        c.name = "bob".into();
+        s.currencies.push(c);
+        assert_eq!(memory_shares(&s), [CurrencyShare { currency: "bob".into(), usage: 300 << 20, protection: 128 << 20 }]);
     }
 
     #[test]

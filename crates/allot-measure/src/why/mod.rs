@@ -2,10 +2,11 @@
 //! accounting (/proc/PID/task/*/schedstat and sched) for a few seconds, puts it next to
 //! the machine's context (runnable tasks and idle CPU, PSI cpu), and gives a verdict:
 //! starved by scheduling, held by a CPU quota, CPU-bound at its fair share, stalled on
-//! memory or on I/O (with whose use caused it), or mostly sleeping or blocked. Where allot's daemon manages the process, the verdict names what
-//! allot holds it by — its job's own cap, the background class, nice emulation or its
-//! currency's funding — and every suggestion is a command the one asking may run
-//! (docs/trust.md); what only someone else may do is said apart, naming who.
+//! memory or on I/O (with whose use caused it), or mostly sleeping or blocked. Where
+//! allot's daemon manages the process, the verdict names what allot holds it by — its
+//! job's own cap, the background class, nice emulation or its currency's funding — and
+//! every suggestion is a command the one asking may run (docs/trust.md); what only
+//! someone else may do is said apart, naming who.
 //!
 //! - `sample`: the kernel, read over the window;
 //! - `stall`: waits on memory and I/O, sampled, and who holds the memory or moves the
@@ -251,15 +252,13 @@ pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn Daemon) {
             c.job = daemon.job_ref(c.pid);
         }
         // Whose memory and I/O: a process in a job counts for its currency.
-        if d.stall.facts != Default::default() {
-            for u in d.stall.memory_users.iter_mut().chain(d.stall.io_users.iter_mut()) {
-                if let Some(j) = daemon.job_ref(u.pid) {
-                    u.who = format!("currency {}", j.currency);
-                    u.currency = Some(j.currency);
-                }
+        for u in d.stall.memory_users.iter_mut().chain(d.stall.io_users.iter_mut()) {
+            if let Some(j) = daemon.job_ref(u.pid) {
+                u.who = format!("currency {}", j.currency);
+                u.currency = Some(j.currency);
             }
-            d.stall.shares = daemon.memory_shares();
         }
+        d.stall.shares = daemon.memory_shares();
         if let Some(j) = d.allot.job() {
             d.stall.own = format!("currency {}", j.currency);
         }
