@@ -161,3 +161,47 @@ fn why_says_a_direct_reader_is_stalled_on_io() {
     assert_eq!(v["help"][0], "(no CPU setting will help: it waits for its disk)");
     d.stop().unwrap();
 }
+
+/// With memory by share on (the default), the daemon's shares decide whose use caused a
+/// memory stall: A's reader of a 200 MiB file in allot's root bounded to 256 MiB (funding
+/// 100 each: a share of 128 MiB) thrashes beside B's hog of 2 × 50 MiB, within its share;
+/// A's own currency, over its share, is named, not B's.
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn with_memory_by_share_why_names_the_currency_over_its_share() {
+    require_root();
+    let _s = serial();
+    let f = File::new("why-share", 200);
+    let file = f.path();
+    let cfg = format!("scan_ms = 200\n[users]\nonly = [\"{A}\", \"{B}\"]\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let mem = Path::new("/sys/fs/cgroup/memory").join(&d.root_name);
+    std::fs::write(mem.join("memory.limit_in_bytes"), (256 * MIB).to_string()).unwrap();
+    let lab = lab().display().to_string();
+    let hog = d.run_job(&[], &[&lab, "workload", "mem", "--mib", "50"], Some(B)).unwrap();
+    d.wait_exec(hog).unwrap();
+    let reader = d.run_job(&[], &[&lab, "workload", "read", "--file", file.to_str().unwrap()], Some(A)).unwrap();
+    d.wait_exec(reader).unwrap();
+    wait_for("both placed", || {
+        let s = show(&d);
+        (job_with_pid(&s, hog).is_some() && job_with_pid(&s, reader).is_some()).then_some(())
+    });
+    let v = poll_until("why to name A's own currency", Duration::from_secs(60), || {
+        let v = why(&d, reader, None);
+        if v["verdict"] == "memory_stall" && v["stall"]["culprit"]["own"] == true {
+            Ok(v)
+        } else {
+            Err(v)
+        }
+    });
+    eprintln!("{}", v["reason"]);
+    eprintln!("{}", v["stall"]["shares"]);
+    let shares = v["stall"]["shares"].as_array().unwrap();
+    assert_eq!(shares.len(), 2, "the daemon's shares are used: {v:#}");
+    assert!(shares.iter().all(|c| c["protection"] == 128 * MIB), "{v:#}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("whose use caused it: its own currency {A} uses ")) && reason.contains("against its share of 128M"), "{reason}");
+    assert!(v["help"][1].as_str().unwrap().starts_with(&format!("(its own currency {A} uses more than its memory share (pid {reader}")), "{v:#}");
+    assert_eq!(v["ask"], serde_json::json!([]), "nobody else is named: {v:#}");
+    d.stop().unwrap();
+}

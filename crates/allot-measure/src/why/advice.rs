@@ -194,8 +194,9 @@ fn stalled(d: &Diagnosis, help: &mut Vec<String>, ask: &mut Vec<String>) {
     let pids: Vec<String> = c.pids.iter().take(3).map(|p| p.to_string()).collect();
     if c.own {
         help.push(format!(
-            "(its own {}'s use is the largest{}: fewer or smaller processes there would leave it {})",
+            "(its own {} {}{}: fewer or smaller processes there would leave it {})",
             c.name,
+            if c.share.is_some() { "uses more than its memory share" } else { "uses the most" },
             if pids.is_empty() { String::new() } else { format!(" (pid {})", pids.join(", ")) },
             if memory { "its cache" } else { "the disk" }
         ));
