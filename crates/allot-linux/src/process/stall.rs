@@ -14,7 +14,14 @@ pub const MAX_READ: usize = 64 * 1024;
 pub const MAX_MEMBERS: usize = 100_000;
 
 fn text(path: &Path) -> Result<String> {
-    Ok(String::from_utf8_lossy(&read_prefix(path, MAX_READ)?).into_owned())
+    let bytes = read_prefix(path, MAX_READ)?;
+    let mut s = String::from_utf8_lossy(&bytes).into_owned();
+    // Cut at the limit: a line cut in two would read as another number (a pid "12" of
+    // "12345"), so the last, incomplete line is dropped.
+    if bytes.len() == MAX_READ && !s.ends_with('\n') {
+        s.truncate(s.rfind('\n').map_or(0, |i| i + 1));
+    }
+    Ok(s)
 }
 
 /// A thread's state letter and wait channel (the kernel function it sleeps in), from
@@ -242,6 +249,23 @@ mod tests {
         assert!(faults(me).unwrap().starttime > 0);
         assert!(io(me).is_ok());
         assert!(faults(-1).unwrap_err().is_gone());
+    }
+
+    #[test]
+    fn a_huge_file_is_read_to_its_last_whole_line_within_the_limit() {
+        let dir = std::env::temp_dir().join(format!("allot-stall-huge-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        // 12,000 lines of 7 bytes: 84,000 bytes, past the 64 KiB read.
+        let procs: String = (0..12_000).map(|i| format!("{:06}\n", 100_000 + i)).collect();
+        std::fs::write(dir.join("cgroup.procs"), &procs).unwrap();
+        std::fs::write(dir.join("a/cgroup.procs"), "7\n").unwrap();
+        let mc = MemoryCgroup { mount: dir.clone(), rel: "/".into(), v2: true };
+        let m = mc.members("/");
+        let _ = std::fs::remove_dir_all(&dir);
+        // 65,536 / 7 = 9362 whole lines; the 9363rd is cut and dropped, not read as "10";
+        // and the child's one pid.
+        assert_eq!(m.len(), 9363, "{}", m.len());
+        assert!(m.contains(&7) && m.iter().all(|p| *p >= 100_000 || *p == 7), "a cut line read as a pid");
     }
 
     #[test]
