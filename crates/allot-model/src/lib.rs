@@ -18,6 +18,7 @@ pub mod policy;
 pub mod realtime;
 pub mod scope;
 pub mod session;
+pub mod stall;
 pub mod units;
 pub mod usage;
 

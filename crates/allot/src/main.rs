@@ -197,7 +197,8 @@ enum Command {
     Metrics(metrics_cmd::MetricsArgs),
     /// Periodic latency probe: how late does a wakeup run, under any policy.
     Probe(allot_measure::probe::ProbeArgs),
-    /// Why is this process slow? Samples the kernel's accounting and gives a verdict.
+    /// Why is this process slow? Samples the kernel's accounting and gives a verdict:
+    /// starved, held by allot, or stalled on memory or I/O and by whose use.
     Why(allot_measure::why::WhyArgs),
     /// Print a shell completion script (e.g. `allot completions bash > /etc/bash_completion.d/allot`).
     Completions(docgen::CompletionsArgs),

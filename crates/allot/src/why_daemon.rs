@@ -11,7 +11,7 @@
 use crate::client;
 use crate::proto::{ExplainView, JobView, Request, Response, ShowView, StatusView};
 use allot_linux::cgroup::CpuController;
-use allot_measure::why::{Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival};
+use allot_measure::why::{CurrencyShare, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival};
 use std::path::Path;
 
 /// The daemon at a socket, asked once for its status and jobs.
@@ -120,8 +120,21 @@ impl Daemon for DaemonView<'_> {
     }
 
     fn job_ref(&mut self, pid: i32) -> Option<JobRef> {
-        self.by_cgroup(pid).map(|j| JobRef { id: j.id, owner: j.uid })
+        self.by_cgroup(pid).map(|j| JobRef { id: j.id, owner: j.uid, currency: j.currency })
     }
+
+    fn memory_shares(&mut self) -> Vec<CurrencyShare> {
+        self.seen().map(|s| memory_shares(&s.show)).unwrap_or_default()
+    }
+}
+
+/// Each currency's memory against its share, as `show` reports it (none where the daemon
+/// does not share memory).
+pub fn memory_shares(show: &ShowView) -> Vec<CurrencyShare> {
+    show.currencies
+        .iter()
+        .filter_map(|c| c.memory.as_ref().map(|m| CurrencyShare { currency: c.name.clone(), usage: m.usage, protection: m.protection }))
+        .collect()
 }
 
 /// allot's tree where the daemon says it is, if this process sees it there.
@@ -301,6 +314,26 @@ mod tests {
         assert!(f.background && f.cap.is_none() && f.explain.len() == 2);
         // alice's active job 1 (0.75) and her sessions' 0.5: the currency's share.
         assert_eq!((f.currency_entitlement, f.siblings_active), (1.25, 1));
+    }
+
+    #[test]
+    fn memory_shares_are_the_currencies_that_carry_memory() {
+        let mut s = show();
+        assert_eq!(memory_shares(&s), []);
+        let mut c = s.currencies[0].clone();
+        c.memory = Some(crate::memory_view::CurrencyMemory {
+            usage: 300 << 20,
+            protection: 128 << 20,
+            available: 512 << 20,
+            limit: None,
+            cap: None,
+            oom_score_adj: None,
+            oom_kills: 0,
+            pressure: Default::default(),
+        });
+        c.name = "bob".into();
+        s.currencies.push(c);
+        assert_eq!(memory_shares(&s), [CurrencyShare { currency: "bob".into(), usage: 300 << 20, protection: 128 << 20 }]);
     }
 
     #[test]

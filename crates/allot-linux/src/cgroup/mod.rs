@@ -409,6 +409,12 @@ pub(crate) fn v1_mount(c: &str) -> Option<PathBuf> {
     mounts.iter().find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == c)).map(|m| PathBuf::from(&m.point))
 }
 
+/// The mount point of the unified (v2) hierarchy, if mounted.
+pub(crate) fn v2_mount() -> Option<PathBuf> {
+    let mounts = parse_mountinfo(&read("/proc/self/mountinfo").ok()?);
+    mounts.iter().find(|m| m.fstype == "cgroup2").map(|m| PathBuf::from(&m.point))
+}
+
 /// One backend rooted at `name` under the cpu controller's mount.
 fn detect_one(name: &str) -> Result<Box<dyn CpuController>> {
     let info = read("/proc/self/mountinfo")?;

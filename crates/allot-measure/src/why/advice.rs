@@ -17,6 +17,7 @@ use allot_model::Cap;
 /// verdict first, then what allot holds the process by (if its daemon says), then what
 /// `d.asker` may do about it.
 pub fn advise(d: &mut Diagnosis) {
+    decide(&mut d.stall);
     let (kv, kr) = kernel_verdict(d);
     d.kernel_verdict = kv;
     d.kernel_reason = kr.clone();
@@ -139,6 +140,7 @@ fn suggestions(d: &Diagnosis) -> (Vec<String>, Vec<String>) {
             "(its cgroup {} has a CPU quota (cpu.max) that allot did not set: whoever manages that cgroup does, e.g. systemd's CPUQuota=)",
             allot_report::for_terminal(d.cgroup.as_deref().unwrap_or("?"))
         )),
+        (Verdict::MemoryStall | Verdict::IoStall, _) => stalled(d, &mut help, &mut ask),
         _ => help.push("(no scheduling change will help: look at what it blocks on — I/O, locks, timers)".into()),
     }
     if let Managed::NoDaemon { .. } = d.allot {
@@ -179,5 +181,38 @@ fn renice(d: &Diagnosis, j: &JobFacts, help: &mut Vec<String>, ask: &mut Vec<Str
         }
     } else {
         ask.push(format!("its nice is its owner's to change: only {} or root may renice it", owner_words(j)));
+    }
+}
+
+/// A stall on memory or I/O: no CPU setting helps. What would: the culprit's own use
+/// shrinking (its owner's, or root's), or more memory for the stalled process's currency
+/// (root's: its funding is its memory share too).
+fn stalled(d: &Diagnosis, help: &mut Vec<String>, ask: &mut Vec<String>) {
+    let memory = d.verdict == Verdict::MemoryStall;
+    help.push(format!("(no CPU setting will help: it waits for {})", if memory { "memory" } else { "its disk" }));
+    let Some(c) = &d.stall.culprit else { return };
+    let pids: Vec<String> = c.pids.iter().take(3).map(|p| p.to_string()).collect();
+    if c.own {
+        help.push(format!(
+            "(its own {} {}{}: fewer or smaller processes there would leave it {})",
+            c.name,
+            if c.share.is_some() { "uses more than its memory share" } else { "uses the most" },
+            if pids.is_empty() { String::new() } else { format!(" (pid {})", pids.join(", ")) },
+            if memory { "its cache" } else { "the disk" }
+        ));
+        return;
+    }
+    let what = if memory { "memory" } else { "I/O" };
+    ask.push(format!(
+        "{} causes it: its owner, or root, may stop or shrink its {what} use{}",
+        c.name,
+        if pids.is_empty() { String::new() } else { format!(" (pid {})", pids.join(", ")) }
+    ));
+    if let (true, Some(j)) = (memory && !d.stall.shares.is_empty(), d.allot.job()) {
+        let n = (j.funding * 2).min(10_000);
+        match may_fund(d.asker, j.named_currency) {
+            Some(true) => help.push(format!("allot fund {} {n}    # a larger share of memory (and CPU) for currency {}", j.currency, j.currency)),
+            _ => ask.push(format!("root may give currency {} a larger share of memory (and CPU): sudo allot fund {} {n}", j.currency, j.currency)),
+        }
     }
 }

@@ -40,6 +40,8 @@ pub struct JobRef {
     pub id: String,
     /// Its owner's uid.
     pub owner: u32,
+    /// Its currency.
+    pub currency: String,
 }
 
 /// Another currency with active jobs: what the process's currency shares the machine with.
@@ -123,7 +125,11 @@ pub trait Daemon {
     fn job_of(&mut self, pid: i32) -> Managed;
     /// Only the job's id and owner (for the competitors): an answer may skip `explain`.
     fn job_ref(&mut self, pid: i32) -> Option<JobRef> {
-        self.job_of(pid).job().map(|j| JobRef { id: j.job.clone(), owner: j.owner })
+        self.job_of(pid).job().map(|j| JobRef { id: j.job.clone(), owner: j.owner, currency: j.currency.clone() })
+    }
+    /// The currencies' memory against their share, where the daemon shares memory.
+    fn memory_shares(&mut self) -> Vec<super::CurrencyShare> {
+        vec![]
     }
 }
 
@@ -154,7 +160,8 @@ pub const SATURATED: f64 = 0.8;
 /// not wait, or gets less than allot gives it because of something else).
 pub fn held_by(d: &Diagnosis) -> Option<(Verdict, String)> {
     let j = d.allot.job()?;
-    if d.kernel_verdict == Verdict::Sleeping {
+    // Not waiting for the CPU: allot's CPU settings are not what holds it.
+    if matches!(d.kernel_verdict, Verdict::Sleeping | Verdict::MemoryStall | Verdict::IoStall) {
         return None;
     }
     let wants = d.wait_ms_per_s >= STARVED_WAIT_MS_PER_S;

@@ -1,13 +1,16 @@
 //! `allot why PID`: the starved-task tutorial's diagnosis in one command. Samples the kernel's per-thread
 //! accounting (/proc/PID/task/*/schedstat and sched) for a few seconds, puts it next to
 //! the machine's context (runnable tasks and idle CPU, PSI cpu), and gives a verdict:
-//! starved by scheduling, held by a CPU quota, CPU-bound at its fair share, or mostly
-//! sleeping or blocked. Where allot's daemon manages the process, the verdict names what
-//! allot holds it by — its job's own cap, the background class, nice emulation or its
-//! currency's funding — and every suggestion is a command the one asking may run
-//! (docs/trust.md); what only someone else may do is said apart, naming who.
+//! starved by scheduling, held by a CPU quota, CPU-bound at its fair share, stalled on
+//! memory or on I/O (with whose use caused it), or mostly sleeping or blocked. Where
+//! allot's daemon manages the process, the verdict names what allot holds it by — its
+//! job's own cap, the background class, nice emulation or its currency's funding — and
+//! every suggestion is a command the one asking may run (docs/trust.md); what only
+//! someone else may do is said apart, naming who.
 //!
 //! - `sample`: the kernel, read over the window;
+//! - `stall`: waits on memory and I/O, sampled, and who holds the memory or moves the
+//!   data (the verdict is allot_model::stall's);
 //! - `verdict`: the kernel's verdict and the machine's context in words, pure;
 //! - `allot`: what the daemon knows (filled in by the `allot` binary: this crate does not
 //!   speak its protocol) and what allot holds the process by, pure;
@@ -18,6 +21,7 @@ mod advice;
 mod allot;
 mod render;
 mod sample;
+mod stall;
 #[cfg(test)]
 mod tests;
 mod verdict;
@@ -26,15 +30,16 @@ pub use advice::{advise, may_fund, may_set};
 pub use allot::{held_by, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival, AT_CAP, AT_ENTITLEMENT, SATURATED, THROTTLED_SHARE};
 pub use render::render;
 pub use sample::{diagnose, diagnose_every};
+pub use stall::{decide, CurrencyShare, ProcUse, Sampler, Stall};
 pub use verdict::{kernel_verdict, machine_words};
 
 use clap::Args;
 use std::time::Duration;
 
-/// `allot why PID`: is this process being starved by the scheduler, or held by allot?
-/// Samples its threads' run-queue wait for a few seconds, reads its allot job from the
-/// daemon, and gives a verdict with the evidence and the commands you may run that would
-/// help.
+/// `allot why PID`: is this process being starved by the scheduler, held by allot, or
+/// stalled on memory or I/O (and by whose use)? Samples its threads' run-queue wait and
+/// their waits in the kernel for a few seconds, reads its allot job from the daemon, and
+/// gives a verdict with the evidence and the commands you may run that would help.
 #[derive(Debug, Clone, Args)]
 pub struct WhyArgs {
     /// The process to diagnose.
@@ -48,7 +53,7 @@ pub struct WhyArgs {
     pub json: bool,
 }
 
-/// The verdicts: four from the kernel's accounting alone, four that name what allot holds
+/// The verdicts: six from the kernel's accounting alone, four that name what allot holds
 /// the process by (only for a process in an allot job that wants more CPU than it gets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,6 +69,11 @@ pub enum Verdict {
     CpuBoundFairShare,
     /// It is mostly sleeping or blocked; scheduling is not what delays it.
     Sleeping,
+    /// It waits for memory: reclaim, major faults, or its cache read back after the kernel
+    /// reclaimed it for someone's growth.
+    MemoryStall,
+    /// It waits for its disk, with no sign of memory pressure behind it.
+    IoStall,
     /// Its allot job's own cap holds it: a hard cap, or a soft cap held while others want
     /// the CPU.
     Capped,
@@ -84,6 +94,8 @@ impl Verdict {
             Verdict::Throttled => "held by its cgroup's CPU quota",
             Verdict::CpuBoundFairShare => "CPU-bound at its fair share",
             Verdict::Sleeping => "mostly sleeping or blocked",
+            Verdict::MemoryStall => "stalled on memory",
+            Verdict::IoStall => "stalled on I/O",
             Verdict::Capped => "held by its job's cap",
             Verdict::Background => "in the background class",
             Verdict::Niced => "held down by its nice",
@@ -189,6 +201,8 @@ pub struct Diagnosis {
     pub equal_share: f64,
     /// The machine.
     pub machine: MachineContext,
+    /// Its waits on memory and I/O, and who holds the memory or moves the data.
+    pub stall: Stall,
     /// What the kernel's accounting alone says.
     pub kernel_verdict: Verdict,
     /// Why, in one sentence.
@@ -236,6 +250,17 @@ pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn Daemon) {
     if !matches!(d.allot, Managed::NoDaemon { .. }) {
         for c in &mut d.machine.top {
             c.job = daemon.job_ref(c.pid);
+        }
+        // Whose memory and I/O: a process in a job counts for its currency.
+        for u in d.stall.memory_users.iter_mut().chain(d.stall.io_users.iter_mut()) {
+            if let Some(j) = daemon.job_ref(u.pid) {
+                u.who = format!("currency {}", j.currency);
+                u.currency = Some(j.currency);
+            }
+        }
+        d.stall.shares = daemon.memory_shares();
+        if let Some(j) = d.allot.job() {
+            d.stall.own = format!("currency {}", j.currency);
         }
     }
     advise(d);

@@ -42,6 +42,7 @@ pub fn render(d: &Diagnosis) -> String {
     if let Some(th) = d.throttled_s.filter(|t| *t > 0.0) {
         s += &format!("  throttled            {th:>9.3} s   its cgroup's CPU quota stopped it (cpu.stat)\n");
     }
+    s += &stall_lines(d);
     let m = &d.machine;
     s += &format!("\nmachine: {}\n", machine_words(d));
     if !m.top.is_empty() {
@@ -62,6 +63,77 @@ pub fn render(d: &Diagnosis) -> String {
         }
     }
     s
+}
+
+/// Memory and I/O: what the kernel gives per task and per cgroup, and who holds the
+/// memory or moves the data where it stalls.
+fn stall_lines(d: &Diagnosis) -> String {
+    use allot_model::stall::bytes;
+    let st = &d.stall;
+    let f = &st.facts;
+    let pct = |x: Option<f64>| x.map(|v| format!("{:.0}%", v * 100.0)).unwrap_or("n/a".into());
+    let mut s = format!("\nmemory and I/O (/proc/{}/stat, io and task/*/wchan; its memory cgroup's memory.stat):\n", d.pid);
+    let waits: Vec<String> = st.waits.iter().map(|(w, n)| format!("{w} ({n})")).collect();
+    s += &format!(
+        "  blocked (state D)    {:>8.0}%     of samples{}\n",
+        f.blocked_share * 100.0,
+        if waits.is_empty() { String::new() } else { format!(", waiting in {}", waits.join(", ")) }
+    );
+    if f.reclaim_share > 0.0 {
+        s += &format!("  in memory reclaim    {:>8.0}%     of samples\n", f.reclaim_share * 100.0);
+    }
+    s += &format!("  major faults         {:>9.1}     per second\n", f.major_faults_per_s);
+    match (&st.io_unreadable, f.read_per_s, f.disk_read_per_s, f.disk_write_per_s) {
+        (Some(e), ..) => s += &format!("  I/O                          -     not readable here ({e})\n"),
+        (None, Some(r), Some(dr), Some(dw)) => {
+            s += &format!(
+                "  read                 {:>9}/s   {} of it from disk{}\n",
+                bytes(r),
+                bytes(dr),
+                if r > 0.0 { format!(" ({:.0}% missed the page cache)", (dr / r).min(1.0) * 100.0) } else { String::new() }
+            );
+            s += &format!("  written to disk      {:>9}/s\n", bytes(dw));
+        }
+        _ => {}
+    }
+    if let Some(dl) = f.io_delay_share {
+        s += &format!("  block I/O delay      {:>8.0}%     of the window (delay accounting)\n", dl * 100.0);
+    }
+    if let Some(cg) = &st.memory_cgroup {
+        let refaults = f.refaults_per_s.map(|r| format!("{r:.0} pages refaulted per second")).unwrap_or("no refault counter".into());
+        s += &format!(
+            "  memory cgroup        {cg}: {refaults}, memory pressure {}, I/O pressure {}\n",
+            pct(f.cgroup_memory_pressure),
+            pct(f.cgroup_io_pressure)
+        );
+    }
+    match &st.domain {
+        Some((rel, u, l)) => {
+            s += &format!("  reclaimed first in   {rel}: {} of its limit {} ({})\n", bytes(*u as f64), bytes(*l as f64), pct(f.domain_full))
+        }
+        None => s += &format!("  reclaimed first in   the machine (no memory cgroup limit above it): {} in use\n", pct(f.domain_full)),
+    }
+    s += &format!("  machine pressure     memory {}, I/O {} of the window (PSI some)\n", pct(st.system_memory_pressure), pct(st.system_io_pressure));
+    let top = |us: &[ProcUse], per_s: &str| -> String {
+        us.iter()
+            .take(3)
+            .map(|u| {
+                let charge = u.charge.as_ref().map(|c| format!("; its cgroup charged {}", bytes(c.1 as f64))).unwrap_or_default();
+                format!("{} {}{per_s} ({}{charge})", u.pid, bytes(u.bytes), u.who)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !st.memory_users.is_empty() {
+        s += &format!("  most memory there    {}\n", top(&st.memory_users, ""));
+    }
+    if !st.io_users.is_empty() {
+        s += &format!("  most disk I/O        {}\n", top(&st.io_users, "/s"));
+    }
+    for c in &st.shares {
+        s += &format!("  currency {} uses {} of its memory share {}\n", c.currency, bytes(c.usage as f64), bytes(c.protection as f64));
+    }
+    s.lines().map(|l| for_terminal(l) + "\n").collect()
 }
 
 /// What allot says: the job and its numbers with `allot explain`'s reasons, or that allot

@@ -33,6 +33,9 @@ fn cpu_ticks_all() -> HashMap<i32, (u64, String)> {
     m
 }
 
+/// How often the threads' state and wait channel are sampled.
+const STALL_EVERY: Duration = Duration::from_millis(20);
+
 /// Samples `pid` for `window` and diagnoses it. A thread id that is not its process's
 /// leader diagnoses that thread alone. Errors: the pid does not exist, or the process
 /// (thread) exits before the window ends.
@@ -86,11 +89,13 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     let idle0 = allot_linux::process::machine::cpu_times().ok();
 
     let psi0 = allot_linux::process::procfs::psi_cpu();
+    let mut stall = Sampler::start(pid);
     let ticks0 = cpu_ticks_all();
     let start = Instant::now();
     let mut acc: HashMap<i32, Acc> = HashMap::new();
     let mut runnable = Vec::new();
     let mut last_load = Instant::now() - Duration::from_secs(1);
+    let mut last_stall = last_load;
     let mut first = true;
     loop {
         let tids = match allot_linux::process::procfs::tids(pid) {
@@ -105,6 +110,12 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
             _ if first => anyhow::bail!("no process with PID {pid} (it may have exited)"),
             _ => return Err(gone(pid, start.elapsed().as_secs_f64())),
         };
+        // State and wait channel every 20 ms at most: two more reads per thread, and a
+        // share of samples needs no finer grain.
+        if last_stall.elapsed() >= STALL_EVERY {
+            stall.sample(&tids);
+            last_stall = Instant::now();
+        }
         for tid in tids {
             let Ok(s) = allot_linux::process::procfs::task_schedstat(pid, tid) else { continue };
             match acc.get_mut(&tid) {
@@ -156,6 +167,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
     }
     let t = start.elapsed().as_secs_f64();
     let psi1 = allot_linux::process::procfs::psi_cpu();
+    let stall = stall.finish(t)?;
     let ticks1 = cpu_ticks_all();
     let throttled1 = cpu_dir.as_deref().and_then(|d| allot_linux::cgroup::stat::throttling(d).ok());
     let idle1 = allot_linux::process::machine::cpu_times().ok();
@@ -264,6 +276,7 @@ pub fn diagnose_every(pid: i32, window: Duration, every: Duration) -> anyhow::Re
         longest_wait_estimate_ms: longest as f64 / 1e6,
         equal_share,
         machine,
+        stall,
         kernel_verdict: Verdict::Sleeping,
         kernel_reason: String::new(),
         allot: Managed::NotAsked,

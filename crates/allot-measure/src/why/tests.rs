@@ -46,6 +46,7 @@ pub fn diagnosis(cmdline: &str, comm: &str, cgroup: &str) -> Diagnosis {
             psi_some_avg10: None,
             top: vec![Competitor { pid: 7, comm: comm.into(), cpus: 0.1, uids: Some([OTHER; 4]), cgroup: Some("/".into()), job: None }],
         },
+        stall: Stall::default(),
         kernel_verdict: Verdict::Sleeping,
         kernel_reason: String::new(),
         allot: Managed::NotAsked,
@@ -275,7 +276,7 @@ fn competitors_are_suggested_for_the_background_only_where_the_asker_may_move_th
         cpus: 0.5,
         uids: Some([uid; 4]),
         cgroup: Some(if owner.is_some() { "/allot/x".into() } else { "/".into() }),
-        job: owner.map(|o| JobRef { id: "5".into(), owner: o }),
+        job: owner.map(|o| JobRef { id: "5".into(), owner: o, currency: o.to_string() }),
     };
     d.machine.top = vec![c(7, OWNER, Some(OWNER)), c(8, OTHER, Some(OTHER)), c(9, OWNER, Some(OTHER)), c(10, OWNER, None)];
     let mine = with(d.clone(), JobFacts { siblings_active: 1, ..job() }, OWNER);

@@ -10,6 +10,14 @@ pub fn kernel_verdict(d: &Diagnosis) -> (Verdict, String) {
     let wants = d.busiest_runnable >= CPU_BOUND_RUNNABLE || d.wait_ms_per_s >= STARVED_WAIT_MS_PER_S;
     let throttled = d.throttled_s.map_or(0.0, |s| (s / t).min(1.0));
     let spare = d.machine.idle_cpus.filter(|i| *i >= SPARE_CPUS);
+    // A stall on memory or I/O comes first: a task that waits in the kernel is not
+    // runnable, so the CPU's accounting alone would call it sleeping (or, between its
+    // waits, CPU-bound).
+    match d.stall.kind {
+        Some(allot_model::stall::StallKind::Memory) => return (Verdict::MemoryStall, d.stall.reason.clone()),
+        Some(allot_model::stall::StallKind::Io) => return (Verdict::IoStall, d.stall.reason.clone()),
+        None => {}
+    }
     if demand < SLEEPING_DEMAND {
         return (
             Verdict::Sleeping,
