@@ -65,6 +65,7 @@ pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>, outside_weight
             currency_weight: funding.get(&j.currency).copied().unwrap_or(100).min(u32::MAX as u64) as u32,
             weight: j.tickets.min(u32::MAX as u64) as u32,
             background: false,
+            active: true,
         })
         .collect();
     allot_model::flat::flatten(&flat, outside_weight.min(u32::MAX as u64) as u32)

@@ -66,7 +66,9 @@ impl Daemon {
             // Without the boost: the plan's boost is decided per tick, and sent through this
             // pipe it moved shares by up to 0.05 under the stride scheduler (docs/scx.md).
             let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.base_weight);
-            flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background });
+            // idle as the plan counts it: no entitlement now (allot_model::flat)
+            let active = planned.jobs.get(&j.id).is_none_or(|p| p.entitlement > 0.0);
+            flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background, active });
             let cap = planned.jobs.get(&j.id).map_or_else(|| j.cap.filter(|c| c.hard).map(|c| c.cpus), |p| p.quota);
             let dir = self.tree().cg().dir(&j.rel()).display().to_string();
             rows.push(TableJob { cap, background: j.background, ..TableJob::new(dir, 0) });
