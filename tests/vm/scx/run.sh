@@ -6,10 +6,13 @@
 # scheduled (--all), allot's jobs weighing
 # as one nice-0 task against a hog it does not manage (each within 0.02); the same hog
 # beside a partial switch (measured); an ejection by sysrq-S the loader must notice; and
-# after each unload no task left in sched_ext. Then daemon.sh: allot's daemon with
+# after each unload no task left in sched_ext. Then ebs.sh: a hard cap of 0.3 CPU held
+# within 0.03 against another job and alone, and a background job at most 0.05 beside a
+# foreground hog and at least 0.90 alone. Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
-# job, loads it again on a reload, and unloads it at stop.
+# job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
+# jobs as ebs.sh does, and unloads it at stop.
 #
 #   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs]
 #                       [tests/vm/run.sh options...]
