@@ -13,6 +13,16 @@
  * of pass behind the global pass, so sleeping banks little credit (the paper's "remain",
  * bounded).
  *
+ * Caps and background as the Entitlement Based Scheduler (EBS; Lee, "O(1) Entitlement
+ * Based Scheduler", LKML 2004) holds them: a job with a
+ * hard cap of C CPUs may use C * CAP_PERIOD ns of CPU each CAP_PERIOD; once it has, it is
+ * in the sinbin: its tasks wait in SINBIN_DSQ, never dispatched, until its usage rate
+ * falls back (a period's budget repaid; use past the budget is carried as debt). A timer
+ * every TICK_NS moves the tasks whose job left the sinbin back to the shared queue and
+ * kicks their CPU. A background job's tasks wait in BG_DSQ, dispatched only when no other
+ * task of allot's is runnable on that CPU (and, so that the kernel's watchdog never fires,
+ * once a BG_GUARD if one waits that long), for BG_SLICE at a time.
+ *
  * Two ways to coexist, chosen by user space before load (the flags of allot_ops):
  * - partial (SCX_OPS_SWITCH_PARTIAL): only tasks user space set to SCHED_EXT are
  *   scheduled here; every other task stays in the kernel's fair class, which runs ahead
@@ -27,6 +37,18 @@ char _license[] SEC("license") = "GPL";
 
 /* The dispatch queue every managed task waits in, ordered by pass. */
 #define SHARED_DSQ 0
+/* Tasks of jobs over their hard cap (FIFO). */
+#define SINBIN_DSQ 1
+/* Background jobs' tasks, ordered by pass. */
+#define BG_DSQ 2
+/* A hard cap's accounting period, and how often the sinbin is looked at. */
+#define CAP_PERIOD 100000000ULL
+#define TICK_NS 5000000ULL
+/* A background task's slice, and the longest it waits beside foreground work. */
+#define BG_SLICE 2000000ULL
+#define BG_GUARD 1000000000ULL
+/* struct job's flags */
+#define JOB_BACKGROUND 1ULL
 /* Pass advanced by one ns of CPU at a share of 1 base unit. */
 #define STRIDE_UNIT 1024ULL
 /* Base units per unit of share user space writes (its SHARE_SCALE, src/lib.rs). */
@@ -38,6 +60,10 @@ struct job {
 	/* The job's share of the machine in base units, flattened by user space (src/lib.rs
 	 * flatten: [outside] weight split by currency funding, then by tickets). */
 	u64 share;
+	/* A hard cap: ns of CPU per CAP_PERIOD (0: none). */
+	u64 cap;
+	/* JOB_BACKGROUND */
+	u64 flags;
 };
 
 struct {
@@ -66,10 +92,83 @@ static s64 *runnable_of(u64 job)
 	return bpf_map_lookup_elem(&runnable, &job);
 }
 
-/* Per task: the job it was counted in while runnable. */
+/* A capped job's use, by its cgroup id: the period it is in (ns / CAP_PERIOD) and the
+ * CPU it used in it, past periods' excess carried as debt. Written by the BPF side only. */
+struct usage {
+	u64 period;
+	u64 used;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u64);
+	__type(value, struct usage);
+} usages SEC(".maps");
+
+/* The job's use, its period rolled forward to now's (each period past repays a budget). */
+static struct usage *usage_of(u64 job, struct job *j, u64 now)
+{
+	struct usage zero = { .period = now / CAP_PERIOD, .used = 0 }, *u;
+	u64 k;
+
+	u = bpf_map_lookup_elem(&usages, &job);
+	if (!u) {
+		bpf_map_update_elem(&usages, &job, &zero, BPF_NOEXIST);
+		u = bpf_map_lookup_elem(&usages, &job);
+		if (!u)
+			return NULL;
+	}
+	if (now / CAP_PERIOD != u->period) {
+		k = now / CAP_PERIOD - u->period;
+		if (k > 64 || u->used <= k * j->cap)
+			u->used = 0;
+		else
+			u->used -= k * j->cap;
+		u->period = now / CAP_PERIOD;
+	}
+	return u;
+}
+
+/* The job is in the sinbin: over its hard cap in this period. */
+static bool held(u64 job, struct job *j, u64 now)
+{
+	struct usage *u;
+
+	if (!j || !j->cap)
+		return false;
+	u = usage_of(job, j, now);
+	return u && u->used >= j->cap;
+}
+
+static bool background(struct job *j)
+{
+	return j && (j->flags & JOB_BACKGROUND);
+}
+
+/* When a background task last started (BG_GUARD counts from it). */
+static u64 bg_last;
+
+/* The sinbin's timer. */
+struct tick {
+	struct bpf_timer timer;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct tick);
+} ticks SEC(".maps");
+
+/* Per task: the job it was counted in while runnable, its slice when it started, and its
+ * CPU time then (p->se.sum_exec_runtime: what a capped job is charged, the time it really
+ * ran, which a slice that ran out past its end undercounts by up to a tick). */
 struct task_ctx {
 	u64 job;
 	bool counted;
+	u64 slice;
+	u64 exec;
 };
 
 struct {
@@ -90,6 +189,8 @@ struct scx_state {
 	u64 nr_enqueued;
 	u64 nr_direct;
 	u64 nr_unknown_job;
+	u64 nr_sinbinned;
+	u64 nr_released;
 	char exit_reason[128];
 	char exit_msg[1024];
 };
@@ -112,8 +213,12 @@ static void count(int which)
 		__sync_fetch_and_add(&s->nr_enqueued, 1);
 	else if (which == 1)
 		__sync_fetch_and_add(&s->nr_direct, 1);
-	else
+	else if (which == 2)
 		__sync_fetch_and_add(&s->nr_unknown_job, 1);
+	else if (which == 3)
+		__sync_fetch_and_add(&s->nr_sinbinned, 1);
+	else
+		__sync_fetch_and_add(&s->nr_released, 1);
 }
 
 static u64 cgroup_id(struct task_struct *p)
@@ -160,28 +265,83 @@ s32 BPF_STRUCT_OPS(allot_select_cpu, struct task_struct *p, s32 prev_cpu, u64 wa
 {
 	bool is_idle = false;
 	s32 cpu = scx_bpf_select_cpu_dfl(p, prev_cpu, wake_flags, &is_idle);
+	u64 job = cgroup_id(p);
+	struct job *j = bpf_map_lookup_elem(&jobs, &job);
 
-	if (is_idle) {
+	/* an idle CPU takes the task at once, unless its job is in the sinbin (enqueue
+	 * holds it there) */
+	if (is_idle && !held(job, j, bpf_ktime_get_ns())) {
 		count(1);
-		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, SCX_SLICE_DFL, 0);
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, background(j) ? BG_SLICE : SCX_SLICE_DFL, 0);
 	}
 	return cpu;
 }
 
 void BPF_STRUCT_OPS(allot_enqueue, struct task_struct *p, u64 enq_flags)
 {
-	u64 vtime = p->scx.dsq_vtime;
+	u64 vtime = p->scx.dsq_vtime, job = cgroup_id(p);
+	struct job *j = bpf_map_lookup_elem(&jobs, &job);
+	bool bg = background(j);
 
 	count(0);
 	/* a sleeper rejoins at most SCX_SLICE_DFL of pass behind the global pass */
 	if (before(vtime, vtime_now - SCX_SLICE_DFL))
 		vtime = vtime_now - SCX_SLICE_DFL;
-	scx_bpf_dsq_insert_vtime(p, SHARED_DSQ, SCX_SLICE_DFL, vtime, enq_flags);
+	if (held(job, j, bpf_ktime_get_ns())) {
+		/* over its hard cap: the sinbin, until the timer releases it */
+		count(3);
+		p->scx.dsq_vtime = vtime;
+		scx_bpf_dsq_insert(p, SINBIN_DSQ, SCX_SLICE_DFL, enq_flags);
+		return;
+	}
+	if (enq_flags & SCX_ENQ_LAST) {
+		/* nothing else can run on this CPU (dispatch found nothing): it goes on */
+		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, bg ? BG_SLICE : SCX_SLICE_DFL, enq_flags);
+		return;
+	}
+	scx_bpf_dsq_insert_vtime(p, bg ? BG_DSQ : SHARED_DSQ, bg ? BG_SLICE : SCX_SLICE_DFL, vtime, enq_flags);
 }
 
 void BPF_STRUCT_OPS(allot_dispatch, s32 cpu, struct task_struct *prev)
 {
-	scx_bpf_dsq_move_to_local(SHARED_DSQ);
+	u64 job, now;
+	struct job *j;
+
+	if (scx_bpf_dsq_move_to_local(SHARED_DSQ))
+		return;
+	/* No foreground task waits for this CPU. A background one runs unless the task
+	 * that ran is a foreground one still runnable and not in the sinbin (it goes on),
+	 * or unless a background task has not run for BG_GUARD (the watchdog's margin). */
+	now = bpf_ktime_get_ns();
+	if (prev && (prev->scx.flags & SCX_TASK_QUEUED)) {
+		job = cgroup_id(prev);
+		j = bpf_map_lookup_elem(&jobs, &job);
+		if (!background(j) && !held(job, j, now) && now - bg_last < BG_GUARD)
+			return;
+	}
+	scx_bpf_dsq_move_to_local(BG_DSQ);
+}
+
+/* Every TICK_NS: the sinbin's tasks whose job's usage rate fell back under its cap go
+ * back to their queue, and their CPU is kicked if it idles. */
+static int tick_fn(void *map, int *key, struct bpf_timer *timer)
+{
+	u64 job, now = bpf_ktime_get_ns();
+	struct task_struct *p;
+	struct job *j;
+
+	bpf_for_each(scx_dsq, p, SINBIN_DSQ, 0) {
+		job = cgroup_id(p);
+		j = bpf_map_lookup_elem(&jobs, &job);
+		if (held(job, j, now))
+			continue;
+		if (scx_bpf_dsq_move_vtime(BPF_FOR_EACH_ITER, p, background(j) ? BG_DSQ : SHARED_DSQ, 0)) {
+			count(4);
+			scx_bpf_kick_cpu(scx_bpf_task_cpu(p), SCX_KICK_IDLE);
+		}
+	}
+	bpf_timer_start(timer, TICK_NS, 0);
+	return 0;
 }
 
 void BPF_STRUCT_OPS(allot_runnable, struct task_struct *p, u64 enq_flags)
@@ -217,16 +377,44 @@ void BPF_STRUCT_OPS(allot_quiescent, struct task_struct *p, u64 deq_flags)
 
 void BPF_STRUCT_OPS(allot_running, struct task_struct *p)
 {
+	u64 job = cgroup_id(p), now = bpf_ktime_get_ns();
+	struct job *j = bpf_map_lookup_elem(&jobs, &job);
+	struct task_ctx *t = ctx_of(p);
+	struct usage *u;
+
 	if (before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
+	if (background(j))
+		bg_last = now;
+	/* a capped job's task stops when the job's budget for this period is spent */
+	if (j && j->cap) {
+		u = usage_of(job, j, now);
+		if (u && u->used < j->cap && j->cap - u->used < p->scx.slice)
+			p->scx.slice = j->cap - u->used;
+	}
+	if (t) {
+		t->slice = p->scx.slice;
+		t->exec = p->se.sum_exec_runtime;
+	}
 }
 
 void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 {
-	/* the part of the slice it used; the stride scaled by it */
-	u64 used = SCX_SLICE_DFL - p->scx.slice;
+	struct task_ctx *t = ctx_of(p);
+	u64 job = cgroup_id(p), used;
+	struct job *j;
+	struct usage *u;
 
+	/* the part of the slice it used; the stride scaled by it */
+	used = (t && t->slice >= p->scx.slice ? t->slice : SCX_SLICE_DFL) - p->scx.slice;
 	p->scx.dsq_vtime += used * STRIDE_UNIT / task_share(p);
+	/* charged to a capped job's period: the CPU time it ran */
+	j = bpf_map_lookup_elem(&jobs, &job);
+	if (j && j->cap && t && p->se.sum_exec_runtime >= t->exec) {
+		u = usage_of(job, j, bpf_ktime_get_ns());
+		if (u)
+			__sync_fetch_and_add(&u->used, p->se.sum_exec_runtime - t->exec);
+	}
 }
 
 void BPF_STRUCT_OPS(allot_enable, struct task_struct *p)
@@ -236,7 +424,23 @@ void BPF_STRUCT_OPS(allot_enable, struct task_struct *p)
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(allot_init)
 {
-	return scx_bpf_create_dsq(SHARED_DSQ, -1);
+	u32 zero = 0;
+	struct tick *t;
+	s32 err;
+
+	err = scx_bpf_create_dsq(SHARED_DSQ, -1);
+	if (!err)
+		err = scx_bpf_create_dsq(SINBIN_DSQ, -1);
+	if (!err)
+		err = scx_bpf_create_dsq(BG_DSQ, -1);
+	if (err)
+		return err;
+	t = bpf_map_lookup_elem(&ticks, &zero);
+	if (!t)
+		return -2;
+	bpf_timer_init(&t->timer, &ticks, CLOCK_MONOTONIC);
+	bpf_timer_set_callback(&t->timer, tick_fn);
+	return bpf_timer_start(&t->timer, TICK_NS, 0);
 }
 
 void BPF_STRUCT_OPS(allot_exit, struct scx_exit_info *ei)
@@ -264,7 +468,7 @@ struct sched_ext_ops allot_ops = {
 	.enable = (void *)allot_enable,
 	.init = (void *)allot_init,
 	.exit = (void *)allot_exit,
-	.flags = SCX_OPS_SWITCH_PARTIAL,
+	.flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
 	.timeout_ms = 5000,
 	.name = "allot_stride",
 };

@@ -32,6 +32,11 @@ typedef _Bool bool;
 #define NULL ((void *)0)
 
 enum bpf_map_type { BPF_MAP_TYPE_HASH = 1, BPF_MAP_TYPE_ARRAY = 2, BPF_MAP_TYPE_TASK_STORAGE = 29 };
+/* include/uapi/linux/bpf.h's opaque timer; CLOCK_MONOTONIC from include/uapi/linux/time.h */
+struct bpf_timer {
+	__u64 __opaque[2];
+} __attribute__((aligned(8)));
+#define CLOCK_MONOTONIC 1
 enum { BPF_ANY = 0, BPF_NOEXIST = 1, BPF_F_NO_PREALLOC = 1, BPF_LOCAL_STORAGE_GET_F_CREATE = 1 };
 
 #include <bpf/bpf_helpers.h>
@@ -53,13 +58,19 @@ struct css_set {
 };
 
 struct sched_ext_entity {
+	u32 flags;
 	u32 weight;
 	u64 slice;
 	u64 dsq_vtime;
 };
 
+struct sched_entity {
+	u64 sum_exec_runtime;
+};
+
 struct task_struct {
 	int pid;
+	struct sched_entity se;
 	struct css_set *cgroups;
 	struct sched_ext_entity scx;
 };
@@ -104,6 +115,15 @@ struct sched_ext_ops {
 /* Dispatch queues (include/linux/sched/ext.h). */
 #define SCX_DSQ_FLAG_BUILTIN (1ULL << 63)
 #define SCX_DSQ_LOCAL (SCX_DSQ_FLAG_BUILTIN | 2)
+/* p->scx.flags: the task is runnable (enum scx_ent_flags). */
+#define SCX_TASK_QUEUED 1U
+/* enq_flags: the task is the only one this CPU has (given only with SCX_OPS_ENQ_LAST). */
+#define SCX_ENQ_LAST (1ULL << 41)
+/* sched_ext_ops.flags: a CPU's last runnable task is enqueued, not kept running, so a
+ * task over its hard cap can be held out even when nothing else would run. */
+#define SCX_OPS_ENQ_LAST 2ULL
+/* scx_bpf_kick_cpu: only if the CPU is idle. */
+#define SCX_KICK_IDLE 1ULL
 /* The default slice, 20 ms (SCX_SLICE_DFL). */
 #define SCX_SLICE_DFL 20000000ULL
 /* Only tasks whose policy is SCHED_EXT are this scheduler's; every other task stays in
@@ -119,6 +139,19 @@ s32 scx_bpf_select_cpu_dfl(struct task_struct *p, s32 prev_cpu, u64 wake_flags, 
 void scx_bpf_dsq_insert(struct task_struct *p, u64 dsq_id, u64 slice, u64 enq_flags) __ksym;
 void scx_bpf_dsq_insert_vtime(struct task_struct *p, u64 dsq_id, u64 slice, u64 vtime, u64 enq_flags) __ksym;
 bool scx_bpf_dsq_move_to_local(u64 dsq_id) __ksym;
+void scx_bpf_kick_cpu(s32 cpu, u64 flags) __ksym;
+s32 scx_bpf_task_cpu(const struct task_struct *p) __ksym;
+
+/* Walking a dispatch queue (bpf_for_each(scx_dsq, p, DSQ, 0)) and moving a task out of it. */
+struct bpf_iter_scx_dsq {
+	u64 __opaque[6];
+} __attribute__((aligned(8)));
+int bpf_iter_scx_dsq_new(struct bpf_iter_scx_dsq *it, u64 dsq_id, u64 flags) __ksym;
+struct task_struct *bpf_iter_scx_dsq_next(struct bpf_iter_scx_dsq *it) __ksym;
+void bpf_iter_scx_dsq_destroy(struct bpf_iter_scx_dsq *it) __ksym;
+bool scx_bpf_dsq_move_vtime(struct bpf_iter_scx_dsq *it__iter, struct task_struct *p, u64 dsq_id, u64 enq_flags) __ksym;
+/* The iterator bpf_for_each declares, for a move inside its loop. */
+#define BPF_FOR_EACH_ITER (&___it)
 
 #define BPF_STRUCT_OPS(name, args...) SEC("struct_ops/" #name) BPF_PROG(name, ##args)
 #define BPF_STRUCT_OPS_SLEEPABLE(name, args...) SEC("struct_ops.s/" #name) BPF_PROG(name, ##args)

@@ -18,6 +18,25 @@ pub const SCHED_EXT: i32 = 7;
 
 /// sched_ext_ops.flags: only SCHED_EXT tasks are the scheduler's.
 const SCX_OPS_SWITCH_PARTIAL: u64 = 8;
+/// sched_ext_ops.flags: a CPU's last runnable task is handed to the scheduler, not kept
+/// running (a job over its hard cap is held out even on an otherwise idle CPU).
+const SCX_OPS_ENQ_LAST: u64 = 2;
+
+/// A hard cap's accounting period in the BPF program (CAP_PERIOD), ns.
+pub const CAP_PERIOD_NS: u64 = 100_000_000;
+
+/// struct job's flags in the BPF program: a background job.
+pub const JOB_BACKGROUND: u64 = 1;
+
+/// A hard cap of `cpus` CPUs as the BPF program holds it: ns of CPU per CAP_PERIOD (0:
+/// none; a cap is at least 1 ns).
+pub fn cap_ns(cpus: f64) -> u64 {
+    if cpus.is_finite() && cpus > 0.0 {
+        ((cpus * CAP_PERIOD_NS as f64).round() as u64).max(1)
+    } else {
+        0
+    }
+}
 
 /// One job as the scheduler sees it: its cgroup, tickets and currency.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +65,7 @@ pub fn flatten(jobs: &[JobSpec], funding: &BTreeMap<String, u64>, outside_weight
             currency_weight: funding.get(&j.currency).copied().unwrap_or(100).min(u32::MAX as u64) as u32,
             weight: j.tickets.min(u32::MAX as u64) as u32,
             background: false,
+            active: true,
         })
         .collect();
     allot_model::flat::flatten(&flat, outside_weight.min(u32::MAX as u64) as u32)
@@ -64,13 +84,17 @@ pub struct State {
     pub nr_direct: u64,
     /// Charges of tasks in no job the scheduler knows (each weighed as its nice weight).
     pub nr_unknown_job: u64,
+    /// Tasks put in the sinbin (their job over its hard cap).
+    pub nr_sinbinned: u64,
+    /// Tasks let out of it.
+    pub nr_released: u64,
     /// The kernel's reason.
     pub exit_reason: String,
     /// The message (the BPF program's or the kernel's).
     pub exit_msg: String,
 }
 
-const STATE_LEN: usize = 5 * 8 + 128 + 1024;
+const STATE_LEN: usize = 7 * 8 + 128 + 1024;
 
 impl State {
     /// Reads the map value's bytes.
@@ -86,8 +110,10 @@ impl State {
             nr_enqueued: word(2) as u64,
             nr_direct: word(3) as u64,
             nr_unknown_job: word(4) as u64,
-            exit_reason: text(&b[40..168]),
-            exit_msg: text(&b[168..STATE_LEN]),
+            nr_sinbinned: word(5) as u64,
+            nr_released: word(6) as u64,
+            exit_reason: text(&b[56..184]),
+            exit_msg: text(&b[184..STATE_LEN]),
         })
     }
 
@@ -128,7 +154,7 @@ impl Scheduler {
             let mut ops = open.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
             // flags is the first member of the local sched_ext_ops (bpf/sched_ext.h)
             let v = ops.initial_value_mut().context("allot_ops has no initial value")?;
-            let flags: u64 = if all { 0 } else { SCX_OPS_SWITCH_PARTIAL };
+            let flags: u64 = if all { SCX_OPS_ENQ_LAST } else { SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST };
             v[..8].copy_from_slice(&flags.to_ne_bytes());
         }
         let mut obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
@@ -143,9 +169,14 @@ impl Scheduler {
         self.obj.maps().find(|m| m.name() == name).with_context(|| format!("no map {name} in the BPF object"))
     }
 
-    /// Describes a job: its cgroup's id and share (base units, from [`flatten`]).
-    pub fn set_job(&self, cgroup_id: u64, share: u64) -> Result<()> {
-        self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &share.to_ne_bytes(), MapFlags::ANY).context("writing the jobs map")
+    /// Describes a job: its cgroup's id, share (base units, from [`flatten`]), hard cap
+    /// ([`cap_ns`]; 0: none) and whether it is a background job.
+    pub fn set_job(&self, cgroup_id: u64, share: u64, cap_ns: u64, background: bool) -> Result<()> {
+        let mut v = Vec::with_capacity(24);
+        v.extend_from_slice(&share.to_ne_bytes());
+        v.extend_from_slice(&cap_ns.to_ne_bytes());
+        v.extend_from_slice(&(if background { JOB_BACKGROUND } else { 0 }).to_ne_bytes());
+        self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
     }
 
     /// Forgets a job: its tasks become jobs of their own at their nice weight.
@@ -223,14 +254,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cap_is_ns_per_period() {
+        assert_eq!(cap_ns(0.3), 30_000_000);
+        assert_eq!(cap_ns(2.0), 200_000_000);
+        assert_eq!(cap_ns(1e-12), 1);
+        assert_eq!((cap_ns(0.0), cap_ns(-1.0), cap_ns(f64::NAN)), (0, 0, 0));
+    }
+
+    #[test]
     fn state_reads_the_bpf_layout() {
         let mut b = vec![0u8; STATE_LEN];
         b[..8].copy_from_slice(&1026i64.to_ne_bytes());
         b[16..24].copy_from_slice(&7u64.to_ne_bytes());
-        b[40..45].copy_from_slice(b"stall");
-        b[168..170].copy_from_slice(b"hi");
+        b[48..56].copy_from_slice(&9u64.to_ne_bytes());
+        b[56..61].copy_from_slice(b"stall");
+        b[184..186].copy_from_slice(b"hi");
         let s = State::parse(&b).unwrap();
-        assert_eq!((s.exit_kind, s.nr_enqueued, s.exit_reason.as_str(), s.exit_msg.as_str()), (1026, 7, "stall", "hi"));
+        assert_eq!((s.exit_kind, s.nr_enqueued, s.nr_released, s.exit_reason.as_str(), s.exit_msg.as_str()), (1026, 7, 9, "stall", "hi"));
         assert!(s.exit_kind_name().contains("watchdog"));
         assert!(State::parse(&b[..100]).is_err());
     }

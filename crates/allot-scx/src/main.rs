@@ -2,6 +2,7 @@
 //! measurement; `serve` for the daemon (`[scheduler] kind = "scx"`, docs/scx.md).
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
+//!                 [--cap CGROUP=CPUS]... [--background CGROUP]...
 //!                 [--outside-weight W] [--all] [--for SECS]
 //!   allot-scx serve [--all]       (the daemon's: a job table on stdin, src/serve.rs)
 //!
@@ -9,7 +10,9 @@
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
 //! one nice-0 task), puts every thread of the jobs' cgroups in the sched_ext class
 //! (`--all`: every task of the machine is the scheduler's, not only those), and runs until
-//! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. Then it puts those threads
+//! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. `--cap` gives a job a
+//! hard cap in CPUs (held by the sinbin), `--background` makes a job a background one
+//! (it runs only when no other job's task is runnable on the CPU). Then it puts those threads
 //! back in the fair class, detaches, and prints why the scheduler left.
 
 use allot_scx::{cgroup_id, flatten, set_policy, threads, JobSpec, Scheduler};
@@ -27,18 +30,21 @@ extern "C" fn on_signal(_: libc::c_int) {
 struct Args {
     jobs: Vec<JobSpec>,
     funding: BTreeMap<String, u64>,
+    caps: BTreeMap<String, f64>,
+    background: Vec<String>,
     run_for: Option<Duration>,
     outside_weight: u64,
     all: bool,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--outside-weight W] [--all] [--for SECS]";
+const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--for SECS]";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
         bail!("{USAGE}");
     }
-    let mut a = Args { jobs: vec![], funding: BTreeMap::new(), run_for: None, outside_weight: 100, all: false };
+    let mut a =
+        Args { jobs: vec![], funding: BTreeMap::new(), caps: BTreeMap::new(), background: vec![], run_for: None, outside_weight: 100, all: false };
     while let Some(opt) = it.next() {
         if opt == "--all" {
             a.all = true;
@@ -62,6 +68,16 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
                     n.parse().ok().filter(|n| (1..=10_000).contains(n)).with_context(|| format!("--funding {val:?}: funding must be 1..10000"))?;
                 a.funding.insert(c.into(), n);
             }
+            "--cap" => {
+                let (c, n) = val.rsplit_once('=').with_context(|| format!("--cap wants CGROUP=CPUS, got {val:?}"))?;
+                let n: f64 = n
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| n.is_finite() && *n > 0.0 && *n <= 4096.0)
+                    .with_context(|| format!("--cap {val:?}: CPUS must be above 0 and at most 4096"))?;
+                a.caps.insert(c.into(), n);
+            }
+            "--background" => a.background.push(val),
             "--outside-weight" => {
                 a.outside_weight = val
                     .parse()
@@ -75,6 +91,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     }
     if a.jobs.is_empty() {
         bail!("give at least one --job; {USAGE}");
+    }
+    for c in a.caps.keys().chain(&a.background) {
+        if !a.jobs.iter().any(|j| j.cgroup.as_os_str() == c.as_str()) {
+            bail!("--cap and --background name a --job's cgroup; {c:?} is none of them");
+        }
     }
     Ok(a)
 }
@@ -104,7 +125,10 @@ fn main() -> Result<()> {
         std::fs::read_to_string("/sys/kernel/sched_ext/switch_all").unwrap_or_default().trim()
     );
     for (j, share) in a.jobs.iter().zip(&shares) {
-        s.set_job(cgroup_id(&j.cgroup)?, *share)?;
+        let name = j.cgroup.display().to_string();
+        let cap = a.caps.get(&name).copied();
+        let bg = a.background.contains(&name);
+        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg)?;
         let mut n = 0;
         for tid in threads(&j.cgroup)? {
             match set_policy(tid, true) {
@@ -113,7 +137,9 @@ fn main() -> Result<()> {
                 Err(e) => bail!("putting thread {tid} of {} in sched_ext: {e}", j.cgroup.display()),
             }
         }
-        println!("allot-scx: job {} tickets {} currency {} share {share}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
+        let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"));
+        let bg = if bg { " background" } else { "" };
+        println!("allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
     }
     let start = Instant::now();
     let ejected = loop {
@@ -148,7 +174,7 @@ fn main() -> Result<()> {
         None => s.state()?,
     };
     println!(
-        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job",
+        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job, {} put in the sinbin, {} let out",
         start.elapsed().as_secs_f64(),
         st.exit_kind_name(),
         st.exit_kind,
@@ -156,7 +182,9 @@ fn main() -> Result<()> {
         st.exit_msg,
         st.nr_enqueued,
         st.nr_direct,
-        st.nr_unknown_job
+        st.nr_unknown_job,
+        st.nr_sinbinned,
+        st.nr_released
     );
     if was_ejected {
         std::process::exit(3);

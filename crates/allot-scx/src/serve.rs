@@ -2,8 +2,10 @@
 //! links this crate (it is GPL-2.0-only, allot is not): it starts this program and talks
 //! to it over a pipe.
 //!
-//! stdin, a table at a time: lines `job SHARE CGROUP-DIR` (SHARE in base units, already
-//! flattened by the daemon from its plan) and then a line `end`. Each table replaces the
+//! stdin, a table at a time: lines `job SHARE [cap=CPUS] [background] CGROUP-DIR` (SHARE
+//! in base units, already flattened by the daemon from its plan; CPUS a hard cap, held by
+//! the sinbin; background: dispatched only when no other task of allot's is runnable on
+//! the CPU) and then a line `end`. Each table replaces the
 //! last: jobs not in it are forgotten and their threads put back in the fair class. End
 //! of input (the daemon stopped, or died) or SIGTERM unloads the scheduler.
 //!
@@ -30,22 +32,51 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// One job of the table in force: its share, cgroup id and the threads set to SCHED_EXT.
+/// What the scheduler is told of a job: its share, hard cap (ns per period, 0: none) and
+/// whether it is a background job.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Terms {
+    /// Share in base units.
+    pub share: u64,
+    /// Hard cap, [`crate::cap_ns`].
+    pub cap_ns: u64,
+    /// A background job.
+    pub background: bool,
+}
+
+/// One job of the table in force: what the maps hold, its cgroup id and the threads set to
+/// SCHED_EXT.
 struct Job {
     id: u64,
-    share: u64,
+    terms: Option<Terms>,
     ext: HashSet<i32>,
 }
 
-/// Parses `job SHARE CGROUP-DIR`.
-pub fn parse_job(line: &str) -> Result<(PathBuf, u64), String> {
-    let rest = line.strip_prefix("job ").ok_or("wanted `job SHARE CGROUP-DIR` or `end`")?;
-    let (share, dir) = rest.split_once(' ').ok_or("wanted `job SHARE CGROUP-DIR`")?;
+const JOB_LINE: &str = "`job SHARE [cap=CPUS] [background] CGROUP-DIR`";
+
+/// Parses `job SHARE [cap=CPUS] [background] CGROUP-DIR`.
+pub fn parse_job(line: &str) -> Result<(PathBuf, Terms), String> {
+    let rest = line.strip_prefix("job ").ok_or_else(|| format!("wanted {JOB_LINE} or `end`"))?;
+    let (share, mut rest) = rest.split_once(' ').ok_or_else(|| format!("wanted {JOB_LINE}"))?;
     let share: u64 = share.parse().ok().filter(|s| *s >= 1).ok_or_else(|| format!("share must be a whole number 1 or more, got {share:?}"))?;
-    if !dir.starts_with('/') {
-        return Err(format!("the cgroup must be an absolute directory, got {dir:?}"));
+    let mut t = Terms { share, cap_ns: 0, background: false };
+    while !rest.starts_with('/') {
+        let (word, more) = rest.split_once(' ').ok_or_else(|| format!("the cgroup must be an absolute directory, got {rest:?}"))?;
+        if word == "background" {
+            t.background = true;
+        } else if let Some(c) = word.strip_prefix("cap=") {
+            let cpus: f64 = c
+                .parse()
+                .ok()
+                .filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
+                .ok_or_else(|| format!("cap must be a number of CPUs above 0 and at most 4096, got {c:?}"))?;
+            t.cap_ns = crate::cap_ns(cpus);
+        } else {
+            return Err(format!("unknown term {word:?}: wanted cap=CPUS, background or the cgroup's absolute directory"));
+        }
+        rest = more;
     }
-    Ok((PathBuf::from(dir), share))
+    Ok((PathBuf::from(rest), t))
 }
 
 /// Puts every thread of the job's cgroup not yet put there in sched_ext (partial switch:
@@ -90,7 +121,7 @@ pub fn serve(all: bool) -> Result<()> {
         let _ = tx.send(None);
     });
     let mut table: BTreeMap<PathBuf, Job> = BTreeMap::new();
-    let mut pending: Vec<(PathBuf, u64)> = vec![];
+    let mut pending: Vec<(PathBuf, Terms)> = vec![];
     let mut next_sweep = Instant::now() + Duration::from_secs(1);
     let ejected: Option<State> = loop {
         let st = s.state()?;
@@ -106,7 +137,7 @@ pub fn serve(all: bool) -> Result<()> {
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Some(line)) if line.trim() == "end" => {
-                let new: BTreeMap<PathBuf, u64> = std::mem::take(&mut pending).into_iter().collect();
+                let new: BTreeMap<PathBuf, Terms> = std::mem::take(&mut pending).into_iter().collect();
                 for (dir, j) in std::mem::take(&mut table) {
                     if new.contains_key(&dir) {
                         table.insert(dir, j);
@@ -118,23 +149,23 @@ pub fn serve(all: bool) -> Result<()> {
                     }
                 }
                 let mut n = 0;
-                for (dir, share) in new {
+                for (dir, terms) in new {
                     let id = match cgroup_id(&dir) {
                         Ok(id) => id,
                         Err(e) => {
-                            println!("bad job {share} {}: {e:#}", dir.display());
+                            println!("bad job {} {}: {e:#}", terms.share, dir.display());
                             continue;
                         }
                     };
-                    let j = table.entry(dir.clone()).or_insert(Job { id, share: 0, ext: HashSet::new() });
+                    let j = table.entry(dir.clone()).or_insert(Job { id, terms: None, ext: HashSet::new() });
                     if j.id != id {
                         // the directory was made again: a new cgroup
                         let _ = s.remove_job(j.id);
-                        *j = Job { id, share: 0, ext: HashSet::new() };
+                        *j = Job { id, terms: None, ext: HashSet::new() };
                     }
-                    if j.share != share {
-                        s.set_job(id, share)?;
-                        j.share = share;
+                    if j.terms != Some(terms) {
+                        s.set_job(id, terms.share, terms.cap_ns, terms.background)?;
+                        j.terms = Some(terms);
                     }
                     n += sweep(&dir, j, !all);
                 }
@@ -179,9 +210,17 @@ mod tests {
 
     #[test]
     fn job_lines_are_read_or_refused_naming_why() {
-        assert_eq!(parse_job("job 50000 /sys/fs/cgroup/allot/u/j 1").unwrap(), (PathBuf::from("/sys/fs/cgroup/allot/u/j 1"), 50000));
+        let plain = Terms { share: 50000, cap_ns: 0, background: false };
+        assert_eq!(parse_job("job 50000 /sys/fs/cgroup/allot/u/j 1").unwrap(), (PathBuf::from("/sys/fs/cgroup/allot/u/j 1"), plain));
+        assert_eq!(
+            parse_job("job 7 cap=0.3 background /a b").unwrap(),
+            (PathBuf::from("/a b"), Terms { share: 7, cap_ns: 30_000_000, background: true })
+        );
         assert!(parse_job("job 0 /x").unwrap_err().contains("got \"0\""));
         assert!(parse_job("job 5 x").unwrap_err().contains("absolute"));
+        assert!(parse_job("job 5 cap=0 /x").unwrap_err().contains("got \"0\""));
+        assert!(parse_job("job 5 cap=inf /x").unwrap_err().contains("at most 4096"));
+        assert!(parse_job("job 5 idle /x").unwrap_err().contains("unknown term \"idle\""));
         assert!(parse_job("jobs 5 /x").unwrap_err().contains("end"));
     }
 }

@@ -3,7 +3,8 @@
 # for the jobs. A hog's CPU time is the first field of /proc/PID/schedstat (ns on CPU),
 # read after WARM s and again WINDOW s later. Prints SCX-RESULT lines (checks) and
 # SCX-MEASURE lines (measured, not checked); daemon.sh follows it and exits 1 if any
-# check of either failed. SCX_ONLY=daemon skips these and runs daemon.sh's alone.
+# check of either failed. SCX_ONLY=daemon or ebs skips these and runs daemon.sh's or
+# ebs.sh's alone.
 #   ratio       tickets 3:2:1 in one currency: shares within 0.02 of 1/2, 1/3, 1/6
 #   insulation  currencies alice and bob funded alike; alice 1 hog, bob 5 hogs in one job:
 #               alice's hog within 0.02 of 1/2, each of bob's within 0.02 of 1/10
@@ -89,8 +90,8 @@ after() {
 loader() { allot-scx run "$@" --for $((WARM + WINDOW + 3)) & LP=$!; sleep $WARM; }
 
 # The loader's checks (SCX_ONLY=daemon skips them: daemon.sh's alone).
-loader_checks() {
 loader_done() { wait $LP; lrc=$?; [ $lrc = 0 ] || { echo "SCX-RESULT $1: loader exit $lrc"; fail=1; }; }
+loader_checks() {
 
 # ---- ratio
 hog j1; hog j2; hog j3; set -- $HOGS
@@ -153,4 +154,4 @@ else
 fi
 stop_hogs; after sysrq
 }
-[ "${SCX_ONLY:-}" = daemon ] || loader_checks
+[ -z "${SCX_ONLY:-}" ] && loader_checks

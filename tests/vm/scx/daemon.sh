@@ -10,7 +10,12 @@
 #                   SCHED_EXT, the log, the audit trail and the metrics say so
 #   daemon-fallback the same hogs, now under the cgroup backend alone: 3:2:1 within 0.02
 #   daemon-reload   SIGHUP with kind = "scx" loads it again
+#   daemon-cap      under the scheduler loaded again, `allot run -t 3 --cap '0.3!'`
+#                   against `allot run -t 1`: the capped hog within 0.03 of 0.30 CPU (the
+#                   plan's hard cap, held by the BPF side's sinbin), the other measured
+#   daemon-background `allot run --background` beside `allot run`: at most 0.05 CPU
 #   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
+[ "${SCX_ONLY:-}" = ebs ] && exit $fail
 D=/tmp/allotd
 mkdir -p $D
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n' > $D/allot.toml
@@ -88,6 +93,28 @@ if took=$(until_sched 'scx (allot_stride loaded' 60); then
 else
   echo "SCX-RESULT daemon-reload: not loaded again within 60 s: $(sched)"; fail=1
 fi
+
+# EBS through the daemon: the table carries a hard cap and background
+loop='while :; do :; done'
+stop_hogs
+$A run --strict -t 3 --cap '0.3!' -- taskset -c 1 sh -c "$loop" > /dev/null &
+HOGS=$!
+$A run --strict -t 1 -- taskset -c 1 sh -c "$loop" > /dev/null &
+HOGS="$HOGS $!"
+set -- $HOGS
+sleep $WARM
+echo "SCX-STATE daemon-cap: $(sched); hog policies $(policies "$@")"
+rate daemon-cap $1:0.30:0.03 $2:- || fail=1
+stop_hogs
+$A run --strict -- taskset -c 1 sh -c "$loop" > /dev/null &
+HOGS=$!
+$A run --strict --background -- taskset -c 1 sh -c "$loop" > /dev/null &
+HOGS="$HOGS $!"
+set -- $HOGS
+sleep $WARM
+echo "SCX-STATE daemon-background: $(sched); hog policies $(policies "$@")"
+rate daemon-background $1:- $2:'<0.05' || fail=1
+$A show | sed 's/^/SCX-SHOW /'
 
 kill $DP; wait $DP; drc=$?
 echo "SCX-STATE daemon stopped (exit $drc); last lines: $(tail -n 3 $D/daemon.log | tr '\n' '|')"

@@ -63,11 +63,40 @@ struct Loader {
     lines: Receiver<Line>,
 }
 
+/// One job of the table the loader is sent: its cgroup directory, its share (base units,
+/// flattened), its usage-rate cap in CPUs (held by the BPF side's sinbin) and whether it is
+/// a background job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableJob {
+    /// The job's cgroup directory.
+    pub dir: String,
+    /// Its share in base units.
+    pub share: u64,
+    /// Its cap in CPUs, always held (the plan's cpu.max: a hard cap, or a held soft cap).
+    pub cap: Option<f64>,
+    /// It runs only when nothing else of allot's is runnable on the CPU.
+    pub background: bool,
+}
+
+impl TableJob {
+    /// A job with a share only.
+    pub fn new(dir: impl Into<String>, share: u64) -> Self {
+        Self { dir: dir.into(), share, cap: None, background: false }
+    }
+
+    /// Its line: `job SHARE [cap=CPUS] [background] DIR` (crates/allot-scx/src/serve.rs).
+    pub fn line(&self) -> String {
+        let cap = self.cap.map_or(String::new(), |c| format!(" cap={c}"));
+        let bg = if self.background { " background" } else { "" };
+        format!("job {}{cap}{bg} {}\n", self.share, self.dir)
+    }
+}
+
 /// The runner: the loader, what it was last sent and what it said.
 pub struct Scx {
     loader: Option<Loader>,
     state: State,
-    sent: Option<Vec<(String, u64)>>,
+    sent: Option<Vec<TableJob>>,
     ejections: u64,
     tables: u64,
     last_err: String,
@@ -125,17 +154,16 @@ impl Scx {
         self.state = State::Loading;
     }
 
-    /// Sends the job table (each job's cgroup directory and share) if it differs from the
-    /// last one sent. Returns whether it was sent.
-    pub fn feed(&mut self, mut table: Vec<(String, u64)>) -> bool {
-        table.sort();
+    /// Sends the job table if it differs from the last one sent. Returns whether it was sent.
+    pub fn feed(&mut self, mut table: Vec<TableJob>) -> bool {
+        table.sort_by(|a, b| a.dir.cmp(&b.dir));
         if self.sent.as_ref() == Some(&table) || !matches!(self.state, State::Loading | State::Loaded { .. }) {
             return false;
         }
         let Some(tx) = self.loader.as_ref().and_then(|l| l.tables.as_ref()) else { return false };
         let mut text = String::new();
-        for (dir, share) in &table {
-            text.push_str(&format!("job {share} {dir}\n"));
+        for j in &table {
+            text.push_str(&j.line());
         }
         text.push_str("end\n");
         if tx.send(text).is_err() {

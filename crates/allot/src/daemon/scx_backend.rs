@@ -6,7 +6,7 @@
 
 use super::core::Daemon;
 use super::registry::Class;
-use super::scx::{utc, Change, State};
+use super::scx::{utc, Change, State, TableJob};
 use crate::config_scheduler::Kind;
 use std::time::{Duration, SystemTime};
 
@@ -42,11 +42,13 @@ impl Daemon {
 
     /// The job table for the scheduler: each job's cgroup directory and its share, the
     /// plan's weights flattened (`allot_model::flat`), so the scheduler and the cgroup
-    /// backend divide the machine from the same decisions (the boost aside).
-    pub fn scx_table(&self) -> Vec<(String, u64)> {
+    /// backend divide the machine from the same decisions (the boost aside); its cap, the
+    /// plan's cpu.max (a hard cap, or a soft cap the plan holds now), which the BPF side
+    /// holds with its sinbin; and whether it is a background job.
+    pub fn scx_table(&self) -> Vec<TableJob> {
         let planned = self.planned();
         let mut cur: Vec<(Class, &super::registry::CurrencyId)> = vec![];
-        let mut dirs = vec![];
+        let mut rows = vec![];
         let mut flat = vec![];
         for j in self.desired().jobs.values() {
             let class = j.class();
@@ -64,11 +66,15 @@ impl Daemon {
             // Without the boost: the plan's boost is decided per tick, and sent through this
             // pipe it moved shares by up to 0.05 under the stride scheduler (docs/scx.md).
             let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.base_weight);
-            flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background });
-            dirs.push(self.tree().cg().dir(&j.rel()).display().to_string());
+            // idle as the plan counts it: no entitlement now (allot_model::flat)
+            let active = planned.jobs.get(&j.id).is_none_or(|p| p.entitlement > 0.0);
+            flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background, active });
+            let cap = planned.jobs.get(&j.id).map_or_else(|| j.cap.filter(|c| c.hard).map(|c| c.cpus), |p| p.quota);
+            let dir = self.tree().cg().dir(&j.rel()).display().to_string();
+            rows.push(TableJob { cap, background: j.background, ..TableJob::new(dir, 0) });
         }
         let shares = allot_model::flat::flatten(&flat, self.cfg().outside.weight);
-        dirs.into_iter().zip(shares).collect()
+        rows.into_iter().zip(shares).map(|(r, share)| TableJob { share, ..r }).collect()
     }
 
     /// Sends the table if the scheduler runs and the table changed (after each plan).

@@ -1,7 +1,7 @@
 //! The runner (scx.rs) against fake loaders: shell scripts that speak the loader's
 //! protocol (`allot-scx serve`, crates/allot-scx/src/serve.rs) without a kernel.
 
-use super::scx::{Change, Scx, State};
+use super::scx::{Change, Scx, State, TableJob};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -54,22 +54,29 @@ fn feeds_tables_only_when_they_change_and_unloads_at_stop() {
     assert_eq!(s.state(), &State::Loading);
     assert_eq!(until_change(&mut s, Duration::from_secs(5)).map(|c| c.0), Some(Change::Loaded));
     assert!(matches!(s.state(), State::Loaded { mode, .. } if mode == "partial"));
-    let t = vec![("/sys/fs/cgroup/allot/u/j2".to_string(), 33_333), ("/sys/fs/cgroup/allot/u/j1".to_string(), 50_000)];
+    let t = vec![TableJob::new("/sys/fs/cgroup/allot/u/j2", 33_333), TableJob::new("/sys/fs/cgroup/allot/u/j1", 50_000)];
     assert!(s.feed(t.clone()));
     // the same table in another order is not sent again
     assert!(!s.feed(t.into_iter().rev().collect()));
-    assert!(s.feed(vec![("/sys/fs/cgroup/allot/u/j1".to_string(), 100_000)]));
+    let capped = TableJob { cap: Some(0.3), background: true, ..TableJob::new("/sys/fs/cgroup/allot/u/j1", 100_000) };
+    assert!(s.feed(vec![capped.clone()]));
+    // a change of cap alone is a new table
+    assert!(s.feed(vec![TableJob { cap: Some(0.5), ..capped }]));
     let t0 = Instant::now();
-    while s.tables() < 2 && t0.elapsed() < Duration::from_secs(5) {
+    while s.tables() < 3 && t0.elapsed() < Duration::from_secs(5) {
         s.poll();
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(s.tables(), 2);
+    assert_eq!(s.tables(), 3);
     let last = s.stop(Duration::from_secs(5));
     assert_eq!(s.state(), &State::Off);
     assert!(last.is_some_and(|l| l.starts_with("unloaded")));
     let got = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(got, "job 50000 /sys/fs/cgroup/allot/u/j1\njob 33333 /sys/fs/cgroup/allot/u/j2\nend\njob 100000 /sys/fs/cgroup/allot/u/j1\nend\n");
+    assert_eq!(
+        got,
+        "job 50000 /sys/fs/cgroup/allot/u/j1\njob 33333 /sys/fs/cgroup/allot/u/j2\nend\n\
+         job 100000 cap=0.3 background /sys/fs/cgroup/allot/u/j1\nend\njob 100000 cap=0.5 background /sys/fs/cgroup/allot/u/j1\nend\n"
+    );
     let _ = std::fs::remove_file(&log);
 }
 
@@ -78,15 +85,15 @@ fn an_ejection_is_noticed_with_the_kernels_reason() {
     let log = tmp("eject");
     let mut s = start(FAKE, &[log.to_str().unwrap(), "2"]);
     assert_eq!(until_change(&mut s, Duration::from_secs(5)).map(|c| c.0), Some(Change::Loaded));
-    s.feed(vec![("/a".into(), 1)]);
-    s.feed(vec![("/a".into(), 2)]);
+    s.feed(vec![TableJob::new("/a", 1)]);
+    s.feed(vec![TableJob::new("/a", 2)]);
     let (c, took) = until_change(&mut s, Duration::from_secs(5)).expect("the exit is noticed");
     assert_eq!(c, Change::Fell("ejected by the kernel: 67 sysrq-S: disabled by sysrq-S".into()));
     assert!(took < Duration::from_secs(1), "{took:?}");
     assert!(matches!(s.state(), State::Fallen { reason, .. } if reason.contains("disabled by sysrq-S")));
     assert_eq!(s.ejections(), 1);
     // nothing more to say or feed; the loader is reaped
-    assert!(!s.feed(vec![("/a".into(), 3)]));
+    assert!(!s.feed(vec![TableJob::new("/a", 3)]));
     let t0 = Instant::now();
     while s.pid().is_some() && t0.elapsed() < Duration::from_secs(5) {
         assert_eq!(s.poll(), None);
@@ -142,7 +149,7 @@ fn the_daemon_sends_its_plan_flattened_and_falls_back_keeping_every_job() {
         dirs.push(format!("/fake/{}", j.cgroup));
     }
     // the plan's weights, flattened: one currency, so shares 3:2:1 of one nice-0 task
-    let table: std::collections::HashMap<String, u64> = d.scx_table().into_iter().collect();
+    let table: std::collections::HashMap<String, u64> = d.scx_table().into_iter().map(|j| (j.dir, j.share)).collect();
     // (the fake controller's directories are under /fake-mount)
     let shares: Vec<u64> = dirs.iter().map(|d| *table.get(&format!("/fake-mount{d}")).unwrap_or_else(|| panic!("{d} not in {table:?}"))).collect();
     assert_eq!(shares, vec![50_000, 33_333, 16_666]);
@@ -189,4 +196,33 @@ fn a_loader_that_cannot_start_is_a_fall_said_at_once() {
     assert_eq!(d.scx().state(), &State::Off);
     let line = crate::config_scheduler::line(&d.scheduler_view());
     assert!(line.starts_with("scheduler         cgroup (sched_ext ") && !line.contains("fell back"), "{line}");
+}
+
+#[test]
+fn the_table_carries_a_hard_cap_and_background() {
+    use super::tests::{peer, start as daemon, world};
+    use crate::proto::{Request, Response};
+    let w = world();
+    for pid in [100, 101, 102] {
+        w.lock().unwrap().spawn(pid, 3000, "/", "hog");
+    }
+    let mut d = daemon(&w, None);
+    let mut dirs = vec![];
+    let runs: [(i32, Option<&str>, bool); 3] = [(100, Some("0.3!"), false), (101, None, true), (102, None, false)];
+    for (pid, cap, background) in runs {
+        let cap = cap.map(|c| c.parse::<allot_model::Cap>().unwrap());
+        let r = d.handle(Request::Run { tickets: None, currency: None, cap, background, force: false }, &peer(&w, 3000, pid)).unwrap();
+        let Response::Job(j) = r else { panic!("{r:?}") };
+        dirs.push(j.cgroup.rsplit('/').next().unwrap().to_string());
+    }
+    let table = d.scx_table();
+    let row = |name: &str| table.iter().find(|r| r.dir.ends_with(&format!("/{name}"))).unwrap_or_else(|| panic!("{name} not in {table:?}")).clone();
+    let (capped, bg, plain) = (row(&dirs[0]), row(&dirs[1]), row(&dirs[2]));
+    assert_eq!((capped.cap, capped.background), (Some(0.3), false));
+    assert_eq!((bg.cap, bg.background), (None, true));
+    assert_eq!((plain.cap, plain.background), (None, false));
+    assert!(capped.line().starts_with("job ") && capped.line().contains(" cap=0.3 /fake-mount/"), "{}", capped.line());
+    assert!(bg.line().contains(" background /fake-mount/"), "{}", bg.line());
+    // background weighs as an idle cgroup beside the foreground jobs
+    assert!(bg.share * 100 < plain.share, "{table:?}");
 }
