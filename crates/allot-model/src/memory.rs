@@ -285,7 +285,33 @@ pub fn plan(available: u64, currencies: &[CurrencyMem]) -> Vec<CurrencyPlan> {
         .collect()
 }
 
-fn split_cap(cap: Option<MemCap>) -> (Option<u64>, Option<u64>) {
+/// What a job's own directory is given, on one kernel: the protection file (v2
+/// `memory.low`, v1 `memory.soft_limit_in_bytes`), `memory.high` (v2 only) and the hard
+/// limit (v2 `memory.max`, v1 `memory.limit_in_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLimits {
+    /// The protection file's value.
+    pub protection: u64,
+    /// `memory.high` (None: unlimited; always None on v1, which has no such file).
+    pub high: Option<u64>,
+    /// The hard limit (None: unlimited).
+    pub max: Option<u64>,
+}
+
+/// A job's plan as one kernel spells it. v2 has `memory.high` for a soft cap; v1 has
+/// none, so a soft cap lowers the job's soft limit instead (reclaimed first above it when
+/// the machine is short, as a currency's soft cap is). A hard cap is the hard limit on
+/// both. A job without a cap keeps only its protection.
+pub fn job_limits(p: &JobPlan, v1: bool) -> JobLimits {
+    if v1 {
+        JobLimits { protection: p.high.map_or(p.protection, |h| h.min(p.protection)), high: None, max: p.max }
+    } else {
+        JobLimits { protection: p.protection, high: p.high, max: p.max }
+    }
+}
+
+/// A cap as (soft, hard) bytes: a soft cap is the high mark, a hard one the limit.
+pub fn split_cap(cap: Option<MemCap>) -> (Option<u64>, Option<u64>) {
     match cap {
         Some(c) if c.hard => (None, Some(c.bytes)),
         Some(c) => (Some(c.bytes), None),
@@ -405,6 +431,22 @@ mod tests {
         let p = plan(512 * M, &[a, b]);
         assert_eq!((p[0].guard, p[0].max, p[0].high), (200 * M, Some(200 * M), None));
         assert_eq!((p[1].max, p[1].high), (None, Some(50 * M)));
+    }
+
+    #[test]
+    fn a_jobs_cap_is_its_own_and_spelled_per_kernel() {
+        let mut c = cur(100, 0, &[100, 100]);
+        c.jobs[0].cap = Some("64M!".parse().unwrap());
+        c.jobs[1].cap = Some("32M".parse().unwrap());
+        let p = plan(512 * M, &[c]);
+        let (hard, soft) = (p[0].jobs[0], p[0].jobs[1]);
+        assert_eq!((hard.max, hard.high, hard.protection), (Some(64 * M), None, 256 * M));
+        assert_eq!((soft.max, soft.high), (None, Some(32 * M)));
+        assert_eq!((p[0].max, p[0].high), (None, None), "a job's cap is not its currency's");
+        assert_eq!(job_limits(&hard, false), JobLimits { protection: 256 * M, high: None, max: Some(64 * M) });
+        assert_eq!(job_limits(&hard, true), JobLimits { protection: 256 * M, high: None, max: Some(64 * M) });
+        assert_eq!(job_limits(&soft, false), JobLimits { protection: 256 * M, high: Some(32 * M), max: None });
+        assert_eq!(job_limits(&soft, true), JobLimits { protection: 32 * M, high: None, max: None }, "v1: the soft limit");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub enum Field {
     Usage,
     Window,
     Cap,
+    MemCap,
     Quota,
     State,
     Background,
@@ -46,7 +47,7 @@ pub enum Field {
 }
 
 /// Every field, in order.
-pub const FIELDS: [Field; 30] = {
+pub const FIELDS: [Field; 31] = {
     use Field::*;
     [
         Job,
@@ -60,6 +61,7 @@ pub const FIELDS: [Field; 30] = {
         Usage,
         Window,
         Cap,
+        MemCap,
         Quota,
         State,
         Background,
@@ -156,6 +158,7 @@ const ALL: In = In { show: true, top: true, metric: true };
 const TOP_METRIC: In = In { show: false, top: true, metric: true };
 const TOP: In = In { show: false, top: true, metric: false };
 const METRIC: In = In { show: false, top: false, metric: true };
+const SHOW_METRIC: In = In { show: true, top: false, metric: true };
 
 /// How a table shows the fields whose cell differs by room: `show` prints a job's pids and
 /// whole command line, `top` counts its processes and leaves out the program's directory.
@@ -190,6 +193,14 @@ impl Field {
             Usage => s("usage", "USAGE", Unit::Cpus, false, "The job's usage rate: smoothed CPU use, CPUs.", ALL),
             Window => s("window_usage", "WINDOW", Unit::Cpus, false, "The job's CPU use over the boost window, CPUs.", METRIC),
             Cap => s("cap", "CAP", Unit::Cpus, false, "The job's cap in CPUs (kind hard: always; soft: while others want the CPU).", ALL),
+            MemCap => s(
+                "memory_cap",
+                "MEMCAP",
+                Unit::Bytes,
+                false,
+                "The job's own memory cap (kind hard: never more, memory.max; soft: throttled and reclaimed above it, memory.high).",
+                SHOW_METRIC,
+            ),
             Quota => s("quota", "QUOTA", Unit::Cpus, false, "The cpu.max quota in force now, CPUs (a hard cap, or a soft cap held).", METRIC),
             State => s("state", "STATE", Unit::Text, false, "The job's state applied now, in a few words.", SHOW_TOP),
             Background => {
@@ -298,6 +309,7 @@ impl Field {
             Window => Some(j.recent),
             // A background job's cap is "0", its class, not a quota.
             Cap => j.cap.as_deref().filter(|_| !j.background).and_then(|c| c.parse::<allot_model::Cap>().ok()).map(|c| c.cpus),
+            MemCap => mem_cap(j).map(|m| m.bytes as f64),
             Quota => j.quota,
             Background => flag(j.background),
             Boosted => flag(j.boost),
@@ -325,6 +337,7 @@ impl Field {
                 let cap = j.cap.as_deref()?.parse::<allot_model::Cap>().ok()?;
                 Some(("kind", if cap.hard { "hard" } else { "soft" }.into()))
             }
+            Field::MemCap => Some(("kind", if mem_cap(j)?.hard { "hard" } else { "soft" }.into())),
             _ => None,
         }
     }
@@ -340,6 +353,8 @@ impl Field {
             (State, _) => state(j),
             // The cap as set ("0.25!" hard, "0.25" soft; "0" for background).
             (Cap, _) => j.cap.clone().unwrap_or_else(|| "-".into()),
+            // The memory cap as set ("4G!" hard, "4G" soft).
+            (MemCap, _) => j.mem.clone().unwrap_or_else(|| "-".into()),
             // An idle job's entitlement is what it would get if it woke: in parentheses.
             (Entitled, _) if !j.active => format!("({})", cpus(j.entitlement)),
             (Processes, Form::Full) => match &j.pids {
@@ -359,7 +374,7 @@ impl Field {
     /// Its column is aligned right (numbers), else left (words, and `show`'s pid lists).
     pub fn right(self, form: Form) -> bool {
         match (self, form) {
-            (Field::Processes, Form::Full) | (Field::Cap, _) => false,
+            (Field::Processes, Form::Full) | (Field::Cap, _) | (Field::MemCap, _) => false,
             _ => !matches!(self.spec().unit, Unit::Text),
         }
     }
@@ -375,6 +390,11 @@ pub fn format_unit(unit: Unit, x: f64) -> String {
         Unit::Bytes => allot_model::memory::human_size(x as u64),
         Unit::Text | Unit::Number | Unit::Flag => format!("{}", x + 0.0),
     }
+}
+
+/// A job's memory cap as the daemon sent it (None: none, or a value this build cannot read).
+fn mem_cap(j: &JobView) -> Option<allot_model::memory::MemCap> {
+    j.mem.as_deref()?.parse().ok()
 }
 
 /// The fields an output shows, in order.

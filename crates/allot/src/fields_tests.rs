@@ -14,6 +14,7 @@ fn full() -> (crate::proto::StatusView, crate::proto::ShowView, Readings) {
     let mut sh = show();
     sh.jobs[0].cap = Some("0.5!".into());
     sh.jobs[0].quota = Some(0.5);
+    sh.jobs[0].mem = Some("64M!".into());
     sh.jobs.push(job("2", None));
     let mut r = Readings::default();
     r.jobs.insert(
@@ -105,7 +106,10 @@ fn names_and_units_agree_across_the_outputs() {
         let line = metrics.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {prefix} in\n{metrics}"));
         let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         let cell = f.text(j, &k, Form::Short);
-        if f != Field::Cap {
+        if f == Field::MemCap {
+            assert_eq!(format!("{}!", allot_model::memory::format_size(v as u64)), cell, "{f:?}: a hard memory cap as set");
+            assert!(line.contains("kind=\"hard\"") && v == (64 << 20) as f64, "{line}");
+        } else if f != Field::Cap {
             assert_eq!(format_unit(f.spec().unit, v), cell, "{f:?}: {line}");
         } else {
             assert_eq!(format!("{v}!"), cell, "{f:?}: a hard cap as set");

@@ -85,6 +85,11 @@ enum Command {
         /// for hard (0.5!, 50%!: held even on idle CPUs); 0 = background.
         #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
+        /// Memory cap: a size (bytes, or K, M, G, T: 512M, 1.5G) with ! for hard (4G!: never
+        /// more; reclaimed, then the OOM killer acts inside the job) or without for soft (4G:
+        /// throttled and reclaimed above it).
+        #[arg(long)]
+        mem: Option<String>,
         /// Run on idle CPU only (soft cap 0).
         #[arg(long)]
         background: bool,
@@ -110,6 +115,9 @@ enum Command {
         /// for hard (0.5!, 50%!: held even on idle CPUs); 0 = background; none removes it.
         #[arg(long, allow_hyphen_values = true)]
         cap: Option<String>,
+        /// Memory cap: a size with ! for hard (4G!), without for soft (4G); none removes it.
+        #[arg(long)]
+        mem: Option<String>,
         /// Move to the background class (idle CPU only).
         #[arg(long, conflicts_with = "foreground")]
         background: bool,
@@ -244,15 +252,25 @@ fn cap_arg(c: Option<&str>, currency: bool) -> anyhow::Result<proto::CapChange> 
     Ok(proto::CapChange::Set(cap))
 }
 
+/// A memory cap flag: "none" removes the cap; anything else is a memory cap (a size, ! for
+/// hard), refused here naming the value before anything is sent.
+fn mem_arg(m: Option<&str>) -> anyhow::Result<proto::MemChange> {
+    match m {
+        None => Ok(proto::MemChange::Keep),
+        Some(m) if m.trim().eq_ignore_ascii_case("none") => Ok(proto::MemChange::Clear),
+        Some(m) => proto::job_mem(m).map(proto::MemChange::Set).map_err(|e| anyhow::anyhow!("{e}")),
+    }
+}
+
 /// `allot run` when no daemon answers: says which of the options could not be kept, and
 /// keeps `--background` (or `--cap 0`) as SCHED_IDLE on this process, which any user may
 /// choose for their own process and which the command inherits through exec.
-fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&str>, cap: Option<&str>, background: bool) {
+fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&str>, cap: Option<&str>, mem: Option<&str>, background: bool) {
     eprintln!("allot: warning: {}; running the command unmanaged (--strict makes this an error)", allot_report::for_terminal(&format!("{why:#}")));
     let cap = cap.filter(|c| *c != "none");
     let cap_idle = cap.and_then(|c| c.parse::<allot_model::Cap>().ok()).is_some_and(|c| c.is_background());
     let idle = background || cap_idle;
-    let not_kept = [("-t", tickets), ("--currency", currency), ("--cap", cap.filter(|_| !cap_idle))];
+    let not_kept = [("-t", tickets), ("--currency", currency), ("--cap", cap.filter(|_| !cap_idle)), ("--mem", mem.filter(|m| *m != "none"))];
     for (flag, v) in not_kept {
         if let Some(v) = v {
             eprintln!("allot: warning: {flag} {} was not applied: no daemon to enforce it", allot_report::for_terminal(v));
@@ -323,29 +341,34 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             ephemeral,
             release,
         }),
-        Command::Run { tickets: given, currency, cap, background, strict, force, command } => {
+        Command::Run { tickets: given, currency, cap, mem, background, strict, force, command } => {
             let tickets = given.as_deref().map(count).transpose()?;
+            let typed_mem = match mem_arg(mem.as_deref())? {
+                proto::MemChange::Set(m) => Some(m),
+                proto::MemChange::Keep | proto::MemChange::Clear => None,
+            };
             let typed = match cap_arg(cap.as_deref(), false)? {
                 proto::CapChange::Set(c) => Some(c),
                 proto::CapChange::Keep | proto::CapChange::Clear => None,
             };
-            let req = Request::Run { tickets, currency: currency.clone(), cap: typed, background, force };
+            let req = Request::Run { tickets, currency: currency.clone(), cap: typed, background, force, mem: typed_mem };
             match client::call(&sock, &req) {
                 Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
                 Ok(_) => {}
                 Err(e) if !strict && e.downcast_ref::<client::Unreachable>().is_some() => {
-                    run_unmanaged(&e, given.as_deref(), currency.as_deref(), cap.as_deref(), background);
+                    run_unmanaged(&e, given.as_deref(), currency.as_deref(), cap.as_deref(), mem.as_deref(), background);
                 }
                 Err(e) => return Err(e),
             }
             let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
             anyhow::bail!("cannot run {:?}: {err}", command[0])
         }
-        Command::Set { pids, tickets, cap, background, foreground, force } => {
+        Command::Set { pids, tickets, cap, mem, background, foreground, force } => {
             let pids = pids.iter().map(|p| pid_number(p)).collect::<anyhow::Result<Vec<_>>>()?;
             let pids = proto::Pids::new(pids).map_err(|e| anyhow::anyhow!("{e}"))?;
             let tickets = tickets.as_deref().map(count).transpose()?;
             let cap = cap_arg(cap.as_deref(), false)?;
+            let mem = mem_arg(mem.as_deref())?;
             let bg = if background {
                 Some(true)
             } else if foreground {
@@ -353,7 +376,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 None
             };
-            output::print(json, &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force })?)
+            output::print(json, &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force, mem })?)
         }
         Command::Show { user } => output::print(json, &client::call(&sock, &Request::Show { user })?),
         Command::Fund { currency, base, cap } => {

@@ -43,6 +43,7 @@ pub(crate) fn job(id: &str, pids: Option<Vec<i32>>) -> JobView {
         active: true,
         usage: 0.5,
         cap: None,
+        mem: None,
         background: false,
         held: false,
         boost: true,

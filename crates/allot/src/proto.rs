@@ -13,10 +13,13 @@ use serde::{Deserialize, Serialize};
 mod error;
 #[path = "proto_fields.rs"]
 mod fields;
+#[path = "proto_mem.rs"]
+mod mem;
 #[path = "proto_wire.rs"]
 mod wire;
 pub use error::{ErrorKind, Refusal};
 pub use fields::{wire_cap, CapChange, Pid, Pids, MAX_PIDS};
+pub use mem::{job_mem, MemChange};
 
 /// This build's protocol version. Version 1 (allot 0.1's first daemon) had no `v`;
 /// version 2 sent tickets, caps and pids unchecked and cleared a cap with "none"; version
@@ -53,6 +56,9 @@ pub enum Request {
         background: bool,
         /// Root only: take the process out of a cgroup another manager owns.
         force: bool,
+        /// Memory cap, e.g. "4G!" (hard) or "4G" (soft); None: none (left off the line).
+        #[serde(serialize_with = "mem::opt_mem", skip_serializing_if = "Option::is_none")]
+        mem: Option<allot_model::memory::MemCap>,
     },
     /// Change the jobs of running processes: all of them or none.
     Set {
@@ -67,6 +73,9 @@ pub enum Request {
         background: Option<bool>,
         /// Root only: take processes out of cgroups other managers own.
         force: bool,
+        /// The memory cap: kept (absent), cleared (null) or set.
+        #[serde(skip_serializing_if = "MemChange::is_keep")]
+        mem: MemChange,
     },
     /// Show or set a currency's funding.
     Fund {
@@ -276,7 +285,7 @@ pub struct RulesView {
 /// One reason in `explain`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reason {
-    /// "boost", "held", "cap", "currency cap", "nice", "background", "focus", or the same
+    /// "boost", "held", "cap", "memory cap", "currency cap", "nice", "background", "focus", or the same
     /// with "no " when the condition does not hold.
     pub state: String,
     /// Whether it holds now.
@@ -424,6 +433,9 @@ pub struct JobView {
     pub usage: f64,
     /// Cap as set, e.g. "0.25!" ("0" for background; None: uncapped).
     pub cap: Option<String>,
+    /// Memory cap as set, e.g. "4G!" (None: none, and left off the line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem: Option<String>,
     /// Background (runs on idle CPU only).
     pub background: bool,
     /// A soft cap is held now (written as cpu.max).

@@ -43,7 +43,7 @@ fn tickets_and_funding_out_of_range_are_named_as_sent() {
     // A number as a string is the wrong JSON type: malformed, naming what was expected.
     assert!(malformed("\"op\":\"set\",\"pids\":[5],\"tickets\":\"50\"").contains("invalid type: string \"50\""));
     let ok = decode_request(&line("\"op\":\"run\",\"tickets\":10000")).unwrap();
-    assert_eq!(ok, Request::Run { tickets: Tickets::new(10_000).ok(), currency: None, cap: None, background: false, force: false });
+    assert_eq!(ok, Request::Run { tickets: Tickets::new(10_000).ok(), currency: None, cap: None, background: false, force: false, mem: None });
 }
 
 #[test]
@@ -112,7 +112,14 @@ fn a_cap_is_kept_cleared_or_set_and_nothing_else() {
 fn caps_travel_exactly_and_encode_as_the_grammar() {
     for written in ["1/3", "0.0015", "12.5%!", "4096", "0.001", "1%!"] {
         let c: Cap = written.parse().unwrap();
-        let r = Request::Set { pids: Pids::new([9]).unwrap(), tickets: None, cap: CapChange::Set(c), background: None, force: false };
+        let r = Request::Set {
+            pids: Pids::new([9]).unwrap(),
+            tickets: None,
+            cap: CapChange::Set(c),
+            background: None,
+            force: false,
+            mem: MemChange::Keep,
+        };
         let encoded = encode_request(&r);
         assert_eq!(decode_request(&encoded), Ok(r), "{written}");
         let v: serde_json::Value = serde_json::from_slice(&encoded).unwrap();
@@ -132,4 +139,29 @@ fn bytes_that_are_not_a_request_are_malformed() {
     for bad in [&b"\xff\xfe{}"[..], b"{\"v\":3,\"op\":\"show\",\"user\":\"\xc3\x28\"}", b"", b"\n", b"null", b"{\"v\":3}"] {
         assert!(matches!(decode_request(bad), Err(LineError::Malformed(_))), "{bad:?}");
     }
+}
+
+#[test]
+fn memory_caps_are_checked_as_the_line_is_read_and_travel_exactly() {
+    for bad in ["0", "512K!", "4Q", "-1G", "lots", "2000T!"] {
+        let e = invalid(&format!("\"op\":\"run\",\"mem\":{bad:?}"));
+        assert!(e.starts_with(&format!("memory cap {bad:?} is invalid")) && e.contains("4G!"), "{bad}: {e}");
+    }
+    let e = invalid("\"op\":\"set\",\"pids\":[5],\"mem\":\"none\"");
+    assert!(e.contains("\"none\" is not a cap") && e.contains("null"), "{e}");
+    for shape in ["67108864", "{\"bytes\":67108864,\"hard\":true}", "true"] {
+        let e = malformed(&format!("\"op\":\"run\",\"mem\":{shape}"));
+        assert!(e.contains("invalid type") && e.contains("expected a string"), "{shape}: {e}");
+    }
+    let set = |mem: &str| decode_request(&line(&format!("\"op\":\"set\",\"pids\":[5],\"mem\":{mem}")));
+    assert!(matches!(set("null"), Ok(Request::Set { mem: MemChange::Clear, .. })));
+    assert!(matches!(set("\"64M!\""), Ok(Request::Set { mem: MemChange::Set(m), .. }) if m.bytes == 64 << 20 && m.hard));
+    let run = decode_request(&line("\"op\":\"run\",\"mem\":\"1.5G\"")).unwrap();
+    assert!(matches!(run, Request::Run { mem: Some(m), .. } if m.bytes == 3 << 29 && !m.hard));
+    // Written as the size reads back, and left off a line without one (so a daemon from
+    // before memory caps reads it).
+    let line = String::from_utf8(encode_request(&run)).unwrap();
+    assert!(line.contains("\"mem\":\"1536M\""), "{line}");
+    let plain = Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None };
+    assert!(!String::from_utf8(encode_request(&plain)).unwrap().contains("mem"));
 }

@@ -4,7 +4,8 @@
 //! JSON and near-valid requests are decoded or refused, never panicked on; what is
 //! decoded encodes back to itself; a version other than this one is named as a version.
 
-use crate::proto::{decode_request, encode_request, CapChange, LineError, Pid, Pids, Request, PROTOCOL};
+use crate::proto::{decode_request, encode_request, CapChange, LineError, MemChange, Pid, Pids, Request, PROTOCOL};
+use allot_model::memory::MemCap;
 use allot_model::{Cap, Funding, Tickets};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
@@ -47,20 +48,30 @@ fn cap_change(hard_only: bool) -> impl Strategy<Value = CapChange> {
     prop_oneof![Just(CapChange::Keep), Just(CapChange::Clear), cap(hard_only).prop_map(CapChange::Set)]
 }
 
+/// A memory cap the decoder takes: any size from 1M to the largest, hard or soft.
+fn mem() -> impl Strategy<Value = MemCap> {
+    ((1u64 << 20)..allot_model::memory::MAX_BYTES, any::<bool>()).prop_map(|(bytes, hard)| MemCap { bytes, hard })
+}
+
+fn mem_change() -> impl Strategy<Value = MemChange> {
+    prop_oneof![Just(MemChange::Keep), Just(MemChange::Clear), mem().prop_map(MemChange::Set)]
+}
+
 fn arb_request() -> impl Strategy<Value = Request> {
     let opt_text = || prop::option::of(text());
     prop_oneof![
         Just(Request::Status {}),
         opt_text().prop_map(|user| Request::Show { user }),
-        (tickets(), opt_text(), prop::option::of(cap(false)), any::<bool>(), any::<bool>())
-            .prop_map(|(tickets, currency, cap, background, force)| Request::Run { tickets, currency, cap, background, force }),
-        (prop::collection::vec(pid(), 1..8), tickets(), cap_change(false), prop::option::of(any::<bool>()), any::<bool>()).prop_map(
-            |(pids, tickets, cap, background, force)| Request::Set {
+        (tickets(), opt_text(), prop::option::of(cap(false)), any::<bool>(), any::<bool>(), prop::option::of(mem()))
+            .prop_map(|(tickets, currency, cap, background, force, mem)| Request::Run { tickets, currency, cap, background, force, mem }),
+        (prop::collection::vec(pid(), 1..8), tickets(), cap_change(false), prop::option::of(any::<bool>()), any::<bool>(), mem_change()).prop_map(
+            |(pids, tickets, cap, background, force, mem)| Request::Set {
                 pids: Pids::new(pids.iter().map(|p| i64::from(p.get()))).unwrap(),
                 tickets,
                 cap,
                 background,
-                force
+                force,
+                mem
             }
         ),
         (opt_text(), prop::option::of((1i64..=10_000).prop_map(|v| Funding::new(v).unwrap())), cap_change(true))

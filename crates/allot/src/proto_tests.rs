@@ -6,8 +6,14 @@ mod hostile;
 
 #[test]
 fn lines_round_trip_and_unknown_fields_are_refused() {
-    let r =
-        Request::Set { pids: Pids::new([1, 2]).unwrap(), tickets: Tickets::new(5).ok(), cap: CapChange::Keep, background: Some(true), force: false };
+    let r = Request::Set {
+        pids: Pids::new([1, 2]).unwrap(),
+        tickets: Tickets::new(5).ok(),
+        cap: CapChange::Keep,
+        background: Some(true),
+        force: false,
+        mem: MemChange::Keep,
+    };
     assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
     assert!(matches!(decode_request(b"{\"v\":3,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
     assert!(matches!(decode_request(b"{\"v\":3,\"op\":\"status\"}"), Ok(Request::Status {})));

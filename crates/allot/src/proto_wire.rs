@@ -4,6 +4,7 @@
 //! value and what is allowed. The daemon then trusts the types.
 
 use super::fields::{currency_cap, job_cap, CapChange, Pid, Pids};
+use super::mem::{job_mem, MemChange};
 use super::Request;
 use allot_model::{units, Cap, Funding, ModelError, Tickets};
 use serde::{Deserialize, Deserializer};
@@ -32,6 +33,8 @@ pub enum Raw {
         background: bool,
         #[serde(default)]
         force: bool,
+        #[serde(default)]
+        mem: Option<String>,
     },
     /// `set`.
     Set {
@@ -44,6 +47,8 @@ pub enum Raw {
         background: Option<bool>,
         #[serde(default)]
         force: bool,
+        #[serde(default, deserialize_with = "present")]
+        mem: Option<Option<String>>,
     },
     /// `fund`.
     Fund {
@@ -123,19 +128,25 @@ impl TryFrom<Raw> for Request {
         Ok(match r {
             Raw::Status {} => Request::Status {},
             Raw::Show { user } => Request::Show { user },
-            Raw::Run { tickets, currency, cap, background, force } => Request::Run {
+            Raw::Run { tickets, currency, cap, background, force, mem } => Request::Run {
                 tickets: count::<Tickets>("tickets", tickets)?,
                 currency,
                 cap: cap.as_deref().map(job_cap).transpose()?,
                 background,
                 force,
+                mem: mem.as_deref().map(job_mem).transpose()?,
             },
-            Raw::Set { pids, tickets, cap, background, force } => Request::Set {
+            Raw::Set { pids, tickets, cap, background, force, mem } => Request::Set {
                 pids: Pids::new(pids.iter().map(whole).collect::<Result<Vec<_>, _>>()?)?,
                 tickets: count::<Tickets>("tickets", tickets)?,
                 cap: change(cap, job_cap)?,
                 background,
                 force,
+                mem: match mem {
+                    None => MemChange::Keep,
+                    Some(None) => MemChange::Clear,
+                    Some(Some(s)) => MemChange::Set(job_mem(&s)?),
+                },
             },
             Raw::Fund { currency, funding, cap } => {
                 Request::Fund { currency, funding: count::<Funding>("funding", funding)?, cap: change(cap, currency_cap)? }

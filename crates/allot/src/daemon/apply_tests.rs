@@ -8,7 +8,7 @@ use crate::proto::{Request, Response};
 fn run(d: &mut super::core::Daemon, w: &super::fake::Shared, pid: i32) {
     let r = d
         .handle(
-            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false },
+            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false, mem: None },
             &peer(w, 3000, pid),
         )
         .unwrap();

@@ -62,6 +62,7 @@ impl Daemon {
                 because: format!("hard cap {c}: cpu.max {} µs per {} ms, always", (c.cpus * PERIOD_US as f64).round(), PERIOD_US / 1000),
             });
         }
+        reasons.extend(self.mem_reason(j));
         if let Some(c) = self.currency_cap(&j.currency) {
             let how = self.backend().cap_mechanism();
             reasons.push(Reason {

@@ -37,7 +37,7 @@ impl Daemon {
         let available = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
-        let mut jobs: Vec<Vec<(String, u32)>> = vec![];
+        let mut jobs: Vec<Vec<(String, u32, Option<model::MemCap>)>> = vec![];
         let mut specs: Vec<_> = self.desired().jobs.values().filter(|j| j.class() == Class::Foreground).collect();
         specs.sort_by_key(|j| j.rel());
         for j in specs {
@@ -49,7 +49,7 @@ impl Daemon {
                     ids.len() - 1
                 }
             };
-            jobs[i].push((j.rel(), j.tickets.get()));
+            jobs[i].push((j.rel(), j.tickets.get(), j.mem));
         }
         let ins: Vec<CurrencyMem> = ids
             .iter()
@@ -58,7 +58,7 @@ impl Daemon {
                 funding: self.funding_of(c),
                 usage: mem.usage(&currency_rel(Class::Foreground, c)).unwrap_or(0),
                 cap: self.memory_cap(c),
-                jobs: js.iter().map(|(_, t)| JobMem { tickets: *t, cap: None }).collect(),
+                jobs: js.iter().map(|(_, t, m)| JobMem { tickets: *t, cap: *m }).collect(),
             })
             .collect();
         let plan = model::plan(available, &ins);
@@ -70,7 +70,7 @@ impl Daemon {
         for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
             let crel = currency_rel(Class::Foreground, c);
             // v2: the controller is enabled down to each job once (its files appear then).
-            for (rel, _) in js {
+            for (rel, ..) in js {
                 if mem.version() == Version::V2 && !self.memory().delegated.contains(rel) {
                     match mem.ensure(rel) {
                         Ok(()) => _ = self.memory_mut().delegated.insert(rel.clone()),
@@ -93,11 +93,9 @@ impl Daemon {
             rels.insert(crel.clone());
             // Processes are read only while the currency is over its share, or was.
             let scan = self.oom_scan(c, p.oom_score_adj);
-            for ((rel, _), jp) in js.iter().zip(&p.jobs) {
+            for ((rel, ..), jp) in js.iter().zip(&p.jobs) {
                 rels.insert(rel.clone());
-                if self.memory().written.get(&(rel.clone(), "protection")) != Some(&Some(jp.protection)) && mem.has(rel) {
-                    self.mem_write(&mem, rel, "protection", Some(jp.protection));
-                }
+                self.write_job_mem(&mem, rel, jp, true, &mut rels);
                 for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
                     let what = self.oom_adj(pid, p.oom_score_adj);
@@ -121,6 +119,7 @@ impl Daemon {
                 },
             );
         }
+        self.apply_background_job_mem(&mem, &mut rels);
         self.memory_mut().oom.retain(|pid, _| seen.contains(pid));
         self.memory_mut().foreign.retain(|pid, _| seen.contains(pid));
         self.memory_mut().written.retain(|(rel, _), _| rels.contains(rel));
@@ -186,7 +185,7 @@ impl Daemon {
         }
     }
 
-    fn mem_write(&mut self, mem: &Memory, rel: &str, what: &'static str, v: Option<u64>) {
+    pub(super) fn mem_write(&mut self, mem: &Memory, rel: &str, what: &'static str, v: Option<u64>) {
         let key = (rel.to_string(), what);
         if self.memory().written.get(&key) == Some(&v) {
             return;
@@ -207,7 +206,7 @@ impl Daemon {
     /// Writes a hard limit; a limit the kernel cannot reclaim down to (v1: EBUSY, memory
     /// that cannot be reclaimed without swap) is written at the usage instead, so the
     /// currency cannot grow, and tried again next tick. Returns what is in force.
-    fn mem_write_limit(&mut self, mem: &Memory, rel: &str, limit: Option<u64>, usage: u64) -> Option<u64> {
+    pub(super) fn mem_write_limit(&mut self, mem: &Memory, rel: &str, limit: Option<u64>, usage: u64) -> Option<u64> {
         // Whole MiB: the guard moves with every page others touch; a write per MiB is plenty.
         let limit = limit.map(|l| l & !((1 << 20) - 1));
         let key = (rel.to_string(), "max");
@@ -313,6 +312,13 @@ pub mod state;
 
 #[path = "memory_audit.rs"]
 mod audit;
+
+#[path = "memory_job.rs"]
+mod job;
+
+#[cfg(test)]
+#[path = "memory_job_tests.rs"]
+mod job_tests;
 
 #[cfg(test)]
 #[path = "memory_tests.rs"]

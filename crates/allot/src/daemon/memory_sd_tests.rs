@@ -28,7 +28,9 @@ fn host() -> (Shared, crate::daemon::core::Daemon) {
         x.slice_mem.usage.insert("user-3001".into(), 10 * M);
     }
     let mut d = start(&w, None);
-    let r = d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false }, &peer(&w, 3000, 100)).unwrap();
+    let r = d
+        .handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None }, &peer(&w, 3000, 100))
+        .unwrap();
     assert!(matches!(r, Response::Job(_)), "{r:?}");
     d.registry_mut().set_funding(CurrencyId::User(3000), 300);
     d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });

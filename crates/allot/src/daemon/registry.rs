@@ -5,6 +5,7 @@
 //! only source of intent — the kernel tree holds adjusted values and is never read back
 //! as a setting.
 
+use allot_model::memory::MemCap;
 use allot_model::{Cap, Tickets};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -69,6 +70,8 @@ pub struct JobSpec {
     pub tickets: Tickets,
     /// Cap as set (never soft 0: that is `background`).
     pub cap: Option<Cap>,
+    /// Memory cap as set (`--mem 4G!` hard, `--mem 4G` soft; docs/memory.md).
+    pub mem: Option<MemCap>,
     /// Runs on idle CPU only.
     pub background: bool,
     /// Focused by its user.
@@ -80,7 +83,7 @@ pub struct JobSpec {
 impl JobSpec {
     /// A job with default settings.
     pub fn new(id: JobId, currency: CurrencyId, owner: u32) -> Self {
-        Self { id, currency, owner, tickets: Tickets::default(), cap: None, background: false, focus: false, rule: None }
+        Self { id, currency, owner, tickets: Tickets::default(), cap: None, mem: None, background: false, focus: false, rule: None }
     }
     /// Its class.
     pub fn class(&self) -> Class {

@@ -12,7 +12,8 @@ use change::{Change, CurrencyChange, JobChange, Step};
 use super::core::Daemon;
 use super::registry::{CurrencyId, JobId, JobSpec};
 use super::trust::{Peer, Place, Target};
-use crate::proto::{CapChange, Changed, FundingView, JobMade, Pid, Pids, Refusal, Request, Response};
+use crate::proto::{CapChange, Changed, FundingView, JobMade, MemChange, Pid, Pids, Refusal, Request, Response};
+use allot_model::memory::MemCap;
 use allot_model::{Cap, Funding, Tickets};
 
 type R<T> = Result<T, Refusal>;
@@ -69,8 +70,8 @@ impl Daemon {
         match req {
             Request::Status {} => Ok(Response::Status(Box::new(self.status()))),
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show).map_err(Refusal::not_found),
-            Request::Run { tickets, currency, cap, background, force } => self.run(peer, tickets, currency, cap, background, force),
-            Request::Set { pids, tickets, cap, background, force } => self.set(peer, pids, tickets, cap, background, force),
+            Request::Run { tickets, currency, cap, background, force, mem } => self.run(peer, tickets, currency, cap, background, force, mem),
+            Request::Set { pids, tickets, cap, background, force, mem } => self.set(peer, pids, tickets, cap, background, force, mem),
             Request::Fund { currency, funding, cap } => self.fund(peer, currency, funding, cap),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
@@ -97,6 +98,7 @@ impl Daemon {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         peer: &Peer,
@@ -105,7 +107,11 @@ impl Daemon {
         cap: Option<Cap>,
         background: bool,
         force: bool,
+        mem: Option<MemCap>,
     ) -> R<Response> {
+        if mem.is_some() {
+            self.check_job_mem()?;
+        }
         let tickets = tickets.unwrap_or_default();
         let cap_bg = cap.is_some_and(|c| c.is_background());
         let cap = cap.filter(|c| !c.is_background()).map(|c| self.check_cap(c)).transpose()?;
@@ -156,6 +162,7 @@ impl Daemon {
         let mut spec = JobSpec::new(self.registry_mut().take_id(), cur.clone(), peer.uid);
         spec.tickets = tickets;
         spec.cap = cap;
+        spec.mem = mem;
         spec.background = background || cap_bg;
         // From the caller's own login session: the job ends when logind stops it (logout.rs).
         let tie = match &place {
@@ -194,7 +201,16 @@ impl Daemon {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn set(&mut self, peer: &Peer, pids: Pids, tickets: Option<Tickets>, cap: CapChange, background: Option<bool>, force: bool) -> R<Response> {
+    fn set(
+        &mut self,
+        peer: &Peer,
+        pids: Pids,
+        tickets: Option<Tickets>,
+        cap: CapChange,
+        background: Option<bool>,
+        force: bool,
+        mem: MemChange,
+    ) -> R<Response> {
         let mut bg = background;
         // cap: None = unchanged; Some(None) = clear; Some(Some(c)) = set.
         let cap: Option<Option<Cap>> = match cap {
@@ -212,8 +228,11 @@ impl Daemon {
         if bg == Some(true) && matches!(cap, Some(Some(_))) {
             return Err(Refusal::invalid("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them"));
         }
-        if tickets.is_none() && cap.is_none() && bg.is_none() {
-            return Err(Refusal::invalid("set needs something to change: -t TICKETS, --cap CAP|none, --background or --foreground"));
+        if tickets.is_none() && cap.is_none() && bg.is_none() && mem.is_keep() {
+            return Err(Refusal::invalid("set needs something to change: -t TICKETS, --cap CAP|none, --mem SIZE|none, --background or --foreground"));
+        }
+        if matches!(mem, MemChange::Set(_)) {
+            self.check_job_mem()?;
         }
         // Check every process before changing anything.
         let mut seen = std::collections::HashSet::new();
@@ -244,6 +263,11 @@ impl Daemon {
             }
             if let Some(c) = cap {
                 spec.cap = c;
+            }
+            match mem {
+                MemChange::Keep => {}
+                MemChange::Clear => spec.mem = None,
+                MemChange::Set(m) => spec.mem = Some(m),
             }
             if let Some(b) = bg {
                 spec.background = b;

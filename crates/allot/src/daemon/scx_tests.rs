@@ -141,7 +141,14 @@ fn the_daemon_sends_its_plan_flattened_and_falls_back_keeping_every_job() {
     for (pid, t) in [(100, 3), (101, 2), (102, 1)] {
         let r = d
             .handle(
-                Request::Run { tickets: Some(allot_model::Tickets::new(t).unwrap()), currency: None, cap: None, background: false, force: false },
+                Request::Run {
+                    tickets: Some(allot_model::Tickets::new(t).unwrap()),
+                    currency: None,
+                    cap: None,
+                    background: false,
+                    force: false,
+                    mem: None,
+                },
                 &peer(&w, 3000, pid),
             )
             .unwrap();
@@ -211,7 +218,7 @@ fn the_table_carries_a_hard_cap_and_background() {
     let runs: [(i32, Option<&str>, bool); 3] = [(100, Some("0.3!"), false), (101, None, true), (102, None, false)];
     for (pid, cap, background) in runs {
         let cap = cap.map(|c| c.parse::<allot_model::Cap>().unwrap());
-        let r = d.handle(Request::Run { tickets: None, currency: None, cap, background, force: false }, &peer(&w, 3000, pid)).unwrap();
+        let r = d.handle(Request::Run { tickets: None, currency: None, cap, background, force: false, mem: None }, &peer(&w, 3000, pid)).unwrap();
         let Response::Job(j) = r else { panic!("{r:?}") };
         dirs.push(j.cgroup.rsplit('/').next().unwrap().to_string());
     }

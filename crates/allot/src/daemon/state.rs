@@ -7,6 +7,7 @@
 //! settings of numbered jobs only, keyed `currency/jN-uUID`; it is read and upgraded.
 
 use super::registry::{parse_leaf, CurrencyId, Desired, JobId, JobSpec};
+use allot_model::memory::MemCap;
 use allot_model::{Cap, Tickets};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -45,6 +46,10 @@ struct JobRecord {
     focus: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rule: Option<String>,
+    /// Its memory cap ("64M!" hard, "4G" soft); absent when none (so a file without one
+    /// is read by an allot from before memory caps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mem: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -91,6 +96,7 @@ fn to_file(d: &Desired) -> FileV2 {
                 background: j.background,
                 focus: j.focus,
                 rule: j.rule.clone(),
+                mem: j.mem.map(|m| m.to_string()),
             })
             .collect(),
     }
@@ -119,10 +125,11 @@ fn from_v2(f: FileV2, path: &Path) -> anyhow::Result<Desired> {
         };
         let tickets = Tickets::new(r.tickets as i64).map_err(|e| bad(format!("{id}: {e}")))?;
         let cap = r.cap.map(|c| c.parse::<Cap>()).transpose().map_err(|e| bad(format!("{id}: {e}")))?.filter(|c| !c.is_background());
+        let mem = r.mem.map(|m| m.parse::<MemCap>()).transpose().map_err(|e| bad(format!("{id}: {e}")))?;
         if let JobId::Numbered(n) = id {
             d.next_id = d.next_id.max(n + 1);
         }
-        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, background: r.background, focus: r.focus, rule: r.rule });
+        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, mem, background: r.background, focus: r.focus, rule: r.rule });
     }
     Ok(d)
 }
@@ -288,6 +295,7 @@ mod tests {
         d.funding.insert(CurrencyId::Named("ci".into()), 5);
         let mut j = JobSpec::new(JobId::Numbered(7), CurrencyId::Named("ci".into()), 1001);
         j.cap = Some("0.5!".parse().unwrap());
+        j.mem = Some("64M!".parse().unwrap());
         j.background = true;
         j.focus = true;
         j.tickets = Tickets::new(300).unwrap();

@@ -28,13 +28,20 @@ pub(super) fn peer(w: &Shared, uid: u32, pid: i32) -> Peer {
 /// `set PIDS -t T`, with `--background`/`--foreground` and `--force` as given.
 pub(super) fn set_req(pids: &[i64], tickets: Option<i64>, background: Option<bool>, force: bool) -> Request {
     let tickets = tickets.map(|t| allot_model::Tickets::new(t).unwrap());
-    Request::Set { pids: crate::proto::Pids::new(pids.iter().copied()).unwrap(), tickets, cap: crate::proto::CapChange::Keep, background, force }
+    Request::Set {
+        pids: crate::proto::Pids::new(pids.iter().copied()).unwrap(),
+        tickets,
+        cap: crate::proto::CapChange::Keep,
+        background,
+        force,
+        mem: crate::proto::MemChange::Keep,
+    }
 }
 
 /// `run [-t T] [--cap C]`.
 pub(super) fn run_req(tickets: Option<i64>, cap: Option<&str>) -> Request {
     let (tickets, cap) = (tickets.map(|t| allot_model::Tickets::new(t).unwrap()), cap.map(|c| c.parse().unwrap()));
-    Request::Run { tickets, currency: None, cap, background: false, force: false }
+    Request::Run { tickets, currency: None, cap, background: false, force: false, mem: None }
 }
 
 fn show(d: &mut Daemon, uid: u32) -> ShowView {

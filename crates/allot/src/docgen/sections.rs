@@ -181,13 +181,14 @@ fn environment(root: &Command) -> Section {
 
 /// The examples of allot(1): what each does, and the command line (every one starting
 /// with `allot` is parsed by the tests; `sudo` is dropped first).
-const EXAMPLES: [(&str, &str); 10] = [
+const EXAMPLES: [(&str, &str); 11] = [
     ("Run a build on idle CPU only (the background class):", "allot run --background make -j8"),
     (
         "Run a simulation with twice the default tickets, held to half a CPU while others want the CPU (a soft cap):",
         "allot run -t 200 --cap 50% ./simulate",
     ),
     ("Hold a running process's job to one CPU even when the machine is idle (a hard cap):", "allot set 4242 --cap 1!"),
+    ("Run a build that may never hold more than 4 GiB of memory (a hard memory cap; 4G without ! is soft):", "allot run --mem 4G! make -j8"),
     ("See every job and currency, their entitlements and usage:", "allot show"),
     ("Why a job is boosted, held, capped or in the background now:", "allot explain 4242"),
     ("Give alice's currency twice the default funding (root):", "sudo allot fund alice 200"),

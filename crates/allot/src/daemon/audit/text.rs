@@ -4,17 +4,18 @@
 
 use super::super::registry::{CurrencyId, Desired, JobSpec};
 use super::{MAX_ARG, PIDS_SHOWN};
-use crate::proto::{AuditChange, CapChange, Request};
+use crate::proto::{AuditChange, CapChange, MemChange, Request};
 use std::collections::HashSet;
 
 fn settings(j: &JobSpec) -> String {
     format!(
-        "tickets {}, cap {}, {}, focus {}{}",
+        "tickets {}, cap {}, {}, focus {}{}{}",
         j.tickets.get(),
         j.cap.map_or("none".into(), |c| c.to_string()),
         if j.background { "background" } else { "foreground" },
         if j.focus { "on" } else { "off" },
-        j.rule.as_ref().map(|r| format!(", rule {r}")).unwrap_or_default()
+        j.rule.as_ref().map(|r| format!(", rule {r}")).unwrap_or_default(),
+        j.mem.map(|m| format!(", memory cap {m}")).unwrap_or_default()
     )
 }
 
@@ -106,19 +107,25 @@ pub fn describe(r: &Request) -> String {
     };
     let force = |f: bool| if f { " --force" } else { "" };
     match r {
-        Request::Run { tickets, currency, cap, background, force: f } => format!(
-            "run{}{}{}{}{}",
+        Request::Run { tickets, currency, cap, background, force: f, mem } => format!(
+            "run{}{}{}{}{}{}",
             num("-t", tickets.map(|t| t.get())),
             opt("--currency", currency),
             cap.map(|c| format!(" --cap {c}")).unwrap_or_default(),
+            mem.map(|m| format!(" --mem {m}")).unwrap_or_default(),
             if *background { " --background" } else { "" },
             force(*f)
         ),
-        Request::Set { pids: p, tickets, cap: c, background, force: f } => format!(
-            "set {}{}{}{}{}",
+        Request::Set { pids: p, tickets, cap: c, background, force: f, mem } => format!(
+            "set {}{}{}{}{}{}",
             pids(&p.as_slice().iter().map(|p| i64::from(p.get())).collect::<Vec<_>>()),
             num("-t", tickets.map(|t| t.get())),
             cap(c),
+            match mem {
+                MemChange::Keep => String::new(),
+                MemChange::Clear => " --mem none".into(),
+                MemChange::Set(m) => format!(" --mem {m}"),
+            },
             match background {
                 Some(true) => " --background",
                 Some(false) => " --foreground",
@@ -168,14 +175,25 @@ mod tests {
                 cap: CapChange::Keep,
                 background: None,
                 force: false,
+                mem: crate::proto::MemChange::Keep,
             })
         };
         assert_eq!(set(vec![100, 101, 102]), "set 100 101 102 -t 5");
         assert_eq!(set(vec![7; 1024]), "set 7 (1 pid, 1024 given) -t 5");
         assert_eq!(set((100..1124).collect()), "set 100 101 102 103 104 105 106 107 … (1024 pids, first 8 shown) -t 5");
-        let run =
-            |c: &str| describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: "1/2!".parse().ok(), background: false, force: false });
+        let run = |c: &str| {
+            describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: "1/2!".parse().ok(), background: false, force: false, mem: None })
+        };
         assert_eq!(run("ci"), "run --currency ci --cap 0.5!");
+        let mem = describe(&Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: "64M!".parse().ok() });
+        assert_eq!(mem, "run --mem 64M! --background");
+        let unmem = |m| {
+            describe(&Request::Set { pids: Pids::new([9]).unwrap(), tickets: None, cap: CapChange::Keep, background: None, force: false, mem: m })
+        };
+        assert_eq!((unmem(MemChange::Clear), unmem(MemChange::Set("4G".parse().unwrap()))), ("set 9 --mem none".into(), "set 9 --mem 4G".into()));
+        let mut j = JobSpec::new(super::super::super::registry::JobId::Numbered(3), CurrencyId::User(7), 7);
+        j.mem = "64M!".parse().ok();
+        assert_eq!(settings(&j), "tickets 100, cap none, foreground, focus off, memory cap 64M!");
         let forged = run("x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}");
         assert_eq!(forged, r#"run --currency "x\naudit: uid 0 (pid 1) fund\r\u{1b}[2K\u{202e}" --cap 0.5!"#);
         assert!(!forged.contains(['\n', '\r', '\u{1b}', '\u{202e}']));

@@ -141,6 +141,14 @@ impl Daemon {
             return Err(unsaved(&e));
         }
         self.replan();
+        // A memory cap set, changed or cleared is written now (memory_job.rs).
+        let capped: Vec<JobSpec> = ids
+            .iter()
+            .filter_map(|id| self.desired().jobs.get(id))
+            .filter(|s| before.jobs.get(&s.id).map_or(s.mem.is_some(), |b| b.mem != s.mem || b.background != s.background))
+            .cloned()
+            .collect();
+        self.apply_job_mem_now(&capped);
         // A relocated job's old directory, emptied, goes.
         for old in emptied {
             if self.tree().cg().procs(&old).is_ok_and(|p| p.is_empty()) {

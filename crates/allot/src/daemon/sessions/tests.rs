@@ -115,6 +115,7 @@ fn hostile_another_users_session_process_is_not_explained_to_them_nor_changed_by
             cap: crate::proto::CapChange::Keep,
             background: None,
             force: false,
+            mem: crate::proto::MemChange::Keep,
         },
         &peer(&w, 3002, 331),
     );

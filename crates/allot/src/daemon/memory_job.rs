@@ -1,0 +1,126 @@
+//! A job's own memory cap (`allot run --mem 4G!`, `allot set --mem`; docs/memory.md):
+//! refused where it cannot be applied, written on the job's directory with the rest of
+//! the memory step (memory.rs) and at once when a request sets or clears it. The
+//! decision of what each kernel gets is the model's (`allot_model::memory::job_limits`).
+
+use super::super::core::Daemon;
+use super::super::registry::{Class, JobSpec};
+use crate::proto::{Reason, Refusal};
+use allot_linux::cgroup::memory::Memory;
+use allot_linux::cgroup::Version;
+use allot_model::memory::{job_limits, split_cap, JobPlan};
+use std::collections::HashSet;
+
+impl Daemon {
+    /// Whether a job's memory cap can be applied on this host; the refusal says why not and
+    /// what does work here.
+    pub(in crate::daemon) fn check_job_mem(&self) -> Result<(), Refusal> {
+        if self.memory().mem.is_some() {
+            return Ok(());
+        }
+        Err(Refusal::invalid(if !self.cfg().memory.enable {
+            "a job's memory cap (--mem) needs memory by share, which the config turns off ([memory] enable = false)".to_string()
+        } else if self.memory().slices {
+            "a job's memory cap (--mem) is not carried on a systemd host yet (allot's scopes delegate only the cpu controller); a currency's cap in the config's [funding] (alice = { funding = 100, mem = \"4G!\" }) is, as MemoryMax= on its slice".to_string()
+        } else {
+            "a job's memory cap (--mem) needs the memory controller beside allot's tree, and this host has none mounted".to_string()
+        }))
+    }
+
+    /// Writes one job's plan to its directory: protection, and its own cap (v2
+    /// `memory.high`/`memory.max`, v1 the soft limit and `memory.limit_in_bytes`). Only
+    /// what changed is written. `rels` collects the directories written (kept in the cache).
+    pub(super) fn write_job_mem(&mut self, mem: &Memory, rel: &str, jp: &JobPlan, protect: bool, rels: &mut HashSet<String>) {
+        if !mem.has(rel) {
+            return;
+        }
+        rels.insert(rel.to_string());
+        let v1 = mem.version() == Version::V1;
+        let l = job_limits(jp, v1);
+        if protect {
+            self.mem_write(mem, rel, "protection", Some(l.protection));
+        }
+        if !v1 && self.to_write(rel, "high", l.high) {
+            self.mem_write(mem, rel, "high", l.high);
+        }
+        self.write_job_max(mem, rel, l.max);
+    }
+
+    /// Whether a job's cap file is to be written: a value, or no limit over one written
+    /// before. A job never capped keeps the kernel's default without a write.
+    fn to_write(&self, rel: &str, what: &'static str, v: Option<u64>) -> bool {
+        v.is_some() || self.memory().written.get(&(rel.to_string(), what)).is_some_and(|w| w.is_some())
+    }
+
+    /// A job's hard limit, read against its usage only when it is to change (a limit below
+    /// what the job holds and cannot give back is held at its usage, memory.rs).
+    fn write_job_max(&mut self, mem: &Memory, rel: &str, max: Option<u64>) {
+        let want = max.map(|l| l & !((1 << 20) - 1));
+        if !self.to_write(rel, "max", want) || self.memory().written.get(&(rel.to_string(), "max")) == Some(&want) {
+            return;
+        }
+        let usage = mem.usage(rel).unwrap_or(0);
+        self.mem_write_limit(mem, rel, max, usage);
+    }
+
+    /// Background jobs hold no protection (their memory is what nobody else needs), but a
+    /// cap of their own is theirs whatever their class.
+    pub(super) fn apply_background_job_mem(&mut self, mem: &Memory, rels: &mut HashSet<String>) {
+        let capped: Vec<JobSpec> = self.desired().jobs.values().filter(|j| j.class() == Class::Background && j.mem.is_some()).cloned().collect();
+        for j in capped {
+            let (high, max) = split_cap(j.mem);
+            if mem.version() == Version::V2 && !self.memory().delegated.contains(&j.rel()) && mem.ensure(&j.rel()).is_ok() {
+                self.memory_mut().delegated.insert(j.rel());
+            }
+            self.write_job_mem(mem, &j.rel(), &JobPlan { protection: 0, high, max }, false, rels);
+        }
+    }
+
+    /// A request set or cleared jobs' memory caps: written now, not at the next tick, so a
+    /// job that starts growing at once meets its cap (the protection and v1's soft limit
+    /// follow at the next tick).
+    pub(in crate::daemon) fn apply_job_mem_now(&mut self, specs: &[JobSpec]) {
+        let Some(mem) = self.memory().mem.clone() else { return };
+        for j in specs {
+            let rel = j.rel();
+            if mem.version() == Version::V2 && !self.memory().delegated.contains(&rel) && mem.ensure(&rel).is_ok() {
+                self.memory_mut().delegated.insert(rel.clone());
+            }
+            let (high, max) = split_cap(j.mem);
+            if mem.has(&rel) {
+                if mem.version() == Version::V2 && self.to_write(&rel, "high", high) {
+                    self.mem_write(&mem, &rel, "high", high);
+                }
+                self.write_job_max(&mem, &rel, max);
+            }
+        }
+    }
+
+    /// `explain`'s reason for a job's memory cap, with what the job holds now and the file
+    /// that enforces it on this kernel (None: no cap).
+    pub(in crate::daemon) fn mem_reason(&self, j: &JobSpec) -> Option<Reason> {
+        let cap = j.mem?;
+        let mem = self.memory().mem.as_ref();
+        let rel = j.rel();
+        let held = mem.and_then(|m| m.usage(&rel).ok()).map(|u| format!("; it holds {} now", allot_model::memory::human_size(u))).unwrap_or_default();
+        let file = match (mem.map(|m| m.version()), cap.hard) {
+            (Some(Version::V1), true) => "memory.limit_in_bytes",
+            (Some(Version::V1), false) => {
+                "memory.soft_limit_in_bytes (cgroup v1 has no memory.high: reclaimed first above it when the machine runs short)"
+            }
+            (_, true) => "memory.max",
+            (_, false) => "memory.high",
+        };
+        let what = if cap.hard {
+            "never more: above it the kernel reclaims the job's memory, then its OOM killer acts inside the job"
+        } else {
+            "above it the kernel throttles the job's allocations and reclaims its memory"
+        };
+        Some(Reason {
+            state: "memory cap".into(),
+            on: true,
+            since_s: None,
+            because: format!("{} memory cap {cap}: {what} ({file}){held}", if cap.hard { "hard" } else { "soft" }),
+        })
+    }
+}
