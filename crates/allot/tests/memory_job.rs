@@ -107,6 +107,39 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
         check(v > 32 * MIB, || v)
     });
 
+    // A background job's cap is its own too: its directory is under allot's background
+    // sibling (`<root>-background`), which the memory hierarchy mirrors. It runs only on
+    // idle CPU, so on this shared machine its hog may take long to grow: the limit and
+    // what it holds are read, and its end, if it comes, must be the OOM killer's.
+    let bg = d.run_job(&["--strict", "--background", "--mem", "64M!"], &[lab, "workload", "mem", "--mib", "100"], Some(A)).unwrap();
+    for c in d.take_jobs() {
+        jobs.add(c);
+    }
+    let bg_rel = job_rel(&d, bg);
+    let sibling = Path::new("/sys/fs/cgroup/memory").join(format!("{}-background", d.root_name)).join(bg_rel.strip_prefix("background/").unwrap());
+    let read = |f: &str| std::fs::read_to_string(sibling.join(f)).map(|s| s.trim().parse::<u64>().unwrap()).unwrap_or(0);
+    assert_eq!(read("memory.limit_in_bytes"), 64 * MIB, "the background job's limit in {}", sibling.display());
+    let t0 = Instant::now();
+    let mut peak = 0;
+    let ended = loop {
+        peak = peak.max(read("memory.max_usage_in_bytes"));
+        let c = jobs.0.iter_mut().find(|c| c.id() == bg).unwrap();
+        if let Some(st) = c.try_wait().unwrap() {
+            break Some(st);
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("the background 64M! job: peak {} MiB, {ended:?} after {:.1} s", peak / MIB, t0.elapsed().as_secs_f64());
+    assert!(peak <= 64 * MIB, "the background job held at most its cap: {} MiB", peak / MIB);
+    if let Some(st) = ended {
+        jobs.0.retain(|c| c.id() != bg);
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL), "{st}");
+    }
+    assert!(alive(other), "the other job still runs");
+
     let root = d.root_name.clone();
     jobs.kill_all();
     d.stop().unwrap();

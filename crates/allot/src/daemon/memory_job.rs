@@ -4,7 +4,7 @@
 //! decision of what each kernel gets is the model's (`allot_model::memory::job_limits`).
 
 use super::super::core::Daemon;
-use super::super::registry::{Class, JobSpec};
+use super::super::registry::{Class, JobSpec, BACKGROUND};
 use crate::proto::{Reason, Refusal};
 use allot_linux::cgroup::memory::Memory;
 use allot_linux::cgroup::Version;
@@ -69,10 +69,11 @@ impl Daemon {
         let capped: Vec<JobSpec> = self.desired().jobs.values().filter(|j| j.class() == Class::Background && j.mem.is_some()).cloned().collect();
         for j in capped {
             let (high, max) = split_cap(j.mem);
-            if mem.version() == Version::V2 && !self.memory().delegated.contains(&j.rel()) && mem.ensure(&j.rel()).is_ok() {
-                self.memory_mut().delegated.insert(j.rel());
+            let (m, rel) = job_dir(mem, &j.rel());
+            if m.version() == Version::V2 && !self.memory().delegated.contains(&rel) && m.ensure(&rel).is_ok() {
+                self.memory_mut().delegated.insert(rel.clone());
             }
-            self.write_job_mem(mem, &j.rel(), &JobPlan { protection: 0, high, max }, false, rels);
+            self.write_job_mem(&m, &rel, &JobPlan { protection: 0, high, max }, false, rels);
         }
     }
 
@@ -80,19 +81,25 @@ impl Daemon {
     /// job that starts growing at once meets its cap (the protection and v1's soft limit
     /// follow at the next tick).
     pub(in crate::daemon) fn apply_job_mem_now(&mut self, specs: &[JobSpec]) {
-        let Some(mem) = self.memory().mem.clone() else { return };
+        let Some(top) = self.memory().mem.clone() else { return };
         for j in specs {
-            let rel = j.rel();
+            let (mem, rel) = job_dir(&top, &j.rel());
+            // Written whatever the step wrote before: a job that changed class has a new
+            // directory (the same path below the other sibling), and a cap taken away is
+            // the kernel's default written back.
+            self.memory_mut().written.retain(|(r, _), _| *r != rel);
             if mem.version() == Version::V2 && !self.memory().delegated.contains(&rel) && mem.ensure(&rel).is_ok() {
                 self.memory_mut().delegated.insert(rel.clone());
             }
-            let (high, max) = split_cap(j.mem);
-            if mem.has(&rel) {
-                if mem.version() == Version::V2 && self.to_write(&rel, "high", high) {
-                    self.mem_write(&mem, &rel, "high", high);
-                }
-                self.write_job_max(&mem, &rel, max);
+            if !mem.has(&rel) {
+                continue;
             }
+            let (high, max) = split_cap(j.mem);
+            if mem.version() == Version::V2 {
+                self.mem_write(&mem, &rel, "high", high);
+            }
+            let usage = mem.usage(&rel).unwrap_or(0);
+            self.mem_write_limit(&mem, &rel, max, usage);
         }
     }
 
@@ -101,8 +108,11 @@ impl Daemon {
     pub(in crate::daemon) fn mem_reason(&self, j: &JobSpec) -> Option<Reason> {
         let cap = j.mem?;
         let mem = self.memory().mem.as_ref();
-        let rel = j.rel();
-        let held = mem.and_then(|m| m.usage(&rel).ok()).map(|u| format!("; it holds {} now", allot_model::memory::human_size(u))).unwrap_or_default();
+        let held = mem
+            .map(|m| job_dir(m, &j.rel()))
+            .and_then(|(m, rel)| m.usage(&rel).ok())
+            .map(|u| format!("; it holds {} now", allot_model::memory::human_size(u)))
+            .unwrap_or_default();
         let file = match (mem.map(|m| m.version()), cap.hard) {
             (Some(Version::V1), true) => "memory.limit_in_bytes",
             (Some(Version::V1), false) => {
@@ -122,5 +132,20 @@ impl Daemon {
             since_s: None,
             because: format!("{} memory cap {cap}: {what} ({file}){held}", if cap.hard { "hard" } else { "soft" }),
         })
+    }
+}
+
+/// A job's directory in the memory hierarchy: a foreground job's is under allot's root; a
+/// background job's is under allot's background sibling (`<root>-background`, beside the
+/// root at the top of the hierarchy), which the memory hierarchy mirrors as the cpu one
+/// has it, so `background/C/J` is `C/J` there.
+fn job_dir(mem: &Memory, rel: &str) -> (Memory, String) {
+    let bg = rel.strip_prefix(BACKGROUND).and_then(|r| r.strip_prefix('/'));
+    match (bg, mem.root().parent(), mem.root().file_name()) {
+        (Some(r), Some(mount), Some(name)) => {
+            let sibling = mount.join(format!("{}-{BACKGROUND}", name.to_string_lossy()));
+            (Memory::at(mem.version(), mount.to_path_buf(), sibling), r.to_string())
+        }
+        _ => (mem.clone(), rel.to_string()),
     }
 }

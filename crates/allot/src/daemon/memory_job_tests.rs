@@ -61,7 +61,7 @@ fn a_jobs_memory_cap_is_written_on_its_directory_only_and_set_changes_it() {
     let r = d.handle(run(Some("64M!")), &peer(&w, 3000, 100)).unwrap();
     assert!(matches!(&r, Response::Job(j) if j.job == "1"), "{r:?}");
     assert_eq!(read(job.join("memory.max")), (64 * M).to_string(), "written as the request is served");
-    assert_eq!(read(job.join("memory.high")), "", "no soft cap: never written");
+    assert_eq!(read(job.join("memory.high")), "max", "no soft cap: none");
     assert_eq!(d.desired().jobs.values().find(|j| j.mem.is_some()).map(|j| j.mem.unwrap().to_string()), Some("64M!".into()));
     d.apply_memory();
     assert_eq!(read(job.join("memory.max")), (64 * M).to_string(), "kept by the memory step");
