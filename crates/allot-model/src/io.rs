@@ -18,6 +18,21 @@
 
 use crate::units::{MAX, MIN};
 
+/// The units a background job's I/O weighs, whatever its tickets: the smallest, so its I/O,
+/// like its CPU, is what nobody else wants. Written on allot's background sibling (beside
+/// allot's root at the top of the hierarchy, where `cpu.idle` is), it weighs all background
+/// jobs together against everything else, as 1 (`io.weight`, BFQ) or CFQ's 10.
+pub const BACKGROUND_UNITS: u32 = MIN;
+
+/// The units a job's I/O weighs: its tickets, or [`BACKGROUND_UNITS`] in the background.
+pub fn job_units(tickets: u32, background: bool) -> u32 {
+    if background {
+        BACKGROUND_UNITS
+    } else {
+        tickets
+    }
+}
+
 /// The weight for cgroup v2 `io.weight` (1..10000).
 pub fn io_weight(units: u32) -> u32 {
     units.clamp(MIN, MAX)
@@ -53,6 +68,14 @@ mod tests {
         assert_eq!((io_weight(0), io_weight(20_000)), (1, 10_000), "the kernel's range");
         assert_eq!((bfq_weight(0), bfq_weight(5000)), (1, 1000));
         assert_eq!((cfq_weight(1), cfq_weight(u32::MAX)), (10, 1000));
+    }
+
+    #[test]
+    fn background_weighs_the_least_each_interface_takes() {
+        assert_eq!(job_units(300, false), 300);
+        assert_eq!(job_units(300, true), BACKGROUND_UNITS);
+        let b = BACKGROUND_UNITS;
+        assert_eq!((io_weight(b), bfq_weight(b), cfq_weight(b)), (1, 1, 10), "each range's least");
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Config {
     pub outside: Outside,
     /// Memory by share (config_memory.rs).
     pub memory: crate::config_memory::MemoryConfig,
+    /// I/O by share (config_io.rs).
+    pub io: crate::config_io::IoConfig,
     /// The CPU scheduler backend: "cgroup" (the default) or "scx" (docs/scx.md).
     pub scheduler: crate::config_scheduler::Scheduler,
     /// Login sessions on a systemd host: how a background rule reaches their processes.
@@ -230,6 +232,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             outside: Outside::default(),
             memory: Default::default(),
+            io: Default::default(),
             scheduler: Default::default(),
             sessions: Default::default(),
             compiled_rules: vec![],

@@ -123,6 +123,7 @@ fn top_level_settings() -> Vec<String> {
         "metrics",
         "outside",
         "memory",
+        "io",
         "scheduler",
         "sessions",
     ]

@@ -76,6 +76,7 @@ impl PartialEq for Config {
             metrics,
             outside,
             memory,
+            io,
             scheduler,
             sessions,
             compiled_rules: _,
@@ -97,6 +98,7 @@ impl PartialEq for Config {
             && *metrics == o.metrics
             && *outside == o.outside
             && *memory == o.memory
+            && *io == o.io
             && *scheduler == o.scheduler
             && *sessions == o.sessions
     }

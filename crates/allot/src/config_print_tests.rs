@@ -199,6 +199,7 @@ prop_compose! {
         metrics in metrics(),
         weight in 1u32..=10_000,
         memory in memory(),
+        io_by_share in any::<bool>(),
         job in any::<bool>(),
         scx in any::<bool>(),
     ) -> Config {
@@ -226,6 +227,7 @@ prop_compose! {
             metrics,
             outside: Outside { weight },
             memory,
+            io: crate::config_io::IoConfig { by_share: io_by_share },
             scheduler: scheduler(scx),
             sessions: Sessions { background: if job { BackgroundIn::Job } else { BackgroundIn::Task } },
             compiled_rules: vec![],

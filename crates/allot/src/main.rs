@@ -10,6 +10,7 @@ use allot::{client, memory_view, proto};
 mod config;
 mod config_check;
 mod config_funding;
+mod config_io;
 mod config_memory;
 mod config_metrics;
 mod config_print;

@@ -139,6 +139,15 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL), "{st}");
     }
     assert!(alive(other), "the other job still runs");
+    // Its I/O weighs the least: allot's background sibling in the blkio hierarchy.
+    let bfq = Path::new("/sys/fs/cgroup/blkio").join(format!("{}-background", d.root_name)).join("blkio.bfq.weight");
+    if bfq.exists() {
+        let w = poll_until("the background's I/O weight", Duration::from_secs(5), || {
+            let w = std::fs::read_to_string(&bfq).unwrap_or_default().trim().to_string();
+            check(w == "1", || w.clone()).map(|()| w.clone())
+        });
+        eprintln!("the background sibling's blkio.bfq.weight: {w}");
+    }
 
     let root = d.root_name.clone();
     jobs.kill_all();

@@ -8,7 +8,7 @@
 //! own directories go with its tree).
 
 use super::core::Daemon;
-use super::registry::{currency_rel, Class, CurrencyId};
+use super::registry::{currency_rel, Class, CurrencyId, BACKGROUND};
 use crate::memory_view::{CurrencyPressure, Stall};
 use allot::io_view::{IoDevice, IoView};
 use allot_linux::cgroup::systemd::SliceProp;
@@ -19,6 +19,9 @@ impl Daemon {
     /// One I/O step: each foreground currency's weight is its funding, each job's its
     /// tickets; only changes are written.
     pub fn apply_io(&mut self) {
+        if !self.cfg().io.by_share {
+            return self.io_off();
+        }
         if self.io().slices {
             return self.apply_slice_io();
         }
@@ -52,9 +55,12 @@ impl Daemon {
                 Err(e) => failed = Some(format!("could not set the I/O weight of {rel}: {e}")),
             }
         }
+        if let Some(f) = self.apply_background_io(&io) {
+            failed = Some(f);
+        }
         let keep: HashSet<&String> = want.iter().map(|(r, _)| r).collect();
         let st = self.io_mut();
-        st.written.retain(|r, _| keep.contains(r));
+        st.written.retain(|r, _| keep.contains(r) || r == BACKGROUND);
         st.delegated.retain(|r| keep.contains(r));
         if failed != st.failed {
             if let Some(f) = &failed {
@@ -134,6 +140,7 @@ impl Daemon {
             .collect();
         let st = self.io();
         let how = match (&st.io, st.slices) {
+            _ if !self.cfg().io.by_share => "off: [io] by_share = false leaves I/O to the kernel".to_string(),
             (_, true) => "IOWeight= on each currency's slice, through systemd".to_string(),
             (Some(io), _) if st.files.is_empty() => format!(
                 "no weight file in allot's {} tree yet ({})",
@@ -143,7 +150,7 @@ impl Daemon {
             (Some(_), _) => format!("{} in allot's tree", st.files.iter().copied().collect::<Vec<_>>().join(" and ")),
             (None, false) => "no I/O controller beside allot's tree".to_string(),
         };
-        let shared = st.slices || !st.files.is_empty();
+        let shared = self.cfg().io.by_share && (st.slices || !st.files.is_empty());
         IoView { shared, how: Some(how), failed: st.failed.clone(), devices }
     }
 }
@@ -176,6 +183,9 @@ fn stall(p: allot_linux::process::procfs::Psi) -> Stall {
         full_s: p.full.map(|f| f.total_us as f64 / 1e6),
     }
 }
+
+#[path = "io_bg.rs"]
+mod bg;
 
 #[cfg(test)]
 #[path = "io_tests.rs"]

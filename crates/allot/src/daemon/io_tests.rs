@@ -167,3 +167,34 @@ fn a_stopped_slice_is_neither_set_nor_taken_back() {
     d.undo_io();
     assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "{:?}", w.lock().unwrap().slice_mem.sent);
 }
+
+#[test]
+fn the_background_weighs_the_least_and_the_switch_gives_every_weight_back() {
+    let (f, root, mut d) = two_users("bg", Version::V2, &["io.weight", "io.bfq.weight"]);
+    let sibling = f.0.join("fake-background");
+    files(&sibling, &["io.weight", "io.bfq.weight"]);
+    d.apply_io();
+    assert_eq!(read(sibling.join("io.weight")), "default 1", "allot's background sibling weighs the least");
+    assert_eq!(read(sibling.join("io.bfq.weight")), "default 1");
+    assert_eq!(read(root.join("user-3000/io.weight")), "default 300");
+    assert!(d.io_view().shared);
+    // Turned off (as a reload would): every weight given back as the kernel's default, and
+    // nothing written again.
+    d.cfg_mut().io.by_share = false;
+    d.apply_io();
+    for dir in [root.join("user-3000"), root.join("user-3001"), root.join("user-3000/default"), sibling.clone()] {
+        assert_eq!(read(dir.join("io.weight")), "default 100", "{} given back", dir.display());
+    }
+    assert!(d.io().written.is_empty());
+    std::fs::write(root.join("user-3000/io.weight"), "untouched").unwrap();
+    d.apply_io();
+    assert_eq!(read(root.join("user-3000/io.weight")), "untouched", "off: nothing written");
+    let v = d.io_view();
+    assert!(!v.shared && v.how.as_deref().is_some_and(|h| h.contains("[io] by_share = false")), "{v:?}");
+    // On again: written again. (A kernel file is written in place: the fixture's regular
+    // file is emptied first, or "default 1" over "default 100" would read "default 100".)
+    std::fs::write(sibling.join("io.weight"), "").unwrap();
+    d.cfg_mut().io.by_share = true;
+    d.apply_io();
+    assert_eq!((read(root.join("user-3000/io.weight")), read(sibling.join("io.weight"))), ("default 300".into(), "default 1".into()));
+}

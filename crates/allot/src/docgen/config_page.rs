@@ -148,6 +148,13 @@ pub const TABLES: &[Table] = &[
         ],
     },
     Table {
+        header: "[io]",
+        field: "io",
+        probe: "[io]",
+        text: "I/O by share (see docs/memory.md): each currency's funding is its I/O weight and its jobs' tickets divide it, written where the kernel has a weight file (cgroup v2 io.weight and io.bfq.weight, v1 blkio.bfq.weight or blkio.weight, a systemd slice's IOWeight=); background jobs weigh the least. Only devices whose scheduler honours weights (BFQ, io.cost) divide by them: `allot status` says which.",
+        keys: &[key("by_share", "boolean", Value("true"), Words("true or false"), "Write the weights (true), or leave I/O to the kernel (false): nothing is written, and a weight allot wrote is given back.")],
+    },
+    Table {
         header: "[scheduler]",
         field: "scheduler",
         probe: "[scheduler]",
