@@ -7,6 +7,7 @@
 use super::super::core::Daemon;
 use super::super::registry::BACKGROUND;
 use allot_linux::cgroup::io::Io;
+use allot_linux::cgroup::systemd::SliceProp;
 use allot_linux::cgroup::Version;
 use allot_model::io::BACKGROUND_UNITS;
 
@@ -49,7 +50,19 @@ impl Daemon {
             return;
         }
         if self.io().slices {
-            return self.undo_io();
+            // Only IOWeight= (a slice's memory properties are the memory step's), and only
+            // on a slice that runs (setting one would start a stopped slice again).
+            let rels: Vec<String> = std::mem::take(&mut self.io_mut().written).into_keys().collect();
+            self.io_mut().files.clear();
+            let Some(sm) = self.tree().cg().slice_memory() else { return };
+            for rel in rels {
+                if sm.slice_usage(&rel).is_ok() {
+                    if let Err(e) = sm.set_slice_memory(&rel, SliceProp::IoWeight, None) {
+                        log::info!("io: could not take back the IOWeight= of {rel}'s slice: {e}");
+                    }
+                }
+            }
+            return;
         }
         let Some(io) = self.io().io.clone() else { return };
         for rel in std::mem::take(&mut self.io_mut().written).into_keys() {

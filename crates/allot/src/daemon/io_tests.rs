@@ -140,10 +140,22 @@ fn on_systemd_each_slice_gets_its_funding_as_io_weight_and_it_is_taken_back() {
     let m = p.memory.unwrap();
     assert_eq!((m.some_avg10, m.some_s, m.full_avg10, m.full_s, p.io), (20.0, 3.0, Some(10.0), Some(1.0), None));
     assert!(d.currency_pressure(&CurrencyId::User(3001)).is_empty());
-    d.undo_io();
+    // Turned off: IOWeight= taken back (and nothing of the slices' memory), nothing sent
+    // while off; on again, sent again.
+    d.cfg_mut().io.by_share = false;
+    d.apply_io();
     let mut sent = std::mem::take(&mut w.lock().unwrap().slice_mem.sent);
     sent.sort();
     assert_eq!(sent, ["user-3000 IOWeight=none", "user-3001 IOWeight=none"]);
+    d.apply_io();
+    assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "off: nothing sent");
+    d.cfg_mut().io.by_share = true;
+    d.apply_io();
+    assert_eq!(d.io().written.len(), 2, "on again: both slices weighed again");
+    d.undo_io();
+    let mut sent = std::mem::take(&mut w.lock().unwrap().slice_mem.sent);
+    sent.sort();
+    assert!(sent.contains(&"user-3000 IOWeight=none".to_string()), "{sent:?}");
 }
 
 #[test]
