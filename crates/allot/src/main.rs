@@ -104,7 +104,7 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Change running processes' jobs: tickets, cap, background or foreground.
+    /// Change running processes' jobs: tickets, cap, memory cap, background or foreground.
     Set {
         /// Processes. A process not yet in a job of its own gets one.
         #[arg(required = true)]
