@@ -115,6 +115,9 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
     for c in d.take_jobs() {
         jobs.add(c);
     }
+    // Exec'd: moved into its job (before, show may list it in A's default job, where a
+    // user's process is placed as it starts).
+    d.wait_exec(bg).unwrap();
     let bg_rel = job_rel(&d, bg);
     let sibling = Path::new("/sys/fs/cgroup/memory").join(format!("{}-background", d.root_name)).join(bg_rel.strip_prefix("background/").unwrap());
     let read = |f: &str| std::fs::read_to_string(sibling.join(f)).map(|s| s.trim().parse::<u64>().unwrap()).unwrap_or(0);
