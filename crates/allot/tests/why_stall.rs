@@ -134,6 +134,7 @@ fn why_says_a_direct_reader_is_stalled_on_io() {
     let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
     let script = format!("while :; do dd if={} of=/dev/null bs=4k iflag=direct status=none; done", file.display());
     let sh = d.run_job(&[], &["sh", "-c", &script], Some(A)).unwrap();
+    let _loop = Loop(sh);
     d.wait_exec(sh).unwrap();
     // Each dd reads the file once and exits; ask about whichever runs now, again if it
     // exits mid-sample.
@@ -159,7 +160,33 @@ fn why_says_a_direct_reader_is_stalled_on_io() {
     assert!(f["disk_read_per_s"].as_f64().unwrap() > 0.0 && f["blocked_share"].as_f64().unwrap() >= 0.1, "{v:#}");
     assert!(v["stall"]["culprit"]["name"].is_string(), "whose I/O is named: {v:#}");
     assert_eq!(v["help"][0], "(no CPU setting will help: it waits for its disk)");
+    drop(_loop);
     d.stop().unwrap();
+}
+
+/// A shell loop this test started, ended on drop (even when the test fails) with the
+/// children it has: a dd left reading after the shell dies would outlive the test, in the
+/// shelter. The shell is stopped first so it forks no other, then each child and the shell
+/// are killed by pid.
+struct Loop(u32);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        stop_loop(self.0);
+    }
+}
+
+fn stop_loop(sh: u32) {
+    // SAFETY: plain kill(2) calls on pids this test started (the shell) or that the shell,
+    // stopped, forked and has not reaped (its children: their pids cannot be reused).
+    unsafe { libc::kill(sh as i32, libc::SIGSTOP) };
+    let kids = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap_or_default();
+    for k in kids.split_whitespace().filter_map(|k| k.parse::<i32>().ok()) {
+        // SAFETY: as above.
+        unsafe { libc::kill(k, libc::SIGKILL) };
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(sh as i32, libc::SIGKILL) };
 }
 
 /// With memory by share on (the default), the daemon's shares decide whose use caused a
