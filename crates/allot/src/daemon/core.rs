@@ -330,6 +330,9 @@ impl Daemon {
                 todo.push((pid, j.clone()));
             }
         }
+        // The state file is written only when a process got a job of its own: this runs
+        // every busy tick, and a save is a write, two fsyncs and a rename.
+        let mut split = false;
         for (pid, parent) in todo.into_iter().take(16) {
             // pidfd first, then identity, then alive just before the move.
             let Ok(p) = self.host.open(pid) else { continue };
@@ -350,6 +353,7 @@ impl Daemon {
                 Ok(()) => {
                     log::debug!("process {pid} (nice {}) of {} got a job of its own: {}", self.host.nice(pid).unwrap_or(0), parent.id, spec.id);
                     self.registry.put_job(spec);
+                    split = true;
                     if let Some(t) = self.obs.jobs.get_mut(&parent.id) {
                         t.dirty = true;
                     }
@@ -359,7 +363,9 @@ impl Daemon {
                 }
             }
         }
-        let _ = self.save();
+        if split {
+            let _ = self.save();
+        }
     }
 
     /// Takes back every dynamic adjustment: slices, boost and nice weights, held soft caps

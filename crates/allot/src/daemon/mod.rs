@@ -32,6 +32,8 @@ mod logout;
 pub mod memory;
 pub mod observe;
 mod oom_audit;
+#[cfg(test)]
+mod pace_tests;
 pub mod placement;
 pub mod queue;
 pub mod reconcile;
