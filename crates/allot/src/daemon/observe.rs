@@ -170,6 +170,12 @@ impl Observer {
     pub fn untrack(&mut self, id: &JobId) {
         self.jobs.remove(id);
     }
+    /// Whether a job's usage counter moved since the job was last observed: one read (a job
+    /// not observed yet, or whose counter cannot be read, counts as moved).
+    pub fn ran_since_observed(&self, cg: &dyn CpuController, id: &JobId, rel: &str) -> bool {
+        let Some((ns, _)) = self.jobs.get(id).and_then(|t| t.last) else { return true };
+        cg.usage_ns(rel).map_or(true, |now| now != ns)
+    }
     /// Counter of a directory if it moved since the last read (None: unchanged or unreadable).
     fn moved(&mut self, cg: &dyn CpuController, rel: &str) -> Option<u64> {
         let ns = cg.usage_ns(rel).ok()?;
