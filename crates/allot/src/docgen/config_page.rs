@@ -77,7 +77,7 @@ pub const TABLES: &[Table] = &[
         text: "Settings at the top of the file, before the first [table].",
         keys: &[
             key("default_funding", "integer", Value("100"), FUNDING, "Funding of a currency nobody has funded: a user's own currency, unless [funding], [groups] or `allot fund` says otherwise."),
-            key("tick_ms", "integer", Value("100"), Ints(50, 60_000), "How often, in milliseconds, the daemon measures every job's usage, applies the boost, soft caps and nice emulation, and removes ended jobs."),
+            key("tick_ms", "integer", Value("100"), Ints(50, 60_000), "How often, in milliseconds, the daemon measures every job's usage, applies the boost, soft caps and nice emulation, and removes ended jobs, while a new job, a boosted job that runs or a soft cap needs it; while only CPU-bound work runs, every boost_window_ms (jobs boosted while asleep are still read every tick_ms, and planned at once when they run); every 500 ms at rest."),
             key("scan_ms", "integer", Value("1000"), Ints(100, 60_000), "How often, in milliseconds, the daemon scans /proc for new processes when the kernel's process events are not available. With them, it scans every 5 minutes (or every scan_ms, if longer) as a safety net."),
             key("half_life_ms", "integer", Value("5000"), Ints(1000, 100_000), "The half-life of the usage rate, in milliseconds: how fast a job's measured usage forgets the past."),
             key("funding_authority", "string", Value("\"local\""), Words("\"local\" or \"config\""), "Who decides funding. \"local\": `allot fund` sets it, kept across restarts and over the config's. \"config\": only [funding] and [groups] set it and `allot fund` is refused (a fleet whose configs are managed centrally)."),
