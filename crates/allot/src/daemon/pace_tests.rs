@@ -44,6 +44,11 @@ fn a_cpu_bound_job_is_planned_every_boost_window_and_a_new_or_woken_one_at_once(
     pace(&mut d, &w, t0, 30, 40, &[(&hog, 1.0)]);
     let quiet = pace(&mut d, &w, t0, 40, 50, &[(&hog, 1.0)]);
     assert_eq!(quiet.len(), 2, "the sleeper asleep: still one tick per window: {quiet:?}");
+    // It wakes now and then, below the model's active threshold (0.1% of a CPU): asleep
+    // still, so no tick comes early.
+    let light = pace(&mut d, &w, t0, 50, 60, &[(&hog, 1.0), (&sleeper, 0.001)]);
+    assert_eq!(light, [51, 56], "a few wake-ups do not make the tick fast: {light:?}");
+    let quiet = pace(&mut d, &w, t0, 60, 70, &[(&hog, 1.0)]);
     // It wakes: planned at the next 100 ms, not at the window's end.
     let last = *quiet.last().unwrap();
     let woke = pace(&mut d, &w, t0, last + 1, last + 2, &[(&hog, 1.0), (&sleeper, 0.5)]);

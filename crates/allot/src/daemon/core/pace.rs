@@ -3,7 +3,8 @@
 //! runs, a soft cap), every boost window while only CPU-bound or busy work runs, and every
 //! 500 ms at rest. Between slow ticks, the jobs boosted while asleep have their usage
 //! counters read every `tick_ms` (one read each) and a full tick comes at once when one
-//! moved, so a boost's weight still buys at most one `tick_ms` of CPU.
+//! became active (a few wake-ups that stay below it would not change its boost), so a
+//! boost's weight still buys at most one `tick_ms` of CPU.
 
 use super::Daemon;
 use allot_model::pace;
@@ -50,11 +51,12 @@ impl Daemon {
     }
 
     /// Called by the loop at every [`Self::tick_interval`]: a full tick when one is due, or
-    /// when a job boosted while asleep ran since the last (its usage counter moved). Returns
-    /// whether it ticked.
+    /// when a job boosted while asleep became active since the last (its usage counter moved
+    /// by more than the model's active threshold over the time since). Returns whether it
+    /// ticked.
     pub fn pace_tick(&mut self, now: Instant) -> bool {
         let due = self.pace.last_full.is_none_or(|t| now.saturating_duration_since(t) + Duration::from_millis(1) >= self.full_interval());
-        let woke = !due && self.watched().unwrap_or_default().iter().any(|(id, rel)| self.obs.ran_since_observed(self.tree.cg(), id, rel));
+        let woke = !due && self.watched().unwrap_or_default().iter().any(|(id, rel)| self.obs.active_since_observed(self.tree.cg(), id, rel, now));
         if !(due || woke) {
             return false;
         }
