@@ -51,6 +51,9 @@ phase() {
   if command -v strace > /dev/null; then
     timeout -s INT 5 strace -c -S calls -f -p "$dpid" -o /tmp/strace.txt > /dev/null 2>&1 || true
     echo "pace-ab $build: strace 5 s: $(awk '$NF == "total" { print $4 }' /tmp/strace.txt) syscalls; by calls: $(awk 'NR > 2 && $1 ~ /^[0-9.]+$/ && $NF != "total" { print $NF "=" $4 }' /tmp/strace.txt | head -10 | tr '\n' ' ')"
+    # The files it opens, by path (numbers as N), over 5 s.
+    timeout -s INT 5 strace -f -e trace=openat -p "$dpid" -o /tmp/opens.txt > /dev/null 2>&1 || true
+    echo "pace-ab $build: opens in 5 s by path: $(grep -o '"[^"]*"' /tmp/opens.txt | sed 's/[0-9]\{2,\}/N/g' | sort | uniq -c | sort -rn | head -14 | awk '{ print $2 "x" $1 }' | tr '\n' ' ')"
   fi
   systemctl stop allot
   sleep 2
