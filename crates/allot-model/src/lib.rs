@@ -13,6 +13,7 @@ pub mod flat;
 pub mod io;
 pub mod memory;
 pub mod nice;
+pub mod pace;
 pub mod plan;
 pub mod policy;
 pub mod realtime;

@@ -206,7 +206,8 @@ sessions_plan_counts_sessions() {
   d1=$(systemctl show -p CPUUsageNSec --value allot); r1=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
   quiet=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", (a + b) ? a / (a + b) : 0 }')
   echo "quiet: allot-ta's share $quiet (allot-ta $(( (a1 - a0) / 1000 )) ms, allot-tb $(( (b1 - b0) / 1000 )) ms); allot-tb's job ($jobw) boosted in $qboost of 32 reads; the daemon $(awk -v a="$d0" -v b="$d1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') CPU s, $((${r1:-0} - ${r0:-0})) read calls; systemd and dbus-daemon $((s1 - s0)) ticks of 10 ms; sessions: $(ls -d /sys/fs/cgroup/user.slice/*/session-*.scope | wc -l), their threads: $(cat /sys/fs/cgroup/user.slice/*/session-*.scope/cgroup.threads | wc -l)" >&2
-  # Not met (docs/systemd.md, "Login sessions"): printed, not checked.
+  # Not met in every run (docs/systemd.md, "Login sessions": 0.462..0.483 in pace-ab.sh's
+  # seven runs of the paced daemon, 4 of 7 within): printed, not checked.
   echo "measured, not checked: A in a session against B's job of 4 hogs, quiet: $quiet (wanted 0.47..0.53)" >&2
   echo "CPUs (A's hog, B's four hogs) each second of the quiet phase:$placed" >&2
   check "B's job's weight file was found ($jobw)" test -n "$jobw"

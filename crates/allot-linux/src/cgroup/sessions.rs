@@ -24,6 +24,11 @@ impl SessionScope {
         let p = self.dir.join("cpu.stat");
         super::stat::parse_usage(&p, &read(&p)?)
     }
+    /// [`Self::usage_ns`] through files kept open (read again with pread each tick).
+    pub fn usage_ns_with(&self, files: &crate::reread::Rereader) -> Result<u64> {
+        let p = self.dir.join("cpu.stat");
+        super::stat::parse_usage(&p, &files.read(&p)?)
+    }
     /// Its thread ids (`cgroup.threads`).
     pub fn threads(&self) -> Result<Vec<i32>> {
         Ok(read(self.dir.join("cgroup.threads"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
@@ -77,6 +82,10 @@ mod tests {
         let got = list(&d);
         assert_eq!(got.iter().map(|s| (s.uid, s.name())).collect::<Vec<_>>(), [(1001, "session-3.scope".into()), (1002, "session-c1.scope".into())]);
         assert_eq!((got[0].usage_ns().unwrap(), got[0].threads().unwrap()), (1_500_000, vec![10, 11]));
+        let kept = crate::reread::Rereader::default();
+        assert_eq!(got[0].usage_ns_with(&kept).unwrap(), 1_500_000);
+        std::fs::write(s3.join("cpu.stat"), "usage_usec 2500\n").unwrap();
+        assert_eq!(got[0].usage_ns_with(&kept).unwrap(), 2_500_000, "read again, not remembered");
         let e = got[1].usage_ns().unwrap_err().to_string();
         assert!(e.contains("session-c1.scope/cpu.stat"), "the error names the file: {e}");
         assert!(list(&d.join("nowhere")).is_empty());

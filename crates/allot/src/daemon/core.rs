@@ -80,11 +80,14 @@ pub struct Daemon {
     backend: std::rc::Rc<dyn super::backend::Backend<Daemon>>,
     /// The apply step's memory: boost slices given, failures logged (core/tick.rs).
     applier: tick::Applier,
+    /// When the last full tick ran, for the tick's pace (core/pace.rs).
+    pace: pace::Pace,
     /// allot's sched_ext scheduler, run beside the cgroup backend (scx_backend.rs).
     scx: super::scx::Scx,
 }
 
 mod access;
+mod pace;
 mod tick;
 
 impl Daemon {
@@ -133,7 +136,9 @@ impl Daemon {
         (funding, cap, ccap)
     }
 
-    /// One tick: observe → reap and repair → plan → apply.
+    /// One tick: observe → reap and repair → plan → apply (the loop paces them:
+    /// [`Self::pace_tick`]).
+    #[cfg(test)]
     pub fn tick(&mut self) {
         self.tick_at(Instant::now());
     }
@@ -153,17 +158,6 @@ impl Daemon {
         self.apply_memory();
         self.audit_oom_kills();
         self.apply_io();
-    }
-
-    /// How long until the next tick: `tick_ms` while anything runs, slower at rest (the
-    /// first tick after something starts finds it, then ticks are fast again).
-    pub fn tick_interval(&self) -> Duration {
-        let t = Duration::from_millis(self.cfg.tick_ms);
-        if self.obs.busy {
-            t
-        } else {
-            t.max(Duration::from_millis(500))
-        }
     }
 
     /// Jobs whose directory was removed from outside: re-created and their processes
@@ -330,6 +324,9 @@ impl Daemon {
                 todo.push((pid, j.clone()));
             }
         }
+        // The state file is written only when a process got a job of its own: this runs
+        // every busy tick, and a save is a write, two fsyncs and a rename.
+        let mut split = false;
         for (pid, parent) in todo.into_iter().take(16) {
             // pidfd first, then identity, then alive just before the move.
             let Ok(p) = self.host.open(pid) else { continue };
@@ -350,6 +347,7 @@ impl Daemon {
                 Ok(()) => {
                     log::debug!("process {pid} (nice {}) of {} got a job of its own: {}", self.host.nice(pid).unwrap_or(0), parent.id, spec.id);
                     self.registry.put_job(spec);
+                    split = true;
                     if let Some(t) = self.obs.jobs.get_mut(&parent.id) {
                         t.dirty = true;
                     }
@@ -359,7 +357,9 @@ impl Daemon {
                 }
             }
         }
-        let _ = self.save();
+        if split {
+            let _ = self.save();
+        }
     }
 
     /// Takes back every dynamic adjustment: slices, boost and nice weights, held soft caps

@@ -32,6 +32,8 @@ mod logout;
 pub mod memory;
 pub mod observe;
 mod oom_audit;
+#[cfg(test)]
+mod pace_tests;
 pub mod placement;
 pub mod queue;
 pub mod reconcile;
@@ -269,7 +271,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     loop {
         let now = Instant::now();
         if now >= next_tick {
-            d.tick();
+            d.pace_tick(now);
             d.due_execs();
             next_tick = now + d.tick_interval();
         }
@@ -353,6 +355,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             // Refused at connect (connection limits) and over the request budget.
             d.counters_mut().limited = refused.load(std::sync::atomic::Ordering::Relaxed) + d.serving().limits().refused();
             let _ = p.reply.send(r);
+            // A request may have made a job (new: measured at the next fast tick).
+            next_tick = next_tick.min(Instant::now() + d.tick_interval());
         }
     }
     let _ = allot_linux::ipc::notify::stopping();

@@ -170,6 +170,14 @@ impl Observer {
     pub fn untrack(&mut self, id: &JobId) {
         self.jobs.remove(id);
     }
+    /// Whether a job is active ([`Usage::active`]) over the time since it was last observed,
+    /// from one read of its usage counter (a job not observed yet, or whose counter cannot
+    /// be read, counts as active).
+    pub fn active_since_observed(&self, cg: &dyn CpuController, id: &JobId, rel: &str, now: Instant) -> bool {
+        let Some((ns, at)) = self.jobs.get(id).and_then(|t| t.last) else { return true };
+        let dt = now.saturating_duration_since(at).as_secs_f64().max(1e-3);
+        cg.usage_ns(rel).map_or(true, |cur| Usage { window: 0.0, last: cur.saturating_sub(ns) as f64 / 1e9 / dt }.active())
+    }
     /// Counter of a directory if it moved since the last read (None: unchanged or unreadable).
     fn moved(&mut self, cg: &dyn CpuController, rel: &str) -> Option<u64> {
         let ns = cg.usage_ns(rel).ok()?;

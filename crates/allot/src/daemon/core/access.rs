@@ -50,6 +50,7 @@ impl Daemon {
             oom_audit: Default::default(),
             tree,
             applier: Default::default(),
+            pace: Default::default(),
             backend,
             scx: Default::default(),
         }

@@ -35,6 +35,11 @@ use std::time::Instant;
 /// next list (each costs one schedstat read per tick).
 pub const MAX_TASKS: usize = 1024;
 
+/// How often the session scopes are listed again (two directory reads per user): a login
+/// is counted by the plan within a second; between lists, each scope listed costs one
+/// pread of its `cpu.stat` a tick.
+pub const SCOPE_LIST_GAP: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The slice a boosted session task gets when `policy.boost_slice_us` is 0 (weight only
 /// for jobs): a session has no weight of allot's to raise, so its boost is the slice. The
 /// kernel's shortest, 100 µs (docs/systemd.md has what it measured).
@@ -49,9 +54,15 @@ impl Daemon {
         }
         let mut left = MAX_TASKS;
         let mut samples = vec![];
-        let units = self.tree().cg().delegation().and_then(|d| d.units_mount()).map(std::path::Path::to_path_buf);
-        for s in allot_linux::cgroup::sessions::list(units.as_deref().unwrap_or(self.tree().cg().mount())) {
-            let Ok(usage_ns) = s.usage_ns() else { continue };
+        if self.sessions().listed.as_ref().is_none_or(|(_, at)| now.saturating_duration_since(*at) >= SCOPE_LIST_GAP) {
+            let units = self.tree().cg().delegation().and_then(|d| d.units_mount()).map(std::path::Path::to_path_buf);
+            let list = allot_linux::cgroup::sessions::list(units.as_deref().unwrap_or(self.tree().cg().mount()));
+            self.sessions_mut().listed = Some((list, now));
+        }
+        let scopes = self.sessions().listed.as_ref().map(|(l, _)| l.clone()).unwrap_or_default();
+        for s in scopes {
+            // Gone since the list (a logout): left out, and forgotten below.
+            let Ok(usage_ns) = s.usage_ns_with(&self.sessions().files) else { continue };
             let name = s.name();
             if self.sessions().scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
                 samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: None });

@@ -112,6 +112,10 @@ pub struct Sessions {
     pub(super) weights: BTreeMap<u32, u32>,
     /// Threads past [`super::MAX_TASKS`] were left out (logged once).
     pub(super) capped_logged: bool,
+    /// The session scopes as last listed, and when ([`super::SCOPE_LIST_GAP`]).
+    pub(super) listed: Option<(Vec<allot_linux::cgroup::sessions::SessionScope>, Instant)>,
+    /// Their `cpu.stat` files, kept open and read again with pread.
+    pub(super) files: allot_linux::reread::Rereader,
 }
 
 impl Sessions {
