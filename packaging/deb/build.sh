@@ -65,8 +65,9 @@ find "$STAGE" -type d -exec chmod 0755 {} +
 # refuses a systemd older than 239 (crates/allot-linux/src/ipc/systemd/mod.rs, MIN_VERSION:
 # RHEL 8's; docs/systemd.md has what each version gets), and talks to systemd and logind over the system bus:
 # default-dbus-system-bus | dbus-system-bus is how Debian names "a system bus" since
-# bookworm (dbus and dbus-broker provide it); before bookworm (Debian 11, Ubuntu 20.04 and
-# 22.04) no package provides those names, so plain dbus is the last alternative.
+# bookworm (dbus and dbus-broker provide it; so does Debian 11's dbus 1.12.28-0+deb11u1);
+# a dbus older than those names may lack them (Ubuntu 20.04's and 22.04's were not
+# checked), so plain dbus is the last alternative.
 # libgcc-s1 only if the binary links libgcc_s (a zig-linked one unwinds without it).
 GLIBC=$(objdump -T "$STAGE/usr/bin/allot" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
 LIBGCC=""
