@@ -42,28 +42,8 @@ $A status > /tmp/status 2>&1 || true
 cat /tmp/status >&2
 check "status: systemd owns the tree" grep -q "systemd's" /tmp/status
 
-# CPU used by processes over SECS seconds, in CPUs: `cpus SECS NAME=PIDFILE...` prints
-# NAME=CPUS for each (as tests/vm/systemd/hybrid.sh).
-cat > /tmp/cpus.py <<'PY'
-import os, sys, time
-secs = float(sys.argv[1])
-pids = {k: int(open(f).read().split()[0]) for k, f in (a.split("=", 1) for a in sys.argv[2:])}
-def cpu(p):
-    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-    return int(f[11]) + int(f[12])
-a = {k: cpu(p) for k, p in pids.items()}
-t0 = time.monotonic(); time.sleep(secs); dt = time.monotonic() - t0
-hz = os.sysconf("SC_CLK_TCK")
-print(" ".join(f"{k}={(cpu(p) - a[k]) / hz / dt:.3f}" for k, p in pids.items()))
-PY
-cpus() { python3 /tmp/cpus.py "$@"; }
-near() { python3 -c "import sys; v = dict(x.split('=') for x in sys.argv[1].split()); sys.exit(0 if abs(float(v[sys.argv[2]]) - float(sys.argv[3])) <= float(sys.argv[4]) else 1)" "$@"; }
-# A busy loop on CPU 1 that writes its pid to FILE first: `loop FILE`.
-loop() { echo $$ > "$1"; exec taskset -c 1 sh -c 'while :; do :; done'; }
-export -f loop
+# cpus, near, loop, pid_of and stop_pids are guest-lib.sh's.
 cg() { sed -n 's/^0:://p' "/proc/$1/cgroup"; }
-pid_of() { head -n1 "$1"; }
-stop_pids() { for f in "$@"; do [ -s "$f" ] && kill "$(pid_of "$f")" 2> /dev/null || true; rm -f "$f"; done; }
 
 # Tickets 3:1 on one CPU (this script runs in a service of its own: --force lets root's
 # jobs leave it).
