@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds both packages from one binary and checks them by their own families' tools:
-#   bash packaging/check.sh [--binary PATH]     (default: $CARGO_TARGET_DIR or target, /release/allot)
+#   bash packaging/check.sh [--binary PATH]     (default: what packaging/binary.sh builds:
+#                                                 $CARGO_TARGET_DIR or target, /HOST-TRIPLE/release/allot)
 #
+#   glibc      the binary needs no glibc symbol version newer than packaging/binary.sh's
+#              floor (2.28, RHEL 8's), so both packages install where docs/systemd.md says
+#              they do; a plain `cargo build --release` on Debian 12 needs 2.34 and fails here
 #   lintian    on the .deb: fails on any error or warning not overridden
 #              (packaging/deb/lintian-overrides, justified in packaging/deb/README.md)
 #   rpmlint    on the .rpm with packaging/rpm/rpmlint.toml: fails on any error; warnings
@@ -21,11 +25,11 @@
 # Needs root (unshare for the scripts' namespace), dpkg-deb, lintian, rpm, rpmbuild, rpmlint.
 set -euo pipefail
 TARGET=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}")
-BIN=$TARGET/release/allot
+BIN=$TARGET/$(rustc -vV | sed -n 's/^host: //p')/release/allot
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) BIN=$(realpath -m "$2"); shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "packaging/check.sh: unknown argument $1 (allowed: --binary PATH)" >&2; exit 2 ;;
   esac
 done
@@ -34,11 +38,23 @@ for t in dpkg-deb lintian rpm rpmbuild rpmlint unshare; do
   command -v "$t" >/dev/null || { echo "packaging/check.sh: missing $t (apt-get install rpm rpmlint lintian)" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "packaging/check.sh: needs root (the maintainer scripts run in a private mount namespace)" >&2; exit 1; }
-[ -x "$BIN" ] || { echo "packaging/check.sh: $BIN is not an executable (cargo build --release -p allot)" >&2; exit 1; }
+[ -x "$BIN" ] || { echo "packaging/check.sh: $BIN is not an executable (bash packaging/binary.sh builds it)" >&2; exit 1; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/allot-check.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 FAILED=0
 fail() { echo "packaging/check.sh: FAIL: $*" >&2; FAILED=1; }
+
+echo "== glibc: the newest symbol version the binary needs, against the floor"
+FLOOR=$(bash packaging/binary.sh --floor)
+NEWEST=$(objdump -T "$BIN" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -n1)
+if [ -z "$NEWEST" ]; then
+  fail "objdump -T $BIN shows no GLIBC_ symbol version (not a glibc binary?)"
+elif [ "$(printf '%s\n%s\n' "$NEWEST" "$FLOOR" | sort -V | tail -n1)" != "$FLOOR" ]; then
+  objdump -T "$BIN" | grep -E "GLIBC_($(printf '%s' "$NEWEST" | sed 's/\./\\./g'))[^0-9.]" | sed 's/^/  needs: /' | head -n 5 >&2
+  fail "$BIN needs glibc $NEWEST, newer than the floor $FLOOR (RHEL 8's): build it with bash packaging/binary.sh"
+else
+  echo "ok: needs glibc $NEWEST at most (floor $FLOOR)"
+fi
 
 echo "== build"
 DEB=$(bash packaging/deb/build.sh --binary "$BIN" --out "$W/out")

@@ -25,8 +25,8 @@ while [ $# -gt 0 ]; do
 done
 cd "$(dirname "$0")/../.."
 if [ -z "$BIN" ]; then
-  CARGO_TARGET_DIR=$TARGET cargo build --release --locked -p allot >&2
-  BIN=$TARGET/release/allot
+  # Linked against glibc's old symbol versions (packaging/binary.sh), to run on glibc 2.28 hosts.
+  BIN=$(CARGO_TARGET_DIR=$TARGET bash packaging/binary.sh)
 fi
 [ -x "$BIN" ] || { echo "packaging/deb/build.sh: $BIN is not an executable" >&2; exit 1; }
 # A placeholder under the reserved .invalid domain (RFC 2606): no real mailbox.
@@ -65,8 +65,13 @@ find "$STAGE" -type d -exec chmod 0755 {} +
 # refuses a systemd older than 239 (crates/allot-linux/src/ipc/systemd/mod.rs, MIN_VERSION:
 # RHEL 8's; docs/systemd.md has what each version gets), and talks to systemd and logind over the system bus:
 # default-dbus-system-bus | dbus-system-bus is how Debian names "a system bus" since
-# bookworm (dbus and dbus-broker provide it).
+# bookworm (dbus and dbus-broker provide it; so does Debian 11's dbus 1.12.28-0+deb11u1);
+# a dbus older than those names may lack them (Ubuntu 20.04's and 22.04's were not
+# checked), so plain dbus is the last alternative.
+# libgcc-s1 only if the binary links libgcc_s (a zig-linked one unwinds without it).
 GLIBC=$(objdump -T "$STAGE/usr/bin/allot" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
+LIBGCC=""
+if objdump -p "$STAGE/usr/bin/allot" | grep -q 'NEEDED *libgcc_s\.so\.1'; then LIBGCC=" libgcc-s1,"; fi
 SYSTEMD_MIN=$(sed -n 's/^pub const MIN_VERSION: u32 = \([0-9]*\);/\1/p' crates/allot-linux/src/ipc/systemd/mod.rs)
 [ -n "$SYSTEMD_MIN" ] || { echo "packaging/deb/build.sh: no MIN_VERSION in crates/allot-linux/src/ipc/systemd/mod.rs" >&2; exit 1; }
 SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
@@ -76,7 +81,7 @@ Version: $VERSION-1
 Architecture: $ARCH
 Maintainer: $MAINTAINER
 Installed-Size: $SIZE
-Depends: libc6 (>= $GLIBC), libgcc-s1, systemd (>= $SYSTEMD_MIN), default-dbus-system-bus | dbus-system-bus
+Depends: libc6 (>= $GLIBC),$LIBGCC systemd (>= $SYSTEMD_MIN), default-dbus-system-bus | dbus-system-bus | dbus
 Section: admin
 Priority: optional
 Description: proportional-share CPU for shared Linux machines

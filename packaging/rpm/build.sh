@@ -26,8 +26,8 @@ done
 cd "$(dirname "$0")/../.."
 command -v rpmbuild >/dev/null || { echo "packaging/rpm/build.sh: rpmbuild is missing (apt-get install rpm, or dnf install rpm-build)" >&2; exit 1; }
 if [ -z "$BIN" ]; then
-  CARGO_TARGET_DIR=$TARGET cargo build --release --locked -p allot >&2
-  BIN=$TARGET/release/allot
+  # Linked against glibc's old symbol versions (packaging/binary.sh), to run on glibc 2.28 hosts.
+  BIN=$(CARGO_TARGET_DIR=$TARGET bash packaging/binary.sh)
 fi
 [ -x "$BIN" ] || { echo "packaging/rpm/build.sh: $BIN is not an executable" >&2; exit 1; }
 # A placeholder under the reserved .invalid domain (RFC 2606): no real mailbox.

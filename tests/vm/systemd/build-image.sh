@@ -2,13 +2,16 @@
 # Build the systemd guest for tests/vm/systemd/run.sh into OUTDIR (run.sh calls this;
 # it can also be run by hand):
 #
-#   tests/vm/systemd/build-image.sh OUTDIR
+#   tests/vm/systemd/build-image.sh OUTDIR [SUITE]
 #
+# SUITE is the rootfs's Debian release: bookworm (the default: systemd 252) or bullseye
+# (Debian 11: systemd 247, glibc 2.31, for tests/vm/systemd/oldsd.sh); the kernel is
+# bookworm-backports' either way.
 # OUTDIR gets:
 #   vmlinuz          Debian bookworm-backports linux-image-cloud-amd64 (6.12)
-#   rootfs/          Debian bookworm made by mmdebstrap: systemd as PID 1, logind, the
+#   rootfs/          Debian SUITE made by mmdebstrap: systemd as PID 1, logind, the
 #                    kernel's modules (depmod'ed), users allot-ta (2001) and allot-tb (2002)
-#   kernel-version, packages.txt (dpkg -l of the rootfs), build.log, build-time
+#   kernel-version, packages.txt (dpkg -l of the rootfs), suite, build.log, build-time
 # run.sh keys its cache on a hash of this file, so any change here (the package list
 # included) builds a new image. Needs root (mmdebstrap --mode=root, chroot) and Debian's
 # mirrors. It writes OUTDIR.tmp first and renames it when everything succeeded.
@@ -17,7 +20,9 @@
 # failed, 92 host tools missing (same codes as run.sh).
 set -euo pipefail
 
-SUITE=bookworm
+SUITE=${2:-bookworm}
+case $SUITE in bookworm|bullseye) ;; *) echo "build-image.sh: suite '$SUITE': use bookworm or bullseye" >&2; exit 2 ;; esac
+KERNEL_SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 SECURITY=http://deb.debian.org/debian-security
 # what the guest needs: systemd as PID 1 with logind sessions, the tools a test uses
@@ -44,7 +49,7 @@ die() {
   say "FAILED: $*"; exit "$code"
 }
 
-[ $# = 1 ] || { echo "usage: $0 OUTDIR" >&2; exit 2; }
+[ $# = 1 ] || [ $# = 2 ] || { echo "usage: $0 OUTDIR [SUITE]" >&2; exit 2; }
 OUT=$1
 [ "$(id -u)" = 0 ] || die 92 "needs root (mmdebstrap --mode=root and chroot)"
 for t in mmdebstrap apt-get dpkg-deb chroot; do
@@ -70,14 +75,14 @@ export DEBIAN_FRONTEND=noninteractive
 kernel() {
   local apt=$TMP/apt meta kpkg deb cfg opt kver
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/dl"
-  echo "deb $MIRROR $SUITE-backports main" > "$apt/sources.list"
+  echo "deb $MIRROR $KERNEL_SUITE-backports main" > "$apt/sources.list"
   local A=(-q -o "Dir::Etc::sourcelist=$apt/sources.list" -o "Dir::Etc::sourceparts=-"
            -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
            -o "APT::Sandbox::User=root")
-  say "kernel: apt-get update ($SUITE-backports, private lists)"
-  apt-get "${A[@]}" update >>"$LOG" 2>&1 || die 93 "apt-get update of $SUITE-backports failed"
+  say "kernel: apt-get update ($KERNEL_SUITE-backports, private lists)"
+  apt-get "${A[@]}" update >>"$LOG" 2>&1 || die 93 "apt-get update of $KERNEL_SUITE-backports failed"
   ( cd "$apt/dl" && apt-get "${A[@]}" download linux-image-cloud-amd64 ) >>"$LOG" 2>&1 \
-    || die 93 "apt-get download linux-image-cloud-amd64 from $SUITE-backports failed"
+    || die 93 "apt-get download linux-image-cloud-amd64 from $KERNEL_SUITE-backports failed"
   meta=$(ls "$apt"/dl/linux-image-cloud-amd64_*.deb)
   kpkg=$(dpkg-deb -f "$meta" Depends | tr ',' '\n' | sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p' | head -n1)
   [ -n "$kpkg" ] || die 93 "no versioned image package in $(basename "$meta")'s Depends"
@@ -120,8 +125,10 @@ mmdebstrap --variant=apt --mode=root --format=directory --include="$pkgs" \
 say "rootfs: mmdebstrap done ($(( $(date +%s) - T1 )) s)"
 
 # the kernel's modules, so modprobe (systemd's modprobe@ units, autofs4, loop) works
-mkdir -p "$R/usr/lib/modules"
-cp -a "$TMP/k/lib/modules/$KVER" "$R/usr/lib/modules/"
+# (into /lib/modules: the same folder on a merged-/usr rootfs, and the one bullseye's kmod
+# reads if its /lib is not merged)
+mkdir -p "$R/lib/modules"
+cp -a "$TMP/k/lib/modules/$KVER" "$R/lib/modules/"
 chroot "$R" depmod -a "$KVER" >>"$LOG" 2>&1 || die 94 "depmod in the rootfs failed"
 
 # identity: fixed machine-id (no first-boot logic), hostname, users
@@ -170,6 +177,7 @@ for u in emergency rescue; do
 done
 
 chroot "$R" dpkg-query -W -f '${Package} ${Version}\n' > "$TMP/packages.txt"
+echo "$SUITE" > "$TMP/suite"
 rm -rf "$R"/var/cache/apt/archives/*.deb "$R"/var/lib/apt/lists/* "$TMP/k" "$TMP/apt"
 echo "$(( $(date +%s) - T0 ))" > "$TMP/build-time"
 say "rootfs: $(wc -l < "$TMP/packages.txt") packages, $(du -sm "$R" | cut -f1) MiB; built in $(cat "$TMP/build-time") s"

@@ -17,6 +17,11 @@
 #   check NAME CMD...           run CMD; print "ok NAME" or "FAIL NAME"; count failures
 #   checks_done                 print the tally; return 1 if any check failed
 #   vm_uptime                   seconds since the guest booted
+#   cpus SECS NAME=PIDFILE...   print NAME=CPUS for each: the CPU its pid used over SECS
+#   near VALUES NAME WANT TOL   VALUES (as cpus prints) has NAME within TOL of WANT
+#   loop FILE                   a busy loop on CPU 1 that writes its pid to FILE first
+#                               (exported: `allot run -- bash -c "loop FILE"`)
+#   pid_of FILE, stop_pids FILE...   the pid a FILE holds; kill each and remove its FILE
 
 vm_uptime() { cut -d' ' -f1 /proc/uptime; }
 
@@ -155,3 +160,24 @@ checks_done() {
   echo "$CHECKS_OK passed, $CHECKS_FAILED failed"
   [ "$CHECKS_FAILED" = 0 ]
 }
+
+cpus() {
+  python3 - "$@" <<'PY'
+import os, sys, time
+secs = float(sys.argv[1])
+pids = {k: int(open(f).read().split()[0]) for k, f in (a.split("=", 1) for a in sys.argv[2:])}
+def cpu(p):
+    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+a = {k: cpu(p) for k, p in pids.items()}
+t0 = time.monotonic(); time.sleep(secs); dt = time.monotonic() - t0
+hz = os.sysconf("SC_CLK_TCK")
+print(" ".join(f"{k}={(cpu(p) - a[k]) / hz / dt:.3f}" for k, p in pids.items()))
+PY
+}
+near() { python3 -c "import sys; v = dict(x.split('=') for x in sys.argv[1].split()); sys.exit(0 if abs(float(v[sys.argv[2]]) - float(sys.argv[3])) <= float(sys.argv[4]) else 1)" "$@"; }
+# On CPU 1 only: a background job may not run again on a busy CPU.
+loop() { echo $$ > "$1"; exec taskset -c 1 sh -c 'while :; do :; done'; }
+export -f loop
+pid_of() { head -n1 "$1"; }
+stop_pids() { for f in "$@"; do [ -s "$f" ] && kill "$(pid_of "$f")" 2> /dev/null || true; rm -f "$f"; done; }

@@ -52,31 +52,9 @@ journalctl -b -u allot --no-pager | tail -n 20 >&2 || true
 $A status >&2 || true
 check "status: systemd owns the tree, cgroup v1" sh -c "$A status | grep -q \"systemd's\" && $A --json status | grep -q '\"cgroup_version\": \"v1\"'"
 
-# CPU used by processes over SECS seconds, in CPUs: `cpus SECS NAME=PIDFILE...` prints
-# NAME=CPUS for each.
-cat > /tmp/cpus.py <<'PY'
-import os, sys, time
-secs = float(sys.argv[1])
-pids = {k: int(open(f).read().split()[0]) for k, f in (a.split("=", 1) for a in sys.argv[2:])}
-def cpu(p):
-    f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-    return int(f[11]) + int(f[12])
-a = {k: cpu(p) for k, p in pids.items()}
-t0 = time.monotonic(); time.sleep(secs); dt = time.monotonic() - t0
-hz = os.sysconf("SC_CLK_TCK")
-print(" ".join(f"{k}={(cpu(p) - a[k]) / hz / dt:.3f}" for k, p in pids.items()))
-PY
-cpus() { python3 /tmp/cpus.py "$@"; }
-# `near VALUES NAME WANT TOL`: VALUES (as cpus prints) has NAME within TOL of WANT.
-near() { python3 -c "import sys; v = dict(x.split('=') for x in sys.argv[1].split()); sys.exit(0 if abs(float(v[sys.argv[2]]) - float(sys.argv[3])) <= float(sys.argv[4]) else 1)" "$@"; }
-# A busy loop on CPU 1 that writes its pid to FILE first (a background job may not run
-# again on a busy CPU): `loop FILE`.
-loop() { echo $$ > "$1"; exec taskset -c 1 sh -c 'while :; do :; done'; }
-export -f loop
+# cpus, near, loop, pid_of and stop_pids are guest-lib.sh's.
 # The cpu hierarchy's cgroup of a pid.
 cpu_cg() { sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}cpu\(,[^:]*\)\{0,1\}://p' "/proc/$1/cgroup"; }
-pid_of() { head -n1 "$1"; }
-stop_pids() { for f in "$@"; do [ -s "$f" ] && kill "$(pid_of "$f")" 2> /dev/null || true; rm -f "$f"; done; }
 
 # One job: in a job directory of allot's scope in root's slice, in the cpu hierarchy
 # (this script runs in a service of its own: --force lets root's job leave it).

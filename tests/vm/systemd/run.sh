@@ -22,6 +22,8 @@
 #                    (systemd.unified_cgroup_hierarchy=0: v1 controllers, systemd's
 #                    unified tree beside them, as Ubuntu 20.04) or v1 (legacy only, the
 #                    RHEL 8 default: also systemd.legacy_systemd_cgroup_controller=1)
+#   --suite NAME     the guest's Debian release: bookworm (default: systemd 252) or
+#                    bullseye (Debian 11: systemd 247, glibc 2.31); the kernel is the same
 #   --smp N          guest CPUs (default 2, env ALLOT_VM_SMP)
 #   --mem MiB        guest memory (default 2048, env ALLOT_VM_MEM)
 #   --log FILE       serial console log (default tests/vm/build/systemd/console.log)
@@ -68,7 +70,7 @@ SMP=${ALLOT_VM_SMP:-2}
 MEM=${ALLOT_VM_MEM:-2048}
 LOG="$BUILD/console.log"
 STDOUT_FILE="$BUILD/stdout.txt"
-QUIET=0; REBUILD=0; KEEP=0; CGROUP=v2
+QUIET=0; REBUILD=0; KEEP=0; CGROUP=v2; SUITE=bookworm
 need() { [ "$1" -ge 2 ] || die_usage "$2 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -80,6 +82,7 @@ while [ $# -gt 0 ]; do
     --timeout) need $# "$1"; TIMEOUT=$2; shift 2 ;;
     --smp)     need $# "$1"; SMP=$2; shift 2 ;;
     --cgroup)  need $# "$1"; CGROUP=$2; shift 2 ;;
+    --suite)   need $# "$1"; SUITE=$2; shift 2 ;;
     --mem)     need $# "$1"; MEM=$2; shift 2 ;;
     --log)     need $# "$1"; LOG=$2; shift 2 ;;
     --stdout)  need $# "$1"; STDOUT_FILE=$2; shift 2 ;;
@@ -93,6 +96,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$SCRIPT" ] || die_usage "--script FILE is required"
 case $CGROUP in v2|hybrid|v1) ;; *) die_usage "--cgroup '$CGROUP': use v2, hybrid or v1" ;; esac
+case $SUITE in bookworm|bullseye) ;; *) die_usage "--suite '$SUITE': use bookworm or bullseye" ;; esac
 [ -f "$SCRIPT" ] && [ -r "$SCRIPT" ] || die_usage "--script '$SCRIPT' is not a readable file"
 for n in "$TIMEOUT" "$SMP" "$MEM"; do
   [[ $n =~ ^[1-9][0-9]{0,6}$ ]] || die_usage "not a positive integer: '$n'"
@@ -132,7 +136,12 @@ fi
 
 # ---------------------------------------------------------------- image (cached)
 mkdir -p "$BUILD"
-KEY=$(sha256sum < "$HERE/build-image.sh" | cut -c1-16)
+# one cached image per suite: bookworm's keyed on the build script alone, as always
+if [ "$SUITE" = bookworm ]; then
+  KEY=$(sha256sum < "$HERE/build-image.sh" | cut -c1-16)
+else
+  KEY=$SUITE-$({ cat "$HERE/build-image.sh"; echo "$SUITE"; } | sha256sum | cut -c1-16)
+fi
 IMG="$BUILD/image-$KEY"
 exec 9>"$BUILD/.image.lock"
 flock 9
@@ -150,14 +159,15 @@ if [ -d "$IMG" ]; then
 fi
 if [ "$REBUILD" = 1 ] || [ ! -s "$IMG/vmlinuz" ] || [ ! -d "$IMG/rootfs" ]; then
   say "building the guest image $IMG (kernel + rootfs; about a minute)"
-  set +e; bash "$HERE/build-image.sh" "$IMG"; brc=$?; set -e
+  set +e; bash "$HERE/build-image.sh" "$IMG" "$SUITE"; brc=$?; set -e
   case $brc in
     0) ;;
     92|93|94) die_harness $brc "image build failed (log: $IMG.failed.log)" ;;
     *) die_harness 94 "image build failed (exit $brc)" ;;
   esac
-  for old in "$BUILD"/image-*; do   # images (and logs) of older build scripts
-    [ "$old" = "$IMG" ] || rm -rf --one-file-system "$old"
+  for old in "$BUILD"/image-*; do   # images (and logs) of older build scripts, this suite's
+    case ${old#"$BUILD"/image-} in bullseye-*) osuite=bullseye ;; *) osuite=bookworm ;; esac
+    [ "$old" = "$IMG" ] || [ "$osuite" != "$SUITE" ] || rm -rf --one-file-system "$old"
   done
 else
   say "cached image $IMG ($(cut -d' ' -f1,2 "$IMG/kernel-version"))"
