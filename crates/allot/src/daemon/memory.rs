@@ -181,7 +181,9 @@ impl Daemon {
         let by = |k: &str| self.cfg().funding.get(k).and_then(|e| e.mem);
         match c {
             CurrencyId::Named(n) => by(n),
-            CurrencyId::User(uid) => allot_linux::process::users::user_by_uid(*uid).and_then(|u| by(&u.name)).or_else(|| by(&uid.to_string())),
+            // The name as remembered for a minute (trust/names.rs): this runs every tick for
+            // every currency, and an NSS lookup may wait on a directory server.
+            CurrencyId::User(uid) => by(&super::trust::user_label(*uid)).or_else(|| by(&uid.to_string())),
         }
     }
 
