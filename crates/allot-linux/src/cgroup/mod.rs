@@ -208,6 +208,10 @@ pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The uids whose `user-UID.slice` exists now (logged in, or lingering): a user's
     /// currency is that slice.
     fn user_slices(&self) -> Result<Vec<u32>>;
+    /// Takes back what allot set on currency `rel`'s slice (its `CPUWeight=` and
+    /// `CPUQuota=`, back to systemd's defaults) while the slice runs now; a stopped slice
+    /// is left alone (a property set on it would start it again).
+    fn take_back_slice(&self, rel: &str) -> Result<()>;
     /// Where systemd's units are read (login sessions, users' slices) when not the cpu
     /// controller's mount: on a hybrid host the unified hierarchy, on v1 `name=systemd`.
     fn units_mount(&self) -> Option<&Path> {

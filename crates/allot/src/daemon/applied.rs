@@ -176,6 +176,10 @@ impl Applied {
             *w = Written::default();
         }
     }
+    /// Every currency's directory (or slice) with a weight or cap written.
+    pub fn written_currencies(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|(n, w)| matches!(n, Node::Currency(..)) && (w.weight.is_some() || w.max.is_some())).map(|(n, _)| n)
+    }
     /// Every node with a cap in force.
     pub fn capped(&self) -> impl Iterator<Item = &Node> {
         self.nodes.iter().filter(|(_, w)| matches!(w.max, Some(Some(_)))).map(|(n, _)| n)

@@ -386,6 +386,7 @@ impl Daemon {
         }
         failures.extend(self.tree.apply(&writes));
         self.report(failures);
+        self.take_back_slices();
     }
 
     /// Opens a pid for a request, naming what is wrong in the user's words.

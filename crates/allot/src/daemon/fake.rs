@@ -355,6 +355,14 @@ impl Delegation for FakeCg {
     fn user_slices(&self) -> allot_linux::Result<Vec<u32>> {
         Ok(self.w.lock().unwrap().slice_mem.logged_in.clone())
     }
+    /// systemd's defaults again (weight 100, no quota), on a slice that exists.
+    fn take_back_slice(&self, rel: &str) -> allot_linux::Result<()> {
+        if let Some(d) = self.w.lock().unwrap().dirs.get_mut(&abs(rel)) {
+            d.weight = 100;
+            d.max = None;
+        }
+        Ok(())
+    }
 }
 
 /// The fake process table.

@@ -71,6 +71,37 @@ impl Daemon {
 }
 
 impl Daemon {
+    /// At a clean stop on a systemd host: the slices allot funded or capped whose currency
+    /// has no job of allot's (a logged-in user's funding, a currency cap) go back to
+    /// systemd's defaults, so a stopped or removed allot leaves no `CPUWeight=` or
+    /// `CPUQuota=` on slices it holds nothing in. (A slice with jobs keeps its funding at
+    /// rest while they run, and loses it when allot's scope there goes.)
+    pub(super) fn take_back_slices(&mut self) {
+        if !self.tree().cg().systemd() {
+            return;
+        }
+        let with_jobs: std::collections::BTreeSet<&CurrencyId> = self.desired().jobs.values().map(|j| &j.currency).collect();
+        let bare: Vec<CurrencyId> = self
+            .tree()
+            .applied()
+            .written_currencies()
+            .filter_map(|n| match n {
+                Node::Currency(Class::Foreground, c) if !with_jobs.contains(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        for c in bare {
+            let rel = super::registry::currency_rel(Class::Foreground, &c);
+            let Some(dlg) = self.tree().cg().delegation() else { return };
+            if let Err(e) = dlg.take_back_slice(&rel) {
+                log::warn!("could not take allot's funding and cap off {rel}'s slice: {e}");
+            }
+            self.tree_mut().applied_mut().removed(&Node::Currency(Class::Foreground, c));
+        }
+    }
+}
+
+impl Daemon {
     /// Weighs each currency's job scope as its active jobs together
     /// ([`allot_model::scope::scope_weight`]): against a login session of the same user
     /// they then divide the user's share as a default job and the jobs would in allot's
@@ -91,6 +122,35 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A systemd host: user 3000 with an allot job (funding 200), user 3001 logged in
+    /// without one (funding 300 in the config), each with a slice.
+    #[test]
+    fn a_clean_stop_takes_funding_off_slices_allot_holds_nothing_in() {
+        let w = crate::daemon::tests::world();
+        {
+            let mut x = w.lock().unwrap();
+            x.systemd = true;
+            x.spawn(100, 3000, "/user.slice/user-3000.slice/session-4.scope", "sh");
+            x.slice_mem.logged_in = vec![3000, 3001];
+            x.dirs.insert("/fake/user-3001".into(), crate::daemon::fake::Dir { weight: 100, ..Default::default() });
+        }
+        let mut d = crate::daemon::tests::start(&w, None);
+        let r = d.handle(
+            crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None },
+            &crate::daemon::tests::peer(&w, 3000, 100),
+        );
+        assert!(matches!(r, Ok(crate::proto::Response::Job(_))), "{r:?}");
+        d.registry_mut().set_funding(CurrencyId::User(3000), 200);
+        d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { funding: Some(300), ..Default::default() });
+        d.tick();
+        let weight = |rel: &str| w.lock().unwrap().dirs.get(&format!("/fake/{rel}")).map(|d| d.weight);
+        assert_eq!(weight("user-3001"), Some(300), "funded from the login, without a job");
+        assert_eq!(weight("user-3000"), Some(200));
+        d.shutdown(false);
+        assert_eq!(weight("user-3001"), Some(100), "systemd's default again: allot holds nothing in that slice");
+        assert_eq!(weight("user-3000"), Some(200), "the slice with allot's job keeps its funding while the job runs");
+    }
 
     fn f(c: &CurrencyId) -> u32 {
         match c {

@@ -271,6 +271,9 @@ impl Delegation for SystemdTree {
     fn tethered(&self) -> Vec<String> {
         self.lock().tethers.iter().cloned().collect()
     }
+    fn take_back_slice(&self, rel: &str) -> Result<()> {
+        self.take_back_currency_slice(rel)
+    }
     fn user_slices(&self) -> Result<Vec<u32>> {
         // Read, never written: user.slice and its children are systemd's.
         let dir = self.track.join("user.slice");

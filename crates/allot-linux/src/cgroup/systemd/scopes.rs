@@ -2,12 +2,12 @@
 //! holder dies), stopped when empty together with a slice they started, and let go when
 //! allot is removed.
 
-use super::names::{Key, HOLDER};
+use super::names::{self, Key, HOLDER};
 use super::{State, SystemdTree};
 use crate::cgroup::enable_cpu;
 use crate::cgroup::{mkdir, CpuController};
 use crate::ipc::systemd::holder::{self, Holder};
-use crate::ipc::systemd::{prop, CpuWeight};
+use crate::ipc::systemd::{prop, CpuQuota, CpuWeight};
 use crate::{read, write, Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -163,6 +163,23 @@ impl SystemdTree {
 
     /// Lets the scope of `key` go for good (allot being removed): its holder is ended, so
     /// systemd stops the scope with its last process.
+    /// [`crate::cgroup::Delegation::take_back_slice`]: a currency's slice back to
+    /// systemd's `CPUWeight=` and `CPUQuota=` defaults, if it runs now.
+    pub(super) fn take_back_currency_slice(&self, rel: &str) -> Result<()> {
+        let key = match Self::place(rel)? {
+            names::Place::Scope(key @ Key::Currency(_)) => key,
+            _ => return Err(super::bad_rel(rel, "not a currency's path".into())),
+        };
+        let slice = self.names.slice(&key);
+        let mut st = self.lock();
+        st.limiter.forget(key.rel());
+        st.slices.remove(&slice);
+        if st.sd.unit_cgroup(&slice)?.is_empty() {
+            return Ok(());
+        }
+        st.sd.set_properties(&slice, true, vec![CpuWeight::Unset.prop(), CpuQuota::Unset.prop()])
+    }
+
     pub(super) fn release_scope(&self, key: &Key) -> Result<()> {
         let mut st = self.lock();
         let Some(dir) = self.scope_dir(&mut st, key).filter(|d| d.is_dir()) else { return Ok(()) };
