@@ -3,30 +3,12 @@
 //! on another job; refused, naming why, where it cannot be applied.
 
 use super::super::tests::{peer, start, world};
+use super::tests::{files, read, Fixture};
 use crate::proto::{MemChange, Pids, Request, Response};
 use allot_linux::cgroup::memory::Memory;
 use allot_linux::cgroup::Version;
-use std::path::{Path, PathBuf};
 
 const M: u64 = 1 << 20;
-
-struct Fixture(PathBuf);
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn files(dir: &Path, names: &[(&str, &str)]) {
-    std::fs::create_dir_all(dir).unwrap();
-    for (n, v) in names {
-        std::fs::write(dir.join(n), v).unwrap();
-    }
-}
-
-fn read(p: PathBuf) -> String {
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
 
 fn run(mem: Option<&str>) -> Request {
     Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: mem.map(|m| m.parse().unwrap()) }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const M: u64 = 1 << 20;
 
 /// A memory hierarchy of files, removed when dropped.
-struct Fixture(PathBuf);
+pub(super) struct Fixture(pub(super) PathBuf);
 impl Drop for Fixture {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -18,14 +18,14 @@ impl Drop for Fixture {
 }
 
 /// Kernel files are written in place, never created: make them, empty or with a value.
-fn files(dir: &Path, names: &[(&str, &str)]) {
+pub(super) fn files(dir: &Path, names: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();
     for (n, v) in names {
         std::fs::write(dir.join(n), v).unwrap();
     }
 }
 
-fn read(p: PathBuf) -> String {
+pub(super) fn read(p: PathBuf) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
