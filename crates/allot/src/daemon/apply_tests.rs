@@ -106,3 +106,19 @@ fn the_backend_chosen_at_start_answers_for_the_host() {
         }
     }
 }
+
+/// `allot run` makes the job's directory and the plan of the same request writes its
+/// values: its weight and its cpu.max are each written once, not once at rest by the
+/// directory's maker and again by the plan.
+#[test]
+fn a_run_writes_the_job_s_weight_and_cpu_max_once() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "allot run");
+    let mut d = start(&w, None);
+    run(&mut d, &w, 100);
+    let dir = path_of(&w, 100);
+    let x = w.lock().unwrap().dirs[&dir].clone();
+    let planned = d.planned().jobs.values().map(|p| p.weight).max().unwrap();
+    assert_eq!(x.weight, planned, "the plan's weight is in the kernel");
+    assert_eq!((x.weight_writes, x.max_writes), (1, 1), "each file written once in the request");
+}

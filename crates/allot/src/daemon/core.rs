@@ -283,8 +283,22 @@ impl Daemon {
         self.applier.forget(id);
     }
 
-    /// Creates a job's directory (and its currency's) with the job's settings written.
+    /// Creates a job's directory (and its currency's) with the job's settings at rest
+    /// written: for the steps that make a job with no plan right behind them (placement,
+    /// repair, start), so its tickets and cap hold before the next busy tick.
     pub fn make_job_dir(&mut self, spec: &JobSpec) -> Result<(), String> {
+        self.make_dir(spec, true)
+    }
+
+    /// Creates a job's directory for a step that plans before it returns (a request's
+    /// commit, a nice split): its cpu.max at rest is written at once, so a hard cap holds
+    /// from the first process moved in, and its weight is left to the plan, which writes
+    /// it once (not at rest here and then boosted there).
+    pub fn make_job_dir_for_plan(&mut self, spec: &JobSpec) -> Result<(), String> {
+        self.make_dir(spec, false)
+    }
+
+    fn make_dir(&mut self, spec: &JobSpec, weight_at_rest: bool) -> Result<(), String> {
         let crel = super::registry::currency_rel(spec.class(), &spec.currency);
         let fresh_currency = !self.tree.cg().exists(&crel);
         self.tree.create(&crel)?;
@@ -300,7 +314,10 @@ impl Daemon {
         let rel = spec.rel();
         self.tree.create(&rel)?;
         let (weight, quota) = plan::at_rest(spec.tickets.get(), spec.cap);
-        let writes = [Write::job(spec, Setting::Weight(weight)), Write::job(spec, Setting::Max(quota))];
+        let mut writes = vec![Write::job(spec, Setting::Max(quota))];
+        if weight_at_rest {
+            writes.push(Write::job(spec, Setting::Weight(weight)));
+        }
         let mut failures = self.tree.apply(&writes);
         failures.extend(self.tree.rt_assign());
         self.report(failures);
@@ -340,7 +357,7 @@ impl Daemon {
             }
             let mut spec = JobSpec::new(self.registry.take_id(), parent.currency.clone(), parent.owner);
             spec.tickets = parent.tickets;
-            if self.make_job_dir(&spec).is_err() {
+            if self.make_job_dir_for_plan(&spec).is_err() {
                 continue;
             }
             match self.tree.move_verified(self.host.as_ref(), &p, &spec.rel()) {

@@ -17,6 +17,9 @@ pub struct Dir {
     pub max: Option<Max>,
     pub idle: bool,
     pub usage_ns: u64,
+    /// Weight and cpu.max writes the kernel took here.
+    pub weight_writes: u32,
+    pub max_writes: u32,
 }
 
 /// One process.
@@ -189,7 +192,9 @@ impl CpuController for FakeCg {
     fn set_weight(&self, rel: &str, units: u32) -> allot_linux::Result<()> {
         let mut w = self.w.lock().unwrap();
         refused(&mut w, rel)?;
-        w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?.weight = units;
+        let d = w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?;
+        d.weight = units;
+        d.weight_writes += 1;
         Ok(())
     }
     fn weight(&self, rel: &str) -> allot_linux::Result<u32> {
@@ -198,7 +203,9 @@ impl CpuController for FakeCg {
     fn set_max(&self, rel: &str, max: Option<Max>) -> allot_linux::Result<()> {
         let mut w = self.w.lock().unwrap();
         refused(&mut w, rel)?;
-        w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?.max = max;
+        let d = w.dirs.get_mut(&abs(rel)).ok_or_else(gone)?;
+        d.max = max;
+        d.max_writes += 1;
         Ok(())
     }
     fn max(&self, rel: &str) -> allot_linux::Result<Option<Max>> {

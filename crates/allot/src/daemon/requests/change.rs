@@ -191,7 +191,7 @@ impl Daemon {
 
     /// Makes a job and moves a held process into it, recording both in `undo`.
     fn new_job_with(&mut self, spec: &JobSpec, t: Target, undo: &mut Vec<Undo>) -> R<()> {
-        self.make_job_dir(spec).map_err(Refusal::internal)?;
+        self.make_job_dir_for_plan(spec).map_err(Refusal::internal)?;
         undo.push(Undo::Made(spec.rel()));
         let back = self.back_of_place(&t.place);
         self.move_for_request(&t.proc, &spec.rel())?;
@@ -205,7 +205,7 @@ impl Daemon {
 
     /// Makes a job and moves the calling process into it, recording both in `undo`.
     fn caller_into(&mut self, spec: &JobSpec, caller: &Proc, back: Back, undo: &mut Vec<Undo>) -> R<()> {
-        self.make_job_dir(spec).map_err(Refusal::internal)?;
+        self.make_job_dir_for_plan(spec).map_err(Refusal::internal)?;
         undo.push(Undo::Made(spec.rel()));
         self.move_for_request(caller, &spec.rel())?;
         undo.push(Undo::CallerMoved { back });
@@ -217,7 +217,7 @@ impl Daemon {
         let old = spec.rel();
         let mut to = spec.clone();
         to.background = background;
-        self.make_job_dir(&to).map_err(Refusal::internal)?;
+        self.make_job_dir_for_plan(&to).map_err(Refusal::internal)?;
         undo.push(Undo::Made(to.rel()));
         for _ in 0..100 {
             let procs = self.tree().cg().procs(&old).unwrap_or_default();
