@@ -7,8 +7,12 @@
 //! concepts promise 0.60 / 0.20 / 0.20. Weighing the jobs' scope as the sum of its active
 //! jobs' weights (a session weighs 100, as a default job would) restores the promise.
 
+/// A unit's `CPUWeight=` when nobody set one: systemd's default, what a session scope
+/// and a slice allot has not funded weigh.
+pub const SYSTEMD_DEFAULT_WEIGHT: u32 = 100;
+
 /// A session scope's weight, systemd's default (`CPUWeight=` unset).
-pub const SESSION_WEIGHT: u32 = 100;
+pub const SESSION_WEIGHT: u32 = SYSTEMD_DEFAULT_WEIGHT;
 
 /// The weight of the scope that holds a currency's jobs: the sum of the weights of its
 /// active jobs (those with an entitlement now), within the kernel's 1..10000. None when no

@@ -215,7 +215,7 @@ pub struct NamedCurrency {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            default_funding: 100,
+            default_funding: allot_model::units::DEFAULT,
             tick_ms: 100,
             scan_ms: 1000,
             half_life_ms: allot_model::usage::DEFAULT_HALF_LIFE_MS,

@@ -201,7 +201,7 @@ pub fn session_facts(show: &ShowView, e: &ExplainView, uid: u32) -> JobFacts {
         currency: e.currency.clone(),
         named_currency: false,
         tickets: e.weight,
-        funding: currency.map_or(allot_model::scope::SESSION_WEIGHT, |c| c.funding),
+        funding: currency.map_or(allot_model::scope::SYSTEMD_DEFAULT_WEIGHT, |c| c.funding),
         entitlement: e.entitlement,
         usage: e.window,
         recent: e.window.max(e.last),

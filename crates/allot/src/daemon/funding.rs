@@ -12,9 +12,8 @@ use super::applied::{Node, Setting, Write};
 use super::core::Daemon;
 use super::registry::{Class, CurrencyId};
 
-/// A slice's `CPUWeight=` when nobody set one: systemd's default, so a user whose funding
-/// is this needs no write.
-pub const SYSTEMD_DEFAULT_WEIGHT: u32 = 100;
+// A slice's `CPUWeight=` when nobody set one: a user whose funding is this needs no write.
+use allot_model::scope::SYSTEMD_DEFAULT_WEIGHT;
 
 /// The job-less currencies whose slice must carry a weight, and the weight: every
 /// currency funded with `allot fund` (at the value `funding_of` gives), and every human
@@ -77,7 +76,7 @@ impl Daemon {
     /// `CPUQuota=` on slices it holds nothing in. (A slice with jobs keeps its funding at
     /// rest while they run, and loses it when allot's scope there goes.)
     pub(super) fn take_back_slices(&mut self) {
-        if !self.tree().cg().systemd() {
+        if !self.backend().currency_is_slice(Class::Foreground) {
             return;
         }
         let with_jobs: std::collections::BTreeSet<&CurrencyId> = self.desired().jobs.values().map(|j| &j.currency).collect();

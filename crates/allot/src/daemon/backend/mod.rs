@@ -3,7 +3,7 @@
 //! cgroups (cgroup v1, or v2 without systemd), weighed against outside load by allot.
 //! `systemd.rs`: scopes and slices systemd delegates (docs/systemd.md), where a user's
 //! currency is their `user-UID.slice`, which exists from their first login and weighs
-//! their login sessions too. A third (part 14's sched_ext scheduler) is another impl.
+//! their login sessions too. A scheduler of allot's own (docs/scx.md) would be a third impl.
 //!
 //! The trait is generic over the daemon it serves (`D`), so this file and the daemon's
 //! core do not import each other: the impls, which do, are chosen at start (adopt.rs).
