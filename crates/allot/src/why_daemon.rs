@@ -11,7 +11,7 @@
 use crate::client;
 use crate::proto::{ExplainView, JobView, Request, Response, ShowView, StatusView};
 use allot_linux::cgroup::CpuController;
-use allot_measure::why::{CurrencyShare, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival};
+use allot_measure::why::{CurrencyShare, DaemonAnswers, JobFacts, JobRef, Managed, ReasonFact, Rival};
 use std::path::Path;
 
 /// The daemon at a socket, asked once for its status and jobs.
@@ -75,7 +75,7 @@ impl<'a> DaemonView<'a> {
     }
 }
 
-impl Daemon for DaemonView<'_> {
+impl DaemonAnswers for DaemonView<'_> {
     fn job_of(&mut self, pid: i32) -> Managed {
         if let Err(why) = self.seen() {
             return Managed::NoDaemon { why };

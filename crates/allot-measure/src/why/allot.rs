@@ -120,7 +120,7 @@ pub struct JobFacts {
 }
 
 /// What the `allot` binary answers about processes, from the daemon.
-pub trait Daemon {
+pub trait DaemonAnswers {
     /// The job `pid` is in, as the daemon reports it now.
     fn job_of(&mut self, pid: i32) -> Managed;
     /// Only the job's id and owner (for the competitors): an answer may skip `explain`.
@@ -133,7 +133,7 @@ pub trait Daemon {
     }
 }
 
-impl<F: FnMut(i32) -> Managed> Daemon for F {
+impl<F: FnMut(i32) -> Managed> DaemonAnswers for F {
     fn job_of(&mut self, pid: i32) -> Managed {
         self(pid)
     }

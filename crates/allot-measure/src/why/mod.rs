@@ -27,7 +27,7 @@ mod tests;
 mod verdict;
 
 pub use advice::{advise, may_fund, may_set};
-pub use allot::{held_by, Daemon, JobFacts, JobRef, Managed, ReasonFact, Rival, AT_CAP, AT_ENTITLEMENT, SATURATED, THROTTLED_SHARE};
+pub use allot::{held_by, DaemonAnswers, JobFacts, JobRef, Managed, ReasonFact, Rival, AT_CAP, AT_ENTITLEMENT, SATURATED, THROTTLED_SHARE};
 pub use render::render;
 pub use sample::{diagnose, diagnose_every};
 pub use stall::{decide, CurrencyShare, ProcUse, Sampler, Stall};
@@ -245,7 +245,7 @@ pub const SPARE_CPUS: f64 = 0.5;
 
 /// Asks the daemon about the process and its competitors, then gives the verdict and the
 /// suggestions again with what it says.
-pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn Daemon) {
+pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn DaemonAnswers) {
     d.allot = daemon.job_of(d.pid);
     if !matches!(d.allot, Managed::NoDaemon { .. }) {
         for c in &mut d.machine.top {
@@ -268,7 +268,7 @@ pub fn ask_daemon(d: &mut Diagnosis, daemon: &mut dyn Daemon) {
 
 /// `allot why`: `daemon` answers what allot's daemon knows about a process (the `allot`
 /// binary asks it over the socket; `|_| Managed::NotAsked` asks nobody).
-pub fn run(args: WhyArgs, daemon: &mut dyn Daemon) -> anyhow::Result<i32> {
+pub fn run(args: WhyArgs, daemon: &mut dyn DaemonAnswers) -> anyhow::Result<i32> {
     let window = crate::args::positive_duration("--duration", &args.duration, allot_model::duration::Unit::S, Duration::from_secs(3600))?;
     let pid =
         i32::try_from(args.pid).ok().filter(|p| *p > 0).ok_or_else(|| anyhow::anyhow!("PID must be a positive process id, got {}", args.pid))?;

@@ -11,7 +11,7 @@ use super::core::{Daemon, Features};
 use super::host::Host;
 use super::placement::state::Placement;
 use super::registry::{parse_leaf, Class, CurrencyId, JobSpec, BACKGROUND};
-use super::tree::Tree;
+use super::tree::AppliedTree;
 use super::watch::Watch;
 use crate::config::Config;
 use allot_linux::cgroup::CpuController;
@@ -41,7 +41,7 @@ impl Daemon {
         };
         let kernel = super::features::Kernel::new(features, allot_linux::ncpu());
         let registry = super::state::Registry::new(desired, state_path);
-        let mut d = Daemon::assemble(cfg, host, backend, Tree::new(cg), registry, kernel, Watch::new(watch));
+        let mut d = Daemon::assemble(cfg, host, backend, AppliedTree::new(cg), registry, kernel, Watch::new(watch));
         d.setup_rt();
         d.weigh_tree();
         d.adopt(legacy);

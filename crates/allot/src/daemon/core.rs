@@ -18,7 +18,7 @@ use super::observe::Observer;
 use super::registry::{Class, CurrencyId, JobId, JobSpec};
 use super::serving::Serving;
 use super::state::Registry;
-use super::tree::{MoveError, Tree};
+use super::tree::{AppliedTree, MoveError};
 use crate::config::Config;
 use crate::proto::Refusal;
 use allot_model::plan::{self, CurrencyIn, JobIn, JobPlan};
@@ -51,7 +51,7 @@ pub struct Daemon {
     /// Processes and threads.
     host: Box<dyn Host>,
     /// The cgroup tree and what was written to it (the *applied* state).
-    tree: Tree,
+    tree: AppliedTree,
     /// What users asked for (the *desired* state), persisted.
     registry: Registry,
     /// What was measured (the *observed* state).

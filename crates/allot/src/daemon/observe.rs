@@ -101,9 +101,9 @@ impl Tracker {
     }
 }
 
-/// Machine-wide observations.
+/// Machine-wide observations: idle CPU and the load outside allot (the plan's `allot_model::plan::Machine` is made from it).
 #[derive(Debug, Default)]
-pub struct Machine {
+pub struct MachineLoad {
     last_cpu: Option<(allot_linux::process::machine::CpuTimes, u64, Instant)>,
     /// Idle CPU per CPU during the last tick.
     pub idle: Vec<f64>,
@@ -111,7 +111,7 @@ pub struct Machine {
     pub outside: f64,
 }
 
-impl Machine {
+impl MachineLoad {
     /// Per CPU, the fraction of it that was busy during the last tick (empty: not yet
     /// measured).
     pub fn busy(&self) -> Vec<f64> {
@@ -126,7 +126,7 @@ pub struct Observer {
     pub jobs: HashMap<JobId, Tracker>,
     counters: HashMap<String, u64>,
     /// Machine-wide.
-    pub machine: Machine,
+    pub machine: MachineLoad,
     /// CPU time login sessions used (sessions/, never decreasing), ns: load the plan
     /// counts as sessions, not as load outside allot.
     pub sessions_ns: u64,

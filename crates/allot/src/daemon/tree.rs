@@ -22,7 +22,7 @@ pub enum MoveError {
 }
 
 /// allot's cgroups and what was written to them.
-pub struct Tree {
+pub struct AppliedTree {
     /// The cpu controller, rooted at allot's root.
     cg: Box<dyn CpuController>,
     /// What was last written, per node.
@@ -42,7 +42,7 @@ struct Rt {
     written: HashMap<String, i64>,
 }
 
-impl Tree {
+impl AppliedTree {
     /// A tree over a controller.
     pub fn new(cg: Box<dyn CpuController>) -> Self {
         Self { cg, applied: Applied::default(), rt: None }

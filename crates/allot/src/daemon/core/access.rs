@@ -13,7 +13,7 @@ use crate::daemon::registry::Desired;
 use crate::daemon::serving::Serving;
 use crate::daemon::sessions::state::Sessions;
 use crate::daemon::state::Registry;
-use crate::daemon::tree::{MoveError, Tree};
+use crate::daemon::tree::{AppliedTree, MoveError};
 use crate::daemon::watch::Watch;
 use crate::proto::Counters;
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ impl Daemon {
         cfg: Config,
         host: Box<dyn Host>,
         backend: Rc<dyn Backend<Daemon>>,
-        tree: Tree,
+        tree: AppliedTree,
         registry: Registry,
         kernel: Kernel,
         watch: Watch,
@@ -91,11 +91,11 @@ impl Daemon {
         self.host.as_ref()
     }
     /// allot's cgroups and what was written to them.
-    pub fn tree(&self) -> &Tree {
+    pub fn tree(&self) -> &AppliedTree {
         &self.tree
     }
     /// allot's cgroups, to write.
-    pub fn tree_mut(&mut self) -> &mut Tree {
+    pub fn tree_mut(&mut self) -> &mut AppliedTree {
         &mut self.tree
     }
     /// What users asked for.
