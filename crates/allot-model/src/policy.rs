@@ -152,7 +152,7 @@ mod tests {
 
     #[test]
     fn nice_19_alone_is_held_to_its_threshold() {
-        // Issue acceptance: A's only process at nice 19 vs B's hog: 11.2 vs 100.
+        // A's only process at nice 19 against B's hog: 11.2 tickets against 100.
         let (w, j) = nice_emulation(100.0, &[NiceClaim { tickets: 100.0, nice: 19, active: true }]);
         assert!((w - 11.22).abs() < 0.01, "{w}");
         assert!((j[0] - 11.22).abs() < 0.01);

@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn another_users_busy_session_halves_a_cpu_bound_job_and_it_is_not_boosted() {
-        // The scene: user B's job of 4 hogs on 2 CPUs, user A in a session with one
+        // The scene: user B's job of 4 hogs on 2 CPUs, user A in a session with one
         // hog. Alone, B's job is entitled to both CPUs and its 1 CPU is half of that: the
         // boost limit, boosted by noise. With A's session counted: 1 CPU each.
         let p = Params::default();

@@ -1,4 +1,4 @@
-//! Attacks on the daemon, as a hostile user would try them (issue: part 5).
+//! Attacks on the daemon, as a hostile user would try them (docs/trust.md).
 //!
 //! - pid reuse: a client connects, its connecting process exits while another process of
 //!   the attacker keeps the connection, the pid is handed to a victim (forced here through

@@ -120,7 +120,7 @@ fn flood_result(pid: i32, fd: i32) -> (u32, u32) {
     (r[0], r[1])
 }
 
-/// The flood, at the request limit for 60 s: B `set`s its own process with 1024
+/// A flood of records, at the request limit for 60 s: B `set`s its own process with 1024
 /// copies of its pid and a cap spelled with 16 KiB of zeros, which the old trail wrote
 /// out in full (22 KiB a record: root's record was gone from both files within seconds).
 /// Now B gets `RECORDS_PER_MINUTE` records a minute and one summary of the rest; root's

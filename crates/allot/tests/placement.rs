@@ -1,4 +1,4 @@
-//! Safe placement (issue: part 7): allot places a user's process only from where no other
+//! Safe placement: allot places a user's process only from where no other
 //! manager put it, only for human users' uids, and knows users and groups through NSS.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Desired, observed and applied state kept apart (issue: part 6): a crash never turns an
+//! Desired, observed and applied state kept apart: a crash never turns an
 //! adjustment into a setting, a dead daemon leaves no job worse off than its settings, an
 //! outside change is re-asserted, and no program sees fewer CPUs than it may use.
 

@@ -1,5 +1,5 @@
 //! `allot-lab bench policy`: the dynamic policy measured on this machine, each scenario
-//! against its threshold (issue: latency boost, soft caps, nice emulation).
+//! against its threshold: the latency boost, soft caps, nice emulation and load outside allot.
 //!
 //! Every scenario runs a private daemon and compares numbers from one run (this machine
 //! is noisy, so ratios within a run, never absolute times across runs). `--check` exits
@@ -278,7 +278,7 @@ fn latency(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Load outside allot (issue: part 7): the probe in an ordinary job against 2 × ncpu
+/// Load outside allot: the probe in an ordinary job against 2 × ncpu
 /// hogs that are no job (root's processes, as a login node's daemons and admins' work
 /// are), under each `[outside] weight`, and the same probe with no allot at all.
 fn outside(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
@@ -394,7 +394,7 @@ fn agility(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let on = settled(&trace, c1, true);
     let off = settled(&trace, c1 + inter, false);
     let ok = |x: Option<f64>, lim: f64| x.is_some_and(|v| v <= lim);
-    let lim = if quick { 2.0 } else { 0.5 }; // part 9: within 0.5 s both ways
+    let lim = if quick { 2.0 } else { 0.5 }; // within 0.5 s both ways
     let passed = ok(on, lim) && ok(off, lim);
     let mut table = format!("{:<14} {:>10} {:>22}\n", "phase", "seconds", "mean dispatch latency");
     for p in rep["phases"].as_array().into_iter().flatten() {

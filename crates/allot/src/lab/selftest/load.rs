@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_miss_under_other_load_is_inconclusive_and_a_pass_stands() {
-        // The case: 2 CPUs of outside load.
+        // Another build on a 2-CPU machine: 2 CPUs of outside load.
         assert!(inconclusive(false, 2.0));
         assert!(inconclusive(false, BUSY), "from a quarter CPU on");
         assert!(!inconclusive(false, 0.24), "a quiet machine: a miss is a failure");
