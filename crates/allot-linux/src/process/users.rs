@@ -182,8 +182,8 @@ pub fn groups_of(user: &User) -> Vec<u32> {
     }
 }
 
-/// systemd's dynamic users (DynamicUser=, nss-systemd): 61184..=65519 (systemd
-/// docs/UIDS-GIDS.md), allocated to services for their lifetime.
+/// systemd's dynamic users (DynamicUser=, nss-systemd): 61184..=65519
+/// (https://systemd.io/UIDS-GIDS/), allocated to services for their lifetime.
 pub const SYSTEMD_DYNAMIC: (u32, u32) = (61184, 65519);
 /// The overflow uid `nobody`.
 pub const NOBODY: u32 = 65534;

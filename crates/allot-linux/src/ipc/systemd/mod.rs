@@ -5,7 +5,7 @@
 //! Every error names the method, the unit, systemd's error name and message, and what to
 //! do. The connection is made on first use and made again once if the bus broke.
 //! Cgroup paths always come from systemd (a unit's `ControlGroup`): the mapping between
-//! unit names and cgroup paths is not systemd's API (its docs/CGROUP_DELEGATION.md).
+//! unit names and cgroup paths is not systemd's API (https://systemd.io/CGROUP_DELEGATION/).
 
 pub mod holder;
 mod units;
