@@ -211,10 +211,18 @@ pub fn at_rest(tickets: u32, cap: Option<Cap>) -> (u32, Option<f64>) {
     (weight(tickets as f64), quota(cap, false))
 }
 
-/// Clamps a weight into the kernel range allot uses.
+/// Whether a user's shared default job gives its niced processes jobs of their own
+/// (Petrou et al. 1999 §3.4 acts per process, so nice lowers that process and not the
+/// user's others): it holds more than one process and is active over the boost window
+/// (`window_cpus` above [`ACTIVE_CPUS`]; None: not measured yet).
+pub fn splits_niced(processes: usize, window_cpus: Option<f64>) -> bool {
+    processes >= 2 && window_cpus.is_some_and(|w| w > ACTIVE_CPUS)
+}
+
+/// Clamps a weight into the kernel range allot uses (tickets' and funding's).
 pub fn weight(w: f64) -> u32 {
     if w.is_finite() {
-        (w.round().clamp(1.0, 10_000.0)) as u32
+        (w.round().clamp(crate::units::MIN as f64, crate::units::MAX as f64)) as u32
     } else {
         1
     }

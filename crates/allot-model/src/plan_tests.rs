@@ -325,3 +325,11 @@ fn a_job_nothing_adjusts_is_planned_at_rest() {
         assert_eq!((out.jobs[0].weight, out.jobs[0].quota), (weight, quota), "cap {cap:?}");
     }
 }
+
+#[test]
+fn a_niced_process_is_split_off_a_shared_default_job_only_while_it_competes() {
+    assert!(splits_niced(2, Some(ACTIVE_CPUS * 2.0)));
+    assert!(!splits_niced(1, Some(1.0)), "alone in its job: its nice is the job's");
+    assert!(!splits_niced(5, Some(ACTIVE_CPUS)), "not above the active threshold");
+    assert!(!splits_niced(5, None), "not measured yet");
+}

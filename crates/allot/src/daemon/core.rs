@@ -334,7 +334,7 @@ impl Daemon {
         let mut todo = vec![];
         for j in self.registry.desired().jobs.values().filter(|j| matches!(j.id, JobId::Default(_)) && !j.background) {
             let Some(t) = self.obs.jobs.get(&j.id) else { continue };
-            if t.procs.len() < 2 || t.usage.is_none_or(|u| u.window <= plan::ACTIVE_CPUS) {
+            if !plan::splits_niced(t.procs.len(), t.usage.map(|u| u.window)) {
                 continue;
             }
             for pid in t.niced().take(16) {
