@@ -13,6 +13,11 @@
 
 use crate::plan::{Boost, JobIn, JobPlan};
 
+/// The least time between two ticks while nothing runs, ms: at rest no usage is left in any
+/// window, so the plan cannot change (requests and process events are handled as they
+/// arrive, not at the tick).
+pub const REST_MS: u64 = 500;
+
 /// Why the next tick must come after `tick_ms` rather than after the boost window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fast {

@@ -69,7 +69,7 @@ pub struct Outside {
 
 impl Default for Outside {
     fn default() -> Self {
-        Self { weight: 100 }
+        Self { weight: allot_model::units::DEFAULT }
     }
 }
 

@@ -10,9 +10,6 @@ use super::Daemon;
 use allot_model::pace;
 use std::time::{Duration, Instant};
 
-/// The least time between two ticks while nothing runs.
-const REST_MS: u64 = 500;
-
 /// Jobs whose counters are read between slow ticks; past this many the ticks stay fast
 /// (each full tick reads only the currencies that ran, so it is then the cheaper watch).
 pub const WATCH_MAX: usize = 64;
@@ -47,7 +44,7 @@ impl Daemon {
     /// The time from one full tick to the next, for the last plan.
     fn full_interval(&self) -> Duration {
         let fast = self.pace_fast().is_some() || self.watched().is_none();
-        Duration::from_millis(pace::interval_ms(self.cfg.tick_ms, self.cfg.policy.boost_window_ms, self.obs.busy, fast, REST_MS))
+        Duration::from_millis(pace::interval_ms(self.cfg.tick_ms, self.cfg.policy.boost_window_ms, self.obs.busy, fast, pace::REST_MS))
     }
 
     /// Called by the loop at every [`Self::tick_interval`]: a full tick when one is due, or
