@@ -43,15 +43,7 @@ impl Daemon {
         reasons.push(Reason { state: "boost".into(), on: p.boosted, since_s: ago(0), because: boost + &mechanism });
         if let Some(c) = j.cap.filter(|c| !c.hard) {
             let idle = t.map_or(0.0, |t| t.idle_cpus);
-            let because = match p.hold {
-                Some(Hold::Imposed | Hold::Kept) => format!(
-                    "soft cap {c}: it used {window:.3} CPU, above {:.3}, while other jobs waited for CPU (more than {WAITING_FRACTION} of a tick); written as cpu.max until more than {RELEASE_IDLE_CPUS} CPU sits idle on its CPUs (now {idle:.2})",
-                    c.cpus
-                ),
-                Some(Hold::Released | Hold::UnderCap | Hold::Alone) | None => {
-                    format!("soft cap {c}: not held — it is under its cap, or no other job waits, or its CPUs have idle time ({idle:.2} CPU now)")
-                }
-            };
+            let because = format!("soft cap {c}: {}", hold_words(p.hold, c.cpus, window, idle));
             reasons.push(Reason { state: "held".into(), on: p.held, since_s: ago(1), because });
         }
         if let Some(c) = j.cap.filter(|c| c.hard) {
@@ -157,6 +149,24 @@ pub fn boost_words(b: Boost, window: f64, last: f64, l: &allot_model::plan::Boos
                 "CPU-bound: it used {last:.3} CPU in the last tick, at least {lf} × its entitlement {ent:.3}: the boost would buy it CPU, not latency"
             ),
             Boost::Busy => format!("busy: it used {window:.3} CPU over the last {win} ms, not below {wf:.2} × its entitlement {ent:.3} = {threshold:.3}"),
+    }
+}
+
+/// The soft-cap rule's branch in words ([`Hold`], from the plan), every threshold the
+/// model's: `usage` over the window, `idle` CPU on the job's CPUs in the last tick.
+pub fn hold_words(hold: Option<Hold>, cap: f64, usage: f64, idle: f64) -> String {
+    let until = format!("written as cpu.max until more than {RELEASE_IDLE_CPUS} CPU sits idle on its CPUs (now {idle:.2})");
+    match hold {
+        Some(Hold::Imposed) => format!(
+            "held from this tick: it used {usage:.3} CPU, above {cap:.3}, while other jobs waited for CPU (more than {WAITING_FRACTION} of a tick); {until}"
+        ),
+        Some(Hold::Kept) => format!("held since it ran above {cap:.3} CPU while other jobs waited for CPU; kept: {until}"),
+        Some(Hold::Released) => format!("released: more than {RELEASE_IDLE_CPUS} CPU sat idle on its CPUs ({idle:.2}): nobody else wants them"),
+        Some(Hold::UnderCap) => format!("not held: it used {usage:.3} CPU, not above {cap:.3}"),
+        Some(Hold::Alone) => format!(
+            "not held: it used {usage:.3} CPU, above {cap:.3}, but no other job waited for CPU (more than {WAITING_FRACTION} of a tick)"
+        ),
+        None => "not held: the plan holds no soft cap of a background job (it takes only idle CPU)".to_string(),
     }
 }
 

@@ -1,10 +1,11 @@
 //! explain's words against the thresholds the plan and the model decide by: change one and
 //! the words follow, because explain holds none of its own.
 
-use super::boost_words;
+use super::{boost_words, hold_words};
 use allot_model::plan::{
     boost_rule, Boost, BoostLimits, JobIn, Params, Usage, ACTIVE_CPUS, BOOST_LAST_TICK_BELOW, DEFAULT_BOOST_BELOW, DEFAULT_BOOST_WINDOW_MS,
 };
+use allot_model::policy::{soft_cap_hold, Hold, RELEASE_IDLE_CPUS, WAITING_FRACTION};
 
 fn job(window: f64, last: f64) -> JobIn {
     JobIn {
@@ -83,5 +84,31 @@ fn explain_rs_has_no_threshold_literal() {
     assert!(found.is_empty(), "threshold-like literals in explain.rs: {found:?}");
     for name in ["ACTIVE_CPUS", "RELEASE_IDLE_CPUS", "WAITING_FRACTION"] {
         assert!(code.contains(&format!("{{{name}}}")), "explain names {name} from the model");
+    }
+}
+
+#[test]
+fn each_soft_cap_branch_has_its_own_words_with_the_model_s_thresholds() {
+    // The model's decision, then explain's words for it.
+    let (tick, idle) = (format!("more than {WAITING_FRACTION} of a tick"), format!("until more than {RELEASE_IDLE_CPUS} CPU sits idle"));
+    let sat = format!("more than {RELEASE_IDLE_CPUS} CPU sat idle");
+    // (held, usage over the window, others waiting, idle CPU), the decision, its words.
+    type Case<'a> = ((bool, f64, bool, f64), Hold, Vec<&'a str>);
+    let cases: [Case; 5] = [
+        ((false, 0.5, true, 0.0), Hold::Imposed, vec!["held from this tick", "above 0.300", "waited", &tick]),
+        ((true, 0.3, false, 0.0), Hold::Kept, vec!["kept", "waited", &idle]),
+        ((true, 0.3, false, 0.9), Hold::Released, vec!["released", &sat, "(0.90)"]),
+        ((false, 0.2, true, 0.0), Hold::UnderCap, vec!["not held", "0.200 CPU, not above 0.300"]),
+        ((false, 0.5, false, 0.0), Hold::Alone, vec!["not held", "no other job waited"]),
+    ];
+    for ((held, usage, others, idle), want, words) in cases {
+        let hold = soft_cap_hold(held, usage, 0.3, others, idle);
+        assert_eq!(hold, want);
+        let w = hold_words(Some(hold), 0.3, usage, idle);
+        for part in words {
+            assert!(w.contains(part), "{hold:?}: {part:?} not in {w:?}");
+        }
+        // Only a held cap is said to be written as cpu.max.
+        assert_eq!(w.contains("written as cpu.max"), hold.held(), "{hold:?}: {w}");
     }
 }
