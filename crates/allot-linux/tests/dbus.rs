@@ -6,13 +6,14 @@ use allot_linux::ipc::dbus::{message, Bus, Match, Message, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Daemon {
+/// The private `dbus-daemon` this test runs, ended with the test.
+struct PrivateBus {
     child: Child,
     dir: std::path::PathBuf,
     path: String,
 }
 
-impl Daemon {
+impl PrivateBus {
     fn start() -> Self {
         let dir = std::env::temp_dir().join(format!("allot-dbus-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -28,11 +29,11 @@ impl Daemon {
             assert!(Instant::now() < end, "dbus-daemon did not create {path} within 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Daemon { child, dir, path }
+        PrivateBus { child, dir, path }
     }
 }
 
-impl Drop for Daemon {
+impl Drop for PrivateBus {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -48,7 +49,7 @@ fn bus_call(b: &mut Bus, member: &str, body: Vec<Value>) -> Result<Vec<Value>, a
 
 #[test]
 fn calls_errors_and_signals_against_a_real_bus() {
-    let d = Daemon::start();
+    let d = PrivateBus::start();
     let mut a = Bus::connect(&d.path, T).expect("connect and Hello");
     assert!(a.name.starts_with(":1."), "unique name {:?}", a.name);
     let mut b = Bus::connect(&d.path, T).expect("a second connection");
