@@ -10,7 +10,7 @@ pub use place::Place;
 
 use super::core::Daemon;
 use super::host::{Proc, ProcInfo};
-use super::registry::{CurrencyId, JobId};
+use super::registry::CurrencyId;
 use crate::proto::Refusal;
 
 /// The caller, as the kernel reports it: never taken from the request.
@@ -191,12 +191,9 @@ impl Daemon {
         }
     }
 
-    /// A job's id as `show` prints it: `3`, or `alice/default`.
+    /// A job in a sentence: "job " and its id as `show` prints it (`job 3`, `job alice/default`).
     pub fn job_label(&self, j: &super::registry::JobSpec) -> String {
-        match j.id {
-            JobId::Default(uid) => format!("job {}/default", user_label(uid)),
-            JobId::Numbered(n) => format!("job {n}"),
-        }
+        format!("job {}", self.show_id(j))
     }
 
     /// Resolves a currency argument: a named currency, a user name, or a uid.

@@ -24,7 +24,8 @@ pub fn diff(a: &Desired, b: &Desired, name: impl Fn(&CurrencyId) -> String) -> (
     let mut out = vec![];
     let mut touched = vec![];
     let label = |j: &JobSpec| match j.id {
-        super::super::registry::JobId::Default(uid) => format!("job {uid}/default in {}", name(&j.currency)),
+        // A default job is its user's, in its user's currency: `show`'s alice/default.
+        super::super::registry::JobId::Default(_) => format!("job {0}/default in {0}", name(&j.currency)),
         super::super::registry::JobId::Numbered(n) => format!("job {n} of uid {} in {}", j.owner, name(&j.currency)),
     };
     let mut change = |what: String, before: String, after: String| out.push(AuditChange { what, before, after });
@@ -222,5 +223,17 @@ mod tests {
         assert_eq!(said(&a, &b), ["currency alice: - -> cap 4!"]);
         assert_eq!(said(&b, &c), ["currency alice: cap 4! -> cap none"]);
         assert!(said(&c, &c).is_empty());
+    }
+
+    #[test]
+    fn a_job_is_named_in_the_trail_as_show_names_it() {
+        use super::super::super::registry::JobId;
+        let a = Desired::default();
+        let mut b = a.clone();
+        for id in [JobId::Default(1000), JobId::Numbered(7)] {
+            b.jobs.insert(id, JobSpec::new(id, CurrencyId::User(1000), 1000));
+        }
+        let what: Vec<String> = diff(&a, &b, |_| "alice".into()).0.into_iter().map(|c| c.what).collect();
+        assert_eq!(what, ["job alice/default in alice", "job 7 of uid 1000 in alice"]);
     }
 }
