@@ -27,9 +27,52 @@ pub fn scope_weight(active_job_weights: impl IntoIterator<Item = u32>) -> Option
     any.then(|| sum.clamp(1, 10_000) as u32)
 }
 
+/// On a systemd host, the currencies without jobs whose slice must carry a weight, and the
+/// weight: a user's `user-UID.slice` exists from their first login and weighs all their
+/// processes, so it carries their funding whether or not they have a job. Every currency
+/// in `funded` (funded with `allot fund`, at the value `funding_of` gives: the funding
+/// authority's), and every human user whose slice exists (`logged_in`, their currency
+/// `user(uid)`) and whose funding is not [`SYSTEMD_DEFAULT_WEIGHT`], or whose slice was
+/// `written` before (so a funding that went back to the default is written back too).
+/// Currencies with jobs are the plan's. Sorted, one entry per currency.
+pub fn slices_to_fund<C: Ord + Clone>(
+    with_jobs: &[C],
+    funded: &[C],
+    logged_in: &[u32],
+    user: impl Fn(u32) -> C,
+    human: impl Fn(u32) -> bool,
+    funding_of: impl Fn(&C) -> u32,
+    written: impl Fn(&C) -> bool,
+) -> Vec<(C, u32)> {
+    let mut out: Vec<(C, u32)> = funded.iter().filter(|c| !with_jobs.contains(c)).map(|c| (c.clone(), funding_of(c))).collect();
+    for &uid in logged_in {
+        let c = user(uid);
+        if !human(uid) || with_jobs.contains(&c) || funded.contains(&c) {
+            continue;
+        }
+        let f = funding_of(&c);
+        if f != SYSTEMD_DEFAULT_WEIGHT || written(&c) {
+            out.push((c, f));
+        }
+    }
+    out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slice_carries_its_users_funding_unless_it_is_systemds_default_or_has_jobs() {
+        let user = |uid: u32| format!("user-{uid}");
+        let funding = |c: &String| if c == "user-1001" { 300 } else { SYSTEMD_DEFAULT_WEIGHT };
+        let got = slices_to_fund(&[user(1002)], &["ci".to_string()], &[1001, 1002, 1003, 999], user, |u| u >= 1000, funding, |c| c == "user-1003");
+        // ci: funded; 1001: 300; 1002: has jobs (the plan's); 1003: at the default but
+        // written before; 999: not a human user.
+        assert_eq!(got, [("ci".to_string(), 100), ("user-1001".to_string(), 300), ("user-1003".to_string(), 100)]);
+    }
 
     #[test]
     fn jobs_weigh_together_as_their_tickets_against_a_session() {

@@ -12,14 +12,8 @@ use super::applied::{Node, Setting, Write};
 use super::core::Daemon;
 use super::registry::{Class, CurrencyId};
 
-// A slice's `CPUWeight=` when nobody set one: a user whose funding is this needs no write.
-use allot_model::scope::SYSTEMD_DEFAULT_WEIGHT;
-
-/// The job-less currencies whose slice must carry a weight, and the weight: every
-/// currency funded with `allot fund` (at the value `funding_of` gives), and every human
-/// user whose slice exists (`logged_in`) and whose funding is not systemd's default, or
-/// whose slice was written before (so a funding that went back to the default is written
-/// back too). Sorted, one entry per currency.
+/// The job-less currencies whose slice must carry a weight, and the weight
+/// ([`allot_model::scope::slices_to_fund`], a user's currency being `CurrencyId::User`).
 pub fn to_fund(
     with_jobs: &[CurrencyId],
     funded: &[CurrencyId],
@@ -28,20 +22,7 @@ pub fn to_fund(
     funding_of: impl Fn(&CurrencyId) -> u32,
     written: impl Fn(&CurrencyId) -> bool,
 ) -> Vec<(CurrencyId, u32)> {
-    let mut out: Vec<(CurrencyId, u32)> = funded.iter().filter(|c| !with_jobs.contains(c)).map(|c| (c.clone(), funding_of(c))).collect();
-    for &uid in logged_in {
-        let c = CurrencyId::User(uid);
-        if !human(uid) || with_jobs.contains(&c) || funded.contains(&c) {
-            continue;
-        }
-        let f = funding_of(&c);
-        if f != SYSTEMD_DEFAULT_WEIGHT || written(&c) {
-            out.push((c, f));
-        }
-    }
-    out.sort();
-    out.dedup_by(|a, b| a.0 == b.0);
-    out
+    allot_model::scope::slices_to_fund(with_jobs, funded, logged_in, CurrencyId::User, human, funding_of, written)
 }
 
 impl Daemon {
