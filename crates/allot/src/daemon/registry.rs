@@ -131,12 +131,22 @@ pub fn parse_leaf(currency: &CurrencyId, leaf: &str) -> Option<(JobId, u32)> {
     Some((JobId::Numbered(id.parse().ok()?), uid.parse().ok()?))
 }
 
+impl JobId {
+    /// The job's id as people read it everywhere (`show`, `explain`, the audit trail, logs,
+    /// errors): `3`, or `alice/default` for a user's default job (the uid where NSS has no
+    /// name). The directory's leaf (`default`, `j3-u1000`) is the kernel's name, not this.
+    pub fn shown(&self) -> String {
+        match self {
+            JobId::Default(uid) => format!("{}/default", super::trust::names::user_label(*uid)),
+            JobId::Numbered(n) => n.to_string(),
+        }
+    }
+}
+
+/// A job in a sentence: "job " and its [`JobId::shown`] id (`job 3`, `job alice/default`).
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JobId::Default(uid) => write!(f, "default job of uid {uid}"),
-            JobId::Numbered(n) => write!(f, "job {n}"),
-        }
+        write!(f, "job {}", self.shown())
     }
 }
 
@@ -198,5 +208,16 @@ mod tests {
         assert_eq!(des.by_rel("user-1001/default"), Some(&d));
         assert_eq!(des.take_id(), JobId::Numbered(1));
         assert_eq!(des.take_id(), JobId::Numbered(2));
+    }
+
+    #[test]
+    fn a_job_is_named_in_logs_and_errors_as_show_names_it() {
+        // uid 0's name is root wherever the tests run; a uid without a name is its number.
+        assert_eq!(JobId::Default(0).shown(), "root/default");
+        assert_eq!(JobId::Default(0).to_string(), "job root/default");
+        assert_eq!(JobId::Numbered(3).shown(), "3");
+        assert_eq!(JobId::Numbered(3).to_string(), "job 3");
+        let nobody = super::super::trust::names::user_label(4_000_000_000);
+        assert_eq!(JobId::Default(4_000_000_000).to_string(), format!("job {nobody}/default"));
     }
 }

@@ -193,7 +193,7 @@ impl Daemon {
 
     /// A job in a sentence: "job " and its id as `show` prints it (`job 3`, `job alice/default`).
     pub fn job_label(&self, j: &super::registry::JobSpec) -> String {
-        format!("job {}", self.show_id(j))
+        j.id.to_string()
     }
 
     /// Resolves a currency argument: a named currency, a user name, or a uid.

@@ -44,10 +44,7 @@ const MAX_PIDS_BYTES: u64 = 1 << 20;
 impl Daemon {
     /// A job's id as `show` prints it: `3`, or `alice/default`.
     pub fn show_id(&self, j: &JobSpec) -> String {
-        match j.id {
-            JobId::Default(uid) => format!("{}/default", user_label(uid)),
-            JobId::Numbered(n) => n.to_string(),
-        }
+        j.id.shown()
     }
 
     /// Each planned job's entitlement and whether it is active: an idle job's is what it

@@ -23,10 +23,10 @@ fn settings(j: &JobSpec) -> String {
 pub fn diff(a: &Desired, b: &Desired, name: impl Fn(&CurrencyId) -> String) -> (Vec<AuditChange>, Vec<JobSpec>) {
     let mut out = vec![];
     let mut touched = vec![];
+    // A job as `show` names it (`alice/default`, `3`); a numbered job's owner is said too.
     let label = |j: &JobSpec| match j.id {
-        // A default job is its user's, in its user's currency: `show`'s alice/default.
-        super::super::registry::JobId::Default(_) => format!("job {0}/default in {0}", name(&j.currency)),
-        super::super::registry::JobId::Numbered(n) => format!("job {n} of uid {} in {}", j.owner, name(&j.currency)),
+        super::super::registry::JobId::Default(_) => format!("{} in {}", j.id, name(&j.currency)),
+        super::super::registry::JobId::Numbered(_) => format!("{} of uid {} in {}", j.id, j.owner, name(&j.currency)),
     };
     let mut change = |what: String, before: String, after: String| out.push(AuditChange { what, before, after });
     for (id, j) in &b.jobs {
@@ -230,10 +230,11 @@ mod tests {
         use super::super::super::registry::JobId;
         let a = Desired::default();
         let mut b = a.clone();
-        for id in [JobId::Default(1000), JobId::Numbered(7)] {
-            b.jobs.insert(id, JobSpec::new(id, CurrencyId::User(1000), 1000));
+        // uid 0's name is root wherever the tests run (NSS, as show reads it).
+        for id in [JobId::Default(0), JobId::Numbered(7)] {
+            b.jobs.insert(id, JobSpec::new(id, CurrencyId::User(0), 0));
         }
-        let what: Vec<String> = diff(&a, &b, |_| "alice".into()).0.into_iter().map(|c| c.what).collect();
-        assert_eq!(what, ["job alice/default in alice", "job 7 of uid 1000 in alice"]);
+        let what: Vec<String> = diff(&a, &b, |_| "root".into()).0.into_iter().map(|c| c.what).collect();
+        assert_eq!(what, ["job root/default in root", "job 7 of uid 0 in root"]);
     }
 }

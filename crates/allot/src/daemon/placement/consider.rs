@@ -137,7 +137,7 @@ impl Daemon {
             let mut spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
             spec.cap = self.user_defaults(uid).1;
             if let Err(e) = self.make_job_dir(&spec) {
-                log::error!("could not make the default job of uid {uid}: {e}");
+                log::error!("could not make {dest}: {e}");
                 return (Seen::Retry, None);
             }
             self.registry_mut().put_job(spec);
