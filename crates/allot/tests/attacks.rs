@@ -177,7 +177,7 @@ fn reuse(no_peerpidfd: bool, how: Send) {
     assert!(reply.contains("cannot prove which process is asking"), "{reply}");
     assert_eq!(cgroup_of(victim), before, "the victim was not moved");
     let after = job_with_pid(&show(&d), victim).unwrap();
-    assert_eq!((after["id"].clone(), after["cap"].clone()), (placed["id"].clone(), placed["cap"].clone()), "the victim's job is untouched");
+    assert_eq!((after.id.clone(), after.cap.clone()), (placed.id.clone(), placed.cap.clone()), "the victim's job is untouched");
     eprintln!("{how:?}, fallback {no_peerpidfd}: victim {victim} (pid of the exited connector) untouched; reply {}", reply.trim());
     d.stop().unwrap();
 }
@@ -290,7 +290,7 @@ fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served()
         std::thread::sleep(Duration::from_millis(100));
     }
     let v = show(&d);
-    let b_jobs = v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B).count();
+    let b_jobs = v.jobs.iter().filter(|j| j.uid == B).count();
     assert_eq!(b_jobs, 20, "B stops at the limit");
     let o = d.cli(&["run", "--strict", "--", "true"], Some(B)).unwrap();
     refused(&o, &["uid 2902 has 20 jobs, the limit (limits.jobs_per_user = 20)"]);
@@ -299,10 +299,10 @@ fn a_user_making_jobs_in_a_loop_hits_the_job_limit_and_others_are_still_served()
     assert!(worst < Duration::from_millis(100), "{worst:?}");
     let _ = looper;
     // B's sleeping jobs are killed with the daemon's process group? No: by pid, as kids.
-    for j in v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B) {
-        for p in j["pids"].as_array().into_iter().flatten() {
+    for j in v.jobs.iter().filter(|j| j.uid == B) {
+        for p in j.pids.iter().flatten() {
             // SAFETY: processes this test's looper started (B's sleeps in B's jobs).
-            unsafe { libc::kill(p.as_i64().unwrap() as i32, libc::SIGKILL) };
+            unsafe { libc::kill(*p, libc::SIGKILL) };
         }
     }
 }

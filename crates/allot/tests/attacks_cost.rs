@@ -88,8 +88,7 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
     let t0 = Instant::now();
     let jobs = loop {
         let v = show(&d);
-        let n =
-            v["jobs"].as_array().unwrap().iter().filter(|j| j["uid"] == B && j["command"].as_str().is_some_and(|c| c.starts_with("sh -c"))).count();
+        let n = v.jobs.iter().filter(|j| j.uid == B && j.command.as_deref().is_some_and(|c| c.starts_with("sh -c"))).count();
         if n >= JOBS - 5 {
             break n;
         }
@@ -101,7 +100,7 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
         show(&d);
         t.elapsed()
     });
-    let cmd = show(&d)["jobs"].as_array().unwrap().iter().find(|j| j["uid"] == B).unwrap()["command"].as_str().unwrap().to_string();
+    let cmd = show(&d).jobs.iter().find(|j| j.uid == B).unwrap().command.as_deref().unwrap().to_string();
     assert!(cmd.chars().count() <= 512, "show cuts a command line: {} chars", cmd.chars().count());
     // The flood: sixteen connections looping `show`, for 30 s.
     let before = requests_seen(&d).unwrap();

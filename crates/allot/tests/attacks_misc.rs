@@ -27,10 +27,10 @@ fn pids_from_another_pid_namespace_are_refused_not_misread() {
     };
     refused(&in_ns(mine), &["another pid namespace", "run allot from the host's pid namespace"]);
     let j = job_with_pid(&show(&d), mine);
-    assert!(j.as_ref().is_none_or(|j| j["tickets"] != 7), "nothing changed: {j:?}");
+    assert!(j.as_ref().is_none_or(|j| j.tickets != 7), "nothing changed: {j:?}");
     // From the host's namespace the same request is A's to make.
     ok(&d.cli(&["set", &mine.to_string(), "-t", "7"], Some(A)).unwrap());
-    assert_eq!(job_with_pid(&show(&d), mine).unwrap()["tickets"], 7);
+    assert_eq!(job_with_pid(&show(&d), mine).unwrap().tickets, 7);
 }
 
 #[test]
@@ -42,8 +42,8 @@ fn two_daemons_never_race_for_the_processes_of_one_source() {
     // A second daemon told to place from the first one's source.
     let cfg = format!("scan_ms = 200\n[users]\nonly = [\"2901\"]\n[placement]\nfrom = [\"{}\"]\n", first.shelter.path());
     let second = PrivateDaemon::start(exe(), &cfg).unwrap();
-    let st: serde_json::Value = serde_json::from_str(&ok(&second.cli(&["--json", "status"], None).unwrap())).unwrap();
-    assert!(st["placement"].as_str().unwrap().contains("another allot daemon places from there"), "{st}");
+    let st = status(&second);
+    assert!(st.placement.contains("another allot daemon places from there"), "{st:?}");
     assert!(second.log().contains("another allot daemon places processes from cgroup"), "{}", second.log());
     let mut kids = Kids::default();
     let pids: Vec<u32> = (0..20).map(|_| spawn_as(&first, &mut kids, A, &["sleep", "300"])).collect();
@@ -57,5 +57,5 @@ fn two_daemons_never_race_for_the_processes_of_one_source() {
         let cg = cgroup_of(p);
         assert!(cg.contains(&first.root_name) && !cg.contains(&second.root_name), "process {p} is in {cg}");
     }
-    assert!(show(&second)["jobs"].as_array().unwrap().is_empty(), "the second daemon took nothing");
+    assert!(show(&second).jobs.is_empty(), "the second daemon took nothing");
 }

@@ -57,9 +57,9 @@ fn live_cgroups(pid: u32) -> Vec<String> {
 }
 
 /// The job `show` lists `pid` in, once every live thread of it sits in that job's cgroup.
-fn placed(d: &PrivateDaemon, pid: u32) -> Option<serde_json::Value> {
+fn placed(d: &PrivateDaemon, pid: u32) -> Option<JobView> {
     let j = job_with_pid(&show(d), pid)?;
-    let want = format!("/{}", j["cgroup"].as_str()?);
+    let want = format!("/{}", j.cgroup);
     let cgs = live_cgroups(pid);
     (!cgs.is_empty() && cgs.iter().all(|c| c.contains(&d.root_name) && c.ends_with(&want))).then_some(j)
 }
@@ -265,8 +265,8 @@ impl Drop for KillBelow {
     }
 }
 
-fn assert_user(j: &serde_json::Value, uid: u32, what: &str) {
-    assert_eq!((j["uid"].as_u64(), j["currency"].as_str()), (Some(uid as u64), Some(uid.to_string().as_str())), "{what}: {j}");
+fn assert_user(j: &JobView, uid: u32, what: &str) {
+    assert_eq!((j.uid, j.currency.as_str()), (uid, uid.to_string().as_str()), "{what}: {j:?}");
 }
 
 #[test]
@@ -292,12 +292,12 @@ fn odd_processes_started_while_the_daemon_is_down_are_placed_at_start_and_root_c
     // Root changes each of them; so may their user.
     for pid in [renamed, zombie, named] {
         ok(&d.cli(&["set", &pid.to_string(), "-t", "42"], None).unwrap());
-        let j = wait_for("root's set", || placed(&d, pid).filter(|j| j["tickets"].as_u64() == Some(42)));
+        let j = wait_for("root's set", || placed(&d, pid).filter(|j| j.tickets == 42));
         assert_user(&j, A, "still A's after root's set");
         ok(&d.cli(&["set", &pid.to_string(), "-t", "43"], Some(A)).unwrap());
         ok(&d.cli(&["move", &pid.to_string(), &B.to_string()], None).unwrap());
-        let j = wait_for("root's move", || placed(&d, pid).filter(|j| j["currency"].as_str() == Some(&B.to_string())));
-        assert_eq!(j["currency"].as_str(), Some(B.to_string().as_str()), "{j}");
+        let j = wait_for("root's move", || placed(&d, pid).filter(|j| j.currency == B.to_string()));
+        assert_eq!(j.currency, B.to_string(), "{j:?}");
     }
     drop(kids);
     d.stop().unwrap();
@@ -347,16 +347,16 @@ fn a_rule_never_grants_a_currency_its_user_may_not_use() {
     let again = spawn_as(&d, &mut kids, A, &[&cc1, "301"]);
     // The currency's rightful user: the rule gives them its currency (the rule matches).
     let rightful = spawn_as(&d, &mut kids, B, &[&cc1, "302"]);
-    let j = wait_for("B's cc1sh placed by the rule", || placed(&d, rightful).filter(|j| j["tickets"].as_u64() == Some(500)));
-    assert_eq!((j["currency"].as_str(), j["tickets"].as_u64()), (Some("advonly"), Some(500)), "the rule applies to its user: {j}");
+    let j = wait_for("B's cc1sh placed by the rule", || placed(&d, rightful).filter(|j| j.tickets == 500));
+    assert_eq!((j.currency.as_str(), j.tickets), ("advonly", 500), "the rule applies to its user: {j:?}");
     for p in [theirs, again] {
-        let j = wait_for("A's cc1sh placed by the rule", || placed(&d, p).filter(|j| j["tickets"].as_u64() == Some(500)));
+        let j = wait_for("A's cc1sh placed by the rule", || placed(&d, p).filter(|j| j.tickets == 500));
         assert_user(&j, A, "a rule's currency A may not use");
     }
     // And at exec: A's process that execs into the renamed program.
     let sh = spawn_as(&d, &mut kids, A, &["sh", "-c", &format!("sleep 0.5; exec {cc1} 303")]);
     wait_for("A's shell placed", || placed(&d, sh));
-    let j = wait_for("the exec'd cc1sh placed by the rule", || placed(&d, sh).filter(|j| j["tickets"].as_u64() == Some(500)));
+    let j = wait_for("the exec'd cc1sh placed by the rule", || placed(&d, sh).filter(|j| j.tickets == 500));
     assert_user(&j, A, "after exec");
     let log = d.log();
     let n = log.matches("may not use currency").count();
@@ -385,7 +385,7 @@ fn children_forked_after_a_user_change_go_with_their_parent() {
         let t0 = Instant::now();
         let all = wait_for("the children forked", || Some(descendants(p)).filter(|v| v.len() == 12));
         for &c in std::iter::once(&p).chain(&all) {
-            let j = wait_for("the new user's process in the new user's currency", || placed(&d, c).filter(|j| j["uid"].as_u64() == Some(B as u64)));
+            let j = wait_for("the new user's process in the new user's currency", || placed(&d, c).filter(|j| j.uid == B));
             assert_user(&j, B, "after the change");
         }
         worst = worst.max(t0.elapsed());
@@ -458,8 +458,8 @@ fn an_exec_storm_with_a_huge_command_line_keeps_the_daemon_cheap() {
     let (e0, f0) = (len(&bigs), len(&fasts));
     let (used, slowest, secs) = window(4);
     let (rate, frate) = ((len(&bigs) - e0) as f64 / secs, (len(&fasts) - f0) as f64 / secs);
-    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
-    let tracking = st["tracking"].as_str().unwrap_or_default().to_string();
+    let st = status(&d);
+    let tracking = st.tracking;
     eprintln!(
         "execs/s: {rate:.0} with a 5 MiB command line, {frate:.0} short; daemon CPUs {used:.3} (idle: {idle:.3}); B's slowest status {slowest:?}; tracking: {tracking}"
     );

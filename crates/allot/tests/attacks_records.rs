@@ -19,9 +19,8 @@ fn now_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64()
 }
 
-fn log_json(d: &PrivateDaemon, uid: Option<u32>, limit: usize) -> Vec<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "log", "--limit", &limit.to_string()], uid).unwrap())).unwrap();
-    v["records"].as_array().cloned().unwrap_or_default()
+fn log_json(d: &PrivateDaemon, uid: Option<u32>, limit: usize) -> Vec<AuditRecord> {
+    reply::<LogView>(d, &["log", "--limit", &limit.to_string()], uid).records
 }
 
 fn audit_bytes(dir: &Path) -> u64 {
@@ -157,24 +156,20 @@ fn roots_record_survives_a_users_minute_long_flood() {
     std::thread::sleep(Duration::from_secs_f64(60.5 - now_s() % 60.0));
     ok(&d.cli(&["status"], None).unwrap());
     let recs = log_json(&d, None, 10_000);
-    let has = |uid: u64, req: &str| recs.iter().any(|r| r["uid"] == uid && r["request"].as_str() == Some(req) && r["refused"].is_null());
+    let has = |uid: u32, req: &str| recs.iter().any(|r| r.uid == uid && r.request == req && r.refused.is_none());
     assert!(has(0, "fund 2901 300"), "root's record made before the flood is still there");
     assert!(has(0, "fund 2901 250"), "root's record made during the flood is there");
-    assert!(has(A as u64, &format!("set {pa} -t 77")), "A's record made before the flood is still there");
-    let of_b: Vec<&serde_json::Value> = recs.iter().filter(|r| r["uid"] == B as u64).collect();
+    assert!(has(A, &format!("set {pa} -t 77")), "A's record made before the flood is still there");
+    let of_b: Vec<&AuditRecord> = recs.iter().filter(|r| r.uid == B).collect();
     let windows = ((t_end / 60.0) as u64 - (t_start / 60.0) as u64 + 1) as usize;
-    let single = of_b.iter().filter(|r| r["request"].as_str().is_some_and(|s| s.starts_with("set "))).count();
-    let summarised: u64 = of_b
-        .iter()
-        .filter_map(|r| r["request"].as_str())
-        .filter_map(|s| s.strip_prefix(&format!("uid {B}: ")))
-        .filter_map(|s| s.split(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let single = of_b.iter().filter(|r| r.request.starts_with("set ")).count();
+    let summarised: u64 =
+        of_b.iter().filter_map(|r| r.request.strip_prefix(&format!("uid {B}: "))).filter_map(|s| s.split(' ').next()?.parse::<u64>().ok()).sum();
     eprintln!("B's records: {single} individually, {summarised} summarised, over {windows} minute windows");
     assert!(single <= RECORDS_PER_MINUTE * windows, "{single} of B's records written individually in {windows} windows");
-    assert!(summarised > 0, "the rest of B's flood is summarised: {:?}", of_b.iter().map(|r| &r["request"]).collect::<Vec<_>>());
+    assert!(summarised > 0, "the rest of B's flood is summarised: {:?}", of_b.iter().map(|r| &r.request).collect::<Vec<_>>());
     assert!(single as u64 + summarised <= accepted as u64, "nothing is counted twice");
-    let short = of_b.iter().filter_map(|r| r["request"].as_str()).all(|s| s.len() < 512);
+    let short = of_b.iter().all(|r| r.request.len() < 512);
     assert!(short, "a record's request is bounded, whatever the client sent");
     let grown = audit_bytes(&d.dir) - bytes0;
     eprintln!("the audit files grew by {grown} bytes");
@@ -265,13 +260,8 @@ fn a_change_that_cannot_be_saved_is_refused_and_nothing_acknowledged_is_lost() {
     refused(&o, &["state file"]);
     // Nothing changed: the same jobs and settings, and A's second process back where it was.
     let now = show(&d);
-    let settings = |v: &serde_json::Value| {
-        let mut s: Vec<String> = v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| format!("{} {} {} {} {}", j["id"], j["tickets"], j["cap"], j["background"], j["pids"]))
-            .collect();
+    let settings = |v: &ShowView| {
+        let mut s: Vec<String> = v.jobs.iter().map(|j| format!("{} {} {:?} {} {:?}", j.id, j.tickets, j.cap, j.background, j.pids)).collect();
         s.sort();
         s
     };
@@ -293,10 +283,10 @@ fn a_change_that_cannot_be_saved_is_refused_and_nothing_acknowledged_is_lost() {
     });
     let ja = job_with_pid(&after, pa).unwrap();
     let jr = job_with_pid(&after, pr).unwrap();
-    assert_eq!((ja["cap"].as_str(), ja["tickets"].as_u64()), (Some("0.5"), Some(100)), "A's acknowledged cap survived: {ja}");
-    assert_eq!((jr["cap"].as_str(), jr["tickets"].as_u64(), jr["background"].as_bool()), (Some("0.2!"), Some(300), Some(false)), "{jr}");
+    assert_eq!((ja.cap.as_deref(), ja.tickets), (Some("0.5"), 100), "A's acknowledged cap survived: {ja:?}");
+    assert_eq!((jr.cap.as_deref(), jr.tickets, jr.background), (Some("0.2!"), 300, false), "{jr:?}");
     assert!(job_with_pid(&after, pa2).is_none(), "a refused change did not come back");
-    assert_eq!(after["jobs"].as_array().unwrap().len(), 2, "{after}");
+    assert_eq!(after.jobs.len(), 2, "{after:?}");
     drop(kids);
     drop(disk);
 }
@@ -335,7 +325,7 @@ fn a_forged_name_with_a_newline_makes_no_line_of_its_own() {
     assert!(!log.lines().any(|l| l.starts_with("audit:") || l.contains("allot daemon: audit: uid 0")), "no line reads as root's: {log}");
     // The trail has each refusal, its request quoted (and cut: a record's size is bounded).
     let recs = log_json(&d, None, 100);
-    let of_a: Vec<&str> = recs.iter().filter(|r| r["uid"] == A as u64 && !r["refused"].is_null()).filter_map(|r| r["request"].as_str()).collect();
+    let of_a: Vec<&str> = recs.iter().filter(|r| r.uid == A && r.refused.is_some()).map(|r| r.request.as_str()).collect();
     assert_eq!(of_a.len(), tries.len(), "{of_a:#?}");
     for r in of_a {
         assert!(r.contains(r#"x\naudit: uid 0"#) && !r.contains(['\n', '\r']), "{r:?}");
@@ -373,7 +363,7 @@ fn log_reads_a_bounded_tail_and_does_not_stall_others() {
     let took = t0.elapsed();
     eprintln!("B's `allot log --limit 100000`: {} records in {took:?}", recs.len());
     assert!(recs.len() <= 10_000 && !recs.is_empty(), "the reply is bounded: {}", recs.len());
-    assert_eq!(recs.last().unwrap()["pid"].as_u64(), Some(i as u64 - 1), "the newest record comes last");
+    assert_eq!(recs.last().unwrap().pid as u64, i as u64 - 1, "the newest record comes last");
     // Root's worst `status` over `secs`, one every 20 ms.
     let worst_status = |secs: u64| {
         let mut worst = Duration::ZERO;

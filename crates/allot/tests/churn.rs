@@ -33,17 +33,17 @@ fn short_jobs_by_the_hundred_leave_every_real_time_write_accepted() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     wait_for("every churned job reaped", || {
         let v = show(&d);
-        v["jobs"].as_array().unwrap().is_empty().then_some(())
+        v.jobs.is_empty().then_some(())
     });
-    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
+    let st = status(&d);
     let log = d.log();
     let refused = log.lines().filter(|l| l.contains("cpu.rt_runtime_us")).count();
-    eprintln!("180 jobs made and reaped; {refused} real-time budget writes refused; status rt: {}", st["rt"]);
+    eprintln!("180 jobs made and reaped; {refused} real-time budget writes refused; status rt: {}", st.rt);
     if rt_groups() {
-        assert!(st["rt"].as_str().unwrap().contains("real-time group scheduling"), "{st}");
+        assert!(st.rt.contains("real-time group scheduling"), "{st:?}");
     }
     assert_eq!(refused, 0, "real-time budget writes the kernel refused:\n{log}");
-    assert_eq!(st["counters"]["write_errors"], 0, "{st}");
+    assert_eq!(st.counters.write_errors, 0, "{st:?}");
 }
 
 #[test]
@@ -54,16 +54,16 @@ fn a_job_emptied_by_move_or_set_is_reaped() {
     let mut d = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n[currencies.lab]\n").unwrap();
     let p = d.run_job(&[], &["sleep", "300"], None).unwrap();
     d.wait_exec(p).unwrap();
-    let first = job_with_pid(&show(&d), p).unwrap()["id"].as_str().unwrap().to_string();
+    let first = job_with_pid(&show(&d), p).unwrap().id.clone();
     // Ticks pass: the job is read and known to hold the process, and its currency idles.
     std::thread::sleep(std::time::Duration::from_millis(1000));
     ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
     ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
-    let last = job_with_pid(&show(&d), p).unwrap()["id"].as_str().unwrap().to_string();
+    let last = job_with_pid(&show(&d), p).unwrap().id.clone();
     // Past the grace period (3 s) the jobs it left are gone; its own stays.
     let jobs = wait_for("the emptied jobs reaped", || {
         let v = show(&d);
-        let ids: Vec<String> = v["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().to_string()).collect();
+        let ids: Vec<String> = v.jobs.iter().map(|j| j.id.clone()).collect();
         (ids.len() == 1).then_some(ids)
     });
     assert_eq!(jobs, vec![last.clone()], "only the job it is in is left (it started in {first})");
@@ -83,7 +83,7 @@ fn a_job_removed_by_hand_from_one_hierarchy_only_is_reported_once() {
     let mut d = PrivateDaemon::start(exe(), "[users]\nauto_place = false\n").unwrap();
     let p = d.run_job(&[], &["sleep", "300"], None).unwrap();
     d.wait_exec(p).unwrap();
-    let rel = job_with_pid(&show(&d), p).unwrap()["cgroup"].as_str().unwrap().to_string();
+    let rel = job_with_pid(&show(&d), p).unwrap().cgroup.clone();
     // By hand: the process out of the job's cpu half, and that half removed.
     std::fs::write("/sys/fs/cgroup/cpu/cgroup.procs", p.to_string()).unwrap();
     std::fs::remove_dir(format!("/sys/fs/cgroup/cpu/{}/{rel}", d.root_name)).unwrap();

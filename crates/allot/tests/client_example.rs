@@ -6,6 +6,7 @@
 
 mod common;
 
+use allot::proto::{ErrorKind, Reply, Response};
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -23,10 +24,11 @@ fn client(d: &PrivateDaemon) -> PathBuf {
     dst
 }
 
-/// Runs the client as root with one request; its exit code and its reply.
-fn ask(d: &PrivateDaemon, script: &Path, req: &str) -> (Option<i32>, serde_json::Value, Output) {
+/// Runs the client as root with one request; its exit code and its reply, read as the
+/// library's `Reply` (None: it printed none).
+fn ask(d: &PrivateDaemon, script: &Path, req: &str) -> (Option<i32>, Option<Reply>, Output) {
     let o = Command::new(PYTHON).arg(script).arg("--socket").arg(&d.socket).arg(req).stdin(Stdio::null()).output().expect(PYTHON);
-    let reply = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+    let reply = serde_json::from_slice(&o.stdout).ok();
     (o.status.code(), reply, o)
 }
 
@@ -40,20 +42,24 @@ fn the_python_client_sends_one_request_and_prints_the_reply() {
 
     let (code, r, o) = ask(&d, &script, r#"{"op": "status"}"#);
     assert_eq!(code, Some(0), "status: {o:?}");
-    assert_eq!((r["v"].as_u64(), r["ok"].as_bool(), r["data"]["kind"].as_str()), (Some(3), Some(true), Some("status")), "{r}");
-    assert_eq!(r["data"]["pid"].as_u64(), d.daemon_pid().map(u64::from), "the reply is this daemon's: {r}");
-    let cli: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
-    assert_eq!(r["data"]["protocol"], cli["protocol"], "the client speaks the CLI's protocol");
+    let r = r.expect("a reply");
+    assert_eq!((r.v, r.ok), (Some(3), true), "{r:?}");
+    let Some(Response::Status(st)) = r.data else { panic!("a status reply: {o:?}") };
+    assert_eq!(Some(st.pid), d.daemon_pid(), "the reply is this daemon's: {st:?}");
+    let cli = status(&d);
+    assert_eq!(st.protocol, cli.protocol, "the client speaks the CLI's protocol");
 
     // Refusals: exit 1 and the daemon's one sentence.
     let (code, r, _) = ask(&d, &script, r#"{"op": "set", "pids": [1], "tickets": 5}"#);
-    assert_eq!((code, r["ok"].as_bool()), (Some(1), Some(false)), "{r}");
-    assert!(r["error"].as_str().unwrap().contains("pid 1 (init) is never moved"), "{r}");
-    assert_eq!(r["kind"], "not_permitted", "{r}");
+    let r = r.expect("a reply");
+    assert_eq!((code, r.ok), (Some(1), false), "{r:?}");
+    assert!(r.error.as_deref().unwrap().contains("pid 1 (init) is never moved"), "{r:?}");
+    assert_eq!(r.kind, Some(ErrorKind::NotPermitted), "{r:?}");
     let (code, r, _) = ask(&d, &script, r#"{"op": "frob"}"#);
-    assert_eq!(code, Some(1), "{r}");
-    assert!(r["error"].as_str().unwrap().starts_with("malformed request: unknown variant `frob`"), "{r}");
-    assert_eq!(r["kind"], "malformed", "{r}");
+    let r = r.expect("a reply");
+    assert_eq!(code, Some(1), "{r:?}");
+    assert!(r.error.as_deref().unwrap().starts_with("malformed request: unknown variant `frob`"), "{r:?}");
+    assert_eq!(r.kind, Some(ErrorKind::Malformed), "{r:?}");
     // No daemon there, or no request: exit 2, nothing on stdout.
     let o = Command::new(PYTHON).arg(&script).args(["--socket", "/nonexistent/allot.sock", r#"{"op":"status"}"#]).output().unwrap();
     assert_eq!((o.status.code(), o.stdout.is_empty()), (Some(2), true), "{o:?}");
@@ -67,10 +73,10 @@ fn the_python_client_sends_one_request_and_prints_the_reply() {
     let pid = spawn_as(&d, &mut kids, A, &["sleep", "300"]);
     let (code, r, o) = ask(&d, &script, &format!(r#"{{"op": "set", "pids": [{pid}], "tickets": 200, "cap": "0.5"}}"#));
     assert_eq!(code, Some(0), "set: {o:?}");
-    assert_eq!(r["data"]["kind"], "changed", "{r}");
+    let Some(Response::Changed(changed)) = r.and_then(|r| r.data) else { panic!("a changed reply: {o:?}") };
     let job = wait_for("the set process in its job", || job_with_pid(&show(&d), pid));
-    assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(200), Some("0.5")), "{job}");
-    assert_eq!(r["data"]["jobs"][0], job["id"], "the reply names the job: {r}");
+    assert_eq!((job.uid, job.tickets, job.cap.as_deref()), (A, 200, Some("0.5")), "{job:?}");
+    assert_eq!(changed.jobs.first(), Some(&job.id), "the reply names the job: {changed:?}");
 }
 
 #[test]
@@ -103,10 +109,11 @@ fn the_python_client_runs_a_command_in_a_job_either_way_the_daemon_proves_the_ca
         d.wait_exec(pid).unwrap_or_else(|e| panic!("{way}: {e}; the client said {}", std::fs::read_to_string(&reply_file).unwrap_or_default()));
         assert_eq!(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap(), b"sleep\x00300\x00", "{way}: the client exec'd the command");
         let job = wait_for("the job", || job_with_pid(&show(&d), pid));
-        assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(250), Some("0.5")), "{way}: {job}");
-        assert!(!job["id"].as_str().unwrap().ends_with("/default"), "{way}: a job of its own, not the default one: {job}");
-        let reply: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&reply_file).unwrap()).unwrap();
-        assert_eq!((reply["ok"].as_bool(), &reply["data"]["kind"], &reply["data"]["job"]), (Some(true), &"job".into(), &job["id"]), "{way}: {reply}");
+        assert_eq!((job.uid, job.tickets, job.cap.as_deref()), (A, 250, Some("0.5")), "{way}: {job:?}");
+        assert!(!job.id.ends_with("/default"), "{way}: a job of its own, not the default one: {job:?}");
+        let reply: Reply = serde_json::from_str(&std::fs::read_to_string(&reply_file).unwrap()).unwrap();
+        let Some(Response::Job(made)) = reply.data else { panic!("{way}: a job reply: {reply:?}") };
+        assert_eq!(made.job, job.id, "{way}: {made:?}");
 
         // Refused (A may not use ci): exit 1, and the command never runs.
         // In /tmp, where A could write it (the daemon's directory is root's).
@@ -179,7 +186,7 @@ print(json.dumps({{"pid": spawn_in_job(argv, {A}, {A}, job, path={sock:?}, force
     assert!(unforced.contains("which another manager owns"), "without force, the spawner's own cgroup is not allot's to take from: {o:?}");
     assert_eq!(lines[0]["kind"], "not_permitted", "{o:?}");
     let job = wait_for("the spawned process in its job", || job_with_pid(&show(&d), pid));
-    assert_eq!((job["uid"].as_u64(), job["tickets"].as_u64(), job["cap"].as_str()), (Some(A as u64), Some(300), Some("0.5!")), "{job}");
+    assert_eq!((job.uid, job.tickets, job.cap.as_deref()), (A, 300, Some("0.5!")), "{job:?}");
     assert_eq!(std::fs::read(format!("/proc/{pid}/cmdline")).unwrap(), b"sleep\x00300\x00", "the command runs under the spawned pid");
     let first = wait_for("the command's first child", || std::fs::read_to_string(&seen).ok().filter(|s| !s.is_empty()));
     let in_job = cgroup_of(pid);

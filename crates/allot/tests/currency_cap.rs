@@ -42,11 +42,11 @@ fn a_users_two_hogs_under_a_currency_cap_of_half_a_cpu_use_half_a_cpu() {
     let out = ok(&d.cli(&["fund", &user, "--cap", "0.5!"], None).unwrap());
     assert!(out.contains("cap 0.5!"), "{out}");
     let v = show(&d);
-    let cur = v["currencies"].as_array().unwrap().iter().find(|c| c["name"] == user.as_str()).cloned().unwrap();
-    assert_eq!(cur["cap"], "0.5!", "{cur}");
+    let cur = currency(&v, &user).cloned().unwrap();
+    assert_eq!(cur.cap.as_deref(), Some("0.5!"), "{cur:?}");
     // The currency's directory is the parent of each job's.
     let job = job_with_pid(&v, a).expect("the first hog is in a job");
-    let dir = std::path::PathBuf::from(job["dir"].as_str().unwrap());
+    let dir = std::path::PathBuf::from(job.dir.as_str());
     let cdir = dir.parent().unwrap().to_path_buf();
     let q = quota(&cdir);
     assert!(q == "50000" || q == "50000 100000", "{}: {q}", cdir.display());

@@ -6,6 +6,7 @@
 
 mod common;
 
+use allot::proto::{ErrorKind, Reply};
 use common::*;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -46,9 +47,9 @@ fn permissions_and_bad_input_change_nothing() {
     ok(&d.cli(&["set", &s, "-t", "50"], Some(a)).unwrap());
     let in_ci = d.run_job(&["--currency", "ci"], &["sleep", "300"], Some(a)).unwrap();
     d.wait_exec(in_ci).unwrap();
-    assert_eq!(wait_for("job in ci", || job_with_pid(&show(&d), in_ci))["currency"], "ci");
+    assert_eq!(wait_for("job in ci", || job_with_pid(&show(&d), in_ci)).currency, "ci");
     let before = show(&d);
-    assert_eq!(job_with_pid(&before, a_sleep).unwrap()["tickets"], 50);
+    assert_eq!(job_with_pid(&before, a_sleep).unwrap().tickets, 50);
 
     // B may not touch A's process, fund, move, or use a currency he is not listed in.
     refused(&d.cli(&["set", &s, "-t", "5000"], Some(b)).unwrap(), &["belongs to 2901", "your own processes"]);
@@ -112,17 +113,17 @@ fn permissions_and_bad_input_change_nothing() {
     assert_eq!(raw(b"{\"v\":3,\"op\":\"fund\",\"curr", true), "", "a client that disconnects mid-request gets nothing and changes nothing");
     // Each refusal carries its kind, for a program to decide by.
     for (line, kind) in [
-        (&b"{\"v\":3,\"op\":\"run\",\"tickets\":0}\n"[..], "invalid"),
-        (b"{\"v\":3,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", "invalid"),
-        (b"garbage\n", "malformed"),
-        (b"{\"op\":\"status\"}\n", "version"),
-        (&vec![b'x'; 70_000], "too_long"),
-        (b"{\"v\":3,\"op\":\"set\",\"pids\":[1],\"cap\":null}\n", "not_permitted"),
-        (b"{\"v\":3,\"op\":\"set\",\"pids\":[999999],\"tickets\":5}\n", "not_found"),
+        (&b"{\"v\":3,\"op\":\"run\",\"tickets\":0}\n"[..], ErrorKind::Invalid),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[-4],\"tickets\":5}\n", ErrorKind::Invalid),
+        (b"garbage\n", ErrorKind::Malformed),
+        (b"{\"op\":\"status\"}\n", ErrorKind::Version),
+        (&vec![b'x'; 70_000], ErrorKind::TooLong),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[1],\"cap\":null}\n", ErrorKind::NotPermitted),
+        (b"{\"v\":3,\"op\":\"set\",\"pids\":[999999],\"tickets\":5}\n", ErrorKind::NotFound),
     ] {
         let r = raw(line, false);
-        let reply: serde_json::Value = serde_json::from_str(&r).unwrap_or_else(|e| panic!("{e}: {r}"));
-        assert_eq!((reply["ok"].as_bool(), reply["kind"].as_str()), (Some(false), Some(kind)), "{r}");
+        let reply: Reply = serde_json::from_str(&r).unwrap_or_else(|e| panic!("{e}: {r}"));
+        assert_eq!((reply.ok, reply.kind), (false, Some(kind)), "{r}");
     }
     {
         // A client that connects and says nothing does not block others.
@@ -132,30 +133,20 @@ fn permissions_and_bad_input_change_nothing() {
 
     // Nothing changed: same jobs, same tickets, same funding; the daemon still serves.
     let after = show(&d);
-    assert_eq!(job_with_pid(&after, a_sleep).unwrap()["tickets"], 50);
+    assert_eq!(job_with_pid(&after, a_sleep).unwrap().tickets, 50);
     // B's own CLI processes are placed in B's default job like any of B's processes; the
     // refused requests themselves made nothing.
-    let funding = |v: &serde_json::Value| {
-        v["currencies"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| format!("{} {}", c["name"], c["funding"]))
-            .filter(|c| !c.contains("2902"))
-            .collect::<Vec<_>>()
-    };
+    let funding = |v: &ShowView| v.currencies.iter().map(|c| format!("{} {}", c.name, c.funding)).filter(|c| !c.contains("2902")).collect::<Vec<_>>();
     assert_eq!(funding(&before), funding(&after));
-    let ids = |v: &serde_json::Value| {
-        v["jobs"].as_array().unwrap().iter().map(|j| j["id"].to_string()).filter(|id| !id.contains("/default")).collect::<Vec<_>>()
-    };
+    let ids = |v: &ShowView| v.jobs.iter().map(|j| j.id.to_string()).filter(|id| !id.contains("/default")).collect::<Vec<_>>();
     assert_eq!(ids(&before), ids(&after));
-    assert!(!after["jobs"].as_array().unwrap().iter().any(|j| j["uid"] == 2902 && j["id"] != "2902/default"), "refused requests made no job");
+    assert!(!after.jobs.iter().any(|j| j.uid == 2902 && j.id != "2902/default"), "refused requests made no job");
     ok(&d.cli(&["status"], None).unwrap());
     // The features the kernel has are reported as found (cpu.idle is on both v1 here and v2).
-    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
+    let st = status(&d);
     let cg = d.controller().unwrap();
     assert!(cg.has_idle(), "CI's kernels (6.18 here, Debian's cloud kernel in the VM) have cpu.idle");
-    assert_eq!(st["features"]["cpu_idle"].as_bool(), Some(true), "{st}");
+    assert_eq!(st.features.get("cpu_idle"), Some(&true), "{st:?}");
     assert!(cg.idle("background").unwrap(), "the background group is idle-class");
     d.stop().unwrap();
 }
@@ -177,13 +168,9 @@ fn crash_restart_adopts_the_tree_and_keeps_funding() {
         let v = show(&d);
         [j1, j2, j3].iter().all(|&p| job_with_pid(&v, p).is_some()).then_some(v)
     });
-    let key = |v: &serde_json::Value| {
-        let mut k: Vec<String> = v["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| format!("{} {} {} {} {} {} {}", j["id"], j["tickets"], j["cap"], j["background"], j["pids"], j["cgroup"], j["funding"]))
-            .collect();
+    let key = |v: &ShowView| {
+        let mut k: Vec<String> =
+            v.jobs.iter().map(|j| format!("{} {} {:?} {} {:?} {} {}", j.id, j.tickets, j.cap, j.background, j.pids, j.cgroup, j.funding)).collect();
         k.sort();
         k
     };
@@ -191,22 +178,22 @@ fn crash_restart_adopts_the_tree_and_keeps_funding() {
     // kill -9: the kernel keeps enforcing (the groups and their settings stay).
     d.crash();
     let cg = d.controller().unwrap();
-    let j2rel = job_with_pid(&before, j2).unwrap()["cgroup"].as_str().unwrap().to_string();
+    let j2rel = job_with_pid(&before, j2).unwrap().cgroup.clone();
     assert!(cg.max(&j2rel).unwrap().is_some(), "hard cap still in force while the daemon is down");
 
     d.launch(false).unwrap();
     let after = show(&d);
     assert_eq!(key(&before), key(&after), "same jobs, tickets, caps, funding; no duplicates");
-    assert_eq!(after["jobs"].as_array().unwrap().len(), 3);
-    let fund: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "fund", "root"], None).unwrap())).unwrap();
-    assert_eq!(fund["funding"], 250);
+    assert_eq!(after.jobs.len(), 3);
+    let fund: FundingView = reply(&d, &["fund", "root"], None);
+    assert_eq!(fund.funding, 250);
 
     // A new job after adoption gets a fresh id.
     let j4 = d.run_job(&[], &["sleep", "300"], None).unwrap();
     d.wait_exec(j4).unwrap();
     let v = show(&d);
-    let id4: u64 = job_with_pid(&v, j4).unwrap()["id"].as_str().unwrap().parse().unwrap();
-    let max_before = before["jobs"].as_array().unwrap().iter().map(|j| j["id"].as_str().unwrap().parse::<u64>().unwrap()).max().unwrap();
+    let id4: u64 = job_with_pid(&v, j4).unwrap().id.as_str().parse().unwrap();
+    let max_before = before.jobs.iter().map(|j| j.id.as_str().parse::<u64>().unwrap()).max().unwrap();
     assert!(id4 > max_before);
 
     // A clean stop leaves everything in force and whole; a restart finds it again.
@@ -214,12 +201,12 @@ fn crash_restart_adopts_the_tree_and_keeps_funding() {
     assert!(st.success());
     d.launch(false).unwrap();
     let again = show(&d);
-    assert_eq!(again["jobs"].as_array().unwrap().len(), 4);
-    let fund: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "fund", "root"], None).unwrap())).unwrap();
-    assert_eq!(fund["funding"], 250);
+    assert_eq!(again.jobs.len(), 4);
+    let fund: FundingView = reply(&d, &["fund", "root"], None);
+    assert_eq!(fund.funding, 250);
 
     // When a job's last process exits, its cgroup goes within a few seconds.
-    let rel1 = job_with_pid(&again, j1).unwrap()["cgroup"].as_str().unwrap().to_string();
+    let rel1 = job_with_pid(&again, j1).unwrap().cgroup.clone();
     unsafe { libc::kill(j1 as i32, libc::SIGKILL) };
     let t0 = Instant::now();
     wait_for("job cgroup removal", || (!cg.exists(&rel1)).then_some(()));
@@ -242,31 +229,31 @@ fn set_and_move_act_on_the_right_process() {
     // set: a job of its own with a hard cap, then background, then foreground, then no cap.
     ok(&d.cli(&["set", &s, "-t", "70", "--cap", "1/4!"], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
-    assert_eq!((j["tickets"].as_u64(), j["cap"].as_str()), (Some(70), Some("0.25!")));
+    assert_eq!((j.tickets, j.cap.as_deref()), (70, Some("0.25!")));
     let cg = d.controller().unwrap();
-    let m = cg.max(j["cgroup"].as_str().unwrap()).unwrap().unwrap();
+    let m = cg.max(j.cgroup.as_str()).unwrap().unwrap();
     assert_eq!((m.quota_us, m.period_us), (25_000, 100_000));
     ok(&d.cli(&["set", &s, "--background"], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
-    assert!(j["background"].as_bool().unwrap() && j["cgroup"].as_str().unwrap().starts_with("background/"));
-    assert_eq!(j["tickets"], 70, "settings survive the move to the background");
+    assert!(j.background && j.cgroup.starts_with("background/"));
+    assert_eq!(j.tickets, 70, "settings survive the move to the background");
     ok(&d.cli(&["set", &s, "--foreground", "--cap", "none"], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
-    assert!(!j["background"].as_bool().unwrap());
-    assert!(j["cap"].is_null());
+    assert!(!j.background);
+    assert!(j.cap.is_none());
     // The 0.25 CPU cap is gone; a sleeping job may carry the boost's quota instead, which
     // is its entitlement (here more than 0.25).
-    let m = cg.max(j["cgroup"].as_str().unwrap()).unwrap();
+    let m = cg.max(j.cgroup.as_str()).unwrap();
     assert!(m.is_none_or(|m| m.quota_us > 25_000), "{m:?}");
     // move (root): into the named currency ci. The job it leaves, now empty and idle,
     // is reaped.
-    let left = job_with_pid(&show(&d), p).unwrap()["cgroup"].as_str().unwrap().to_string();
+    let left = job_with_pid(&show(&d), p).unwrap().cgroup.clone();
     ok(&d.cli(&["move", &s, "ci"], None).unwrap());
     wait_for("the emptied job to be reaped", || (!cg.exists(&left)).then_some(()));
     let j = job_with_pid(&show(&d), p).unwrap();
-    assert_eq!(j["currency"], "ci");
-    assert_eq!(j["funding"], 200);
-    assert_eq!(j["user"], "2901");
+    assert_eq!(j.currency, "ci");
+    assert_eq!(j.funding, 200);
+    assert_eq!(j.user, "2901");
     d.stop().unwrap();
 }
 
@@ -286,39 +273,39 @@ fn focus_and_soft_caps_are_checked_and_kept() {
     refused(&d.cli(&["focus", "999999"], Some(a)).unwrap(), &["no process 999999"]);
     ok(&d.cli(&["focus", &s], Some(a)).unwrap());
     let j = job_with_pid(&show(&d), p).unwrap();
-    assert_eq!(j["focus"], true);
-    assert_ne!(j["id"].as_str().unwrap(), "2901/default", "focus gives the process a job of its own");
+    assert!(j.focus);
+    assert_ne!(j.id.as_str(), "2901/default", "focus gives the process a job of its own");
     let st = wait_for("boost applied", || {
         let j = job_with_pid(&show(&d), p)?;
-        (j["boost"] == true).then_some(j)
+        j.boost.then_some(j)
     });
-    assert_eq!(st["boost"], true);
+    assert!(st.boost);
     ok(&d.cli(&["focus", "--off", &s], Some(a)).unwrap());
-    assert_eq!(job_with_pid(&show(&d), p).unwrap()["focus"], false);
+    assert!(!job_with_pid(&show(&d), p).unwrap().focus);
 
     // Soft caps are accepted (EBS forms), shown as set, and stay soft across a crash even
     // while the daemon has the quota written.
     ok(&d.cli(&["set", &s, "--cap", "1/2"], Some(a)).unwrap());
-    assert_eq!(job_with_pid(&show(&d), p).unwrap()["cap"], "0.5");
+    assert_eq!(job_with_pid(&show(&d), p).unwrap().cap.as_deref(), Some("0.5"));
     let q = d.run_job(&["--cap", "0.3"], &["sleep", "300"], None).unwrap();
     d.wait_exec(q).unwrap();
-    assert_eq!(wait_for("soft-capped job", || job_with_pid(&show(&d), q))["cap"], "0.3");
+    assert_eq!(wait_for("soft-capped job", || job_with_pid(&show(&d), q)).cap.as_deref(), Some("0.3"));
     let jq = job_with_pid(&show(&d), q).unwrap();
     let cg = d.controller().unwrap();
-    let rel = jq["cgroup"].as_str().unwrap().to_string();
+    let rel = jq.cgroup.clone();
     // Simulate a crash at the moment the soft cap is held: quota written, daemon killed.
     // A sleeping default job carries a boost quota at that moment too.
     let other = spawn_as(&d, &mut kids, b, &["sleep", "300"]);
     let jd = wait_for("B's default job", || job_with_pid(&show(&d), other));
-    assert_eq!(jd["id"], "2902/default");
-    let drel = jd["cgroup"].as_str().unwrap().to_string();
+    assert_eq!(jd.id, "2902/default");
+    let drel = jd.cgroup.clone();
     d.crash();
     cg.set_max(&drel, Some(allot_linux::cgroup::Max { quota_us: 50_000, period_us: 100_000 })).unwrap();
     cg.set_max(&rel, Some(allot_linux::cgroup::Max { quota_us: 30_000, period_us: 100_000 })).unwrap();
     d.launch(false).unwrap();
     let jq = job_with_pid(&show(&d), q).unwrap();
-    assert_eq!(jq["cap"], "0.3", "the base setting (soft 0.3) comes back, not a hard cap read from the quota");
-    assert!(job_with_pid(&show(&d), other).unwrap()["cap"].is_null(), "a default job's boost quota is not read back as a cap");
+    assert_eq!(jq.cap.as_deref(), Some("0.3"), "the base setting (soft 0.3) comes back, not a hard cap read from the quota");
+    assert!(job_with_pid(&show(&d), other).unwrap().cap.is_none(), "a default job's boost quota is not read back as a cap");
     // Clean stop takes dynamic adjustments back: an idle soft-capped job has no quota after it.
     d.terminate().unwrap();
     assert!(cg.max(&rel).unwrap().is_none(), "clean stop lifts a held soft cap and boost quotas");
@@ -364,7 +351,7 @@ fn a_multi_pid_set_changes_all_or_nothing() {
     assert_eq!(cgroup_of(p1), cg[0]);
     ok(&d.cli(&["set", &p1.to_string(), &p2.to_string(), "-t", "7"], Some(A)).unwrap());
     let v = show(&d);
-    assert!([p1, p2].iter().all(|&p| job_with_pid(&v, p).unwrap()["tickets"] == 7));
+    assert!([p1, p2].iter().all(|&p| job_with_pid(&v, p).unwrap().tickets == 7));
 }
 
 /// The daemon keeps its counters open (allot-linux's `Rereader`): a job directory removed

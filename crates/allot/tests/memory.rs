@@ -122,9 +122,9 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     eprintln!("{}", ok(&d.cli(&["show"], None).unwrap()));
     assert!(m[0] / m[1] > 2.4 && m[0] / m[1] < 3.6, "memory follows funding 3:1 under pressure: A {:.0} MiB, B {:.0} MiB", m[0], m[1]);
     assert!(m[0] + m[1] > 400.0, "the 512M were used, not wasted: {:.0} MiB", m[0] + m[1]);
-    let cur = |s: &serde_json::Value, name: String| s["currencies"].as_array().unwrap().iter().find(|c| c["name"] == name.as_str()).cloned().unwrap();
-    assert_eq!(cur(&s, A.to_string())["memory"]["protection"], 384 * MIB, "{s:#}");
-    assert_eq!(cur(&s, B.to_string())["memory"]["protection"], 128 * MIB, "{s:#}");
+    let cur = |s: &ShowView, name: String| s.currencies.iter().find(|c| c.name == name.as_str()).cloned().unwrap();
+    assert_eq!(cur(&s, A.to_string()).memory.as_ref().unwrap().protection, 384 * MIB, "{s:#?}");
+    assert_eq!(cur(&s, B.to_string()).memory.as_ref().unwrap().protection, 128 * MIB, "{s:#?}");
     // I/O by share: the funding is each currency's I/O weight in the blkio hierarchy, which
     // mirrors allot's tree, with the currencies' processes in it; status says what was
     // written and which devices honour it.
@@ -186,26 +186,20 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     // The kill is counted in A's currency (the daemon reads it on its next tick).
     let s = wait_for("the OOM kill counted", || {
         let s = show(&d);
-        (cur(&s, A.to_string())["memory"]["oom_kills"].as_u64().unwrap() > 0).then_some(s)
+        (cur(&s, A.to_string()).memory.as_ref().unwrap().oom_kills > 0).then_some(s)
     });
-    let kills = cur(&s, A.to_string())["memory"]["oom_kills"].as_u64().unwrap();
+    let kills = cur(&s, A.to_string()).memory.as_ref().unwrap().oom_kills;
     eprintln!(
         "A's hog killed after {:.1} s; OOM kills in A's currency: {kills}; B's: {}",
         t0.elapsed().as_secs_f64(),
-        cur(&s, B.to_string())["memory"]["oom_kills"]
+        cur(&s, B.to_string()).memory.as_ref().unwrap().oom_kills
     );
-    assert!(kills >= 1 && cur(&s, B.to_string())["memory"]["oom_kills"] == 0, "{s:#}");
+    assert!(kills >= 1 && cur(&s, B.to_string()).memory.as_ref().unwrap().oom_kills == 0, "{s:#?}");
     // The audit trail has the OOM decisions: A's processes raised, and the kill seen in
     // A's currency, each naming its use against its share; A sees them as her own.
     let oom_records = |uid: Option<u32>| {
-        let log: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "log", "--limit", "1000"], uid).unwrap())).unwrap();
-        log["records"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|r| r["request"].as_str().map(str::to_string))
-            .filter(|r| r.starts_with("oom: "))
-            .collect::<Vec<_>>()
+        let log: LogView = reply(&d, &["log", "--limit", "1000"], uid);
+        log.records.into_iter().map(|r| r.request).filter(|r| r.starts_with("oom: ")).collect::<Vec<_>>()
     };
     let recs = wait_for("the OOM kill audited", || {
         let r = oom_records(None);

@@ -22,7 +22,7 @@ fn mem_file(d: &PrivateDaemon, rel: &str, f: &str) -> u64 {
 
 fn job_rel(d: &PrivateDaemon, pid: u32) -> String {
     let j = wait_for("the job in show", || job_with_pid(&show(d), pid));
-    j["cgroup"].as_str().unwrap().to_string()
+    j.cgroup.clone()
 }
 
 #[test]
@@ -69,8 +69,8 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
     // The kernel counted the OOM kill in A's currency (its job's count kept once reaped).
     let kills = wait_for("the OOM kill counted", || {
         let s = show(&d);
-        let c = s["currencies"].as_array().unwrap().iter().find(|c| c["name"] == A.to_string().as_str()).cloned().unwrap();
-        c["memory"]["oom_kills"].as_u64().filter(|k| *k > 0)
+        let c = s.currencies.iter().find(|c| c.name == A.to_string().as_str()).cloned().unwrap();
+        Some(c.memory.as_ref().unwrap().oom_kills).filter(|k| *k > 0)
     });
     eprintln!("OOM kills in A's currency: {kills}");
     let s = ok(&d.cli(&["log", "--limit", "50"], None).unwrap());
@@ -89,7 +89,7 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
     ok(&d.cli(&["set", &other.to_string(), "--mem", "256M!"], Some(A)).unwrap());
     assert_eq!(mem_file(&d, &other_rel, "memory.limit_in_bytes"), 256 * MIB);
     let j = job_with_pid(&show(&d), other).unwrap();
-    assert_eq!(j["mem"], "256M!", "{j:#}");
+    assert_eq!(j.mem.as_deref(), Some("256M!"), "{j:#?}");
     let x = ok(&d.cli(&["explain", &other.to_string()], Some(A)).unwrap());
     eprintln!("{x}");
     assert!(x.contains("hard memory cap 256M!: never more") && x.contains("memory.limit_in_bytes"), "{x}");
@@ -101,7 +101,7 @@ fn a_jobs_hard_memory_cap_holds_its_hog_and_leaves_another_job_untouched() {
     });
     assert!(alive(other), "a soft cap on v1 acts only when the machine is short");
     ok(&d.cli(&["set", &other.to_string(), "--mem", "none"], Some(A)).unwrap());
-    assert!(job_with_pid(&show(&d), other).unwrap().get("mem").is_none());
+    assert!(job_with_pid(&show(&d), other).unwrap().mem.is_none());
     poll_until("the soft limit back to the job's protection", Duration::from_secs(5), || {
         let v = mem_file(&d, &other_rel, "memory.soft_limit_in_bytes");
         check(v > 32 * MIB, || v)

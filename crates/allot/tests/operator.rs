@@ -125,14 +125,14 @@ fn three_hogs(d: &mut PrivateDaemon) -> Vec<(String, u64, u32)> {
     }
     wait_for("three busy jobs in show", || {
         let v = show(d);
-        let jobs: Vec<Value> = pids.iter().filter_map(|&p| job_with_pid(&v, p)).collect();
-        (jobs.len() == 3 && jobs.iter().all(|j| j["usage"].as_f64().unwrap_or(0.0) > 0.02))
-            .then(|| jobs.iter().zip(&pids).map(|(j, &p)| (j["id"].as_str().unwrap().to_string(), j["tickets"].as_u64().unwrap(), p)).collect())
+        let jobs: Vec<JobView> = pids.iter().filter_map(|&p| job_with_pid(&v, p)).collect();
+        (jobs.len() == 3 && jobs.iter().all(|j| j.usage > 0.02))
+            .then(|| jobs.iter().zip(&pids).map(|(j, &p)| (j.id.clone(), j.tickets as u64, p)).collect())
     })
 }
 
 fn usage_now(d: &PrivateDaemon, id: &str) -> f64 {
-    show(d)["jobs"].as_array().unwrap().iter().find(|j| j["id"] == id).map(|j| j["usage"].as_f64().unwrap()).unwrap()
+    show(d).jobs.iter().find(|j| j.id == id).map(|j| j.usage).unwrap()
 }
 
 #[test]
@@ -281,7 +281,7 @@ fn sample(s: &[(String, HashMap<String, String>, f64)], name: &str, label: (&str
         .2
 }
 
-fn json(o: std::process::Output) -> Value {
+fn json<T: serde::de::DeserializeOwned>(o: std::process::Output) -> T {
     serde_json::from_str(&ok(&o)).unwrap()
 }
 
@@ -299,9 +299,9 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     let capped = d.run_job(&["-t", "50", "--cap", "0.2!"], &["taskset", "-c", "1", &lab, "workload", "cpu", "--duration", "120s"], Some(A)).unwrap();
     d.wait_exec(capped).unwrap();
     let capped_job = wait_for("the capped job", || job_with_pid(&show(&d), capped));
-    let capped_id = capped_job["id"].as_str().unwrap().to_string();
+    let capped_id = capped_job.id.clone();
     // The kernel has throttled the capped job at least once (its cpu.stat says so).
-    let stat = format!("{}/cpu.stat", capped_job["dir"].as_str().unwrap());
+    let stat = format!("{}/cpu.stat", capped_job.dir);
     poll_until("the capped job throttled", Duration::from_secs(10), || {
         let text = std::fs::read_to_string(&stat).map_err(|e| format!("{stat}: {e}"))?;
         let n = text.lines().find_map(|l| l.strip_prefix("nr_throttled ")).and_then(|n| n.trim().parse::<u64>().ok());
@@ -338,49 +338,48 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
     refused(&d.cli(&["--json", "metrics"], None).unwrap(), &["Prometheus text format, not JSON", "allot top --json"]);
 
     // metrics: the default format through promtool (lint included) and prometheus_client.
-    let st0 = json(d.cli(&["--json", "status"], None).unwrap());
+    let st0: StatusView = json(d.cli(&["--json", "status"], None).unwrap());
     let show0 = show(&d);
     let o = d.cli(&["metrics"], None).unwrap();
     let text = ok(&o);
     let show1 = show(&d);
-    let st1 = json(d.cli(&["--json", "status"], None).unwrap());
+    let st1: StatusView = json(d.cli(&["--json", "status"], None).unwrap());
     promtool_check(&text);
     let m = parse(&text, "prometheus");
-    let job = |v: &Value, id: &str| v["jobs"].as_array().unwrap().iter().find(|j| j["id"] == id).cloned().unwrap();
-    let within = |name: &str, id: &str, key: &str, slack: f64| {
+    let job = |v: &ShowView, id: &str| v.jobs.iter().find(|j| j.id == id).cloned().unwrap();
+    let within = |name: &str, id: &str, key: fn(&JobView) -> f64, slack: f64| {
         let got = sample(&m, name, ("job_id", id));
-        let (a, b) = (job(&show0, id)[key].as_f64().unwrap(), job(&show1, id)[key].as_f64().unwrap());
+        let (a, b) = (key(&job(&show0, id)), key(&job(&show1, id)));
         assert!(got >= a.min(b) - slack && got <= a.max(b) + slack, "{name}{{job_id={id}}} = {got}, show said {a} then {b}");
     };
     for id in ids.iter().chain([&capped_id]) {
         let j = job(&show1, id);
-        assert_eq!(sample(&m, "allot_job_tickets", ("job_id", id)), j["tickets"].as_f64().unwrap(), "tickets of {id}");
+        assert_eq!(sample(&m, "allot_job_tickets", ("job_id", id)), j.tickets as f64, "tickets of {id}");
         // The metrics' show came between show0 and show1; the smoothed values move a
         // little in between (5 s half-life), so a small slack either side.
-        within("allot_job_usage_cpus", id, "usage", 0.05);
-        within("allot_job_entitlement_cpus", id, "entitlement", 0.05);
-        for (metric, key) in [("allot_job_held", "held"), ("allot_job_background", "background"), ("allot_job_boosted", "boost")] {
-            let (a, b) = (job(&show0, id)[key].as_bool().unwrap(), j[key].as_bool().unwrap());
+        within("allot_job_usage_cpus", id, |j| j.usage, 0.05);
+        within("allot_job_entitlement_cpus", id, |j| j.entitlement, 0.05);
+        let flags = |j: &JobView| [("allot_job_held", j.held), ("allot_job_background", j.background), ("allot_job_boosted", j.boost)];
+        for ((metric, a), (_, b)) in flags(&job(&show0, id)).into_iter().zip(flags(&j)) {
             if a == b {
                 assert_eq!(sample(&m, metric, ("job_id", id)), if a { 1.0 } else { 0.0 }, "{metric} of {id}");
             }
         }
         let labels = &m.iter().find(|(n, l, _)| n == "allot_job_tickets" && l["job_id"] == *id).unwrap().1;
-        assert_eq!((labels["user"].as_str(), labels["currency"].as_str()), (j["user"].as_str().unwrap(), j["currency"].as_str().unwrap()));
+        assert_eq!((labels["user"].as_str(), labels["currency"].as_str()), (j.user.as_str(), j.currency.as_str()));
     }
     assert_eq!(sample(&m, "allot_currency_funding", ("currency", "2902")), 300.0);
     assert_eq!(sample(&m, "allot_currency_funding", ("currency", "2901")), 100.0);
     assert_eq!(sample(&m, "allot_job_cap_cpus", ("job_id", &capped_id)), 0.2);
     let daemon = |name: &str| m.iter().find(|(n, _, _)| n == name).unwrap_or_else(|| panic!("no {name}")).2;
-    let counter = |key: &str| (st0["counters"][key].as_f64().unwrap(), st1["counters"][key].as_f64().unwrap());
-    let (r0, r1) = counter("requests");
+    let (r0, r1) = (st0.counters.requests as f64, st1.counters.requests as f64);
     assert!((r0..=r1).contains(&daemon("allot_daemon_requests_total")), "requests {r0}..{r1}");
-    let (u0, u1) = (st0["uptime_s"].as_f64().unwrap(), st1["uptime_s"].as_f64().unwrap());
+    let (u0, u1) = (st0.uptime_s as f64, st1.uptime_s as f64);
     assert!((u0..=u1).contains(&daemon("allot_daemon_uptime_seconds")));
-    assert_eq!(daemon("allot_machine_cpus"), st1["ncpu"].as_f64().unwrap());
+    assert_eq!(daemon("allot_machine_cpus"), st1.ncpu as f64);
 
     // Throttling as the kernel counts it: between two readings of the job's cpu.stat.
-    let dir = Path::new(st1["cgroup_root"].as_str().unwrap()).join(capped_job["cgroup"].as_str().unwrap());
+    let dir = Path::new(&st1.cgroup_root).join(&capped_job.cgroup);
     let throttled = || {
         let s = std::fs::read_to_string(dir.join("cpu.stat")).unwrap();
         let v = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)?.trim().parse::<f64>().ok());
@@ -409,9 +408,10 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
 
     // Hostile label values (a user name may hold quotes, backslashes, line feeds, escape
     // codes) survive both formats and both parsers exactly.
-    let mut saved = serde_json::json!({ "status": st1, "show": show1 });
     let evil = "ev\"il\\ \nuser\u{1b}[2J 日本";
-    saved["show"]["jobs"][0]["user"] = evil.into();
+    let mut shown = show1.clone();
+    shown.jobs[0].user = evil.into();
+    let saved = serde_json::json!({ "status": st1, "show": shown });
     let file = d.dir.join("replay.json");
     std::fs::write(&file, saved.to_string()).unwrap();
     for (flag, format) in [(None, "prometheus"), (Some("--openmetrics"), "openmetrics")] {
@@ -421,7 +421,7 @@ fn plain_top_and_metrics_read_by_promtool_and_prometheus_client_match_show() {
         if format == "prometheus" {
             promtool_check(&text);
         }
-        let id = saved["show"]["jobs"][0]["id"].as_str().unwrap();
+        let id = shown.jobs[0].id.as_str();
         let s = parse(&text, format);
         let l = &s.iter().find(|(n, l, _)| n == "allot_job_tickets" && l["job_id"] == id).unwrap().1;
         assert_eq!(l["user"], evil, "{format}");

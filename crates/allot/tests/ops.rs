@@ -8,7 +8,8 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::Duration;
 
-fn json(o: &std::process::Output) -> serde_json::Value {
+/// A `--json` reply read as the library's type for it.
+fn json<T: serde::de::DeserializeOwned>(o: &std::process::Output) -> T {
     serde_json::from_str(&ok(o)).unwrap()
 }
 
@@ -35,48 +36,48 @@ fn every_change_is_audited_and_explained() {
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(d.dir.join("audit.log")).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "audit.log is root's only");
     // Root sees every record, with who asked and the settings before and after.
-    let log = json(&d.cli(&["--json", "log"], None).unwrap());
-    let recs = log["records"].as_array().unwrap();
-    let set = recs.iter().find(|r| r["request"].as_str().unwrap().starts_with("set") && r["uid"] == A).expect("A's set is recorded");
-    let c = &set["changes"][0];
-    assert!(c["before"].as_str().unwrap().is_empty() || c["before"] == "-" || c["before"].as_str().unwrap().contains("tickets 100"), "{set}");
-    assert!(c["after"].as_str().unwrap().contains("tickets 50, cap 0.4!"), "{set}");
-    let refusal = recs.iter().find(|r| r["uid"] == B).expect("B's refusal is recorded");
-    assert!(refusal["refused"].as_str().unwrap().contains("belongs to"));
-    let fund = recs.iter().find(|r| r["request"] == "fund 2901 200").unwrap();
-    assert_eq!(fund["changes"][0]["after"], "funding 200");
-    assert_eq!(fund["uid"], 0);
-    assert!(recs.iter().filter(|r| r["request"].as_str().unwrap().starts_with("run")).count() >= 2);
+    let log = json::<LogView>(&d.cli(&["--json", "log"], None).unwrap());
+    let recs = log.records;
+    let set = recs.iter().find(|r| r.request.starts_with("set") && r.uid == A).expect("A's set is recorded");
+    let c = &set.changes[0];
+    assert!(c.before.is_empty() || c.before == "-" || c.before.contains("tickets 100"), "{set:?}");
+    assert!(c.after.contains("tickets 50, cap 0.4!"), "{set:?}");
+    let refusal = recs.iter().find(|r| r.uid == B).expect("B's refusal is recorded");
+    assert!(refusal.refused.as_deref().unwrap().contains("belongs to"));
+    let fund = recs.iter().find(|r| r.request == "fund 2901 200").unwrap();
+    assert_eq!(fund.changes[0].after, "funding 200");
+    assert_eq!(fund.uid, 0);
+    assert!(recs.iter().filter(|r| r.request.starts_with("run")).count() >= 2);
     // A sees her own requests and the changes to her jobs, not root's other work.
-    let hers = json(&d.cli(&["--json", "log"], Some(A)).unwrap());
-    let hers = hers["records"].as_array().unwrap();
-    assert!(hers.iter().any(|r| r["uid"] == A) && hers.iter().any(|r| r["request"] == "fund 2901 200"));
-    assert!(!hers.iter().any(|r| r["request"].as_str().unwrap().starts_with("run")), "root's runs are not A's business");
+    let hers = json::<LogView>(&d.cli(&["--json", "log"], Some(A)).unwrap());
+    let hers = hers.records;
+    assert!(hers.iter().any(|r| r.uid == A) && hers.iter().any(|r| r.request == "fund 2901 200"));
+    assert!(!hers.iter().any(|r| r.request.starts_with("run")), "root's runs are not A's business");
     // --job filters.
-    let job = job_with_pid(&show(&d), mine).unwrap()["id"].as_str().unwrap().to_string();
-    let by_job = json(&d.cli(&["--json", "log", "--job", &job], None).unwrap());
-    assert!(by_job["records"].as_array().unwrap().iter().all(|r| r["jobs"].as_array().unwrap().iter().any(|j| j == &job)));
+    let job = job_with_pid(&show(&d), mine).unwrap().id.clone();
+    let by_job = json::<LogView>(&d.cli(&["--json", "log", "--job", &job], None).unwrap());
+    assert!(by_job.records.iter().all(|r| r.jobs.iter().any(|j| j == &job)));
 
     // explain: a boosted (sleeping) job, a capped one, a held soft cap.
-    let reason = |v: &serde_json::Value, s: &str| v["reasons"].as_array().unwrap().iter().find(|r| r["state"] == s).cloned().unwrap();
+    let reason = |v: &ExplainView, s: &str| v.reasons.iter().find(|r| r.state == s).cloned().unwrap();
     // Until its first measurement a new job is boosted as "new"; then as "asleep".
     let boosted = wait_for("the job measured", || {
-        let v = json(&d.cli(&["--json", "explain", &job], Some(A)).unwrap());
-        (!reason(&v, "boost")["because"].as_str().unwrap().starts_with("new")).then_some(v)
+        let v = json::<ExplainView>(&d.cli(&["--json", "explain", &job], Some(A)).unwrap());
+        (!reason(&v, "boost").because.starts_with("new")).then_some(v)
     });
     let b = reason(&boosted, "boost");
-    assert_eq!(b["on"], true);
-    assert!(b["because"].as_str().unwrap().contains("asleep"), "{b}");
-    assert!(reason(&boosted, "cap")["because"].as_str().unwrap().contains("hard cap 0.4!"), "{boosted}");
+    assert!(b.on);
+    assert!(b.because.contains("asleep"), "{b:?}");
+    assert!(reason(&boosted, "cap").because.contains("hard cap 0.4!"), "{boosted:?}");
     let held = wait_for("the soft cap held", || {
-        let v = json(&d.cli(&["--json", "explain", &soft.to_string()], None).unwrap());
-        (reason(&v, "held")["on"] == true).then_some(v)
+        let v = json::<ExplainView>(&d.cli(&["--json", "explain", &soft.to_string()], None).unwrap());
+        reason(&v, "held").on.then_some(v)
     });
     let h = reason(&held, "held");
-    assert!(h["because"].as_str().unwrap().contains("soft cap 0.3") && h["because"].as_str().unwrap().contains("waited"), "{h}");
-    assert!(held["window"].as_f64().unwrap() > 0.0, "{held}");
+    assert!(h.because.contains("soft cap 0.3") && h.because.contains("waited"), "{h:?}");
+    assert!(held.window > 0.0, "{held:?}");
     let cpu_bound = reason(&held, "boost");
-    assert_eq!(cpu_bound["on"], false);
+    assert!(!cpu_bound.on);
     // Another user's process by pid is not B's to explain (its job id is).
     refused(&d.cli(&["explain", &mine.to_string()], Some(B)).unwrap(), &["not yours"]);
     ok(&d.cli(&["explain", &job], Some(B)).unwrap());
@@ -144,26 +145,26 @@ fn rules_place_processes_by_every_kind_of_match() {
         let placed = [sleeper, yes, tail, cat, other, plain].iter().all(|&p| job_with_pid(&v, p).is_some());
         let j = |p| job_with_pid(&v, p).unwrap();
         let ruled = placed
-            && j(sleeper)["tickets"] == 42
-            && j(yes)["cap"] == "0.2!"
-            && j(tail)["background"] == true
-            && j(cat)["tickets"] == 77
-            && j(other)["currency"] == "ci";
+            && j(sleeper).tickets == 42
+            && j(yes).cap.as_deref() == Some("0.2!")
+            && j(tail).background
+            && j(cat).tickets == 77
+            && j(other).currency == "ci";
         ruled.then_some(v)
     });
     let j = |p| job_with_pid(&v, p).unwrap();
-    assert_eq!(j(sleeper)["tickets"], 42);
-    assert_eq!(j(yes)["cap"], "0.2!");
-    assert_eq!(j(tail)["background"], true);
-    assert_eq!(j(cat)["tickets"], 77);
-    assert_eq!(j(other)["currency"], "ci", "by-user puts B's processes in ci");
-    assert!(j(plain)["id"].as_str().unwrap().ends_with("/default"), "no rule: the default job");
+    assert_eq!(j(sleeper).tickets, 42);
+    assert_eq!(j(yes).cap.as_deref(), Some("0.2!"));
+    assert!(j(tail).background);
+    assert_eq!(j(cat).tickets, 77);
+    assert_eq!(j(other).currency, "ci", "by-user puts B's processes in ci");
+    assert!(j(plain).id.ends_with("/default"), "no rule: the default job");
     // rules test agrees.
-    let t = json(&d.cli(&["--json", "rules", "test", &yes.to_string()], None).unwrap());
-    assert!(t["matched"].as_str().unwrap().starts_with("by-exe"), "{t}");
-    let t = json(&d.cli(&["--json", "rules", "test", &plain.to_string()], Some(A)).unwrap());
-    assert!(t["matched"].is_null(), "{t}");
-    assert!(t["checked"].as_array().unwrap().iter().all(|c| c["matches"] == false));
+    let t = json::<allot::proto::RulesView>(&d.cli(&["--json", "rules", "test", &yes.to_string()], None).unwrap());
+    assert!(t.matched.as_deref().unwrap().starts_with("by-exe"), "{t:?}");
+    let t = json::<allot::proto::RulesView>(&d.cli(&["--json", "rules", "test", &plain.to_string()], Some(A)).unwrap());
+    assert!(t.matched.is_none(), "{t:?}");
+    assert!(t.checked.iter().all(|c| !c.matches));
     drop(kids);
     // A bad rule is refused with file:line, and the daemon does not start.
     let mut bad = PrivateDaemon::start(exe(), "[users]\nonly = [\"2901\"]\n").unwrap();
@@ -190,19 +191,15 @@ fn a_rule_added_by_a_reload_applies_at_the_next_exec() {
     let mut kids = Kids::default();
     // Placed as `sh` (no rule then), it execs `sleep` two seconds later.
     let pid = spawn_as(&d, &mut kids, A, &["sh", "-c", "sleep 2; exec sleep 300"]);
-    wait_for("placed as sh", || job_with_pid(&show(&d), pid).filter(|j| j["id"].as_str().is_some_and(|i| i.ends_with("/default"))));
+    wait_for("placed as sh", || job_with_pid(&show(&d), pid).filter(|j| j.id.ends_with("/default")));
     std::fs::write(d.dir.join("allot.toml"), format!("{cfg}\n[[rules]]\nname = \"by-comm\"\ncomm = \"sleep\"\ntickets = 42\n")).unwrap();
     unsafe { libc::kill(d.daemon_pid().unwrap() as i32, libc::SIGHUP) };
     wait_for("the reload", || {
-        let log = json(&d.cli(&["--json", "log"], None).unwrap());
-        log["records"]
-            .as_array()?
-            .iter()
-            .any(|r| r["request"].as_str().is_some_and(|s| s.starts_with("reload")) && r["refused"].is_null())
-            .then_some(())
+        let log = json::<LogView>(&d.cli(&["--json", "log"], None).unwrap());
+        log.records.iter().any(|r| r.request.starts_with("reload") && r.refused.is_none()).then_some(())
     });
-    let j = wait_for("the rule applied at exec", || job_with_pid(&show(&d), pid).filter(|j| j["tickets"] == 42));
-    assert!(!j["id"].as_str().unwrap().ends_with("/default"), "{j}");
+    let j = wait_for("the rule applied at exec", || job_with_pid(&show(&d), pid).filter(|j| j.tickets == 42));
+    assert!(!j.id.ends_with("/default"), "{j:?}");
     drop(kids);
     d.stop().unwrap();
 }
@@ -226,7 +223,7 @@ fn metrics_are_served_on_loopback_and_sighup_reloads() {
     };
     let r = get("/metrics");
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-    let id = job_with_pid(&show(&d), j).unwrap()["id"].as_str().unwrap().to_string();
+    let id = job_with_pid(&show(&d), j).unwrap().id.clone();
     assert!(r.lines().any(|l| l.starts_with("allot_job_tickets{") && l.contains(&format!("job_id=\"{id}\"")) && l.ends_with(" 321")), "{r}");
     assert!(get("/other").starts_with("HTTP/1.1 404"));
     // SIGHUP: a good config is taken, a bad one is refused and the old one kept.
@@ -234,26 +231,27 @@ fn metrics_are_served_on_loopback_and_sighup_reloads() {
     std::fs::write(&path, format!("default_funding = 150\n{cfg}")).unwrap();
     let pid = d.daemon_pid().unwrap() as i32;
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    wait_for("the reload", || (json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"] == 150).then_some(()));
-    let st = json(&d.cli(&["--json", "status"], None).unwrap());
-    assert!(st["last_reload"]["refused"].is_null() && st["last_reload"]["time"].as_f64().unwrap() > 0.0, "{st}");
+    wait_for("the reload", || (json::<FundingView>(&d.cli(&["--json", "fund", "root"], None).unwrap()).funding == 150).then_some(()));
+    let st = json::<StatusView>(&d.cli(&["--json", "status"], None).unwrap());
+    let r = st.last_reload.as_ref().expect("a reload");
+    assert!(r.refused.is_none() && r.time > 0.0, "{st:?}");
     assert!(get("/metrics").lines().any(|l| l == "allot_config_last_reload_successful 1"));
     std::fs::write(&path, "default_funding = 0\n").unwrap();
     unsafe { libc::kill(pid, libc::SIGHUP) };
     // The outcome is in status, the metrics and the log: a refused reload never looks taken.
     let refused = wait_for("the refused reload in status", || {
-        json(&d.cli(&["--json", "status"], None).unwrap())["last_reload"]["refused"].as_str().map(str::to_string)
+        json::<StatusView>(&d.cli(&["--json", "status"], None).unwrap()).last_reload.and_then(|r| r.refused)
     });
     assert!(refused.contains("allot.toml:1") && refused.contains("default_funding"), "FILE:LINE and the setting: {refused}");
     let text = ok(&d.cli(&["status"], None).unwrap());
     assert!(text.lines().any(|l| l.starts_with("last reload") && l.contains("REFUSED") && l.contains("allot.toml:1")), "{text}");
     // (a scrape's snapshot is reused for 200 ms)
     wait_for("the refused reload in the metrics", || get("/metrics").lines().any(|l| l == "allot_config_last_reload_successful 0").then_some(()));
-    assert_eq!(json(&d.cli(&["--json", "fund", "root"], None).unwrap())["funding"], 150, "the old config stays");
+    assert_eq!(json::<FundingView>(&d.cli(&["--json", "fund", "root"], None).unwrap()).funding, 150, "the old config stays");
     assert!(d.log().contains("reload refused") && d.log().contains("the config in force is kept"), "{}", d.log());
     assert!(d.daemon_pid().is_some_and(|p| unsafe { libc::kill(p as i32, 0) } == 0), "the daemon lives");
-    let log = json(&d.cli(&["--json", "log"], None).unwrap());
-    assert!(log["records"].as_array().unwrap().iter().any(|r| r["request"].as_str().unwrap().starts_with("reload") && r["refused"].is_string()));
+    let log = json::<LogView>(&d.cli(&["--json", "log"], None).unwrap());
+    assert!(log.records.iter().any(|r| r.request.starts_with("reload") && r.refused.is_some()));
     d.stop().unwrap();
 }
 
@@ -265,10 +263,10 @@ fn real_time_tasks_work_in_jobs() {
     let d = PrivateDaemon::start(exe(), "").unwrap();
     let o = d.cli(&["run", "--", "chrt", "-f", "10", "true"], None).unwrap();
     assert!(o.status.success(), "chrt -f 10 in a job: {}", String::from_utf8_lossy(&o.stderr));
-    let st = json(&d.cli(&["--json", "status"], None).unwrap());
-    eprintln!("{}", st["rt"]);
+    let st = json::<StatusView>(&d.cli(&["--json", "status"], None).unwrap());
+    eprintln!("{}", st.rt);
     if std::path::Path::new("/sys/fs/cgroup/cpu/cpu.rt_runtime_us").exists() {
-        assert!(st["rt"].as_str().unwrap().contains("real-time group scheduling"), "{st}");
+        assert!(st.rt.contains("real-time group scheduling"), "{st:?}");
     }
     // A real-time process moves into a job too (the kernel refuses it where runtime is 0).
     let mut rt = Command::new("chrt").args(["-f", "5", "sleep", "300"]).spawn().unwrap();

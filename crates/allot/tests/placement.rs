@@ -60,8 +60,8 @@ fn placement_takes_only_what_no_manager_owns_and_only_human_uids() {
     assert_eq!(cgroup_of(foreign), foreign_cg.path(), "a process in another manager's cgroup is never moved");
     assert_eq!(cgroup_of(sub), "/", "a subordinate uid is never placed");
     assert_eq!(cgroup_of(theirs), theirs_cg, "another allot's job is never taken");
-    let st: serde_json::Value = serde_json::from_str(&ok(&d.cli(&["--json", "status"], None).unwrap())).unwrap();
-    let placement = st["placement"].as_str().unwrap();
+    let st = status(&d);
+    let placement = st.placement.as_str();
     assert!(placement.contains("66000") || placement.contains("subordinate"), "status names the exclusions: {placement}");
     // A subordinate uid may look but changes nothing: each would be a currency of its own.
     ok(&d.cli(&["show"], Some(66005)).unwrap());
@@ -107,7 +107,7 @@ fn users_and_groups_come_through_nss() {
     let mut kids = Kids::default();
     let p = spawn_as(&d, &mut kids, 2950, &["sleep", "300"]);
     let j = wait_for("the NSS user's process placed", || job_with_pid(&show(&d), p));
-    assert_eq!((j["user"].as_str(), j["currency"].as_str(), j["funding"].as_u64()), (Some("nssuser"), Some("nssuser"), Some(300)), "{j}");
+    assert_eq!((j.user.as_str(), j.currency.as_str(), j.funding), ("nssuser", "nssuser", 300), "{j:?}");
     // Group rights: a member of nssgrp (through NSS membership, or a supplementary group the
     // process runs with) may run in lab; someone else may not.
     ok(&d.cli(&["run", "--currency", "lab", "--", "true"], Some(2950)).unwrap());

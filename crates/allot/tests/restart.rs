@@ -11,13 +11,12 @@ use std::time::{Duration, Instant};
 const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
 
 /// What a user set, per job: id, tickets, cap, background, focus.
-fn settings(v: &serde_json::Value) -> Vec<String> {
-    let mut k: Vec<String> = v["jobs"]
-        .as_array()
-        .unwrap()
+fn settings(v: &ShowView) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .jobs
         .iter()
-        .filter(|j| !j["pids"].as_array().is_some_and(|p| p.is_empty()))
-        .map(|j| format!("{} t={} cap={} bg={} focus={}", j["id"], j["tickets"], j["cap"], j["background"], j["focus"]))
+        .filter(|j| !j.pids.as_ref().is_some_and(|p| p.is_empty()))
+        .map(|j| format!("{} t={} cap={:?} bg={} focus={}", j.id, j.tickets, j.cap, j.background, j.focus))
         .collect();
     k.sort();
     k
@@ -52,14 +51,14 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
     let before = wait_for("boost, split and hold", || {
         let v = show(&d);
         let j = |p| job_with_pid(&v, p);
-        let idle_boosted = j(idle)?["boost"] == true;
-        let split = j(niced)?["id"] != j(busy)?["id"];
-        let held = j(soft)?["held"] == true;
+        let idle_boosted = j(idle)?.boost;
+        let split = j(niced)?.id != j(busy)?.id;
+        let held = j(soft)?.held;
         (idle_boosted && split && held).then_some(v)
     });
     let cg = d.controller().unwrap();
-    let idle_rel = job_with_pid(&before, idle).unwrap()["cgroup"].as_str().unwrap().to_string();
-    let soft_rel = job_with_pid(&before, soft).unwrap()["cgroup"].as_str().unwrap().to_string();
+    let idle_rel = job_with_pid(&before, idle).unwrap().cgroup.clone();
+    let soft_rel = job_with_pid(&before, soft).unwrap().cgroup.clone();
     assert_eq!(cg.weight(&idle_rel).unwrap(), 10_000, "the idle default job's boost is applied (weight x100)");
     assert!(cg.max(&soft_rel).unwrap().is_some(), "the held soft cap is written as cpu.max");
     let want = settings(&before);
@@ -77,12 +76,12 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
         let after = show(&d);
         assert_eq!(settings(&after), want, "round {round}: every job keeps what its user set, nothing else");
         let j = job_with_pid(&after, soft).unwrap();
-        assert_eq!(j["cap"], "0.3", "a held soft cap stays soft");
-        assert_eq!(job_with_pid(&after, focused).unwrap()["focus"], true);
+        assert_eq!(j.cap.as_deref(), Some("0.3"), "a held soft cap stays soft");
+        assert!(job_with_pid(&after, focused).unwrap().focus);
         // The adjustments come back by the plan, from measurements, not from the tree.
         wait_for("the plan re-applied", || {
             let v = show(&d);
-            (job_with_pid(&v, idle)?["boost"] == true && job_with_pid(&v, soft)?["held"] == true).then_some(())
+            (job_with_pid(&v, idle)?.boost && job_with_pid(&v, soft)?.held).then_some(())
         });
     }
     // A lost state file loses what it held (300 tickets, the soft cap, the focus), never
@@ -91,10 +90,10 @@ fn a_crash_never_turns_an_adjustment_into_a_setting() {
     std::fs::remove_file(d.dir.join("state.json")).unwrap();
     d.launch(false).unwrap();
     let lost = show(&d);
-    for j in lost["jobs"].as_array().unwrap() {
-        assert_eq!(j["tickets"], 100, "{j}");
-        assert!(j["cap"].is_null(), "no quota read back as a cap: {j}");
-        assert_eq!(j["focus"], false);
+    for j in &lost.jobs {
+        assert_eq!(j.tickets, 100, "{j:?}");
+        assert!(j.cap.is_none(), "no quota read back as a cap: {j:?}");
+        assert!(!j.focus);
     }
     assert!(job_with_pid(&lost, run300).is_some() && job_with_pid(&lost, soft).is_some(), "jobs are adopted, not lost");
     d.stop().unwrap();
@@ -113,7 +112,7 @@ fn a_dead_daemon_leaves_a_boosted_job_all_the_cpu_its_settings_allow() {
     pin(j, 1);
     let rel = wait_for("boosted", || {
         let v = job_with_pid(&show(&d), j)?;
-        (v["boost"] == true).then(|| v["cgroup"].as_str().unwrap().to_string())
+        v.boost.then(|| v.cgroup.clone())
     });
     d.crash();
     let cg = d.controller().unwrap();
@@ -157,7 +156,7 @@ fn an_outside_change_is_reasserted_within_a_second_and_logged_once() {
     };
     let (d, j) = d;
     let v = wait_for("the job", || job_with_pid(&show(&d), j));
-    let rel = v["cgroup"].as_str().unwrap().to_string();
+    let rel = v.cgroup.clone();
     let cg = d.controller().unwrap();
     let weight = cg.weight(&rel).unwrap();
     let quota = cg.max(&rel).unwrap();
@@ -209,7 +208,7 @@ fn a_new_job_on_a_busy_machine_sees_every_cpu_it_may_use() {
     poll_until("every hog in an active job", Duration::from_secs(10), || {
         let v = show(&d);
         let jobs: Vec<_> = hogs.iter().map(|&p| job_with_pid(&v, p)).collect();
-        check(jobs.iter().all(|j| j.as_ref().is_some_and(|j| j["active"] == true)), || jobs)
+        check(jobs.iter().all(|j| j.as_ref().is_some_and(|j| j.active)), || jobs)
     });
     let o = d.cli(&["run", "--", &lab, "workload", "ncpu"], Some(A)).unwrap();
     let v: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();

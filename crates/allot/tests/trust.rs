@@ -56,23 +56,21 @@ fn cell(d: &PrivateDaemon, what: &str, caller: Caller, args: &[&str], want: bool
             assert_eq!(cgroup_of(t), b, "{what} by {caller:?} was refused but moved process {t}");
         }
         let after = show(d);
-        let jobs = |v: &serde_json::Value| {
-            let mut k: Vec<String> = v["jobs"]
-                .as_array()
-                .unwrap()
+        let jobs = |v: &ShowView| {
+            let mut k: Vec<String> = v
+                .jobs
                 .iter()
-                .filter(|j| !j["id"].as_str().unwrap_or("").ends_with("/default"))
+                .filter(|j| !j.id.ends_with("/default"))
                 // An empty job (its process moved on by an earlier cell) may be reaped at
                 // any moment; a refused request moving a process is caught above.
-                .filter(|j| j["pids"].as_array().is_some_and(|p| !p.is_empty()))
-                .map(|j| format!("{} {} {} {} {}", j["id"], j["tickets"], j["cap"], j["background"], j["focus"]))
+                .filter(|j| j.pids.as_ref().is_some_and(|p| !p.is_empty()))
+                .map(|j| format!("{} {} {:?} {} {}", j.id, j.tickets, j.cap, j.background, j.focus))
                 .collect();
             k.sort();
             k
         };
         assert_eq!(jobs(&before), jobs(&after), "{what} by {caller:?} was refused but changed a job");
-        let fund =
-            |v: &serde_json::Value| v["currencies"].as_array().unwrap().iter().map(|c| format!("{} {}", c["name"], c["funding"])).collect::<Vec<_>>();
+        let fund = |v: &ShowView| v.currencies.iter().map(|c| format!("{} {}", c.name, c.funding)).collect::<Vec<_>>();
         assert_eq!(
             fund(&before).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>(),
             fund(&after).iter().filter(|c| c.contains("ci")).collect::<Vec<_>>()
@@ -132,9 +130,9 @@ fn permission_matrix() {
     // The uid change is seen (process events) and the process placed again, in B's currency.
     let moved = wait_for("re-placement after the uid change", || {
         let j = job_with_pid(&show(&d), changer)?;
-        (j["uid"] == B).then_some(j)
+        (j.uid == B).then_some(j)
     });
-    assert_eq!(moved["currency"], B.to_string());
+    assert_eq!(moved.currency, B.to_string());
 
     // set/focus/move on each target: (target, label, who may) in the order A, B, C, root.
     let targets: [(u32, &str, [bool; 4]); 9] = [
@@ -239,14 +237,14 @@ fn show_respects_proc_privacy_and_escapes_what_processes_say() {
     let parts: Vec<&str> = out.split("---\n").collect();
     let visible: Vec<u32> = parts[0].split_whitespace().filter_map(|p| p.parse().ok()).collect();
     assert!(!visible.contains(&theirs), "hidepid=2 is in force for the test user");
-    let json: serde_json::Value = serde_json::from_str(parts[1]).unwrap();
-    for j in json["jobs"].as_array().unwrap() {
-        for p in j["pids"].as_array().into_iter().flatten() {
-            let p = p.as_u64().unwrap() as u32;
+    let json: ShowView = serde_json::from_str(parts[1]).unwrap();
+    for j in json.jobs {
+        for &p in j.pids.iter().flatten() {
+            let p = p as u32;
             assert!(visible.contains(&p), "allot show told user A about pid {p}, which ps does not show them");
         }
-        if j["uid"] != A {
-            assert!(j["command"].is_null() && j["pids"].is_null(), "another user's job shows its command or pids: {j}");
+        if j.uid != A {
+            assert!(j.command.is_none() && j.pids.is_none(), "another user's job shows its command or pids: {j:?}");
         }
     }
     for text in [parts[1], parts[2]] {

@@ -30,7 +30,7 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
     let hog = d.run_job(&["--cap", "0.3!"], &[&lab, "workload", "cpu", "--duration", "120"], Some(A)).unwrap();
     d.wait_exec(hog).unwrap();
     let job = wait_for("the capped job", || job_with_pid(&show(&d), hog));
-    assert_eq!(job["cap"], "0.3!", "{job}");
+    assert_eq!(job.cap.as_deref(), Some("0.3!"), "{job:?}");
     // Its usage reaches the cap (the daemon smooths it); the machine is shared, so a busy
     // moment may keep the hog under its cap for a while: ask until why says capped, up to 30 s.
     let owner = poll_until("why to say capped", std::time::Duration::from_secs(30), || {
@@ -41,7 +41,7 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
             Err(v)
         }
     });
-    let id = job["id"].as_str().unwrap();
+    let id = job.id.as_str();
     assert_eq!(owner["verdict"], "capped", "the owner's why: {owner:#}");
     assert_eq!(owner["allot"]["state"], "job");
     assert_eq!(owner["allot"]["job"], id);

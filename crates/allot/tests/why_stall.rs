@@ -90,7 +90,7 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
     d.wait_exec(hog).unwrap();
     let hog_job = wait_for("B's hog placed", || job_with_pid(&show(&d), hog));
     assert!(in_mem(hog), "B's hog is in allot's memory root");
-    let b_currency = hog_job["currency"].as_str().unwrap().to_string();
+    let b_currency = hog_job.currency.clone();
     let v = poll_until("why to say stalled on memory", Duration::from_secs(60), || {
         let v = why(&d, reader, Some(A));
         if v["verdict"] == "memory_stall" {

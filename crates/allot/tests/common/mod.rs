@@ -60,12 +60,33 @@ pub fn refused(o: &Output, needles: &[&str]) {
     assert_eq!(err.trim().lines().count(), 1, "one clear error line, got {err:?}");
 }
 
-pub fn show(d: &PrivateDaemon) -> serde_json::Value {
-    serde_json::from_str(&ok(&d.cli(&["--json", "show"], None).unwrap())).unwrap()
+/// The daemon's replies as the CLI's `--json` prints them, read as the library's types: a
+/// field renamed in the protocol is a compile error here, not a null at run time.
+#[allow(unused_imports)] // each test file uses some
+pub use allot::proto::{AuditRecord, CurrencyView, ExplainView, FundingView, JobMade, JobView, LogView, ShowView, StatusView};
+
+/// Runs the CLI with `--json` and `args` as `uid` (None: root), and reads its reply as `T`.
+pub fn reply<T: serde::de::DeserializeOwned>(d: &PrivateDaemon, args: &[&str], uid: Option<u32>) -> T {
+    let args: Vec<&str> = std::iter::once("--json").chain(args.iter().copied()).collect();
+    let out = ok(&d.cli(&args, uid).unwrap());
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}'s reply is not a {}: {e}: {out}", std::any::type_name::<T>()))
 }
 
-pub fn job_with_pid(v: &serde_json::Value, pid: u32) -> Option<serde_json::Value> {
-    v["jobs"].as_array()?.iter().find(|j| j["pids"].as_array().into_iter().flatten().any(|p| p.as_u64() == Some(pid as u64))).cloned()
+pub fn show(d: &PrivateDaemon) -> ShowView {
+    reply(d, &["show"], None)
+}
+
+pub fn status(d: &PrivateDaemon) -> StatusView {
+    reply(d, &["status"], None)
+}
+
+pub fn job_with_pid(v: &ShowView, pid: u32) -> Option<JobView> {
+    v.jobs.iter().find(|j| j.pids.iter().flatten().any(|&p| p as u32 == pid)).cloned()
+}
+
+/// A currency of a `show` by name.
+pub fn currency<'a>(v: &'a ShowView, name: &str) -> Option<&'a CurrencyView> {
+    v.currencies.iter().find(|c| c.name == name)
 }
 
 pub fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {

@@ -33,9 +33,9 @@ pub fn check<E>(cond: bool, seen: impl FnOnce() -> E) -> Result<(), E> {
 /// status request itself included).
 pub fn requests_seen(d: &super::PrivateDaemon) -> Result<u64, String> {
     let o = d.cli(&["--json", "status"], None).map_err(|e| e.to_string())?;
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).map_err(|e| format!("status: {e}: {}", String::from_utf8_lossy(&o.stderr)))?;
-    let c = &v["counters"];
-    Ok(c["requests"].as_u64().unwrap_or(0) + c["limited"].as_u64().unwrap_or(0))
+    let v: allot::proto::StatusView =
+        serde_json::from_slice(&o.stdout).map_err(|e| format!("status: {e}: {}", String::from_utf8_lossy(&o.stderr)))?;
+    Ok(v.counters.requests + v.counters.limited)
 }
 
 /// Waits until the daemon has seen at least `n` requests or refusals from others since
