@@ -55,8 +55,13 @@ fn a_job_emptied_by_move_or_set_is_reaped() {
     let p = d.run_job(&[], &["sleep", "300"], None).unwrap();
     d.wait_exec(p).unwrap();
     let first = job_with_pid(&show(&d), p).unwrap().id.clone();
-    // Ticks pass: the job is read and known to hold the process, and its currency idles.
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // A tick has read the job holding the process and planned it idle: a job in the last
+    // plan has an entitlement (an idle one, what it would get if it woke), one not yet read
+    // has none.
+    poll_until("the job read and planned idle", std::time::Duration::from_secs(10), || {
+        let j = job_with_pid(&show(&d), p);
+        check(j.as_ref().is_some_and(|j| j.entitlement > 0.0 && !j.active), || j.map(|j| (j.entitlement, j.active)))
+    });
     ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
     ok(&d.cli(&["move", &p.to_string(), "lab"], None).unwrap());
     let last = job_with_pid(&show(&d), p).unwrap().id.clone();

@@ -21,6 +21,13 @@ fn rate_of(pids: &[u32], secs: f64) -> (f64, f64) {
     ((sum() - a) / t, (idle() - i) / t)
 }
 
+/// The periods in which the kernel throttled a directory (cpu.stat's nr_throttled, in
+/// cgroup v1 and v2 alike).
+fn throttled_periods(dir: &std::path::Path) -> u64 {
+    let s = std::fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+    s.lines().find_map(|l| l.strip_prefix("nr_throttled ")?.trim().parse().ok()).unwrap_or(0)
+}
+
 /// The quota on a directory: cgroup v2's cpu.max, or v1's cpu.cfs_quota_us (-1: none).
 fn quota(dir: &std::path::Path) -> String {
     std::fs::read_to_string(dir.join("cpu.max")).or_else(|_| std::fs::read_to_string(dir.join("cpu.cfs_quota_us"))).unwrap().trim().to_string()
@@ -52,7 +59,11 @@ fn a_users_two_hogs_under_a_currency_cap_of_half_a_cpu_use_half_a_cpu() {
     assert!(q == "50000" || q == "50000 100000", "{}: {q}", cdir.display());
     // A user may not lift it.
     refused(&d.cli(&["fund", &user, "--cap", "none"], Some(A)).unwrap(), &["setting the cap of", "root's"]);
-    std::thread::sleep(Duration::from_secs(1));
+    // The cap has taken hold: the kernel has throttled the currency's directory.
+    poll_until("the currency throttled by its cap", Duration::from_secs(10), || {
+        let n = throttled_periods(&cdir);
+        check(n > 0, || format!("nr_throttled {n}"))
+    });
     let (used, idle) = rate_of(&[a, b], 6.0);
     eprintln!("two hogs of uid {A} under a currency cap of 0.5!: {used:.3} CPU together; the machine left {idle:.2} CPU idle");
     // A cap is never exceeded, whatever else runs.
