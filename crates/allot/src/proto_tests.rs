@@ -64,3 +64,103 @@ fn a_refusal_keeps_its_kind_and_an_unknown_kind_reads_as_other() {
         assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
     }
 }
+
+/// What `allot --json` prints of a view (the view alone, without the reply's kind tag) reads
+/// back as that view: the product's integration tests read the CLI's output this way, so an
+/// optional field left off the line must read back as absent, not fail.
+#[test]
+fn each_view_as_the_cli_prints_it_reads_back_as_itself() {
+    fn back<T: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(x: T) {
+        let printed = serde_json::to_string_pretty(&serde_json::to_value(&x).unwrap()).unwrap();
+        let read: T = serde_json::from_str(&printed).unwrap_or_else(|e| panic!("{e}: {printed}"));
+        assert_eq!(read, x, "{printed}");
+    }
+    let job = JobView {
+        id: "alice/default".into(),
+        uid: 1000,
+        user: "alice".into(),
+        currency: "alice".into(),
+        tickets: 100,
+        funding: 100,
+        entitlement: 0.5,
+        active: false,
+        usage: 0.0,
+        cap: None,
+        mem: None,
+        background: false,
+        held: false,
+        boost: true,
+        focus: false,
+        nice: 0,
+        niced: false,
+        recent: 0.0,
+        runnable: 0,
+        weight: 10_000,
+        quota: None,
+        pids: None,
+        command: None,
+        cgroup: "user-1000/default".into(),
+        dir: String::new(),
+    };
+    let capped = JobView {
+        id: "3".into(),
+        cap: Some("0.5!".into()),
+        mem: Some("4G!".into()),
+        quota: Some(0.5),
+        pids: Some(vec![42]),
+        command: Some("sleep 9".into()),
+        ..job.clone()
+    };
+    let cur = CurrencyView {
+        name: "alice".into(),
+        kind: "user".into(),
+        funding: 100,
+        cap: None,
+        weight: 100,
+        jobs: 2,
+        active: 0,
+        usage: 0.0,
+        memory: None,
+    };
+    back(ShowView { ncpu: 2, outside: 0.1, jobs: vec![job, capped], currencies: vec![cur], hidden: true, unread: vec![] });
+    back(StatusView {
+        version: "0.1.0".into(),
+        protocol: PROTOCOL,
+        pid: 7,
+        uptime_s: 9,
+        cgroup_version: "v2".into(),
+        cgroup_root: "/sys/fs/cgroup/allot".into(),
+        manager: "allot".into(),
+        ncpu: 2,
+        jobs: 2,
+        features: [("cpu_idle".to_string(), true)].into(),
+        degraded: vec![],
+        tracking: "events".into(),
+        placement: "every human user".into(),
+        rt: "none".into(),
+        outside: 0.0,
+        outside_weight: None,
+        scheduler: Default::default(),
+        io: Default::default(),
+        counters: Counters::default(),
+        last_reload: None,
+    });
+    back(FundingView { currency: "ci".into(), funding: 5, cap: None });
+    back(JobMade { job: "3".into(), currency: "alice".into(), tickets: 100, cgroup: "user-1000/j3-u1000".into() });
+    back(Changed { jobs: vec!["3".into()], focus: None, warnings: vec![] });
+    let reason = Reason { state: "boost".into(), on: true, since_s: None, because: "asleep".into() };
+    back(ExplainView {
+        job: "3".into(),
+        currency: "alice".into(),
+        entitlement: 1.0,
+        window: 0.0,
+        last: 0.0,
+        threshold: 0.5,
+        weight: 100,
+        quota: None,
+        reasons: vec![reason],
+    });
+    let rec = AuditRecord { time: 1.5, uid: 0, pid: 9, request: "fund ci 5".into(), refused: None, changes: vec![], jobs: vec![], owners: vec![] };
+    back(LogView { records: vec![rec] });
+    back(RulesView { pid: 9, exe: "/bin/sleep".into(), comm: "sleep".into(), matched: None, checked: vec![] });
+}
