@@ -10,7 +10,7 @@
 //! stall is a task blocked on its disk with no sign of memory pressure behind it.
 
 /// What a stall waits on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StallKind {
     /// Reclaim, major faults, or its cache read back after it was reclaimed.
@@ -21,7 +21,7 @@ pub enum StallKind {
 
 /// The numbers a stall is judged on, over one sampling window. Shares are 0..1; `None`
 /// where the kernel does not give the number (or not to the one asking).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StallFacts {
     /// Share of samples in which some thread of the process was in uninterruptible sleep
     /// (state D: waiting in the kernel, on a page, a disk or reclaim).
@@ -148,7 +148,7 @@ pub fn judge(f: &StallFacts) -> Option<(StallKind, String)> {
 
 /// A claimant of memory or I/O: a currency (or a user, or a cgroup, where allot has no
 /// job there) with what it holds (bytes) or moves (bytes a second) and its share.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Holder {
     /// Its name as allot shows it: "currency alice", "user bob (no allot job)".
     pub name: String,

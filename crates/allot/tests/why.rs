@@ -6,18 +6,15 @@
 
 mod common;
 
+use allot_measure::why::{Diagnosis, Managed, Verdict};
 use common::*;
-use serde_json::Value;
 
 const CONFIG: &str = "scan_ms = 200\n[users]\nonly = [\"2901\", \"2902\"]\n";
 
-fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Value {
+/// `allot why --json`, read as the instruments' `Diagnosis`.
+fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Diagnosis {
     let o = d.cli(&["why", "--json", "-d", "2", &pid.to_string()], uid).unwrap();
     serde_json::from_str(&ok(&o)).unwrap()
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
 }
 
 #[test]
@@ -35,37 +32,37 @@ fn why_names_the_cap_and_suggests_lifting_it_only_to_its_owner() {
     // moment may keep the hog under its cap for a while: ask until why says capped, up to 30 s.
     let owner = poll_until("why to say capped", std::time::Duration::from_secs(30), || {
         let v = why(&d, hog, Some(A));
-        if v["verdict"] == "capped" {
+        if v.verdict == Verdict::Capped {
             Ok(v)
         } else {
-            Err(v)
+            Err(format!("{:?}: {}", v.verdict, v.reason))
         }
     });
     let id = job.id.as_str();
-    assert_eq!(owner["verdict"], "capped", "the owner's why: {owner:#}");
-    assert_eq!(owner["allot"]["state"], "job");
-    assert_eq!(owner["allot"]["job"], id);
-    assert_eq!(owner["allot"]["cap"], serde_json::json!({ "cpus": 0.3, "hard": true }));
-    let reason = owner["reason"].as_str().unwrap();
+    assert_eq!(owner.verdict, Verdict::Capped, "the owner's why: {owner:#?}");
+    let facts = owner.allot.job().expect("the process is in a job");
+    assert_eq!(facts.job, id);
+    assert_eq!(facts.cap, Some(allot_model::Cap { cpus: 0.3, hard: true }));
+    let reason = owner.reason.as_str();
     assert!(reason.contains("hard cap") && reason.contains("cap 0.3!") && reason.contains("the job used 0."), "{reason}");
-    let help = strings(&owner["help"]);
+    let help = &owner.help;
     assert!(help.iter().any(|h| h.starts_with(&format!("allot set {hog} --cap none"))), "{help:?}");
     assert!(help.iter().all(|h| !h.contains(" -t ")), "more tickets cannot lift a cap: {help:?}");
-    assert_eq!(owner["asker"], A);
-    assert_eq!(owner["machine"]["ncpu"].as_u64().unwrap() as usize, allot_linux::ncpu());
+    assert_eq!(owner.asker, A);
+    assert_eq!(owner.machine.ncpu, allot_linux::ncpu());
 
     // Another user: the same verdict, no `allot set`, and who may change it.
     let other = why(&d, hog, Some(B));
-    assert_eq!(other["verdict"], "capped", "another user's why: {other:#}");
-    assert_eq!(other["allot"]["job"], id);
-    let help = strings(&other["help"]);
+    assert_eq!(other.verdict, Verdict::Capped, "another user's why: {other:#?}");
+    assert_eq!(other.allot.job().map(|j| j.job.as_str()), Some(id));
+    let help = &other.help;
     assert!(help.iter().all(|h| !h.contains("allot set")), "{help:?}");
-    let ask = strings(&other["ask"]);
+    let ask = &other.ask;
     assert!(ask.iter().any(|a| a.contains(&format!("only uid {A} or root may"))), "{ask:?}");
 
     // Root may lift it.
     let root = why(&d, hog, None);
-    assert!(strings(&root["help"]).iter().any(|h| h.starts_with(&format!("allot set {hog} --cap none"))), "{root:#}");
+    assert!(root.help.iter().any(|h| h.starts_with(&format!("allot set {hog} --cap none"))), "{root:#?}");
 
     // The text says the same, with the job's numbers and allot explain's reason; asked
     // again, as above, while a busy moment keeps the hog under its cap (one run at a load
@@ -95,17 +92,17 @@ fn why_says_allot_is_not_managing_a_process_in_no_job_or_without_a_daemon() {
     // Root's process in the test's own cgroup: no daemon places it.
     let loose = kids.add(std::process::Command::new("sleep").arg("300").spawn().unwrap());
     let v = why(&d, loose, None);
-    assert_eq!(v["allot"]["state"], "no_job", "{v:#}");
-    assert_eq!(v["verdict"], "sleeping");
+    assert_eq!(v.allot, Managed::NoJob, "{v:#?}");
+    assert_eq!(v.verdict, Verdict::Sleeping);
     let text = ok(&d.cli(&["why", "-d", "0.3", &loose.to_string()], None).unwrap());
     assert!(text.contains("allot: not managing this process: it is in no allot job"), "{text}");
     // No daemon at the socket: the kernel's verdict, and why allot is not managing it.
     let gone = d.dir.join("gone.sock");
     let o = std::process::Command::new(exe()).arg("--socket").arg(&gone).args(["why", "--json", "-d", "0.3", &loose.to_string()]).output().unwrap();
-    let v: Value = serde_json::from_str(&ok(&o)).unwrap();
-    assert_eq!(v["allot"]["state"], "no_daemon", "{v:#}");
-    assert!(v["allot"]["why"].as_str().unwrap().contains("cannot reach the allot daemon"), "{v:#}");
-    assert_eq!(v["verdict"], v["kernel_verdict"]);
+    let v: Diagnosis = serde_json::from_str(&ok(&o)).unwrap();
+    let Managed::NoDaemon { why } = &v.allot else { panic!("no daemon: {v:#?}") };
+    assert!(why.contains("cannot reach the allot daemon"), "{v:#?}");
+    assert_eq!(v.verdict, v.kernel_verdict);
     kids.kill_all();
     d.stop().unwrap();
 }

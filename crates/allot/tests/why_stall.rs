@@ -9,8 +9,8 @@
 
 mod common;
 
+use allot_measure::why::{Diagnosis, Verdict};
 use common::*;
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,7 +47,8 @@ impl Drop for File {
     }
 }
 
-fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Value {
+/// `allot why --json`, read as the instruments' `Diagnosis`.
+fn why(d: &PrivateDaemon, pid: u32, uid: Option<u32>) -> Diagnosis {
     let o = d.cli(&["why", "--json", "-d", "2", &pid.to_string()], uid).unwrap();
     serde_json::from_str(&ok(&o)).unwrap()
 }
@@ -82,8 +83,8 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
     // Alone, its file fits in 160 MiB: once cached, it does not stall.
     std::thread::sleep(Duration::from_secs(3));
     let alone = why(&d, reader, Some(A));
-    eprintln!("alone: verdict {}, stall {}", alone["verdict"], alone["stall"]["facts"]);
-    assert_ne!(alone["verdict"], "memory_stall", "{alone:#}");
+    eprintln!("alone: verdict {:?}, stall {:?}", alone.verdict, alone.stall.facts);
+    assert_ne!(alone.verdict, Verdict::MemoryStall, "{alone:#?}");
 
     // B's hog: two arrays of 50 MiB, touched over and over.
     let hog = d.run_job(&[], &[&lab, "workload", "mem", "--mib", "50"], Some(B)).unwrap();
@@ -93,29 +94,29 @@ fn why_says_a_reader_whose_cache_a_hog_reclaims_is_stalled_on_memory_and_names_t
     let b_currency = hog_job.currency.clone();
     let v = poll_until("why to say stalled on memory", Duration::from_secs(60), || {
         let v = why(&d, reader, Some(A));
-        if v["verdict"] == "memory_stall" {
+        if v.verdict == Verdict::MemoryStall {
             Ok(v)
         } else {
-            Err(v)
+            Err(format!("{:?}: {}", v.verdict, v.reason))
         }
     });
-    eprintln!("with B's hog: {}", v["reason"]);
-    let culprit = &v["stall"]["culprit"];
-    assert_eq!(culprit["name"], format!("currency {b_currency}"), "{v:#}");
-    assert_eq!(culprit["own"], false);
-    assert!(culprit["pids"].as_array().unwrap().iter().any(|p| p == hog), "the hog's pid is named: {v:#}");
-    let reason = v["reason"].as_str().unwrap();
+    eprintln!("with B's hog: {}", v.reason);
+    let culprit = v.stall.culprit.as_ref().expect("whose use is named");
+    assert_eq!(culprit.name, format!("currency {b_currency}"), "{v:#?}");
+    assert!(!culprit.own);
+    assert!(culprit.pids.contains(&(hog as i32)), "the hog's pid is named: {v:#?}");
+    let reason = v.reason.as_str();
     assert!(reason.contains(&format!("whose use caused it: currency {b_currency} holds the most memory there")), "{reason}");
-    assert_eq!(v["stall"]["domain"][0], format!("/{}", d.root_name), "reclaimed first in allot's bounded root: {v:#}");
-    assert!(v["ask"].as_array().unwrap().iter().any(|a| a.as_str().unwrap().starts_with(&format!("currency {b_currency} causes it"))), "{v:#}");
+    assert_eq!(v.stall.domain.as_ref().map(|d| d.0.clone()), Some(format!("/{}", d.root_name)), "reclaimed first in allot's bounded root: {v:#?}");
+    assert!(v.ask.iter().any(|a| a.starts_with(&format!("currency {b_currency} causes it"))), "{v:#?}");
 
     // Root sees the same; another user (B) may not read A's /proc/PID/io, and is told so.
     let text = ok(&d.cli(&["why", "-d", "2", &reader.to_string()], None).unwrap());
     eprintln!("{text}");
     assert!(text.contains("memory and I/O (") && text.contains("pages refaulted per second"), "{text}");
     let other = why(&d, reader, Some(B));
-    assert!(other["stall"]["io_unreadable"].as_str().is_some_and(|e| e.contains("/io")), "{other:#}");
-    assert_eq!(other["asker"], B);
+    assert!(other.stall.io_unreadable.as_deref().is_some_and(|e| e.contains("/io")), "{other:#?}");
+    assert_eq!(other.asker, B);
 
     d.stop().unwrap();
     assert!(!mem.exists(), "memory cgroup {} removed", mem.display());
@@ -149,17 +150,17 @@ fn why_says_a_direct_reader_is_stalled_on_io() {
             last = String::from_utf8_lossy(&o.stderr).into_owned();
             continue;
         }
-        let v: Value = serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).unwrap();
-        if v["verdict"] == "io_stall" {
+        let v: Diagnosis = serde_json::from_str(&String::from_utf8_lossy(&o.stdout)).unwrap();
+        if v.verdict == Verdict::IoStall {
             break v;
         }
-        last = format!("{:#}", v["stall"]);
+        last = format!("{:#?}", v.stall);
     };
-    eprintln!("{}", v["reason"]);
-    let f = &v["stall"]["facts"];
-    assert!(f["disk_read_per_s"].as_f64().unwrap() > 0.0 && f["blocked_share"].as_f64().unwrap() >= 0.1, "{v:#}");
-    assert!(v["stall"]["culprit"]["name"].is_string(), "whose I/O is named: {v:#}");
-    assert_eq!(v["help"][0], "(no CPU setting will help: it waits for its disk)");
+    eprintln!("{}", v.reason);
+    let f = &v.stall.facts;
+    assert!(f.disk_read_per_s.is_some_and(|r| r > 0.0) && f.blocked_share >= 0.1, "{v:#?}");
+    assert!(v.stall.culprit.is_some(), "whose I/O is named: {v:#?}");
+    assert_eq!(v.help.first().map(String::as_str), Some("(no CPU setting will help: it waits for its disk)"));
     drop(_loop);
     d.stop().unwrap();
 }
@@ -215,20 +216,20 @@ fn with_memory_by_share_why_names_the_currency_over_its_share() {
     });
     let v = poll_until("why to name A's own currency", Duration::from_secs(60), || {
         let v = why(&d, reader, None);
-        if v["verdict"] == "memory_stall" && v["stall"]["culprit"]["own"] == true {
+        if v.verdict == Verdict::MemoryStall && v.stall.culprit.as_ref().is_some_and(|c| c.own) {
             Ok(v)
         } else {
-            Err(v)
+            Err(format!("{:?}: {}", v.verdict, v.reason))
         }
     });
-    eprintln!("{}", v["reason"]);
-    eprintln!("{}", v["stall"]["shares"]);
-    let shares = v["stall"]["shares"].as_array().unwrap();
-    assert_eq!(shares.len(), 2, "the daemon's shares are used: {v:#}");
-    assert!(shares.iter().all(|c| c["protection"] == 128 * MIB), "{v:#}");
-    let reason = v["reason"].as_str().unwrap();
+    eprintln!("{}", v.reason);
+    eprintln!("{:?}", v.stall.shares);
+    let shares = &v.stall.shares;
+    assert_eq!(shares.len(), 2, "the daemon's shares are used: {v:#?}");
+    assert!(shares.iter().all(|c| c.protection == 128 * MIB), "{v:#?}");
+    let reason = v.reason.as_str();
     assert!(reason.contains(&format!("whose use caused it: its own currency {A} uses ")) && reason.contains("against its share of 128M"), "{reason}");
-    assert!(v["help"][1].as_str().unwrap().starts_with(&format!("(its own currency {A} uses more than its memory share (pid {reader}")), "{v:#}");
-    assert_eq!(v["ask"], serde_json::json!([]), "nobody else is named: {v:#}");
+    assert!(v.help[1].starts_with(&format!("(its own currency {A} uses more than its memory share (pid {reader}")), "{v:#?}");
+    assert!(v.ask.is_empty(), "nobody else is named: {v:#?}");
     d.stop().unwrap();
 }

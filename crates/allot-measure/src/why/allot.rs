@@ -7,7 +7,7 @@ use allot_model::nice::base_ticket_threshold;
 use allot_model::Cap;
 
 /// What allot's daemon says about a process.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Managed {
     /// The daemon was not asked (allot-measure on its own).
@@ -34,7 +34,7 @@ impl Managed {
 }
 
 /// A job named by id, with its owner: enough to know who may change it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobRef {
     /// As `allot show` names it ("3", "alice/default").
     pub id: String,
@@ -45,7 +45,7 @@ pub struct JobRef {
 }
 
 /// Another currency with active jobs: what the process's currency shares the machine with.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rival {
     /// Its name.
     pub currency: String,
@@ -56,7 +56,7 @@ pub struct Rival {
 }
 
 /// One of `allot explain`'s reasons.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ReasonFact {
     /// "boost", "held", "cap", "nice", "background", "focus".
     pub state: String,
@@ -68,7 +68,7 @@ pub struct ReasonFact {
 
 /// A process's allot job as the daemon reports it (`show` and `explain`), at the end of
 /// the window. CPUs throughout.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct JobFacts {
     /// The job, as `allot show` names it.
     pub job: String,

@@ -55,7 +55,7 @@ pub struct WhyArgs {
 
 /// The verdicts: six from the kernel's accounting alone, four that name what allot holds
 /// the process by (only for a process in an allot job that wants more CPU than it gets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// It wants the CPU, and the scheduler makes it wait for it: a task that sleeps and
@@ -105,7 +105,7 @@ impl Verdict {
 }
 
 /// Another process that used CPU during the window.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Competitor {
     /// Its pid.
     pub pid: i32,
@@ -122,7 +122,7 @@ pub struct Competitor {
 }
 
 /// The machine during the window.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct MachineContext {
     /// Online CPUs.
     pub ncpu: usize,
@@ -141,7 +141,7 @@ pub struct MachineContext {
 }
 
 /// What `why` found.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Diagnosis {
     /// The process.
     pub pid: i32,

@@ -8,7 +8,7 @@ use allot_model::stall::{cause_words, io_culprit, judge, memory_culprit, memory_
 use std::collections::HashMap;
 
 /// A process's use of memory (bytes resident) or I/O (bytes a second) during the window.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcUse {
     /// Its pid.
     pub pid: i32,
@@ -32,7 +32,7 @@ pub struct ProcUse {
 pub const KEPT: usize = 20;
 
 /// What `why` found about memory and I/O.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Stall {
     /// The numbers judged.
     pub facts: StallFacts,
@@ -68,7 +68,7 @@ pub struct Stall {
 }
 
 /// A currency's memory against its share, as allot's daemon reports it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CurrencyShare {
     /// The currency.
     pub currency: String,

@@ -330,3 +330,28 @@ fn duration_takes_units() {
     assert_eq!(e("2h"), "--duration must be a duration like 5ms, 500us or 0.2s (a bare number is seconds), got \"2h\": unknown unit \"h\"; units are ns, us (or µs), ms, s, min");
     assert_eq!(e("61min"), "--duration must be at most 3600s, got \"61min\"");
 }
+
+/// What `allot why --json` prints reads back as the `Diagnosis` it printed (the product's
+/// tests read it so): a process in a job with a hard cap, one in no job, one without a
+/// daemon, and a memory stall with its culprit.
+#[test]
+fn the_json_why_prints_reads_back_as_the_diagnosis() {
+    let back = |d: &Diagnosis| {
+        let printed = serde_json::to_string_pretty(d).unwrap();
+        let read: Diagnosis = serde_json::from_str(&printed).unwrap_or_else(|e| panic!("{e}: {printed}"));
+        assert_eq!(serde_json::to_string_pretty(&read).unwrap(), printed);
+        read
+    };
+    let base = diagnosis("hog", "other", "/allot/user-2901/j1-u2901");
+    let read = back(&with(base.clone(), capped_job(), OWNER));
+    assert_eq!(read.allot.job().and_then(|j| j.cap), Some(Cap { cpus: 0.3, hard: true }));
+    let mut stalled = base.clone();
+    stalled.allot = Managed::NoDaemon { why: "cannot reach the allot daemon".into() };
+    stalled.stall.culprit = Some(allot_model::stall::Holder { name: "currency bob".into(), bytes: 1e8, share: Some(5e7), own: false, pids: vec![7] });
+    stalled.stall.domain = Some(("/allot".into(), 1 << 28, 1 << 27));
+    stalled.verdict = Verdict::MemoryStall;
+    assert_eq!(back(&stalled).verdict, Verdict::MemoryStall);
+    let mut loose = base;
+    loose.allot = Managed::NoJob;
+    assert_eq!(back(&loose).allot, Managed::NoJob);
+}
