@@ -214,6 +214,18 @@ fn one_user_cannot_lock_out_the_others() {
     let mut kids = Kids::default();
     let lab = lab().display().to_string();
     let sock = d.socket.display().to_string();
+    // The same requests without the flood, in this run: on a busy machine a whole `allot run`
+    // (exec, connect, request, exec `true`) takes longer whatever the daemon does, so the bound
+    // is the fixed 100 ms or three times the worst of these, whichever is larger.
+    let (mut calm_runs, mut calm_statuses) = (vec![], vec![]);
+    for _ in 0..10 {
+        let t = Instant::now();
+        let o = d.cli(&["run", "--strict", "--", "true"], Some(A)).unwrap();
+        calm_runs.push(t.elapsed());
+        assert!(o.status.success(), "user A's allot run failed before the flood: {}", String::from_utf8_lossy(&o.stderr));
+        calm_statuses.push(timed_status(&d.socket));
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let before = requests_seen(&d).unwrap();
     let flood = kids.add(
         d.user_command(B, &[&lab, "flood", "--target", &sock, "--idle", "200", "--trickle", "8", "--hammer", "2", "--duration", "9s"])
@@ -234,16 +246,24 @@ fn one_user_cannot_lock_out_the_others() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let worst = |v: &[Duration]| v.iter().max().copied().unwrap_or_default();
-    eprintln!(
-        "during the flood: {} runs of user A, worst {:?}; {} statuses of root, worst {:?}",
+    let bound = |calm: &[Duration]| Duration::from_millis(100).max(3 * worst(calm));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let said = format!(
+        "during the flood: {} runs of user A, worst {:?}; {} statuses of root, worst {:?}; without it: runs worst {:?}, \
+         statuses worst {:?}; bounds {:?} and {:?}; load average {}",
         runs.len(),
         worst(&runs),
         statuses.len(),
-        worst(&statuses)
+        worst(&statuses),
+        worst(&calm_runs),
+        worst(&calm_statuses),
+        bound(&calm_runs),
+        bound(&calm_statuses),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    assert!(worst(&statuses) < Duration::from_millis(100), "root's status took {:?}", worst(&statuses));
-    // `allot run` here is a whole process (exec, connect, request, exec `true`).
-    assert!(worst(&runs) < Duration::from_millis(100), "user A's allot run took {:?}", worst(&runs));
+    eprintln!("{said}");
+    assert!(worst(&statuses) < bound(&calm_statuses), "root's status took too long: {said}");
+    assert!(worst(&runs) < bound(&calm_runs), "user A's allot run took too long: {said}");
     let out = kids.0.iter_mut().find(|k| k.id() == flood).unwrap().wait_with_output_ref();
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_default();
     eprintln!("the flood: {v}");
