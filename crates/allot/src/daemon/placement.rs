@@ -83,6 +83,7 @@ impl Daemon {
                 _ => {}
             }
         }
+        self.placement_mut().reach.heard = None;
         lost
     }
 

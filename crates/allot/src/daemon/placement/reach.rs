@@ -53,6 +53,7 @@ impl Daemon {
             return Verdict::Later;
         }
         self.placement_mut().reach.lookups += 1;
+        let t0 = Instant::now();
         let u = match self.tree().cg().delegation().map_or(Ok(None), |d| d.unit_of(p.pid)) {
             Ok(Some(u)) => u,
             Ok(None) => return Verdict::Stay,
@@ -75,9 +76,10 @@ impl Daemon {
             return Verdict::Stay;
         }
         log::info!(
-            "process {} became uid {uid} in {} (not a login session of its own): moving it into its user's currency through systemd",
+            "process {} became uid {uid} in {} (not a login session of its own): moving it into its user's currency through systemd (its unit looked up in {} ms)",
             p.pid,
-            u.name
+            u.name,
+            t0.elapsed().as_millis()
         );
         Verdict::Move
     }

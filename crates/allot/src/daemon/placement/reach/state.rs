@@ -36,6 +36,9 @@ pub struct Reach {
     pub lookups: u64,
     /// Looks put off for want of budget since start.
     pub deferred: u64,
+    /// While a batch of process events is handled: when it was read from the kernel, and
+    /// when the daemon's loop took it (for the log line of a move: what waited).
+    pub(in crate::daemon::placement) heard: Option<(Instant, Instant)>,
 }
 
 impl Reach {
@@ -52,6 +55,19 @@ impl Reach {
         } else {
             self.deferred += 1;
             false
+        }
+    }
+
+    /// How long ago the batch being handled was read from the kernel, and how long it
+    /// waited for the loop, as the log line of a move says it; empty outside a batch.
+    pub(in crate::daemon::placement) fn waited(&self, now: Instant) -> String {
+        match self.heard {
+            Some((read, taken)) => format!(
+                " ({} ms after the kernel's report was read, {} ms of it waiting for the daemon's loop)",
+                now.saturating_duration_since(read).as_millis(),
+                taken.saturating_duration_since(read).as_millis()
+            ),
+            None => String::new(),
         }
     }
 

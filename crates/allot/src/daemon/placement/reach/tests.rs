@@ -218,3 +218,20 @@ fn lookups_are_budgeted_per_user() {
     let later = (0..100).filter(|_| r.admit(ALICE, t0 + Duration::from_secs(1))).count();
     assert_eq!(later, RATE as usize, "a second refills the rate");
 }
+
+#[test]
+fn a_move_says_how_long_the_kernels_report_waited_and_only_within_its_batch() {
+    let mut r = Reach::default();
+    let read = Instant::now();
+    assert_eq!(r.waited(read), "", "outside a batch of events: nothing to say");
+    r.heard = Some((read, read + Duration::from_millis(40)));
+    let s = r.waited(read + Duration::from_millis(250));
+    assert!(s.contains("250 ms after the kernel's report was read") && s.contains("40 ms of it waiting for the daemon's loop"), "{s}");
+    // The daemon forgets the batch once handled: a later scan's move says nothing of it.
+    let w = systemd_world();
+    let mut d = start(&w, None);
+    d.placement_mut().heard(read);
+    assert!(d.placement().reach.heard.is_some());
+    d.on_process_events(vec![]);
+    assert!(d.placement().reach.heard.is_none(), "kept past its batch");
+}
