@@ -11,8 +11,6 @@ _ticks_of() { local p t=0; for p in "$@"; do t=$((t + $(awk '{ sub(/.*\) /, "");
 _psr_v() { local l; { read -r l < "/proc/$2/stat"; } 2> /dev/null || { printf -v "$1" '-'; return; }; set -- "$1" ${l##*) }; printf -v "$1" '%s' "${38}"; }
 # A slice's usage_usec.
 _slice_usec() { sed -n 's/^usage_usec //p' "/sys/fs/cgroup/user.slice/user-$1.slice/cpu.stat"; }
-# A cgroup's usage_usec (relative to /sys/fs/cgroup; "." for the root: everything).
-_cg_usec() { sed -n 's/^usage_usec //p' "/sys/fs/cgroup/$1/cpu.stat"; }
 # VAR FILE: the usage_usec of a cpu.stat FILE into VAR (0 if none), with builtins only.
 _usec_v() { local k v; printf -v "$1" 0; { while read -r k v; do if [ "$k" = usage_usec ]; then printf -v "$1" '%s' "$v"; break; fi; done < "$2"; } 2> /dev/null || true; }
 # USEC SECS: CPUs used.
@@ -198,9 +196,10 @@ sessions_plan_counts_sessions() {
   bus=$(systemctl show -p MainPID --value dbus)
   s0=$(_ticks_of 1 "$bus")
   d0=$(systemctl show -p CPUUsageNSec --value allot); r0=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
-  local -A svc0=() svc1=(); local u; for u in /sys/fs/cgroup/system.slice/*/; do _usec_v "svc0[${u%/}]" "${u}cpu.stat"; done
-  sys0=$(_cg_usec system.slice); e0=$EPOCHREALTIME
-  a0=$(_slice_usec 2001); b0=$(_slice_usec 2002)
+  local svcs=(/sys/fs/cgroup/system.slice/*/) svc0=() svc1=() i
+  for i in "${!svcs[@]}"; do _usec_v "svc0[$i]" "${svcs[$i]}cpu.stat"; done
+  _usec_v sys0 /sys/fs/cgroup/system.slice/cpu.stat; e0=$EPOCHREALTIME
+  _usec_v a0 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b0 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
   qboost=0; n=0; placed=""
   # The pause is a `read -t` on a fifo nobody writes and the CPUs are read into variables:
   # the checker starts no process while it measures (with a `sleep` each read and a `cat`
@@ -216,9 +215,9 @@ sessions_plan_counts_sessions() {
     n=$((n + 1)); read -r -t 0.25 -u "$nap" _ || true
   done
   exec {nap}<&-
-  a1=$(_slice_usec 2001); b1=$(_slice_usec 2002)
-  e1=$EPOCHREALTIME; sys1=$(_cg_usec system.slice)
-  for u in "${!svc0[@]}"; do _usec_v "svc1[$u]" "$u/cpu.stat"; done
+  _usec_v a1 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b1 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
+  e1=$EPOCHREALTIME; _usec_v sys1 /sys/fs/cgroup/system.slice/cpu.stat
+  for i in "${!svcs[@]}"; do _usec_v "svc1[$i]" "${svcs[$i]}cpu.stat"; done
   s1=$(_ticks_of 1 "$bus")
   d1=$(systemctl show -p CPUUsageNSec --value allot); r1=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
   quiet=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", (a + b) ? a / (a + b) : 0 }')
@@ -226,10 +225,10 @@ sessions_plan_counts_sessions() {
   # The policy's part is checked: A's share of what the two users got (both slices weigh
   # 100). What the daemon itself and the rest of the system took over the same seconds is
   # printed beside it (under emulation the daemon's own CPU comes out of whichever user's
-  # CPU it ran on): CPU over the phase of the daemon, of system.slice (the daemon included),
-  # of everything (the root's usage) and the machine's 2 CPUs.
+  # CPU it ran on): CPU over the phase of the daemon, of system.slice (the daemon included)
+  # and of its four busiest units.
   local secs; secs=$(awk -v a="${e0/,/.}" -v b="${e1/,/.}" 'BEGIN { printf "%.3f", b - a }')
-  echo "quiet, over $secs s: allot-ta $(_per_s $((a1 - a0)) "$secs") CPU, allot-tb $(_per_s $((b1 - b0)) "$secs") CPU, the daemon $(awk -v a="$d0" -v b="$d1" -v s="$secs" 'BEGIN { printf "%.3f", (b - a) / 1e9 / s }') CPU, system.slice $(_per_s $((sys1 - sys0)) "$secs") CPU (of 2 CPUs); in system.slice:$(for u in "${!svc0[@]}"; do printf ' %s %s\n' "$(_per_s $(( ${svc1[$u]:-0} - ${svc0[$u]:-0} )) "$secs")" "${u##*/}"; done | sort -rn -k1 | head -n 4 | tr '\n' ',')" >&2
+  echo "quiet, over $secs s: allot-ta $(_per_s $((a1 - a0)) "$secs") CPU, allot-tb $(_per_s $((b1 - b0)) "$secs") CPU, the daemon $(awk -v a="$d0" -v b="$d1" -v s="$secs" 'BEGIN { printf "%.3f", (b - a) / 1e9 / s }') CPU, system.slice $(_per_s $((sys1 - sys0)) "$secs") CPU (of 2 CPUs); in system.slice:$(for i in "${!svcs[@]}"; do u=${svcs[$i]%/}; printf ' %s %s\n' "$(_per_s $(( ${svc1[$i]:-0} - ${svc0[$i]:-0} )) "$secs")" "${u##*/}"; done | sort -rn -k1 | head -n 4 | tr '\n' ',')" >&2
   check "A in a session keeps 0.47..0.53 of what the users got against B's job of 4 hogs, the daemon running: $quiet" awk -v s="$quiet" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }'
   echo "CPUs (A's hog, B's four hogs) each second of the quiet phase:$placed" >&2
   check "B's job's weight file was found ($jobw)" test -n "$jobw"
