@@ -273,6 +273,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         if now >= next_tick {
             d.pace_tick(now);
             d.due_execs();
+            d.due_later();
             next_tick = now + d.tick_interval();
         }
         if now >= next_scan {
