@@ -208,142 +208,16 @@ check "a currency cap of 0.5! holds the whole slice at 0.5 CPU (+-0.03): $capped
 for f in /tmp/capped.1 /tmp/capped.2; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
 check "allot fund --cap none unsets it" sh -c "$A fund allot-tb --cap none && [ \"\$(systemctl show user-2002.slice -p CPUQuotaPerSecUSec --value)\" = infinity ]"
 
-# Reach (docs/systemd.md): a process that becomes a human user outside a login session of
-# its own joins that user's currency through systemd within a second. cron's shape (this
-# image has no cron): a root service whose child becomes the user; su and sudo -u from
-# root's login session. The first command each runs as the new user records the time
-# (su's, sudo's and setpriv's own start-up before the change of user is not counted: in
-# the first run, timed from before su and sudo, they took 1328 and 1579 ms); the check
-# polls its cgroup every 10 ms from then.
-reach_checks() {
-  cat > /tmp/reach-job.sh <<'JOB'
-#!/bin/sh
-# TAG USER: like cron's child, become USER and run the job; its first command records
-# the time (just after the change of user) and its pid.
-exec setpriv --reuid="$(id -u "$2")" --regid="$(id -g "$2")" --init-groups sh -c 'date +%s%N > /tmp/reach.'"$1"'.t0; echo $$ > /tmp/reach.'"$1"'.pid; exec sleep 3000'
-JOB
-  chmod 0755 /tmp/reach-job.sh; rm -f /tmp/reach.*
-  # took TAG SCOPE: ms from the change of user until the process is in SCOPE, or "never".
-  took() {
-    wait_for -t 20 test -s "/tmp/reach.$1.pid" || { echo never; return; }
-    local pid t0 t1 i
-    wait_for -t 5 test -s "/tmp/reach.$1.t0"
-    pid=$(cat "/tmp/reach.$1.pid"); t0=$(cat "/tmp/reach.$1.t0")
-    for i in $(seq 1 500); do
-      if grep -q "/$2/" "/proc/$pid/cgroup" 2> /dev/null; then
-        t1=$(date +%s%N); echo $(((t1 - t0) / 1000000)); return
-      fi
-      sleep 0.01
-    done
-    echo never
-  }
-  systemd-run --quiet --unit=reach-cron sh -c '/tmp/reach-job.sh cron allot-ta & wait'
-  local ms
-  ms=$(took cron 'allot:user-2001.scope')
-  echo "a cron-shaped job of allot-ta (root service, child becomes the user): in allot:user-2001.scope after $ms ms" >&2
-  check "a cron-shaped job joins allot-ta's currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
-  check "the cron-shaped service's own process stays in its service" sh -c "grep -q 'reach-cron.service' /proc/$(systemctl show -p MainPID --value reach-cron)/cgroup"
-  check "allot show lists it in allot-ta's default job" sh -c "$A --json show | python3 -c 'import json,sys; v=json.load(sys.stdin); sys.exit(0 if any(j[\"id\"] == \"allot-ta/default\" and $(cat /tmp/reach.cron.pid) in (j[\"pids\"] or []) for j in v[\"jobs\"]) else 1)'"
-  local root root2
-  # Script files: su would take a `-c` after the user as its own (see Surprises). One at a
-  # time, so each is timed alone (the daemon takes uid changes in turn: a sudo started
-  # with an su waited behind the su's new scope, 1362 ms in one run).
-  cat > /tmp/reach-root-su.sh <<'ROOT'
-#!/bin/sh
-su allot-tb -s /bin/sh -c 'date +%s%N > /tmp/reach.su.t0; echo $$ > /tmp/reach.su.pid; exec sleep 3000'
-ROOT
-  cat > /tmp/reach-root-sudo.sh <<'ROOT'
-#!/bin/sh
-sudo -u allot-ta sh -c 'date +%s%N > /tmp/reach.sudo.t0; echo $$ > /tmp/reach.sudo.pid; exec sleep 3000'
-ROOT
-  chmod 0755 /tmp/reach-root-su.sh /tmp/reach-root-sudo.sh
-  root=$(login_session root /tmp/reach-root-su.sh)
-  ms=$(took su 'allot:user-2002.scope')
-  echo "su allot-tb -c from root's login session: in allot:user-2002.scope after $ms ms" >&2
-  check "su into allot-tb from root's session joins her currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
-  root2=$(login_session root /tmp/reach-root-sudo.sh)
-  ms=$(took sudo 'allot:user-2001.scope')
-  echo "sudo -u allot-ta from root's login session: in allot:user-2001.scope after $ms ms" >&2
-  check "sudo -u allot-ta from root's session joins his currency within a second ($ms ms)" test "$ms" != never -a "${ms/never/9999}" -lt 1000
-  check "root's own session process stays in its session" sh -c "grep -q 'user-0.slice/session-' /proc/$root/cgroup"
-  for f in /tmp/reach.cron.pid /tmp/reach.su.pid /tmp/reach.sudo.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
-  kill "$root" "$root2" 2> /dev/null || true
-  systemctl stop reach-cron 2> /dev/null || true
-  # root's session and slice go (the byte-identical check at the end must not see them).
-  wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-0.slice' || echo "user-0.slice still there" >&2
-}
-reach_checks
-
-# Logout (docs/systemd.md): a job started with `allot run` in a login session is tied to
-# the session by a PartOf= tether, so it ends when logind stops the session (logout under
-# KillUserProcesses=yes, terminate-user) and runs on when logind only abandons it
-# (Debian's default KillUserProcesses=no), as a nohup'd process of the session would.
-logout_checks() {
-  id allot-tc > /dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash allot-tc
-  cat > /tmp/lo-job.sh <<JOB
-#!/bin/sh
-# TAG SECONDS: start a job, record its pid, log out after SECONDS.
-$A run -- sh -c 'echo \$\$ > /tmp/lo.'"\$1"'.pid; exec sleep 3000' &
-sleep "\$2"
-JOB
-  chmod 0755 /tmp/lo-job.sh; rm -f /tmp/lo.*
-  # gone_after TAG: ms from the end of the session until the job's process is gone.
-  gone_after() {
-    local pid=$1 sid=$2 t0 i
-    wait_for -t 30 sh -c "! loginctl show-session $sid > /dev/null 2>&1" || { echo "session-stays"; return; }
-    t0=$(date +%s%N)
-    for i in $(seq 1 1500); do
-      if ! kill -0 "$pid" 2> /dev/null; then echo $((($(date +%s%N) - t0) / 1000000)); return; fi
-      sleep 0.01
-    done
-    echo never
-  }
-  local s pid ms
-  # 1. KillUserProcesses=no: logind abandons the session; the job runs on.
-  s=$(login_session allot-ta /tmp/lo-job.sh keep 3)
-  wait_for -t 20 test -s /tmp/lo.keep.pid; pid=$(cat /tmp/lo.keep.pid)
-  local sid; sid=$(session_of "$s" 2> /dev/null || echo none)
-  check "the job from the session has a tether PartOf its session" sh -c "systemctl list-units --plain --no-legend 'allot_logout_*.scope' | grep -q . && systemctl show -p PartOf 'allot_logout_*.scope' | grep -q 'session-$sid.scope'"
-  wait_for -t 30 sh -c "! loginctl show-session $sid > /dev/null 2>&1" || true
-  sleep 3
-  check "KillUserProcesses=no: the job outlives its logout" kill -0 "$pid"
-  kill "$pid" 2> /dev/null || true
-  # 2. loginctl terminate-user (a forced stop, whatever KillUserProcesses says).
-  s=$(login_session allot-tc /tmp/lo-job.sh term 3000)
-  wait_for -t 20 test -s /tmp/lo.term.pid; pid=$(cat /tmp/lo.term.pid); sid=$(session_of "$s" 2> /dev/null || echo none)
-  loginctl terminate-user allot-tc
-  ms=$(gone_after "$pid" "$sid")
-  echo "loginctl terminate-user: the job gone $ms ms after its session" >&2
-  check "loginctl terminate-user ends the user's allot job ($ms ms after the session)" test "$ms" != never -a "$ms" != session-stays
-  # 3. KillUserProcesses=yes: the logout itself ends the job.
-  mkdir -p /etc/systemd/logind.conf.d
-  printf '[Login]\nKillUserProcesses=yes\n' > /etc/systemd/logind.conf.d/zz-allot-test.conf
-  systemctl restart systemd-logind; wait_for -t 30 systemctl is-active --quiet systemd-logind
-  s=$(login_session allot-ta /tmp/lo-job.sh kill 3)
-  wait_for -t 20 test -s /tmp/lo.kill.pid; pid=$(cat /tmp/lo.kill.pid); sid=$(session_of "$s" 2> /dev/null || echo none)
-  ms=$(gone_after "$pid" "$sid")
-  echo "KillUserProcesses=yes: the job gone $ms ms after its session ended" >&2
-  check "KillUserProcesses=yes: after logout the job does not survive ($ms ms after the session)" test "$ms" != never -a "$ms" != session-stays
-  rm -f /etc/systemd/logind.conf.d/zz-allot-test.conf
-  systemctl restart systemd-logind; wait_for -t 30 systemctl is-active --quiet systemd-logind
-  journalctl -b -u allot --no-pager | grep -E 'login session|tied to|session ended' | tail -n 8 >&2 || true
-  # Whatever a failed check above left running goes, so the checks after it stand alone.
-  for f in /tmp/lo.keep.pid /tmp/lo.term.pid /tmp/lo.kill.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
-  check "the ties of the ended jobs are let go" wait_for -t 20 sh -c "! systemctl list-units --all --plain --no-legend 'allot_logout_*-u2003.scope' | grep -q ."
-  if ! wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice'; then
-    # What holds it: the units and processes in it, and logind's view of the user.
-    echo "user-2003.slice still there:" >&2
-    systemctl list-units --all --plain --no-legend 'user-2003*' 'allot*2003*' 'session-*' >&2 || true
-    find /sys/fs/cgroup/user.slice/user-2003.slice -name cgroup.procs -exec sh -c 'for f; do printf "%s: %s\n" "$f" "$(tr "\n" " " < "$f")"; done' sh {} + >&2 || true
-    loginctl show-user allot-tc >&2 || true
-  fi
-}
-logout_checks
-
-# Login-session processes meet rules, the boost and the plan (tests/vm/systemd/sessions.sh,
-# put in the guest with --file tests/vm/systemd/sessions.sh:/root/sessions.sh).
+# Reach and logout (sessions.sh: reach_checks, logout_checks), then login-session processes
+# meet rules, the boost and the plan (tests/vm/systemd/sessions.sh, put in the guest with
+# --file tests/vm/systemd/sessions.sh:/root/sessions.sh).
 check "the session checks are in the guest" test -s /root/sessions.sh
-if [ -s /root/sessions.sh ]; then . /root/sessions.sh; sessions_all; fi
+if [ -s /root/sessions.sh ]; then
+  . /root/sessions.sh
+  reach_checks
+  logout_checks
+  sessions_all
+fi
 
 # Leave it as found: funding back, the stand-in container gone, then the package removed
 # while a job still runs: the job runs on, nothing of allot's outlives it.

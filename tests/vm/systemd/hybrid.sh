@@ -118,8 +118,9 @@ stop_pids /tmp/bg
 # The plan sees login sessions (read in systemd's own hierarchy, where each session has
 # its scope): allot-ta's session hog against allot-tb's `allot run` job of 4 hogs on 2
 # CPUs. allot-tb's CPU-bound job is entitled to 1 CPU of 2, never more, so it is never
-# boosted. allot-ta's share is printed, not checked, as on v2 (tests/vm/systemd/sessions.sh:
-# one thread against four unpinned ones in a slice of the same weight gets less than half).
+# boosted. allot-ta's share is printed, not checked (tests/vm/systemd/sessions.sh checks it
+# on v2, in a phase where the checker starts no process: one thread against four unpinned
+# ones in a slice of the same weight can get less than half).
 rm -f /tmp/ahog /tmp/bjob.pids
 printf '#!/bin/sh\nfor i in 1 2 3 4; do sh -c '"'"'echo $$ >> /tmp/bjob.pids; while :; do :; done'"'"' & done\nwait\n' > /tmp/bjob.sh
 chmod 0755 /tmp/bjob.sh

@@ -91,8 +91,8 @@ pub enum Event {
     Signal(i32),
     /// Writes to allot's cgroup files (reconcile.rs).
     Cgroup(Vec<allot_linux::cgroup::inotify::Event>),
-    /// The kernel's process events (placement.rs).
-    Procs(Vec<allot_linux::procevents::ProcEvent>),
+    /// The kernel's process events (placement.rs), and when they were read from the kernel.
+    Procs(Vec<allot_linux::procevents::ProcEvent>, Instant),
     /// The metrics endpoint wants a snapshot (http.rs).
     Snapshot(http::Snapshot),
 }
@@ -124,14 +124,14 @@ fn process_events(tx: Sender<Event>, kinds: allot_linux::procevents::Kinds) -> R
         let mut evs = vec![];
         match l.recv(&mut evs) {
             Ok(_) => {
-                if tx.send(Event::Procs(evs)).is_err() {
+                if tx.send(Event::Procs(evs, Instant::now())).is_err() {
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
             Err(e) => {
                 log::error!("process events stopped ({e}); new processes are found by scanning /proc");
-                let _ = tx.send(Event::Procs(vec![allot_linux::procevents::ProcEvent::Lost]));
+                let _ = tx.send(Event::Procs(vec![allot_linux::procevents::ProcEvent::Lost], Instant::now()));
                 return;
             }
         }
@@ -273,6 +273,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         if now >= next_tick {
             d.pace_tick(now);
             d.due_execs();
+            d.due_later();
             next_tick = now + d.tick_interval();
         }
         if now >= next_scan {
@@ -333,7 +334,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                         let _ = reply.send((d.status(), show));
                     }
                 }
-                Event::Procs(evs) => {
+                Event::Procs(evs, read) => {
+                    d.placement_mut().heard(read);
                     if d.on_process_events(evs) {
                         next_scan = Instant::now();
                     }

@@ -83,6 +83,7 @@ impl Daemon {
                 _ => {}
             }
         }
+        self.placement_mut().reach.heard = None;
         lost
     }
 
@@ -95,6 +96,10 @@ impl Daemon {
         let Some((owner, ino)) = self.host().quick(pid) else { return };
         let seen = self.consider(pid, exec);
         self.placement_mut().seen.insert(pid, (ino, owner, seen));
+        // Not placeable now: looked at again at the next tick (reach.rs), not minutes later.
+        if seen == Seen::Retry {
+            self.placement_mut().reach.put_later(pid, ino, 1);
+        }
     }
 
     /// An exec: matched against the rules within its user's budget (budget.rs). Only a

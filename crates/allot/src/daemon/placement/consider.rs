@@ -133,6 +133,7 @@ impl Daemon {
         if place == Place::Job(dest) {
             return (Seen::Done, None);
         }
+        let t_job = std::time::Instant::now();
         if !self.desired().jobs.contains_key(&dest) {
             let mut spec = JobSpec::new(dest, CurrencyId::User(uid), uid);
             spec.cap = self.user_defaults(uid).1;
@@ -144,11 +145,17 @@ impl Daemon {
             let _ = self.save();
         }
         let rel = self.desired().jobs[&dest].rel();
+        let t_move = std::time::Instant::now();
         match self.move_verified(&p, &rel) {
             Ok(()) => {
                 self.counters_mut().placed += 1;
                 if !own_job && !matches!(place, Place::Source(_)) {
-                    log::info!("process {pid} changed user to uid {uid}: placed again, in its new user's currency");
+                    let now = std::time::Instant::now();
+                    let waited = self.placement().reach.waited(now);
+                    let (job_ms, move_ms) = ((t_move - t_job).as_millis(), (now - t_move).as_millis());
+                    log::info!(
+                        "process {pid} changed user to uid {uid}: placed again, in its new user's currency{waited}; {job_ms} ms making its job, {move_ms} ms moving it"
+                    );
                 }
                 self.mark_left(&place);
                 self.read_again(&dest);

@@ -16,14 +16,17 @@
 //!
 //! Looking a unit up costs several D-Bus calls, so it is budgeted per user (a user whose
 //! processes change uid in a loop must not keep the loop busy); a process past the budget
-//! is looked at again at the next scan. A "stays" verdict is remembered for the process
-//! (pid and start time) and its uid, so repeated uid changes of one process cost nothing.
+//! is looked at again at the next tick (as is one whose unit or move failed), up to
+//! [`state::LATER_TRIES`] times, then at the next scan. A "stays" verdict is remembered for
+//! the process (pid and start time) and its uid, so repeated uid changes of one process
+//! cost nothing.
 
 pub(super) mod state;
 
 use super::super::core::Daemon;
 use super::super::host::Proc;
 use super::super::trust::place::Place;
+use super::state::Seen;
 pub use state::Verdict;
 #[cfg(test)]
 use state::{Reach, BURST, RATE};
@@ -41,6 +44,31 @@ impl Daemon {
         }
     }
 
+    /// Processes an event named that could not be placed then (Seen::Retry: a lookup over
+    /// budget, a unit or process unreadable, a move refused) are looked at again: called at
+    /// every tick, so they do not wait for the next scan (minutes apart while the kernel's
+    /// events come).
+    pub fn due_later(&mut self) {
+        if self.placement().reach.later.is_empty() {
+            return;
+        }
+        let due: Vec<_> = self.placement_mut().reach.later.drain().collect();
+        if !self.cfg().users.auto_place {
+            return;
+        }
+        for ((pid, ino), tries) in due {
+            let Some((owner, i)) = self.host().quick(pid) else { continue };
+            if i != ino {
+                continue;
+            }
+            let seen = self.consider(pid, false);
+            self.placement_mut().seen.insert(pid, (ino, owner, seen));
+            if seen == Seen::Retry {
+                self.placement_mut().reach.put_later(pid, ino, tries + 1);
+            }
+        }
+    }
+
     fn reach_unit(&mut self, p: &Proc, uid: u32, path: &str) -> Verdict {
         if path.starts_with(&format!("/user.slice/user-{uid}.slice/")) {
             return Verdict::Stay;
@@ -53,6 +81,7 @@ impl Daemon {
             return Verdict::Later;
         }
         self.placement_mut().reach.lookups += 1;
+        let t0 = Instant::now();
         let u = match self.tree().cg().delegation().map_or(Ok(None), |d| d.unit_of(p.pid)) {
             Ok(Some(u)) => u,
             Ok(None) => return Verdict::Stay,
@@ -75,9 +104,10 @@ impl Daemon {
             return Verdict::Stay;
         }
         log::info!(
-            "process {} became uid {uid} in {} (not a login session of its own): moving it into its user's currency through systemd",
+            "process {} became uid {uid} in {} (not a login session of its own): moving it into its user's currency through systemd (its unit looked up in {} ms)",
             p.pid,
-            u.name
+            u.name,
+            t0.elapsed().as_millis()
         );
         Verdict::Move
     }

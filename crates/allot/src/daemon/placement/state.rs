@@ -81,6 +81,10 @@ impl Placement {
     pub fn events(&self) -> bool {
         self.events
     }
+    /// The batch of process events handled next was read from the kernel at `read`.
+    pub fn heard(&mut self, read: Instant) {
+        self.reach.heard = Some((read, Instant::now()));
+    }
     /// New processes are reported by the kernel's process events from now on (or not).
     pub fn set_events(&mut self, on: bool) {
         self.events = on;

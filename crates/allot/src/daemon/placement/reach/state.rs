@@ -12,6 +12,12 @@ pub const BURST: f64 = 50.0;
 const KEPT: usize = 65536;
 /// Users whose budgets are tracked at once; past it, full buckets are forgotten.
 const USERS: usize = 4096;
+/// Processes waiting to be looked at again at the next tick; past it, the rest wait for
+/// the next scan.
+pub const LATER_MAX: usize = 4096;
+/// Looks at one waiting process before it is left to the next scan (a tick is 100 to
+/// 500 ms apart: some seconds of retries).
+pub const LATER_TRIES: u32 = 20;
 
 /// What to do with a process that is someone else's or in another unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +42,13 @@ pub struct Reach {
     pub lookups: u64,
     /// Looks put off for want of budget since start.
     pub deferred: u64,
+    /// While a batch of process events is handled: when it was read from the kernel, and
+    /// when the daemon's loop took it (for the log line of a move: what waited).
+    pub(in crate::daemon::placement) heard: Option<(Instant, Instant)>,
+    /// (pid, /proc inode) an event named but that could not be placed then (its user's
+    /// budget spent, its unit or itself unreadable, the move refused), and how many looks
+    /// it had: looked at again at each tick, not only at the next scan.
+    pub(super) later: HashMap<(i32, u64), u32>,
 }
 
 impl Reach {
@@ -53,6 +66,30 @@ impl Reach {
             self.deferred += 1;
             false
         }
+    }
+
+    /// How long ago the batch being handled was read from the kernel, and how long it
+    /// waited for the loop, as the log line of a move says it; empty outside a batch.
+    pub(in crate::daemon::placement) fn waited(&self, now: Instant) -> String {
+        match self.heard {
+            Some((read, taken)) => format!(
+                " ({} ms after the kernel's report was read, {} ms of it waiting for the daemon's loop)",
+                now.saturating_duration_since(read).as_millis(),
+                taken.saturating_duration_since(read).as_millis()
+            ),
+            None => String::new(),
+        }
+    }
+
+    /// `pid` (its /proc inode `ino`) is to be looked at again at the next tick, after
+    /// `tries` looks; false when it is left to the next scan (tried enough, or too many wait).
+    pub(in crate::daemon::placement) fn put_later(&mut self, pid: i32, ino: u64, tries: u32) -> bool {
+        if tries >= LATER_TRIES || (self.later.len() >= LATER_MAX && !self.later.contains_key(&(pid, ino))) {
+            self.later.remove(&(pid, ino));
+            return false;
+        }
+        self.later.insert((pid, ino), tries);
+        true
     }
 
     pub(super) fn keep(&mut self, key: (i32, u64, u32)) {

@@ -218,3 +218,69 @@ fn lookups_are_budgeted_per_user() {
     let later = (0..100).filter(|_| r.admit(ALICE, t0 + Duration::from_secs(1))).count();
     assert_eq!(later, RATE as usize, "a second refills the rate");
 }
+
+#[test]
+fn a_move_says_how_long_the_kernels_report_waited_and_only_within_its_batch() {
+    let mut r = Reach::default();
+    let read = Instant::now();
+    assert_eq!(r.waited(read), "", "outside a batch of events: nothing to say");
+    r.heard = Some((read, read + Duration::from_millis(40)));
+    let s = r.waited(read + Duration::from_millis(250));
+    assert!(s.contains("250 ms after the kernel's report was read") && s.contains("40 ms of it waiting for the daemon's loop"), "{s}");
+    // The daemon forgets the batch once handled: a later scan's move says nothing of it.
+    let w = systemd_world();
+    let mut d = start(&w, None);
+    d.placement_mut().heard(read);
+    assert!(d.placement().reach.heard.is_some());
+    d.on_process_events(vec![]);
+    assert!(d.placement().reach.heard.is_none(), "kept past its batch");
+}
+
+#[test]
+fn a_cron_job_over_its_users_budget_joins_at_a_tick_not_at_the_next_scan() {
+    let w = systemd_world();
+    w.lock().unwrap().fork(10, 100, 0);
+    become_user(&w, 100, ALICE);
+    let mut d = start(&w, None);
+    // Alice's lookups are spent (a cron minute of hers just started 50 jobs; well below
+    // zero, so no refill during the test gives her one).
+    d.placement_mut().reach.budgets.insert(ALICE, (-100.0, Instant::now()));
+    d.on_process_events(vec![uid_event(100)]);
+    assert_eq!(path_of(&w, 100), CRON, "over budget: not looked up now");
+    let ino = w.lock().unwrap().procs[&100].start;
+    assert!(d.placement().reach.later.contains_key(&(100, ino)), "kept for the next tick");
+    // Still spent at the next tick: it waits on.
+    d.due_later();
+    assert_eq!(path_of(&w, 100), CRON);
+    assert_eq!(d.placement().reach.later.len(), 1);
+    // The budget refills: the next tick moves it, with no scan.
+    d.placement_mut().reach.budgets.insert(ALICE, (BURST, Instant::now()));
+    d.due_later();
+    assert_eq!(path_of(&w, 100), ALICE_DEFAULT);
+    assert!(d.placement().reach.later.is_empty());
+    // A process that exited meanwhile, or whose pid was reused, is dropped, not looked at.
+    w.lock().unwrap().fork(10, 101, 0);
+    become_user(&w, 101, ALICE);
+    d.placement_mut().reach.budgets.insert(ALICE, (0.0, Instant::now()));
+    d.on_process_events(vec![uid_event(101)]);
+    w.lock().unwrap().procs.remove(&101);
+    let before = lookups(&w);
+    d.placement_mut().reach.budgets.insert(ALICE, (BURST, Instant::now()));
+    d.due_later();
+    assert!(d.placement().reach.later.is_empty());
+    assert_eq!(lookups(&w), before, "an exited process costs no lookup");
+}
+
+#[test]
+fn waiting_processes_are_bounded_in_number_and_in_looks() {
+    let mut r = Reach::default();
+    assert!(r.put_later(1, 7, 1));
+    assert!(!r.put_later(1, 7, state::LATER_TRIES), "tried enough: left to the next scan");
+    assert!(r.later.is_empty());
+    for pid in 0..state::LATER_MAX as i32 {
+        assert!(r.put_later(pid, 1, 1));
+    }
+    assert!(!r.put_later(-1, 1, 1), "past the bound a new one waits for the scan");
+    assert!(r.put_later(5, 1, 2), "one already waiting keeps its place");
+    assert_eq!(r.later.len(), state::LATER_MAX);
+}
