@@ -10,6 +10,7 @@ fn main() {
     let include = std::env::var("DEP_BPF_INCLUDE").expect("libbpf-sys gives its headers' folder (DEP_BPF_INCLUDE)");
     println!("cargo:rerun-if-changed=bpf/allot_stride.bpf.c");
     println!("cargo:rerun-if-changed=bpf/sched_ext.h");
+    println!("cargo:rerun-if-changed=bpf/wake.h");
     println!("cargo:rerun-if-env-changed=CLANG");
     let candidates: Vec<String> = match std::env::var("CLANG") {
         Ok(c) => vec![c],

@@ -22,6 +22,7 @@ pub mod session;
 pub mod stall;
 pub mod units;
 pub mod usage;
+pub mod wake;
 
 pub use cap::Cap;
 pub use entitlement::{entitlements, Claimant, CurrencyClaim};

@@ -117,6 +117,11 @@ struct sched_ext_ops {
 #define SCX_DSQ_LOCAL (SCX_DSQ_FLAG_BUILTIN | 2)
 /* p->scx.flags: the task is runnable (enum scx_ent_flags). */
 #define SCX_TASK_QUEUED 1U
+/* enq_flags: the task woke up (ENQUEUE_WAKEUP). */
+#define SCX_ENQ_WAKEUP 1ULL
+/* enq_flags to scx_bpf_dsq_insert on a local queue: preempt the task running there (its
+ * slice is cut to 0) and go first. */
+#define SCX_ENQ_PREEMPT (1ULL << 32)
 /* enq_flags: the task is the only one this CPU has (given only with SCX_OPS_ENQ_LAST). */
 #define SCX_ENQ_LAST (1ULL << 41)
 /* sched_ext_ops.flags: a CPU's last runnable task is enqueued, not kept running, so a

@@ -8,6 +8,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub mod probe;
 pub mod serve;
 
 /// The compiled BPF object (build.rs).
@@ -88,13 +89,18 @@ pub struct State {
     pub nr_sinbinned: u64,
     /// Tasks let out of it.
     pub nr_released: u64,
+    /// Wakeups boosted (allot_model::wake): a task that preempted and ran a short slice.
+    pub nr_boosted: u64,
+    /// Wakeups of jobs that may be boosted, not boosted: their job had used half its
+    /// entitlement over the window.
+    pub nr_not_boosted: u64,
     /// The kernel's reason.
     pub exit_reason: String,
     /// The message (the BPF program's or the kernel's).
     pub exit_msg: String,
 }
 
-const STATE_LEN: usize = 7 * 8 + 128 + 1024;
+const STATE_LEN: usize = 9 * 8 + 128 + 1024;
 
 impl State {
     /// Reads the map value's bytes.
@@ -112,8 +118,10 @@ impl State {
             nr_unknown_job: word(4) as u64,
             nr_sinbinned: word(5) as u64,
             nr_released: word(6) as u64,
-            exit_reason: text(&b[56..184]),
-            exit_msg: text(&b[184..STATE_LEN]),
+            nr_boosted: word(7) as u64,
+            nr_not_boosted: word(8) as u64,
+            exit_reason: text(&b[72..200]),
+            exit_msg: text(&b[200..STATE_LEN]),
         })
     }
 
@@ -170,12 +178,14 @@ impl Scheduler {
     }
 
     /// Describes a job: its cgroup's id, share (base units, from [`flatten`]), hard cap
-    /// ([`cap_ns`]; 0: none) and whether it is a background job.
-    pub fn set_job(&self, cgroup_id: u64, share: u64, cap_ns: u64, background: bool) -> Result<()> {
-        let mut v = Vec::with_capacity(24);
+    /// ([`cap_ns`]; 0: none), whether it is a background job, and its entitlement over the
+    /// boost window (`allot_model::wake::entitlement_ns`; 0: its wakeups are never boosted).
+    pub fn set_job(&self, cgroup_id: u64, share: u64, cap_ns: u64, background: bool, boost_ns: u64) -> Result<()> {
+        let mut v = Vec::with_capacity(32);
         v.extend_from_slice(&share.to_ne_bytes());
         v.extend_from_slice(&cap_ns.to_ne_bytes());
         v.extend_from_slice(&(if background { JOB_BACKGROUND } else { 0 }).to_ne_bytes());
+        v.extend_from_slice(&boost_ns.to_ne_bytes());
         self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
     }
 
@@ -253,6 +263,18 @@ mod tests {
         assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 300), vec![112_500, 112_500, 75_000]);
     }
 
+    /// The BPF program follows allot_model::wake in its own constants: they must agree.
+    #[test]
+    fn the_bpf_program_boosts_by_the_model_s_constants() {
+        let src = include_str!("../bpf/wake.h");
+        let def = |name: &str| -> u64 {
+            let l = src.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("no #define {name}"));
+            l.split_whitespace().nth(2).unwrap().trim_end_matches("ULL").parse().unwrap()
+        };
+        use allot_model::wake::{BELOW, BOOST_SLICE_NS, WINDOW_NS};
+        assert_eq!((def("WINDOW_NS"), def("BOOST_SLICE"), def("BELOW_NUM"), def("BELOW_DEN")), (WINDOW_NS, BOOST_SLICE_NS, BELOW.0, BELOW.1));
+    }
+
     #[test]
     fn a_cap_is_ns_per_period() {
         assert_eq!(cap_ns(0.3), 30_000_000);
@@ -267,10 +289,15 @@ mod tests {
         b[..8].copy_from_slice(&1026i64.to_ne_bytes());
         b[16..24].copy_from_slice(&7u64.to_ne_bytes());
         b[48..56].copy_from_slice(&9u64.to_ne_bytes());
-        b[56..61].copy_from_slice(b"stall");
-        b[184..186].copy_from_slice(b"hi");
+        b[56..64].copy_from_slice(&4u64.to_ne_bytes());
+        b[64..72].copy_from_slice(&5u64.to_ne_bytes());
+        b[72..77].copy_from_slice(b"stall");
+        b[200..202].copy_from_slice(b"hi");
         let s = State::parse(&b).unwrap();
-        assert_eq!((s.exit_kind, s.nr_enqueued, s.nr_released, s.exit_reason.as_str(), s.exit_msg.as_str()), (1026, 7, 9, "stall", "hi"));
+        assert_eq!(
+            (s.exit_kind, s.nr_enqueued, s.nr_released, s.nr_boosted, s.nr_not_boosted, s.exit_reason.as_str(), s.exit_msg.as_str()),
+            (1026, 7, 9, 4, 5, "stall", "hi")
+        );
         assert!(s.exit_kind_name().contains("watchdog"));
         assert!(State::parse(&b[..100]).is_err());
     }

@@ -3,8 +3,10 @@
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
 //!                 [--cap CGROUP=CPUS]... [--background CGROUP]...
-//!                 [--outside-weight W] [--all] [--for SECS]
+//!                 [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]...
+//!                 [--for SECS]
 //!   allot-scx serve [--all]       (the daemon's: a job table on stdin, src/serve.rs)
+//!   allot-scx probe --every MS --for SECS   (wakeup latency, src/probe.rs)
 //!
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
@@ -12,7 +14,10 @@
 //! (`--all`: every task of the machine is the scheduler's, not only those), and runs until
 //! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. `--cap` gives a job a
 //! hard cap in CPUs (held by the sinbin), `--background` makes a job a background one
-//! (it runs only when no other job's task is runnable on the CPU). Then it puts those threads
+//! (it runs only when no other job's task is runnable on the CPU). A foreground job's
+//! wakeups are boosted while it used less than half its entitlement over the boost window
+//! (allot_model::wake); `--no-boost` turns that off, `--no-boost-for` for one job (a
+//! probe beside a boosted one, to measure the boost in one run). Then it puts those threads
 //! back in the fair class, detaches, and prints why the scheduler left.
 
 use allot_scx::{cgroup_id, flatten, set_policy, threads, JobSpec, Scheduler};
@@ -35,19 +40,34 @@ struct Args {
     run_for: Option<Duration>,
     outside_weight: u64,
     all: bool,
+    boost: bool,
+    no_boost_for: Vec<String>,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--for SECS]";
+const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
         bail!("{USAGE}");
     }
-    let mut a =
-        Args { jobs: vec![], funding: BTreeMap::new(), caps: BTreeMap::new(), background: vec![], run_for: None, outside_weight: 100, all: false };
+    let mut a = Args {
+        jobs: vec![],
+        funding: BTreeMap::new(),
+        caps: BTreeMap::new(),
+        background: vec![],
+        run_for: None,
+        outside_weight: 100,
+        all: false,
+        boost: true,
+        no_boost_for: vec![],
+    };
     while let Some(opt) = it.next() {
         if opt == "--all" {
             a.all = true;
+            continue;
+        }
+        if opt == "--no-boost" {
+            a.boost = false;
             continue;
         }
         let val = it.next().with_context(|| format!("{opt} needs a value; {USAGE}"))?;
@@ -78,6 +98,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
                 a.caps.insert(c.into(), n);
             }
             "--background" => a.background.push(val),
+            "--no-boost-for" => a.no_boost_for.push(val),
             "--outside-weight" => {
                 a.outside_weight = val
                     .parse()
@@ -92,9 +113,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if a.jobs.is_empty() {
         bail!("give at least one --job; {USAGE}");
     }
-    for c in a.caps.keys().chain(&a.background) {
+    for c in a.caps.keys().chain(&a.background).chain(&a.no_boost_for) {
         if !a.jobs.iter().any(|j| j.cgroup.as_os_str() == c.as_str()) {
-            bail!("--cap and --background name a --job's cgroup; {c:?} is none of them");
+            bail!("--cap, --background and --no-boost-for name a --job's cgroup; {c:?} is none of them");
         }
     }
     Ok(a)
@@ -102,6 +123,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("probe") {
+        return allot_scx::probe::main(&args[1..]);
+    }
     if args.first().map(String::as_str) == Some("serve") {
         return match &args[1..] {
             [] => allot_scx::serve::serve(false),
@@ -128,7 +152,12 @@ fn main() -> Result<()> {
         let name = j.cgroup.display().to_string();
         let cap = a.caps.get(&name).copied();
         let bg = a.background.contains(&name);
-        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg)?;
+        let boost = if a.boost && !bg && !a.no_boost_for.contains(&name) {
+            allot_model::wake::entitlement_ns(*share, a.outside_weight.min(u32::MAX as u64) as u32)
+        } else {
+            0
+        };
+        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg, boost)?;
         let mut n = 0;
         for tid in threads(&j.cgroup)? {
             match set_policy(tid, true) {
@@ -139,7 +168,12 @@ fn main() -> Result<()> {
         }
         let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"));
         let bg = if bg { " background" } else { "" };
-        println!("allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
+        let boost = if boost > 0 {
+            format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, allot_model::wake::WINDOW_NS / 1_000_000)
+        } else {
+            String::new()
+        };
+        println!("allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}{boost}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
     }
     let start = Instant::now();
     let ejected = loop {
@@ -174,7 +208,7 @@ fn main() -> Result<()> {
         None => s.state()?,
     };
     println!(
-        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job, {} put in the sinbin, {} let out",
+        "allot-scx: unloaded after {:.1} s: {} ({}), reason {:?}, message {:?}; {back} threads back to SCHED_OTHER; {} queued by pass, {} to idle CPUs, {} charges of tasks in no job, {} put in the sinbin, {} let out, {} wakeups boosted, {} not (over the line)",
         start.elapsed().as_secs_f64(),
         st.exit_kind_name(),
         st.exit_kind,
@@ -184,7 +218,9 @@ fn main() -> Result<()> {
         st.nr_direct,
         st.nr_unknown_job,
         st.nr_sinbinned,
-        st.nr_released
+        st.nr_released,
+        st.nr_boosted,
+        st.nr_not_boosted
     );
     if was_ejected {
         std::process::exit(3);

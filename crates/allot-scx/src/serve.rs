@@ -2,10 +2,12 @@
 //! links this crate (it is GPL-2.0-only, allot is not): it starts this program and talks
 //! to it over a pipe.
 //!
-//! stdin, a table at a time: lines `job SHARE [cap=CPUS] [background] CGROUP-DIR` (SHARE
-//! in base units, already flattened by the daemon from its plan; CPUS a hard cap, held by
-//! the sinbin; background: dispatched only when no other task of allot's is runnable on
-//! the CPU) and then a line `end`. Each table replaces the
+//! stdin, a table at a time: lines `job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`
+//! (SHARE in base units, already flattened by the daemon from its plan; CPUS a hard cap,
+//! held by the sinbin; NS the job's entitlement over the boost window,
+//! allot_model::wake::entitlement_ns: its wakeups are boosted while it used less than half
+//! of it, and without it never; background: dispatched only when no other task of allot's
+//! is runnable on the CPU) and then a line `end`. Each table replaces the
 //! last: jobs not in it are forgotten and their threads put back in the fair class. End
 //! of input (the daemon stopped, or died) or SIGTERM unloads the scheduler.
 //!
@@ -42,6 +44,8 @@ pub struct Terms {
     pub cap_ns: u64,
     /// A background job.
     pub background: bool,
+    /// Its entitlement over the boost window, ns (0: not boosted).
+    pub boost_ns: u64,
 }
 
 /// One job of the table in force: what the maps hold, its cgroup id and the threads set to
@@ -52,14 +56,14 @@ struct Job {
     ext: HashSet<i32>,
 }
 
-const JOB_LINE: &str = "`job SHARE [cap=CPUS] [background] CGROUP-DIR`";
+const JOB_LINE: &str = "`job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`";
 
-/// Parses `job SHARE [cap=CPUS] [background] CGROUP-DIR`.
+/// Parses `job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`.
 pub fn parse_job(line: &str) -> Result<(PathBuf, Terms), String> {
     let rest = line.strip_prefix("job ").ok_or_else(|| format!("wanted {JOB_LINE} or `end`"))?;
     let (share, mut rest) = rest.split_once(' ').ok_or_else(|| format!("wanted {JOB_LINE}"))?;
     let share: u64 = share.parse().ok().filter(|s| *s >= 1).ok_or_else(|| format!("share must be a whole number 1 or more, got {share:?}"))?;
-    let mut t = Terms { share, cap_ns: 0, background: false };
+    let mut t = Terms { share, cap_ns: 0, background: false, boost_ns: 0 };
     while !rest.starts_with('/') {
         let (word, more) = rest.split_once(' ').ok_or_else(|| format!("the cgroup must be an absolute directory, got {rest:?}"))?;
         if word == "background" {
@@ -71,8 +75,14 @@ pub fn parse_job(line: &str) -> Result<(PathBuf, Terms), String> {
                 .filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
                 .ok_or_else(|| format!("cap must be a number of CPUs above 0 and at most 4096, got {c:?}"))?;
             t.cap_ns = crate::cap_ns(cpus);
+        } else if let Some(n) = word.strip_prefix("boost=") {
+            t.boost_ns = n
+                .parse()
+                .ok()
+                .filter(|n| *n <= allot_model::wake::WINDOW_NS)
+                .ok_or_else(|| format!("boost must be ns of CPU 0..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
         } else {
-            return Err(format!("unknown term {word:?}: wanted cap=CPUS, background or the cgroup's absolute directory"));
+            return Err(format!("unknown term {word:?}: wanted cap=CPUS, boost=NS, background or the cgroup's absolute directory"));
         }
         rest = more;
     }
@@ -164,7 +174,7 @@ pub fn serve(all: bool) -> Result<()> {
                         *j = Job { id, terms: None, ext: HashSet::new() };
                     }
                     if j.terms != Some(terms) {
-                        s.set_job(id, terms.share, terms.cap_ns, terms.background)?;
+                        s.set_job(id, terms.share, terms.cap_ns, terms.background, terms.boost_ns)?;
                         j.terms = Some(terms);
                     }
                     n += sweep(&dir, j, !all);
@@ -210,12 +220,15 @@ mod tests {
 
     #[test]
     fn job_lines_are_read_or_refused_naming_why() {
-        let plain = Terms { share: 50000, cap_ns: 0, background: false };
+        let plain = Terms { share: 50000, cap_ns: 0, background: false, boost_ns: 0 };
         assert_eq!(parse_job("job 50000 /sys/fs/cgroup/allot/u/j 1").unwrap(), (PathBuf::from("/sys/fs/cgroup/allot/u/j 1"), plain));
         assert_eq!(
             parse_job("job 7 cap=0.3 background /a b").unwrap(),
-            (PathBuf::from("/a b"), Terms { share: 7, cap_ns: 30_000_000, background: true })
+            (PathBuf::from("/a b"), Terms { share: 7, cap_ns: 30_000_000, background: true, boost_ns: 0 })
         );
+        assert_eq!(parse_job("job 7 boost=250000000 /a").unwrap().1, Terms { boost_ns: 250_000_000, ..Terms { share: 7, ..plain } });
+        assert!(parse_job("job 7 boost=500000001 /a").unwrap_err().contains("got \"500000001\""));
+        assert!(parse_job("job 7 boost=-1 /a").unwrap_err().contains("boost must be"));
         assert!(parse_job("job 0 /x").unwrap_err().contains("got \"0\""));
         assert!(parse_job("job 5 x").unwrap_err().contains("absolute"));
         assert!(parse_job("job 5 cap=0 /x").unwrap_err().contains("got \"0\""));

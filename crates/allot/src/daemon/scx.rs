@@ -64,8 +64,9 @@ struct Loader {
 }
 
 /// One job of the table the loader is sent: its cgroup directory, its share (base units,
-/// flattened), its usage-rate cap in CPUs (held by the BPF side's sinbin) and whether it is
-/// a background job.
+/// flattened), its usage-rate cap in CPUs (held by the BPF side's sinbin), its entitlement
+/// over the boost window (the BPF side boosts its wakeups while it used less than half of
+/// it, allot_model::wake) and whether it is a background job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableJob {
     /// The job's cgroup directory.
@@ -76,19 +77,24 @@ pub struct TableJob {
     pub cap: Option<f64>,
     /// It runs only when nothing else of allot's is runnable on the CPU.
     pub background: bool,
+    /// Its entitlement over the boost window, ns (`allot_model::wake::entitlement_ns`; 0:
+    /// its wakeups are not boosted).
+    pub boost_ns: u64,
 }
 
 impl TableJob {
     /// A job with a share only.
     pub fn new(dir: impl Into<String>, share: u64) -> Self {
-        Self { dir: dir.into(), share, cap: None, background: false }
+        Self { dir: dir.into(), share, cap: None, background: false, boost_ns: 0 }
     }
 
-    /// Its line: `job SHARE [cap=CPUS] [background] DIR` (crates/allot-scx/src/serve.rs).
+    /// Its line: `job SHARE [cap=CPUS] [boost=NS] [background] DIR`
+    /// (crates/allot-scx/src/serve.rs).
     pub fn line(&self) -> String {
         let cap = self.cap.map_or(String::new(), |c| format!(" cap={c}"));
+        let boost = if self.boost_ns > 0 { format!(" boost={}", self.boost_ns) } else { String::new() };
         let bg = if self.background { " background" } else { "" };
-        format!("job {}{cap}{bg} {}\n", self.share, self.dir)
+        format!("job {}{cap}{boost}{bg} {}\n", self.share, self.dir)
     }
 }
 

@@ -44,7 +44,9 @@ impl Daemon {
     /// plan's weights flattened (`allot_model::flat`), so the scheduler and the cgroup
     /// backend divide the machine from the same decisions (the boost aside); its cap, the
     /// plan's cpu.max (a hard cap, or a soft cap the plan holds now), which the BPF side
-    /// holds with its sinbin; and whether it is a background job.
+    /// holds with its sinbin; its entitlement over the boost window when `[policy] boost`
+    /// is on and it is a foreground job (the BPF side boosts its wakeups by it,
+    /// allot_model::wake); and whether it is a background job.
     pub fn scx_table(&self) -> Vec<TableJob> {
         let planned = self.planned();
         let mut cur: Vec<(Class, &super::registry::CurrencyId)> = vec![];
@@ -63,8 +65,9 @@ impl Daemon {
                 Class::Foreground => planned.currencies.get(&j.currency).copied().unwrap_or_else(|| self.funding_of(&j.currency)),
                 Class::Background => self.funding_of(&j.currency),
             };
-            // Without the boost: the plan's boost is decided per tick, and sent through this
-            // pipe it moved shares by up to 0.05 under the stride scheduler (docs/scx.md).
+            // Without the plan's boost: it is decided per tick, and sent through this pipe it
+            // moved shares by up to 0.05 under the stride scheduler (docs/scx.md); the BPF
+            // side boosts per wakeup instead (boost_ns below).
             let weight = planned.jobs.get(&j.id).map_or(j.tickets.get(), |p| p.base_weight);
             // idle as the plan counts it: no entitlement now (allot_model::flat)
             let active = planned.jobs.get(&j.id).is_none_or(|p| p.entitlement > 0.0);
@@ -73,8 +76,16 @@ impl Daemon {
             let dir = self.tree().cg().dir(&j.rel()).display().to_string();
             rows.push(TableJob { cap, background: j.background, ..TableJob::new(dir, 0) });
         }
-        let shares = allot_model::flat::flatten(&flat, self.cfg().outside.weight);
-        rows.into_iter().zip(shares).map(|(r, share)| TableJob { share, ..r }).collect()
+        let outside = self.cfg().outside.weight;
+        let shares = allot_model::flat::flatten(&flat, outside);
+        let boost = self.cfg().policy.boost;
+        rows.into_iter()
+            .zip(shares)
+            .map(|(r, share)| {
+                let boost_ns = if boost && !r.background { allot_model::wake::entitlement_ns(share, outside) } else { 0 };
+                TableJob { share, boost_ns, ..r }
+            })
+            .collect()
     }
 
     /// Sends the table if the scheduler runs and the table changed (after each plan).

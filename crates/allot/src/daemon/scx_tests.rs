@@ -206,7 +206,7 @@ fn a_loader_that_cannot_start_is_a_fall_said_at_once() {
 }
 
 #[test]
-fn the_table_carries_a_hard_cap_and_background() {
+fn the_table_carries_a_hard_cap_background_and_the_boost() {
     use super::tests::{peer, start as daemon, world};
     use crate::proto::{Request, Response};
     let w = world();
@@ -228,8 +228,14 @@ fn the_table_carries_a_hard_cap_and_background() {
     assert_eq!((capped.cap, capped.background), (Some(0.3), false));
     assert_eq!((bg.cap, bg.background), (None, true));
     assert_eq!((plain.cap, plain.background), (None, false));
-    assert!(capped.line().starts_with("job ") && capped.line().contains(" cap=0.3 /fake-mount/"), "{}", capped.line());
-    assert!(bg.line().contains(" background /fake-mount/"), "{}", bg.line());
+    // [policy] boost is on by default: a foreground job carries its entitlement over the
+    // boost window (the BPF side boosts its wakeups by it), a background job none
+    let ent = |share| allot_model::wake::entitlement_ns(share, 100);
+    assert_eq!((capped.boost_ns, plain.boost_ns, bg.boost_ns), (ent(capped.share), ent(plain.share), 0));
+    assert!(plain.boost_ns > 0, "{table:?}");
+    let want = format!(" cap=0.3 boost={} /fake-mount/", capped.boost_ns);
+    assert!(capped.line().starts_with("job ") && capped.line().contains(&want), "{}", capped.line());
+    assert!(bg.line().contains(" background /fake-mount/") && !bg.line().contains("boost="), "{}", bg.line());
     // background weighs as an idle cgroup beside the foreground jobs
     assert!(bg.share * 100 < plain.share, "{table:?}");
 }

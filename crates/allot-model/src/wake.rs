@@ -1,0 +1,195 @@
+//! The latency policy at the scheduler's granularity (allot's sched_ext scheduler,
+//! docs/scx.md): Petrou et al. 1999's windowed ticket boost (§3.3) and abbreviated quanta
+//! (§3.2), decided at each wakeup of a task rather than once a tick. The BPF program
+//! (crates/allot-scx/bpf/allot_stride.bpf.c) does this arithmetic, in the same integers.
+//!
+//! - A job's *window use* is the CPU its tasks ran over the last [`WINDOW_NS`], kept as
+//!   two buckets of the window's length ([`Window`]): the current one, and the one before
+//!   it weighed by the part of it the sliding window still covers.
+//! - Its *entitlement over the window* is its flattened share of one CPU
+//!   ([`entitlement_ns`]; the share from [`crate::flat::flatten`]).
+//! - A task that wakes while its job's window use is below [`BELOW`] of that entitlement
+//!   (the plan's [`DEFAULT_BOOST_BELOW`]: the same line as the per-tick boost) is boosted
+//!   ([`at_wakeup`]): it preempts the task running on its CPU (the paper's abbreviated
+//!   quanta: a wakeup cuts the running quantum short) and runs a short slice, at most
+//!   [`BOOST_SLICE_NS`] and at most what is left of its entitlement over the window. So the
+//!   boost buys latency, never CPU past the entitlement: a job that has used half of it is
+//!   no longer boosted, and a boosted slice never runs past the whole of it.
+
+use crate::plan::{DEFAULT_BOOST_BELOW, DEFAULT_BOOST_WINDOW_MS};
+
+/// The boost window, ns: the plan's default boost window.
+pub const WINDOW_NS: u64 = DEFAULT_BOOST_WINDOW_MS * 1_000_000;
+
+/// A boosted task's slice, ns (an abbreviated quantum: a tenth of sched_ext's default
+/// 20 ms slice).
+pub const BOOST_SLICE_NS: u64 = 2_000_000;
+
+/// Boosted while the window use is below this fraction (numerator, denominator) of the
+/// entitlement over the window: [`DEFAULT_BOOST_BELOW`] as a fraction the BPF side can use.
+pub const BELOW: (u64, u64) = (1, 2);
+
+const _: () = assert!(DEFAULT_BOOST_BELOW * 2.0 == 1.0, "BELOW must be DEFAULT_BOOST_BELOW");
+
+/// A job's entitlement over the window, ns of CPU: its share (base units, from
+/// [`crate::flat::flatten`]) of one CPU, where all of allot's foreground jobs together
+/// weigh `outside_weight` × [`crate::flat::SHARE_SCALE`]. Of one CPU, not of the machine:
+/// on a machine of many CPUs a job may be entitled to more, so this boosts no more than
+/// the job's entitlement allows (0 for a share of 0: never boosted).
+pub fn entitlement_ns(share: u64, outside_weight: u32) -> u64 {
+    let whole = (outside_weight.max(1) as u128) * crate::flat::SHARE_SCALE as u128;
+    (share as u128 * WINDOW_NS as u128 / whole).min(WINDOW_NS as u128) as u64
+}
+
+/// A job's CPU use over the sliding window, in two buckets of [`WINDOW_NS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    /// The bucket `cur` counts: now / WINDOW_NS when last charged.
+    pub bucket: u64,
+    /// CPU used in the bucket before, ns.
+    pub prev: u64,
+    /// CPU used in this bucket, ns.
+    pub cur: u64,
+}
+
+impl Window {
+    /// (prev, cur) as of `now`: a bucket that ended moves to prev, older ones are gone.
+    fn at(&self, now: u64) -> (u64, u64) {
+        let b = now / WINDOW_NS;
+        if b == self.bucket {
+            (self.prev, self.cur)
+        } else if b == self.bucket + 1 {
+            (self.cur, 0)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// Charges `ns` of CPU at `now`.
+    pub fn charge(&mut self, now: u64, ns: u64) {
+        let (prev, cur) = self.at(now);
+        *self = Window { bucket: now / WINDOW_NS, prev, cur: cur.saturating_add(ns) };
+    }
+
+    /// The use over the window that ends at `now`: this bucket, and the part of the one
+    /// before that the window still covers (taken as spread evenly over it). The
+    /// fraction is taken in units of 1024 ns so that the product fits 64 bits for any
+    /// use of up to 75 000 CPUs, and rounded up, so that the use is never undercounted by it.
+    pub fn used(&self, now: u64) -> u64 {
+        let (prev, cur) = self.at(now);
+        let left = (WINDOW_NS - now % WINDOW_NS) >> 10;
+        cur.saturating_add(prev.saturating_mul(left).div_ceil(WINDOW_NS >> 10))
+    }
+}
+
+/// The decision at a wakeup: the boosted slice in ns (the task preempts and runs this
+/// long at most), or None: it waits its turn by pass with the default slice. `ent_ns` is
+/// [`entitlement_ns`] (0: the job is never boosted: a background job, or the boost off),
+/// `used_ns` its [`Window::used`].
+pub fn at_wakeup(ent_ns: u64, used_ns: u64) -> Option<u64> {
+    if ent_ns == 0 || used_ns.saturating_mul(BELOW.1) >= ent_ns.saturating_mul(BELOW.0) {
+        return None;
+    }
+    Some(BOOST_SLICE_NS.min(ent_ns - used_ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn entitlement_is_the_share_of_one_cpu_over_the_window() {
+        // tickets 3:2:1 flatten to 50 000, 33 333, 16 666 of 100 000: half a CPU is 250 ms
+        assert_eq!(entitlement_ns(50_000, 100), 250 * MS);
+        assert_eq!(entitlement_ns(16_666, 100), 83_330_000);
+        assert_eq!(entitlement_ns(0, 100), 0);
+        // never more than the window, whatever the share ([outside] weight 1, share 10^9)
+        assert_eq!(entitlement_ns(1_000_000_000, 1), WINDOW_NS);
+    }
+
+    #[test]
+    fn the_window_slides_over_two_buckets() {
+        let mut w = Window::default();
+        let t0 = 10 * WINDOW_NS;
+        w.charge(t0 + 100 * MS, 40 * MS);
+        assert_eq!(w.used(t0 + 100 * MS), 40 * MS);
+        // a quarter into the next bucket: three quarters of the last one still counts
+        let near = |got: u64, want: u64| got.abs_diff(want) * 10_000 <= want; // the 1024 ns units
+        assert!(near(w.used(t0 + WINDOW_NS + WINDOW_NS / 4), 30 * MS));
+        w.charge(t0 + WINDOW_NS + WINDOW_NS / 4, 5 * MS);
+        assert_eq!(w, Window { bucket: 11, prev: 40 * MS, cur: 5 * MS });
+        assert!(near(w.used(t0 + WINDOW_NS + WINDOW_NS / 4), 35 * MS));
+        // two buckets on, nothing of it is left
+        assert_eq!(w.used(t0 + 3 * WINDOW_NS), 0);
+        w.charge(t0 + 3 * WINDOW_NS, MS);
+        assert_eq!(w, Window { bucket: 13, prev: 0, cur: MS });
+        // no overflow at the largest uses
+        let big = Window { bucket: 0, prev: u64::MAX / 2, cur: u64::MAX / 2 };
+        assert!(big.used(WINDOW_NS / 2) >= u64::MAX / 2);
+    }
+
+    #[test]
+    fn a_job_below_half_its_entitlement_is_boosted_with_a_short_slice() {
+        let ent = 250 * MS;
+        assert_eq!(at_wakeup(ent, 0), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(ent, 124 * MS), Some(BOOST_SLICE_NS));
+        // at half its entitlement: not boosted (a CPU-bound job gets about all of it)
+        assert_eq!(at_wakeup(ent, 125 * MS), None);
+        assert_eq!(at_wakeup(ent, 300 * MS), None);
+        // the slice never runs past the entitlement over the window
+        assert_eq!(at_wakeup(3 * MS, MS), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(3 * MS, MS + MS / 2 - 1), Some(MS + MS / 2 + 1));
+        // no entitlement (background, or the boost off): never
+        assert_eq!(at_wakeup(0, 0), None);
+    }
+
+    /// A job whose task wakes every `period` wanting `want` of CPU, and gets CPU only when
+    /// the rule boosts it (the worst case for the bound: no share of its own on top). Returns
+    /// (wakeups boosted, wakeups, the most CPU it ran in any window of WINDOW_NS).
+    fn run(ent: u64, period: u64, want: u64, secs: u64) -> (u64, u64, u64) {
+        let mut w = Window::default();
+        let mut ran: Vec<(u64, u64)> = vec![];
+        let (mut boosted, mut wakes) = (0, 0);
+        let mut t = 7 * WINDOW_NS + 3 * MS; // not aligned to a bucket
+        let end = t + secs * 1_000_000_000;
+        while t < end {
+            wakes += 1;
+            if let Some(slice) = at_wakeup(ent, w.used(t)) {
+                boosted += 1;
+                let r = want.min(slice);
+                w.charge(t + r, r);
+                ran.push((t, r));
+            }
+            t += period;
+        }
+        let most =
+            ran.iter().map(|&(s, _)| ran.iter().filter(|&&(u, _)| u >= s && u < s + WINDOW_NS).map(|&(_, r)| r).sum::<u64>()).max().unwrap_or(0);
+        (boosted, wakes, most)
+    }
+
+    #[test]
+    fn an_interactive_job_is_boosted_at_every_wakeup() {
+        // a probe that wakes every 10 ms for 0.1 ms, entitled to 1/7 of a CPU: 1% of it
+        let (boosted, wakes, most) = run(entitlement_ns(14_285, 100), 10 * MS, MS / 10, 5);
+        assert_eq!(boosted, wakes);
+        assert!(most <= 6 * MS, "{most}");
+    }
+
+    #[test]
+    fn the_boost_never_gives_a_job_its_whole_entitlement_over_a_window() {
+        // a job that wakes every ms and would run 5 ms each time, boosted only: whatever
+        // its entitlement, no window of WINDOW_NS gives it more than it, within 1% (the
+        // previous bucket is estimated as spread evenly, so a burst at its end is
+        // undercounted: 3.003 ms in one window for an entitlement of 3 ms; from 20 ms
+        // up it gets 0.50-0.60 of it, the line being half)
+        for ent in [3 * MS, 20 * MS, 83 * MS, 250 * MS, WINDOW_NS] {
+            let (boosted, wakes, most) = run(ent, MS, 5 * MS, 10);
+            assert!(boosted > 0 && boosted < wakes, "ent {ent}: boosted {boosted} of {wakes}");
+            assert!(most <= ent + ent / 100, "ent {ent}: {most} ns in one window");
+            // and it does get about the half it may be boosted for
+            assert!(most * 4 >= ent, "ent {ent}: only {most}");
+        }
+    }
+}
