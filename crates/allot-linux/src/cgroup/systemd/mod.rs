@@ -20,6 +20,7 @@
 
 #[cfg(test)]
 mod fake;
+mod job_memory;
 mod legacy;
 mod manager;
 pub mod memory;
