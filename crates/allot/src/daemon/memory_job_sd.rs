@@ -51,9 +51,11 @@ impl Daemon {
     }
 
     /// `--release`: a job that runs on after allot is removed keeps no cap of allot's.
+    /// The jobs are the state file's (`--release` is a daemon of its own, which has
+    /// written nothing yet) and whatever this one wrote.
     pub(in crate::daemon) fn release_slice_job_mem(&mut self) {
-        let rels: Vec<String> =
-            self.memory().written.iter().filter(|(_, v)| v.is_some()).map(|((r, _), _)| r.clone()).collect::<HashSet<_>>().into_iter().collect();
+        let mut rels: HashSet<String> = self.memory().written.iter().filter(|(_, v)| v.is_some()).map(|((r, _), _)| r.clone()).collect();
+        rels.extend(self.desired().jobs.values().filter(|j| j.mem.is_some()).map(|j| j.rel()));
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         for rel in rels {
             if let Err(e) = sm.set_job_memory(&rel, None, None) {

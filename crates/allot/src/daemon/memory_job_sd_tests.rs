@@ -108,3 +108,15 @@ fn a_scope_that_cannot_take_the_cap_is_not_asked_every_tick() {
     step(&mut d);
     assert!(jobs_sent(&w).is_empty(), "not tried again every tick");
 }
+
+#[test]
+fn release_in_a_daemon_of_its_own_takes_back_the_state_files_caps() {
+    // `allot daemon --release` starts from the state file and writes nothing before it
+    // lets go: the caps it takes back are the jobs'.
+    let (w, mut d) = host();
+    d.handle(run(Some("64M!"), false), &peer(&w, 3000, 100)).unwrap();
+    jobs_sent(&w);
+    d.memory_mut().written.clear();
+    d.release();
+    assert_eq!(jobs_sent(&w), ["job user-3000/j1-u3000 memory.high=max,memory.max=max"]);
+}

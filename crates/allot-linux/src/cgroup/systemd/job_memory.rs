@@ -69,6 +69,18 @@ impl SystemdTree {
     }
 }
 
+/// `+memory` in a directory of allot's delegation (a scope's top when it starts, a
+/// background currency's directory when it is made) where the scope delegates memory, so
+/// each job's memory is charged to its own directory from its start (what a process
+/// touched while the controller was off in its parent stays charged to the parent);
+/// nothing where it does not (a hybrid host, a systemd that gave no memory).
+pub(super) fn enable_memory_if_delegated(dir: &Path) -> Result<()> {
+    if read(dir.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|c| c == "memory")) {
+        return enable_memory(dir, "");
+    }
+    Ok(())
+}
+
 /// `+memory` in a directory of allot's delegation (the scope's top, a background
 /// currency's directory), unless it is there; refused where the directory has no memory
 /// controller to give (the scope does not delegate it).

@@ -122,3 +122,17 @@ fn the_background_slice_takes_an_io_weight_and_a_new_one_is_sent_its_own() {
     m.set_slice_memory("background", SliceProp::IoWeight, Some(1)).unwrap();
     assert_eq!(sets(&sd).len(), 2, "{:?}", sets(&sd));
 }
+
+#[test]
+fn memory_is_enabled_as_directories_are_made_so_each_job_is_charged_its_own() {
+    let (fx, sd, t) = host();
+    t.create("background").unwrap();
+    let start = sd.calls().into_iter().find(|c| c.starts_with("StartTransientUnit allot_background.slice")).unwrap();
+    assert!(start.contains("StopWhenUnneeded=true"), "the slice goes with its scope: {start}");
+    fx.cgroup(&format!("{BG}/ci"), &[V2_FILES, &[("cgroup.controllers", "cpu memory")]].concat());
+    fx.cgroup(&format!("{BG}/ok"), V2_FILES);
+    t.create("background/ci/j3").unwrap();
+    t.create("background/ok/j4").unwrap();
+    assert!(fx.read(&format!("{BG}/ci/cgroup.subtree_control")).contains("+memory"), "a currency's directory gives memory to its jobs");
+    assert!(!fx.read(&format!("{BG}/ok/cgroup.subtree_control")).contains("memory"), "none where memory is not delegated");
+}
