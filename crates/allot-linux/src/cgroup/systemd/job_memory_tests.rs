@@ -125,10 +125,8 @@ fn the_background_slice_takes_an_io_weight_and_a_new_one_is_sent_its_own() {
 
 #[test]
 fn memory_is_enabled_as_directories_are_made_so_each_job_is_charged_its_own() {
-    let (fx, sd, t) = host();
+    let (fx, _sd, t) = host();
     t.create("background").unwrap();
-    let start = sd.calls().into_iter().find(|c| c.starts_with("StartTransientUnit allot_background.slice")).unwrap();
-    assert!(start.contains("StopWhenUnneeded=true"), "the slice goes with its scope: {start}");
     fx.cgroup(&format!("{BG}/ci"), &[V2_FILES, &[("cgroup.controllers", "cpu memory")]].concat());
     fx.cgroup(&format!("{BG}/ok"), V2_FILES);
     t.create("background/ci/j3").unwrap();

@@ -25,14 +25,7 @@ impl SystemdTree {
         if *key == Key::Background {
             // Transient, so it goes when allot's tree is taken down; idle from the start.
             let desc = format!("allot ({}): background jobs, run only on CPU nobody else wants", self.names.root());
-            // StopWhenUnneeded: it goes with its scope even when the scope ends after
-            // allot let it go (a background job that outlived `--release`).
-            let props = vec![
-                prop("Description", crate::ipc::dbus::Value::str(desc)),
-                self.idle_weight().prop(),
-                prop("StopWhenUnneeded", crate::ipc::dbus::Value::Bool(true)),
-            ];
-            match st.sd.start_slice(&slice, props) {
+            match st.sd.start_slice(&slice, vec![prop("Description", crate::ipc::dbus::Value::str(desc)), self.idle_weight().prop()]) {
                 Err(Error::Bus { name, .. }) if name == "org.freedesktop.systemd1.UnitExists" => {}
                 r => r?,
             }
