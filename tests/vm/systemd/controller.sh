@@ -34,8 +34,8 @@ T create user-2001/j1-u2001 user-2001/j2-u2001
 check "allot:user-2001.scope is active" systemctl is-active --quiet allot:user-2001.scope
 check "its cgroup is in user-2001.slice (ControlGroup)" \
   test "$(systemctl show -p ControlGroup --value allot:user-2001.scope)" = "/$U/allot:user-2001.scope"
-check "Delegate=cpu only (no other controller enabled above it)" \
-  test "$(systemctl show -p Delegate -p DelegateControllers --value allot:user-2001.scope | tr '\n' ' ')" = "yes cpu "
+check "Delegate=cpu memory only (memory for a job's memory cap; no other controller enabled above it)" \
+  test "$(systemctl show -p Delegate -p DelegateControllers --value allot:user-2001.scope | tr '\n' ' ')" = "yes cpu memory "
 hp=$(cat "$S/.holder/cgroup.procs")
 echo "# holder: pid $hp comm $(cat "/proc/$hp/comm") ppid $(ps -o ppid= -p "$hp" | tr -d ' ') cmdline $(tr '\0' ' ' < "/proc/$hp/cmdline")"
 check "one holder, named allot-holder, re-parented (not the tool's child)" \

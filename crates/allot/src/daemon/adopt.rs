@@ -193,6 +193,7 @@ impl Daemon {
 
     /// [`Self::release`] on a systemd host (backend.rs).
     pub(super) fn release_scopes(&mut self) {
+        self.release_slice_job_mem();
         self.undo_dynamic();
         self.untie_all();
         for rel in self.tree_rels() {

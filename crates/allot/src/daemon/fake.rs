@@ -528,6 +528,12 @@ impl SliceMemory for FakeCg {
     fn recursive_protection(&self) -> bool {
         self.w.lock().unwrap().slice_mem.recursive
     }
+    fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> allot_linux::Result<()> {
+        self.w.lock().unwrap().slice_mem.job(rel, high, max)
+    }
+    fn job_usage(&self, rel: &str) -> allot_linux::Result<u64> {
+        Ok(self.w.lock().unwrap().slice_mem.usage.get(rel).copied().unwrap_or(0))
+    }
     fn reset_memory(&self, rel: Option<&str>) -> allot_linux::Result<()> {
         let unit = rel.unwrap_or("user.slice").to_string();
         let mut w = self.w.lock().unwrap();

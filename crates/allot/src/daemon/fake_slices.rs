@@ -27,6 +27,10 @@ pub struct SliceMem {
     pub pressure: BTreeMap<String, allot_linux::cgroup::io::CgroupPressure>,
     /// Currency paths whose slice is not running (its cgroup is gone: reading it fails).
     pub stopped: std::collections::BTreeSet<String>,
+    /// Jobs' own caps now, by job path: `(memory.high, memory.max)` (None: max).
+    pub jobs: BTreeMap<String, (Option<u64>, Option<u64>)>,
+    /// Job paths whose scope does not delegate memory (a write there is refused).
+    pub undelegated: std::collections::BTreeSet<String>,
 }
 
 impl SliceMem {
@@ -40,5 +44,21 @@ impl SliceMem {
             Some(b) => _ = self.props.insert(key, b),
             None => _ = self.props.remove(&key),
         }
+    }
+
+    /// A job's caps written in its directory, as the kernel keeps them; each write is
+    /// logged in `sent` as `job REL memory.high=..,memory.max=..` (or `job REL refused`).
+    pub(super) fn job(&mut self, rel: &str, high: Option<u64>, max: Option<u64>) -> allot_linux::Result<()> {
+        if self.undelegated.contains(rel) {
+            self.sent.push(format!("job {rel} refused"));
+            return Err(allot_linux::Error::Sys {
+                call: format!("enable the memory controller for {rel}"),
+                source: std::io::Error::other("the scope does not delegate the memory controller"),
+            });
+        }
+        let t = |v: Option<u64>| v.map_or("max".into(), |b| b.to_string());
+        self.sent.push(format!("job {rel} memory.high={},memory.max={}", t(high), t(max)));
+        self.jobs.insert(rel.to_string(), (high, max));
+        Ok(())
     }
 }

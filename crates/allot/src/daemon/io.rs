@@ -13,6 +13,7 @@ use crate::memory_view::{CurrencyPressure, Stall};
 use allot::io_view::{IoDevice, IoView};
 use allot_linux::cgroup::systemd::SliceProp;
 use allot_linux::cgroup::Version;
+use allot_model::io::BACKGROUND_UNITS;
 use std::collections::HashSet;
 
 impl Daemon {
@@ -73,7 +74,7 @@ impl Daemon {
     /// On a systemd host: each currency's slice gets its funding as `IOWeight=`, scaled so
     /// the largest is 100 (systemd turns IOWeight= above 100 into a BFQ weight out of
     /// proportion; `allot_model::io::slice_weights`). Its jobs share it with its login
-    /// sessions, not divided by tickets there.
+    /// sessions, not divided by tickets there. The background slice gets the least, 1.
     fn apply_slice_io(&mut self) {
         let ids = self.slice_currencies();
         let fundings: Vec<u32> = ids.iter().map(|c| self.funding_of(c)).collect();
@@ -94,7 +95,19 @@ impl Daemon {
                 Err(e) => failed = Some(format!("could not set IOWeight= of {rel}'s slice: {e}")),
             }
         }
+        // The background slice (allot's own, while background jobs run) weighs the least.
+        let bg = self.desired().jobs.values().any(|j| j.class() == Class::Background) && sm.slice_usage(BACKGROUND).is_ok();
+        if bg {
+            match sm.set_slice_memory(BACKGROUND, SliceProp::IoWeight, Some(BACKGROUND_UNITS as u64)) {
+                Ok(()) => sent.push((BACKGROUND.to_string(), BACKGROUND_UNITS)),
+                Err(e) => failed = Some(format!("could not set IOWeight= of the background slice: {e}")),
+            }
+        }
         let st = self.io_mut();
+        if !bg {
+            // Gone with its slice (stopped with the last background job).
+            st.written.remove(BACKGROUND);
+        }
         for (rel, w) in sent {
             st.written.insert(rel, w);
         }
@@ -141,7 +154,7 @@ impl Daemon {
         let st = self.io();
         let how = match (&st.io, st.slices) {
             _ if !self.cfg().io.by_share => "off: [io] by_share = false leaves I/O to the kernel".to_string(),
-            (_, true) => "IOWeight= on each currency's slice, through systemd".to_string(),
+            (_, true) => "IOWeight= on each currency's slice (the least, 1, on the background's), through systemd".to_string(),
             (Some(io), _) if st.files.is_empty() => format!(
                 "no weight file in allot's {} tree yet ({})",
                 if io.version() == Version::V1 { "blkio" } else { "io" },

@@ -129,7 +129,7 @@ fn on_systemd_each_slice_gets_its_funding_as_io_weight_and_it_is_taken_back() {
     );
     d.apply_io();
     assert!(w.lock().unwrap().slice_mem.sent.is_empty(), "nothing changed, nothing sent");
-    assert_eq!(d.io_view().how.as_deref(), Some("IOWeight= on each currency's slice, through systemd"));
+    assert_eq!(d.io_view().how.as_deref(), Some("IOWeight= on each currency's slice (the least, 1, on the background's), through systemd"));
     // A slice's pressure is the currency's, read through the slice (fake: as given).
     let psi = allot_linux::process::procfs::Psi {
         some: allot_linux::process::procfs::PsiLine { avg10: 20.0, avg60: 5.0, total_us: 3_000_000 },
@@ -209,4 +209,38 @@ fn the_background_weighs_the_least_and_the_switch_gives_every_weight_back() {
     d.cfg_mut().io.by_share = true;
     d.apply_io();
     assert_eq!((read(root.join("user-3000/io.weight")), read(sibling.join("io.weight"))), ("default 300".into(), "default 1".into()));
+}
+
+#[test]
+fn on_systemd_the_background_slice_weighs_the_least_while_background_jobs_run() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.systemd = true;
+        x.spawn(100, 3000, "/user.slice/user-3000.slice/session-4.scope", "sh");
+        x.slice_mem.logged_in = vec![3000];
+    }
+    let mut d = start(&w, None);
+    let sent = |w: &crate::daemon::fake::Shared| {
+        std::mem::take(&mut w.lock().unwrap().slice_mem.sent).into_iter().filter(|s| s.contains("IOWeight")).collect::<Vec<_>>()
+    };
+    d.apply_io();
+    assert_eq!(sent(&w), ["user-3000 IOWeight=100"], "no background job: no background slice to weigh");
+    let bg = crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: None };
+    d.handle(bg, &crate::daemon::tests::peer(&w, 3000, 100)).unwrap();
+    d.apply_io();
+    assert_eq!(sent(&w), ["background IOWeight=1"], "the smallest IOWeight= systemd takes");
+    d.apply_io();
+    assert!(sent(&w).is_empty(), "nothing changed, nothing sent");
+    // Turned off: taken back with the slices'; at stop too.
+    d.cfg_mut().io.by_share = false;
+    d.apply_io();
+    let mut off = sent(&w);
+    off.sort();
+    assert_eq!(off, ["background IOWeight=none", "user-3000 IOWeight=none"]);
+    d.cfg_mut().io.by_share = true;
+    d.apply_io();
+    assert_eq!(sent(&w).len(), 2, "on again: both weighed again");
+    d.undo_io();
+    assert!(sent(&w).contains(&"background IOWeight=none".to_string()));
 }

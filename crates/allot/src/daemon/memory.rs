@@ -318,6 +318,9 @@ mod audit;
 #[path = "memory_job.rs"]
 mod job;
 
+#[path = "memory_job_sd.rs"]
+mod job_sd;
+
 #[cfg(test)]
 #[path = "memory_job_tests.rs"]
 mod job_tests;
@@ -325,3 +328,7 @@ mod job_tests;
 #[cfg(test)]
 #[path = "memory_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "memory_job_sd_tests.rs"]
+mod job_sd_tests;

@@ -1,6 +1,7 @@
 //! A job's own memory cap (`allot run --mem 4G!`, `allot set --mem`; docs/memory.md):
 //! refused where it cannot be applied, written on the job's directory with the rest of
-//! the memory step (memory.rs) and at once when a request sets or clears it. The
+//! the memory step (memory.rs) and at once when a request sets or clears it (on a systemd
+//! host in the job's directory inside allot's scope, memory_job_sd.rs). The
 //! decision of what each kernel gets is the model's (`allot_model::memory::job_limits`).
 
 use super::super::core::Daemon;
@@ -15,13 +16,11 @@ impl Daemon {
     /// Whether a job's memory cap can be applied on this host; the refusal says why not and
     /// what does work here.
     pub(in crate::daemon) fn check_job_mem(&self) -> Result<(), Refusal> {
-        if self.memory().mem.is_some() {
+        if self.memory().mem.is_some() || self.memory().slices {
             return Ok(());
         }
         Err(Refusal::invalid(if !self.cfg().memory.enable {
             "a job's memory cap (--mem) needs memory by share, which the config turns off ([memory] enable = false)".to_string()
-        } else if self.memory().slices {
-            "a job's memory cap (--mem) is not carried on a systemd host yet (allot's scopes delegate only the cpu controller); a currency's cap in the config's [funding] (alice = { funding = 100, mem = \"4G!\" }) is, as MemoryMax= on its slice".to_string()
         } else {
             "a job's memory cap (--mem) needs the memory controller beside allot's tree, and this host has none mounted".to_string()
         }))
@@ -81,6 +80,9 @@ impl Daemon {
     /// job that starts growing at once meets its cap (the protection and v1's soft limit
     /// follow at the next tick).
     pub(in crate::daemon) fn apply_job_mem_now(&mut self, specs: &[JobSpec]) {
+        if self.memory().slices {
+            return self.apply_slice_job_mem_now(specs);
+        }
         let Some(top) = self.memory().mem.clone() else { return };
         for j in specs {
             let (mem, rel) = job_dir(&top, &j.rel());
@@ -108,11 +110,15 @@ impl Daemon {
     pub(in crate::daemon) fn mem_reason(&self, j: &JobSpec) -> Option<Reason> {
         let cap = j.mem?;
         let mem = self.memory().mem.as_ref();
-        let held = mem
-            .map(|m| job_dir(m, &j.rel()))
-            .and_then(|(m, rel)| m.usage(&rel).ok())
-            .map(|u| format!("; it holds {} now", allot_model::memory::human_size(u)))
-            .unwrap_or_default();
+        let usage = match (mem, self.tree().cg().slice_memory().filter(|_| self.memory().slices)) {
+            (Some(m), _) => {
+                let (m, rel) = job_dir(m, &j.rel());
+                m.usage(&rel).ok()
+            }
+            (None, Some(sm)) => sm.job_usage(&j.rel()).ok(),
+            _ => None,
+        };
+        let held = usage.map(|u| format!("; it holds {} now", allot_model::memory::human_size(u))).unwrap_or_default();
         let file = match (mem.map(|m| m.version()), cap.hard) {
             (Some(Version::V1), true) => "memory.limit_in_bytes",
             (Some(Version::V1), false) => {

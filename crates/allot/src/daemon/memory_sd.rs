@@ -99,6 +99,7 @@ impl Daemon {
         m.foreign.retain(|pid, _| seen.contains(pid));
         m.raised = raised;
         m.view = view;
+        self.apply_slice_job_mem();
     }
 
     /// At stop: every memory property allot sent to a slice is taken back at once.

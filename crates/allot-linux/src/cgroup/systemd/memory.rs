@@ -16,7 +16,7 @@
 //! property of a slice (the [`Limiter`](super::names::Limiter) that bounds CPUWeight writes); a held value goes
 //! out from [`SystemdTree::memory_upkeep`].
 
-use super::names::{Key, Offer, Place};
+use super::names::{Offer, Place};
 use super::{State, SystemdTree};
 use crate::ipc::dbus::Value;
 use crate::ipc::systemd::prop;
@@ -115,6 +115,12 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     /// the currency's slice (`rel`), or to `user.slice` (None): a protection to 0, a cap
     /// to `infinity`, an I/O weight to none. What allot never sent is left as it is.
     fn reset_memory(&self, rel: Option<&str>) -> Result<()>;
+    /// A job's own memory caps in its directory inside allot's scope (`rel`: a job's
+    /// path): `high` its `memory.high`, `max` its `memory.max`, None no limit
+    /// (job_memory.rs: a job is no unit; the scope delegates memory).
+    fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> Result<()>;
+    /// Bytes charged to a job (its `memory.current`).
+    fn job_usage(&self, rel: &str) -> Result<u64>;
 }
 
 /// Whether /proc/self/mountinfo's cgroup2 mount at `mount` has `memory_recursiveprot`
@@ -130,10 +136,11 @@ pub fn has_recursiveprot(mountinfo: &str, mount: &str) -> bool {
 }
 
 impl SystemdTree {
-    /// The slice of currency `rel` (a currency's path, not the background's).
+    /// The slice of currency `rel` (a currency's path), or the background's slice
+    /// (`background`: only its `IOWeight=` is sent there).
     fn currency_slice(&self, rel: &str) -> Result<String> {
         match Self::place(rel)? {
-            Place::Scope(key @ Key::Currency(_)) => Ok(self.names.slice(&key)),
+            Place::Scope(key) => Ok(self.names.slice(&key)),
             _ => Err(Error::Sys {
                 call: format!("find the slice of {rel:?}"),
                 source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "memory is shared by currency: a currency's path (user-1000, ci)"),
@@ -249,6 +256,12 @@ impl SliceMemory for SystemdTree {
             return Ok(());
         }
         st.sd.set_properties(&unit, true, props)
+    }
+    fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> Result<()> {
+        self.job_memory(rel, high, max)
+    }
+    fn job_usage(&self, rel: &str) -> Result<u64> {
+        self.job_memory_usage(rel)
     }
     fn recursive_protection(&self) -> bool {
         let m = self.mount.to_string_lossy();

@@ -20,6 +20,7 @@
 
 #[cfg(test)]
 mod fake;
+mod job_memory;
 mod legacy;
 mod manager;
 pub mod memory;
@@ -360,6 +361,7 @@ impl CpuController for SystemdTree {
         for (i, part) in parts.iter().enumerate() {
             if i > 0 && !self.is_legacy() {
                 enable_cpu(&p)?;
+                job_memory::enable_memory_if_delegated(&p)?;
             }
             p.push(part);
             mkdir(&p)?;

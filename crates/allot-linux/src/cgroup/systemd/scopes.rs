@@ -33,7 +33,8 @@ impl SystemdTree {
         let pid = holder::spawn(&self.holder)?;
         let desc = format!("allot ({}): jobs of {} {}", self.names.root(), if *key == Key::Background { "the" } else { "currency" }, key.rel());
         let extra = vec![prop("Description", crate::ipc::dbus::Value::str(desc)), prop("TasksMax", crate::ipc::dbus::Value::U64(u64::MAX))];
-        let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra.clone());
+        let ctrls = super::job_memory::delegated(self.is_legacy());
+        let mut r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(ctrls), extra.clone());
         if let Err(Error::Bus { name, .. }) = &r {
             if name == "org.freedesktop.systemd1.UnitExists" {
                 if st.sd.active_state(&unit).is_ok_and(|a| a == "active") {
@@ -42,7 +43,7 @@ impl SystemdTree {
                 } else {
                     // Loaded but not running (failed, or stopping): clear it and start afresh.
                     let _ = st.sd.reset_failed(&unit);
-                    r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(&["cpu"]), extra);
+                    r = st.sd.start_scope(&unit, &slice, &[pid as u32], Some(ctrls), extra);
                 }
             }
         }
@@ -69,6 +70,7 @@ impl SystemdTree {
         }
         if !self.is_legacy() {
             enable_cpu(&dir)?;
+            super::job_memory::enable_memory_if_delegated(&dir)?;
         }
         self.ensure_holder(st, key, &dir)?;
         Ok(dir)
@@ -143,6 +145,11 @@ impl SystemdTree {
         st.limiter.forget(key.rel());
         st.slices.remove(&slice);
         if *key == Key::Background {
+            // The slice goes with the scope, and its runtime IOWeight= with it: a new one
+            // is sent its own.
+            for p in super::SliceProp::ALL {
+                st.mem_limiter.forget(&format!("{slice}#{}", p.name()));
+            }
             match st.sd.stop_unit(&slice) {
                 Err(e) if !no_such_unit(&e) => return Err(e),
                 _ => {}

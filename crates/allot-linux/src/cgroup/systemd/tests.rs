@@ -41,7 +41,7 @@ fn a_job_is_made_in_a_delegated_scope_in_the_users_slice() {
     assert_eq!(scope.cgroup, format!("/{SCOPE}"));
     assert!(scope.delegate);
     assert_eq!(scope.props["Slice"], "\"user-1000.slice\"");
-    assert_eq!(scope.props["DelegateControllers"], "[\"cpu\"]", "cpu only, not every controller");
+    assert_eq!(scope.props["DelegateControllers"], "[\"cpu\", \"memory\"]", "cpu and memory (a job's memory cap) only, not every controller");
     // The holder left the scope's top for .holder, so the top may delegate cpu.
     assert_eq!(live(&fx, &format!("{SCOPE}/.holder/cgroup.procs")).len(), 1);
     assert_eq!(fx.read(&format!("{SCOPE}/cgroup.subtree_control")), "+cpu");

@@ -1,0 +1,67 @@
+//! A job's own memory cap on a systemd host (`allot run --mem 4G!`, docs/memory.md): the
+//! job's directory inside allot's scope, which delegates the memory controller, takes
+//! `memory.max` (hard) or `memory.high` (soft) through allot-linux's `SliceMemory`
+//! (job_memory.rs there: a job is no unit of systemd's, so no property is sent; no file of
+//! a cgroup systemd made is written). Written when a request sets or clears the cap and
+//! kept by the memory step; taken back by `--release` from jobs that outlive allot.
+
+use super::super::core::Daemon;
+use super::super::registry::JobSpec;
+use allot_model::memory::split_cap;
+use std::collections::HashSet;
+
+impl Daemon {
+    /// Every job's cap on a systemd host, written where it differs from what was (the
+    /// step's cache, by the job's path); a job whose cap went is given no limit once.
+    pub(super) fn apply_slice_job_mem(&mut self) {
+        let specs: Vec<JobSpec> = self.desired().jobs.values().cloned().collect();
+        let mut rels = HashSet::new();
+        for j in &specs {
+            let rel = j.rel();
+            let (high, max) = split_cap(j.mem);
+            let was = |what| self.memory().written.get(&(rel.clone(), what)).copied();
+            let never = j.mem.is_none() && was("high").flatten().is_none() && was("max").flatten().is_none();
+            if !never && (was("high") != Some(high) || was("max") != Some(max)) {
+                self.send_job_mem(&rel, high, max);
+            }
+            rels.insert(rel);
+        }
+        // A job that is gone took its directory, and its cap, with it.
+        self.memory_mut().written.retain(|(r, _), _| rels.contains(r));
+    }
+
+    /// A request set or cleared these jobs' caps: written now, before `allot run`'s
+    /// command starts.
+    pub(super) fn apply_slice_job_mem_now(&mut self, specs: &[JobSpec]) {
+        for j in specs {
+            let (high, max) = split_cap(j.mem);
+            self.send_job_mem(&j.rel(), high, max);
+        }
+    }
+
+    fn send_job_mem(&mut self, rel: &str, high: Option<u64>, max: Option<u64>) {
+        let Some(sm) = self.tree().cg().slice_memory() else { return };
+        if let Err(e) = sm.set_job_memory(rel, high, max) {
+            log::warn!("memory: could not set the memory cap of job {rel}: {e}");
+        }
+        // Kept as written either way: a scope that cannot take it is not asked every tick.
+        let w = &mut self.memory_mut().written;
+        w.insert((rel.to_string(), "high"), high);
+        w.insert((rel.to_string(), "max"), max);
+    }
+
+    /// `--release`: a job that runs on after allot is removed keeps no cap of allot's.
+    /// The jobs are the state file's (`--release` is a daemon of its own, which has
+    /// written nothing yet) and whatever this one wrote.
+    pub(in crate::daemon) fn release_slice_job_mem(&mut self) {
+        let mut rels: HashSet<String> = self.memory().written.iter().filter(|(_, v)| v.is_some()).map(|((r, _), _)| r.clone()).collect();
+        rels.extend(self.desired().jobs.values().filter(|j| j.mem.is_some()).map(|j| j.rel()));
+        let Some(sm) = self.tree().cg().slice_memory() else { return };
+        for rel in rels {
+            if let Err(e) = sm.set_job_memory(&rel, None, None) {
+                log::info!("memory: could not take back the memory cap of job {rel}: {e}");
+            }
+        }
+        self.memory_mut().written.clear();
+    }
+}
