@@ -9,8 +9,8 @@
 #   nice -n 19 cargo build --release -p allot --bin allot --bin allot-lab
 #   flock /work/wt/vm.lock bash tests/vm/systemd/run.sh --timeout 2400 --allot target/release/allot \
 #     --file target/release/allot-lab:/usr/local/bin/allot-lab --file tests/vm/build/debs:/root/debs \
-#     --script tests/vm/systemd/oom-bench.sh [-- BENCH-ARGS]
-# BENCH-ARGS are passed to the bench (default: --check --seconds 20).
+#     --mem 1024 --script tests/vm/systemd/oom-bench.sh [-- BENCH-ARGS]
+# BENCH-ARGS are passed to the bench (default: --users allot-tb,allot-ta --check --seconds 30).
 set -euo pipefail
 # shellcheck source=tests/vm/systemd/guest-lib.sh
 . "$ALLOT_VM_LIB"
@@ -25,7 +25,7 @@ chmod 600 /swapfile
 mkswap /swapfile >&2
 swapon /swapfile
 echo "# swap: $(swapon --show=NAME,SIZE --noheadings | tr -s ' ')"
-[ $# -gt 0 ] || set -- --check --seconds 20
+[ $# -gt 0 ] || set -- --users allot-tb,allot-ta --check --seconds 30
 echo "# allot-lab bench memory $*"
 rc=0
 allot-lab bench memory "$@" || rc=$?

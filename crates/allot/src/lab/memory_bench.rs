@@ -45,7 +45,11 @@ pub struct MemoryBenchArgs {
     /// also the seconds of A's hog alone.
     #[arg(long, default_value_t = 8)]
     pub seconds: u64,
-    /// The two uids (B, A) the benchmark runs processes as.
+    /// On a systemd host: the two login accounts, B's and A's (B,A), whose login sessions
+    /// (`su -l`) run the benchmark's processes.
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// The two uids (B, A) the benchmark runs processes as (cgroup v1).
     #[command(flatten)]
     pub uids: allot_measure::test_uids::TestUids,
 }

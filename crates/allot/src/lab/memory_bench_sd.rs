@@ -26,6 +26,9 @@ const CG: &str = "/sys/fs/cgroup";
 /// The private daemon's unit in the allot arm.
 const DAEMON_UNIT: &str = "allot-bench-memory.service";
 const DAEMON_CONFIG: &str = "/run/allot-bench-memory.toml";
+const OOMD_SOCKET: &str = "systemd-oomd.socket";
+/// Seconds B runs (its session made, its working set touched) before A's hog starts.
+const WARM: u64 = 5;
 
 /// True on a host whose init is systemd and whose cgroups are v2 only.
 pub fn is_systemd_v2() -> bool {
@@ -167,18 +170,17 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
             }
         }
     }
-    for unit in ["systemd-oomd.service", "earlyoom.service", DAEMON_UNIT] {
+    for unit in ["systemd-oomd.service", OOMD_SOCKET, "earlyoom.service", DAEMON_UNIT] {
         if systemctl_out(&["is-active", unit]) == "active" {
             bail!("{unit} is running: stop it (systemctl stop {unit}) so that every other arm runs without it");
         }
     }
-    let uids = args.uids.pick(2)?;
-    let (b, a) = (uids[0], uids[1]);
+    let (b, a) = accounts(&args.users)?;
     let exe = std::env::current_exe().context("the allot-lab binary")?;
     let product = exe.with_file_name("allot");
     let mut rows = vec![];
     for arm in ARMS {
-        rows.push(one(arm, &exe, &product, args, &s, b, a).with_context(|| format!("the {} arm", arm.name()))?);
+        rows.push(one(arm, &exe, &product, args, &s, &b, &a).with_context(|| format!("the {} arm", arm.name()))?);
     }
     let al = &rows[4];
     let ok = al.kept >= 0.9 && al.b_lost == 0 && al.a_alone_mib as f64 >= 0.9 * (2 * s.alone_array) as f64;
@@ -281,6 +283,29 @@ impl Meter {
     }
 }
 
+/// A login account the benchmark runs processes as.
+#[derive(Debug, Clone)]
+struct User {
+    name: String,
+    uid: u32,
+}
+
+/// Looks up the two accounts of `--users B,A`.
+fn accounts(names: &[String]) -> anyhow::Result<(User, User)> {
+    let [b, a] = names else {
+        bail!("on a systemd host the benchmark runs its processes in login sessions: --users must name two login accounts, B's and A's (e.g. --users alice,bob), got {names:?}");
+    };
+    let one = |name: &String| -> anyhow::Result<User> {
+        let o = Command::new("id").args(["-u", name]).output().context("run id")?;
+        let uid = String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().ok().filter(|_| o.status.success());
+        match uid {
+            Some(uid) if uid >= 1000 => Ok(User { name: name.clone(), uid }),
+            _ => bail!("--users: {name:?} is not a login account with a uid of at least 1000"),
+        }
+    };
+    Ok((one(b)?, one(a)?))
+}
+
 /// What an arm starts for its users, and how.
 struct Users<'a> {
     exe: String,
@@ -289,24 +314,37 @@ struct Users<'a> {
 }
 
 impl Users<'_> {
-    /// A process of `uid` in a scope of its own in the user's slice; under allot, a job.
-    fn command(&self, uid: u32, cmd: &[&str]) -> Command {
-        let mut c = Command::new("systemd-run");
-        c.args(["--scope", "--quiet", "--collect", &format!("--slice=user-{uid}.slice"), "--"]);
-        c.args(["setpriv", &format!("--reuid={uid}"), &format!("--regid={uid}"), "--clear-groups", "--"]);
+    /// A process of `user` in a login session of its own (`su -l`, whose PAM stack makes
+    /// the session, as an ssh login's does), in the user's slice; under allot, a job of the
+    /// user's (`allot run`). The child is su, which passes the command's status on (128 +
+    /// the signal when it was killed).
+    fn command(&self, user: &User, cmd: &[&str]) -> Command {
+        let mut words: Vec<String> = vec!["exec".into()];
         if self.allot {
-            c.arg(self.product).args(["run", "--"]);
+            words.extend([self.product.display().to_string(), "run".into(), "--".into()]);
         }
-        c.args(cmd).stdin(Stdio::null()).stdout(Stdio::null());
+        words.extend(cmd.iter().map(|w| w.to_string()));
+        let mut c = Command::new("setsid");
+        c.args(["su", "-l", &user.name, "-c", &words.join(" ")]).env("XDG_SESSION_CLASS", "user");
+        c.stdin(Stdio::null()).stdout(Stdio::null());
         c
     }
 
     /// `allot-lab workload mem` of two arrays of `array` MiB for `secs`, its report piped.
-    fn mem(&self, uid: u32, array: u64, secs: u64) -> Command {
+    fn mem(&self, user: &User, array: u64, secs: u64) -> Command {
         let (a, d) = (array.to_string(), format!("{secs}s"));
-        let mut c = self.command(uid, &[&self.exe, "workload", "mem", "--mib", &a, "--duration", &d]);
+        let mut c = self.command(user, &[&self.exe, "workload", "mem", "--mib", &a, "--duration", &d]);
         c.stdout(Stdio::piped());
         c
+    }
+}
+
+/// How a process run through su ended: su exits 128 + the signal that killed the command.
+fn su_ended(status: Option<std::process::ExitStatus>) -> String {
+    match status.and_then(|s| s.code()) {
+        Some(9 | 137) => "killed".into(),
+        Some(c) if c > 128 => format!("signal {}", c - 128),
+        _ => ended(status),
     }
 }
 
@@ -374,8 +412,13 @@ fn setup(arm: Arm, s: &Sizes, product: &Path, b: u32, a: u32) -> anyhow::Result<
 fn teardown(arm: Arm, b: u32, a: u32) {
     match arm {
         Arm::Kernel => {}
-        Arm::Oomd | Arm::Earlyoom => {
-            let _ = systemctl(&["stop", arm.unit().map(|u| u.0).unwrap_or_default()]);
+        // systemd-oomd's socket too: while it listens, systemd would start the daemon again
+        // when it has news of a cgroup oomd manages, in a later arm.
+        Arm::Oomd => {
+            let _ = systemctl(&["stop", OOMD_SOCKET, "systemd-oomd.service"]);
+        }
+        Arm::Earlyoom => {
+            let _ = systemctl(&["stop", "earlyoom.service"]);
         }
         Arm::Static => {
             for uid in [b, a] {
@@ -389,26 +432,28 @@ fn teardown(arm: Arm, b: u32, a: u32) {
     }
 }
 
-fn one(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Sizes, b: u32, a: u32) -> anyhow::Result<Row> {
-    setup(arm, s, product, b, a)?;
+fn one(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Sizes, b: &User, a: &User) -> anyhow::Result<Row> {
+    setup(arm, s, product, b.uid, a.uid)?;
     let mut kids = Kids::default();
     let r = measure(arm, exe, product, args, s, b, a, &mut kids);
     kids.kill_all();
-    teardown(arm, b, a);
+    // Whatever su left running in the users' sessions (or allot's jobs) goes with the slice.
+    let _ = systemctl(&["stop", &format!("user-{}.slice", b.uid), &format!("user-{}.slice", a.uid)]);
+    teardown(arm, b.uid, a.uid);
     r
 }
 
 #[allow(clippy::too_many_arguments)]
-fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Sizes, b: u32, a: u32, kids: &mut Kids) -> anyhow::Result<Row> {
+fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Sizes, b: &User, a: &User, kids: &mut Kids) -> anyhow::Result<Row> {
     let users = Users { exe: exe.display().to_string(), product, allot: arm == Arm::Allot };
-    let (b_dir, a_dir) = (slice(b), slice(a));
-    // Each user's sleeper keeps the user's slice (and under allot a job) for the whole arm.
+    let (b_dir, a_dir) = (slice(b.uid), slice(a.uid));
+    // Each user's sleeper keeps a session (and under allot a job) for the whole arm.
     let b_sleeper = kids.add(users.command(b, &["sleep", "3600"]).spawn()?);
     kids.add(users.command(a, &["sleep", "3600"]).spawn()?);
     let t0 = Instant::now();
     while !(b_dir.join("memory.current").exists() && a_dir.join("memory.current").exists()) {
-        if t0.elapsed() > Duration::from_secs(30) {
-            bail!("{} and {} did not both appear within 30 s", b_dir.display(), a_dir.display());
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("{} and {} did not both appear within 60 s", b_dir.display(), a_dir.display());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -417,16 +462,17 @@ fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Siz
     let alone = kids.add(users.mem(a, s.alone_array, secs).spawn()?);
     let mut a_alone = Meter::default();
     let (_, st) = watch(kids, alone, &mut [(&a_dir, &mut a_alone)])?;
-    let a_alone_hog = ended(st);
-    // B warms (its first pass faults its pages in), then runs alone, then with A's hog.
+    let a_alone_hog = su_ended(st);
+    // B warms (its first pass faults its pages in), then runs alone, then with A's hog,
+    // which starts once B has run WARM seconds; B is measured from then on.
     let p = kids.add(users.mem(b, s.b_array, 3).spawn()?);
     kids.output(p);
     let p = kids.add(users.mem(b, s.b_array, secs).spawn()?);
     let b_alone = rate(&kids.output(p)).unwrap_or(0.0);
     let (b_kills, a_kills) = (oom_kills(&b_dir), oom_kills(&a_dir));
     let p = kids.add(users.mem(b, s.b_array, secs).spawn()?);
-    std::thread::sleep(Duration::from_secs(1));
-    let hog = kids.add(users.mem(a, s.hog_array, secs).spawn()?);
+    std::thread::sleep(Duration::from_secs(WARM));
+    let hog = kids.add(users.mem(a, s.hog_array, secs - WARM).spawn()?);
     let (mut bm, mut am) = (Meter::default(), Meter::default());
     let (out, _) = watch(kids, p, &mut [(&b_dir, &mut bm), (&a_dir, &mut am)])?;
     let b_with = rate(&out);
@@ -434,7 +480,7 @@ fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Siz
     let sleeper_gone = kids.0.iter_mut().find(|c| c.id() == b_sleeper).is_none_or(|c| c.try_wait().ok().flatten().is_some());
     let b_lost = u32::from(b_with.is_none()) + u32::from(sleeper_gone);
     let killer = arm.unit().map(|u| u.1);
-    let hog = ended_by(&ended(hog_st), oom_kills(&a_dir).saturating_sub(a_kills), killer);
+    let hog = ended_by(&su_ended(hog_st), oom_kills(&a_dir).saturating_sub(a_kills), killer);
     if oom_kills(&b_dir) > b_kills {
         eprintln!("allot-lab: the {} arm: the kernel's OOM killer killed in B's slice too", arm.name());
     }
@@ -486,6 +532,16 @@ mod tests {
         assert_eq!(ended_by("killed", 0, Some("systemd-oomd")), "killed by systemd-oomd");
         assert_eq!(ended_by("signal 15", 0, Some("earlyoom")), "terminated by earlyoom");
         assert_eq!(ended_by("killed", 0, None), "killed");
+    }
+
+    #[test]
+    fn su_passes_a_killed_commands_signal_as_128_plus_it() {
+        use std::os::unix::process::ExitStatusExt;
+        let code = |c: i32| Some(std::process::ExitStatus::from_raw(c << 8));
+        assert_eq!(su_ended(code(137)), "killed");
+        assert_eq!(su_ended(code(143)), "signal 15");
+        assert_eq!(su_ended(code(0)), "finished");
+        assert_eq!(su_ended(Some(std::process::ExitStatus::from_raw(9))), "killed");
     }
 
     #[test]
