@@ -30,7 +30,9 @@ echo "# allot-lab bench memory $*"
 rc=0
 allot-lab bench memory "$@" || rc=$?
 echo "# the killers' own words (journal):"
-journalctl -b --no-pager -o cat -u systemd-oomd.service -u earlyoom.service | grep -iE 'kill|sending' | head -n 20 | sed 's/^/#   /' || true
+journalctl -b --no-pager -o short-monotonic -u systemd-oomd.service -u earlyoom.service | grep -vE 'Starting|Started|Stopping|Stopped|Deactivated|Consumed' | head -n 60 | sed 's/^/#   /' || true
 echo "# the kernel's OOM kills (journal):"
-journalctl -b -k --no-pager -o cat | grep -E 'Killed process|oom-kill:' | head -n 20 | sed 's/^/#   /' || true
+journalctl -b -k --no-pager -o short-monotonic | grep -E 'Killed process|oom-kill:' | head -n 20 | sed 's/^/#   /' || true
+echo "# systemd-oomd started and stopped (journal):"
+journalctl -b --no-pager -o short-monotonic -u systemd-oomd.service -u systemd-oomd.socket | grep -E 'Started|Stopped|Listening' | sed 's/^/#   /' || true
 exit "$rc"

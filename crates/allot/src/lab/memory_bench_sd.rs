@@ -218,8 +218,18 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
     }
     print!("{}", t.render());
     println!(
-        "\nMemTotal {} MiB, swap {} MiB, available to users {} MiB (less allot's 10% reserve). B touches 2 x {} MiB over and over; A's hog takes 2 x {} MiB (1.2 times memory and swap) a second into B's {} s; alone, A's hog takes 2 x {} MiB for {} s. The static arm sets MemoryMax={}M on each user's slice; allot funds both users equally.",
-        s.ram, s.swap, s.available, s.b_array, s.hog_array, args.seconds, s.alone_array, args.seconds, s.static_max
+        "\nMemTotal {} MiB, swap {} MiB, available to users {} MiB (less allot's 10% reserve). B touches 2 x {} MiB over and over; A's hog takes 2 x {} MiB (1.2 times memory and swap) for {} s from {} s into B's {} s (B is measured from then on); alone, A's hog takes 2 x {} MiB for {} s. The static arm sets MemoryMax={}M on each user's slice; allot funds both users equally.",
+        s.ram,
+        s.swap,
+        s.available,
+        s.b_array,
+        s.hog_array,
+        args.seconds - WARM,
+        WARM,
+        args.seconds,
+        s.alone_array,
+        args.seconds,
+        s.static_max
     );
     if args.check {
         println!(
@@ -232,6 +242,11 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         );
     }
     Ok(if args.check && !ok { 1 } else { 0 })
+}
+
+/// The machine's uptime, s (to find an arm in the journal).
+fn uptime() -> f64 {
+    allot_linux::read("/proc/uptime").ok().and_then(|t| t.split_whitespace().next()?.parse().ok()).unwrap_or(0.0)
 }
 
 fn systemctl_out(args: &[&str]) -> String {
@@ -434,12 +449,21 @@ fn teardown(arm: Arm, b: u32, a: u32) {
 
 fn one(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Sizes, b: &User, a: &User) -> anyhow::Result<Row> {
     setup(arm, s, product, b.uid, a.uid)?;
+    let t0 = uptime();
     let mut kids = Kids::default();
     let r = measure(arm, exe, product, args, s, b, a, &mut kids);
     kids.kill_all();
     // Whatever su left running in the users' sessions (or allot's jobs) goes with the slice.
     let _ = systemctl(&["stop", &format!("user-{}.slice", b.uid), &format!("user-{}.slice", a.uid)]);
     teardown(arm, b.uid, a.uid);
+    eprintln!("allot-lab: the {} arm ran from uptime {t0:.0} s to {:.0} s", arm.name(), uptime());
+    // A killer that came back during another arm would make that arm's numbers its own.
+    for (other, (unit, _)) in ARMS.iter().filter_map(|&o| Some((o, o.unit()?))) {
+        if other != arm && systemctl_out(&["is-active", unit]) == "active" {
+            eprintln!("allot-lab: {unit} was running at the end of the {} arm (started by something else); stopped", arm.name());
+            let _ = systemctl(&["stop", OOMD_SOCKET, unit]);
+        }
+    }
     r
 }
 
@@ -476,7 +500,8 @@ fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Siz
     let (mut bm, mut am) = (Meter::default(), Meter::default());
     let (out, _) = watch(kids, p, &mut [(&b_dir, &mut bm), (&a_dir, &mut am)])?;
     let b_with = rate(&out);
-    let (_, hog_st) = watch(kids, hog, &mut [(&b_dir, &mut bm), (&a_dir, &mut am)])?;
+    // B's working set has ended: from here on only A is measured.
+    let (_, hog_st) = watch(kids, hog, &mut [(&a_dir, &mut am)])?;
     let sleeper_gone = kids.0.iter_mut().find(|c| c.id() == b_sleeper).is_none_or(|c| c.try_wait().ok().flatten().is_some());
     let b_lost = u32::from(b_with.is_none()) + u32::from(sleeper_gone);
     let killer = arm.unit().map(|u| u.1);
