@@ -31,7 +31,8 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 pub struct MemoryBenchArgs {
     /// Exit non-zero if, with allot, B holds less than 90% of its working set while the hog
-    /// runs, or loses its reader.
+    /// runs, or loses its reader (on a systemd host: B keeps less than 90% of its rate
+    /// alone, or loses a process, or A alone holds less than 90% of its hog).
     #[arg(long)]
     pub check: bool,
     /// The memory all of allot's users share in the benchmark, MiB (allot's root's limit;
