@@ -176,6 +176,7 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         }
     }
     let (b, a) = accounts(&args.users)?;
+    mask_oomd();
     let exe = std::env::current_exe().context("the allot-lab binary")?;
     let product = exe.with_file_name("allot");
     let mut rows = vec![];
@@ -242,6 +243,13 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         );
     }
     Ok(if args.check && !ok { 1 } else { 0 })
+}
+
+/// Stops systemd-oomd and masks it until the next boot (or its arm), so that no other arm
+/// runs with it.
+fn mask_oomd() {
+    let _ = systemctl(&["stop", OOMD_SOCKET, "systemd-oomd.service"]);
+    let _ = systemctl(&["mask", "--runtime", OOMD_SOCKET, "systemd-oomd.service"]);
 }
 
 /// The machine's uptime, s (to find an arm in the journal).
@@ -398,7 +406,13 @@ fn watch(kids: &mut Kids, pid: u32, meters: &mut [(&Path, &mut Meter)]) -> anyho
 fn setup(arm: Arm, s: &Sizes, product: &Path, b: u32, a: u32) -> anyhow::Result<()> {
     match arm {
         Arm::Kernel => {}
-        Arm::Oomd | Arm::Earlyoom => systemctl(&["start", arm.unit().map(|u| u.0).unwrap_or_default()])?,
+        // Masked outside its arm: a login's user@.service carries the package's
+        // ManagedOOMMemoryPressure=, which pulls systemd-oomd's socket (and the daemon) in.
+        Arm::Oomd => {
+            systemctl(&["unmask", "--runtime", OOMD_SOCKET, "systemd-oomd.service"])?;
+            systemctl(&["start", "systemd-oomd.service"])?;
+        }
+        Arm::Earlyoom => systemctl(&["start", "earlyoom.service"])?,
         Arm::Static => {
             for uid in [b, a] {
                 systemctl(&["set-property", "--runtime", &format!("user-{uid}.slice"), &format!("MemoryMax={}M", s.static_max)])?;
@@ -429,9 +443,7 @@ fn teardown(arm: Arm, b: u32, a: u32) {
         Arm::Kernel => {}
         // systemd-oomd's socket too: while it listens, systemd would start the daemon again
         // when it has news of a cgroup oomd manages, in a later arm.
-        Arm::Oomd => {
-            let _ = systemctl(&["stop", OOMD_SOCKET, "systemd-oomd.service"]);
-        }
+        Arm::Oomd => mask_oomd(),
         Arm::Earlyoom => {
             let _ = systemctl(&["stop", "earlyoom.service"]);
         }
