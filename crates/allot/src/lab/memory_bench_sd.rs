@@ -507,7 +507,13 @@ fn measure(arm: Arm, exe: &Path, product: &Path, args: &MemoryBenchArgs, s: &Siz
     let b_alone = rate(&kids.output(p)).unwrap_or(0.0);
     let (b_kills, a_kills) = (oom_kills(&b_dir), oom_kills(&a_dir));
     let p = kids.add(users.mem(b, s.b_array, secs).spawn()?);
+    // The hog starts once B's new session holds its working set (a login takes seconds under
+    // TCG), at least WARM seconds in, so that B's least is B's and not its sleeper's alone.
+    let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(WARM));
+    while mib(&b_dir.join("memory.current")) < s.b_array * 2 * 9 / 10 && t0.elapsed() < Duration::from_secs(secs / 2) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let hog = kids.add(users.mem(a, s.hog_array, secs - WARM).spawn()?);
     let (mut bm, mut am) = (Meter::default(), Meter::default());
     let (out, _) = watch(kids, p, &mut [(&b_dir, &mut bm), (&a_dir, &mut am)])?;
