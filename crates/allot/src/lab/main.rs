@@ -10,6 +10,7 @@
 
 mod daemon_bench;
 mod memory_bench;
+mod memory_bench_sd;
 mod overhead_bench;
 mod overhead_workload;
 mod policy_bench;
@@ -68,7 +69,8 @@ enum BenchCmd {
     /// A real workload's throughput inside an allot job against the same outside allot.
     Overhead(overhead_bench::OverheadBenchArgs),
     /// Memory by share: a user's working set against another's growing hog, the kernel
-    /// alone and allot.
+    /// alone, a static per-user limit and allot (on a systemd host also systemd-oomd and
+    /// earlyoom).
     Memory(memory_bench::MemoryBenchArgs),
 }
 

@@ -16,6 +16,9 @@
 //! Before B reads anything, A runs a hog of 80% of the limit alone: what A could use with
 //! B absent (a static limit wastes what B does not use; allot reserves nothing for an
 //! absent user). `--check` also fails when, with allot, that hog did not run to its end.
+//!
+//! On a systemd host with cgroup v2 the benchmark is `memory_bench_sd`'s instead: five
+//! arms (the kernel alone, systemd-oomd, earlyoom, a static `MemoryMax=`, allot) with swap.
 
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
@@ -28,19 +31,26 @@ use std::time::Duration;
 #[derive(Debug, Args)]
 pub struct MemoryBenchArgs {
     /// Exit non-zero if, with allot, B holds less than 90% of its working set while the hog
-    /// runs, or loses its reader.
+    /// runs, or loses its reader (on a systemd host: B keeps less than 90% of its rate
+    /// alone, or loses a process, or A alone holds less than 90% of its hog).
     #[arg(long)]
     pub check: bool,
-    /// The memory all of allot's users share in the benchmark, MiB (allot's root's limit).
+    /// The memory all of allot's users share in the benchmark, MiB (allot's root's limit;
+    /// cgroup v1 only: on a systemd host the machine's memory and swap are shared).
     #[arg(long, default_value_t = 512)]
     pub limit: u64,
     /// B's working set, MiB (below its half of the limit).
     #[arg(long, default_value_t = 160)]
     pub working_set: u64,
-    /// Seconds B reads alone, then with A's hog.
+    /// Seconds B reads (or touches its memory) alone, then with A's hog; on a systemd host
+    /// also the seconds of A's hog alone.
     #[arg(long, default_value_t = 8)]
     pub seconds: u64,
-    /// The two uids (B, A) the benchmark runs processes as.
+    /// On a systemd host: the two login accounts, B's and A's (B,A), whose login sessions
+    /// (`su -l`) run the benchmark's processes.
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// The two uids (B, A) the benchmark runs processes as (cgroup v1).
     #[command(flatten)]
     pub uids: allot_measure::test_uids::TestUids,
 }
@@ -87,8 +97,11 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot-lab bench memory must run as root (it starts a private daemon and makes cgroups)");
     }
+    if super::memory_bench_sd::is_systemd_v2() {
+        return super::memory_bench_sd::run(&args, json);
+    }
     if !Path::new(MEM_ROOT).join("memory.limit_in_bytes").exists() {
-        bail!("allot-lab bench memory needs the cgroup v1 memory controller at {MEM_ROOT} (this first version measures cgroup v1 only)");
+        bail!("allot-lab bench memory needs the cgroup v1 memory controller at {MEM_ROOT}, or a systemd host with cgroup v2 only");
     }
     if args.working_set == 0 || args.working_set * 2 > args.limit || args.seconds == 0 {
         bail!("--working-set must be 1..{} MiB (at most half of --limit {}), --seconds at least 1", args.limit / 2, args.limit);
@@ -209,7 +222,7 @@ fn alone_mib(limit: u64) -> u64 {
 }
 
 /// How a hog ended: "killed" (SIGKILL: the OOM killer), "signal N" or "finished".
-fn ended(status: Option<std::process::ExitStatus>) -> String {
+pub(super) fn ended(status: Option<std::process::ExitStatus>) -> String {
     match status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s)) {
         Some(9) => "killed".to_string(),
         Some(s) => format!("signal {s}"),
