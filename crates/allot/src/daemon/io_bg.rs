@@ -11,9 +11,10 @@ use allot_linux::cgroup::systemd::SliceProp;
 use allot_linux::cgroup::Version;
 use allot_model::io::BACKGROUND_UNITS;
 
-/// What a weight is given back as when I/O by share is turned off: the default funding,
-/// which each interface writes as the kernel's own default (100; CFQ's 500).
-const KERNEL_DEFAULT_UNITS: u32 = 100;
+/// What a weight is given back as when I/O by share is turned off: the default funding
+/// (`allot_model::units::DEFAULT`), which each interface writes as the kernel's own default
+/// (100; CFQ's 500).
+const KERNEL_DEFAULT_UNITS: u32 = allot_model::units::DEFAULT;
 
 impl Daemon {
     /// The background sibling's weight, once (and again if it was taken back). Returns a
