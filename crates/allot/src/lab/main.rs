@@ -138,6 +138,12 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Daemon(a) } => daemon_bench::run(a, json),
         Command::Bench { which: BenchCmd::Policy(a) } => policy_bench::run(a, json),
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
+        // A systemd host with cgroup v2 has the five-arm bench (memory_bench_sd.rs), after the
+        // same root check; cgroup v1 the raw tree's.
+        Command::Bench { which: BenchCmd::Memory(a) } if memory_bench_sd::is_systemd_v2() => {
+            memory_bench::require_root()?;
+            memory_bench_sd::run(&a, json)
+        }
         Command::Bench { which: BenchCmd::Memory(a) } => memory_bench::run(a, json),
         Command::Workload(a) => allot_measure::workload::run(a),
         Command::Flood(a) => allot_measure::flood::run(a),

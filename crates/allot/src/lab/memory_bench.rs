@@ -91,15 +91,18 @@ enum Mode {
 
 const MEM_ROOT: &str = "/sys/fs/cgroup/memory";
 
-/// Runs the benchmark.
-pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
+/// The benchmark runs as root, on either kind of host.
+pub fn require_root() -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!("allot-lab bench memory must run as root (it starts a private daemon and makes cgroups)");
     }
-    if super::memory_bench_sd::is_systemd_v2() {
-        return super::memory_bench_sd::run(&args, json);
-    }
+    Ok(())
+}
+
+/// Runs the benchmark (the raw tree's, on cgroup v1).
+pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
+    require_root()?;
     if !Path::new(MEM_ROOT).join("memory.limit_in_bytes").exists() {
         bail!("allot-lab bench memory needs the cgroup v1 memory controller at {MEM_ROOT}, or a systemd host with cgroup v2 only");
     }

@@ -331,7 +331,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
         (true, Kind::Build) => 1.1,
         (true, Kind::Hackbench) => 1.5,
     };
-    let control = !(args.no_control || args.quick || allot_linux::ipc::systemd::is_systemd_host());
+    let control = !(args.no_control || args.quick || allot_linux::ipc::systemd_bus::is_systemd_host());
     let exe = std::env::current_exe()?;
     let load0 = allot_linux::process::procfs::loadavg().map(|l| l.avg1).unwrap_or(f64::NAN);
     let head = args.daemon_config.as_deref().map(|c| c.replace("\\n", "\n") + "\n").unwrap_or_default();
