@@ -62,7 +62,7 @@ find "$STAGE/usr" "$STAGE/lib" -type f -exec chmod 0644 {} + && chmod 0755 "$STA
 find "$STAGE" -type d -exec chmod 0755 {} +
 
 # The newest glibc symbol version the binary needs is its libc6 dependency. The daemon
-# refuses a systemd older than 239 (crates/allot-linux/src/ipc/systemd/mod.rs, MIN_VERSION:
+# refuses a systemd older than 239 (crates/allot-linux/src/ipc/systemd_bus/mod.rs, MIN_VERSION:
 # RHEL 8's; docs/systemd.md has what each version gets), and talks to systemd and logind over the system bus:
 # default-dbus-system-bus | dbus-system-bus is how Debian names "a system bus" since
 # bookworm (dbus and dbus-broker provide it; so does Debian 11's dbus 1.12.28-0+deb11u1);
@@ -72,8 +72,8 @@ find "$STAGE" -type d -exec chmod 0755 {} +
 GLIBC=$(objdump -T "$STAGE/usr/bin/allot" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -n1)
 LIBGCC=""
 if objdump -p "$STAGE/usr/bin/allot" | grep -q 'NEEDED *libgcc_s\.so\.1'; then LIBGCC=" libgcc-s1,"; fi
-SYSTEMD_MIN=$(sed -n 's/^pub const MIN_VERSION: u32 = \([0-9]*\);/\1/p' crates/allot-linux/src/ipc/systemd/mod.rs)
-[ -n "$SYSTEMD_MIN" ] || { echo "packaging/deb/build.sh: no MIN_VERSION in crates/allot-linux/src/ipc/systemd/mod.rs" >&2; exit 1; }
+SYSTEMD_MIN=$(sed -n 's/^pub const MIN_VERSION: u32 = \([0-9]*\);/\1/p' crates/allot-linux/src/ipc/systemd_bus/mod.rs)
+[ -n "$SYSTEMD_MIN" ] || { echo "packaging/deb/build.sh: no MIN_VERSION in crates/allot-linux/src/ipc/systemd_bus/mod.rs" >&2; exit 1; }
 SIZE=$(du -sk --exclude=DEBIAN "$STAGE" | cut -f1)
 cat > "$STAGE/DEBIAN/control" <<EOF
 Package: allot

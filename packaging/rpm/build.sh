@@ -33,8 +33,8 @@ fi
 # A placeholder under the reserved .invalid domain (RFC 2606): no real mailbox.
 MAINTAINER=${ALLOT_MAINTAINER:-allot developers <allot-maintainers@allot.invalid>}
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
-SYSTEMD_MIN=$(sed -n 's/^pub const MIN_VERSION: u32 = \([0-9]*\);/\1/p' crates/allot-linux/src/ipc/systemd/mod.rs)
-[ -n "$SYSTEMD_MIN" ] || { echo "packaging/rpm/build.sh: no MIN_VERSION in crates/allot-linux/src/ipc/systemd/mod.rs" >&2; exit 1; }
+SYSTEMD_MIN=$(sed -n 's/^pub const MIN_VERSION: u32 = \([0-9]*\);/\1/p' crates/allot-linux/src/ipc/systemd_bus/mod.rs)
+[ -n "$SYSTEMD_MIN" ] || { echo "packaging/rpm/build.sh: no MIN_VERSION in crates/allot-linux/src/ipc/systemd_bus/mod.rs" >&2; exit 1; }
 EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 mkdir -p "$TARGET"

@@ -16,7 +16,7 @@
 //! Prints one line per fact; exits 1 with the error on stderr when a call fails.
 
 use allot_linux::cgroup::{CpuController, Delegation, Max, SystemdTree};
-use allot_linux::ipc::systemd::holder::{hold_if_asked, Holder};
+use allot_linux::ipc::systemd_bus::holder::{hold_if_asked, Holder};
 use std::time::{Duration, Instant};
 
 fn main() {

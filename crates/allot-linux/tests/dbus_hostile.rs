@@ -10,7 +10,7 @@
 mod common;
 
 use allot_linux::ipc::dbus::{message, Message, Value};
-use allot_linux::ipc::systemd::Systemd;
+use allot_linux::ipc::systemd_bus::Systemd;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command, Stdio};

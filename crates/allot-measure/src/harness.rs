@@ -45,14 +45,14 @@ impl Shelter {
     pub fn new() -> anyhow::Result<Self> {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let name = format!("allot-shelter-{}-{n}", std::process::id());
-        if allot_linux::ipc::systemd::is_systemd_host() {
+        if allot_linux::ipc::systemd_bus::is_systemd_host() {
             let unit = format!("{name}.scope");
-            let mut sd = allot_linux::ipc::systemd::Systemd::connect()?;
-            let holder = allot_linux::ipc::systemd::holder::spawn(&allot_linux::ipc::systemd::holder::Holder::Command(vec![
+            let mut sd = allot_linux::ipc::systemd_bus::Systemd::connect()?;
+            let holder = allot_linux::ipc::systemd_bus::holder::spawn(&allot_linux::ipc::systemd_bus::holder::Holder::Command(vec![
                 "/bin/sleep".into(),
                 "infinity".into(),
             ]))?;
-            let props = vec![allot_linux::ipc::systemd::prop("Description", allot_linux::ipc::dbus::Value::str("allot test shelter"))];
+            let props = vec![allot_linux::ipc::systemd_bus::prop("Description", allot_linux::ipc::dbus::Value::str("allot test shelter"))];
             sd.start_scope(&unit, "system.slice", &[holder as u32], Some(&["cpu"]), props)?;
             let cg = sd.unit_cgroup(&unit)?;
             let dir = Path::new("/sys/fs/cgroup").join(cg.trim_start_matches('/'));
@@ -114,7 +114,7 @@ impl Drop for Shelter {
             }
             ShelterKind::Scope { unit, dir } => {
                 let _ = std::fs::remove_dir(dir.join("procs"));
-                if let Ok(mut sd) = allot_linux::ipc::systemd::Systemd::connect() {
+                if let Ok(mut sd) = allot_linux::ipc::systemd_bus::Systemd::connect() {
                     let _ = sd.stop_unit(unit);
                 }
             }
@@ -435,7 +435,7 @@ impl PrivateDaemon {
     /// A controller over the daemon's tree, for reading its jobs' counters (on a systemd
     /// host, its scopes; it never creates anything here).
     pub fn controller(&self) -> anyhow::Result<Box<dyn allot_linux::cgroup::CpuController>> {
-        let holder = allot_linux::ipc::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "infinity".into()]);
+        let holder = allot_linux::ipc::systemd_bus::holder::Holder::Command(vec!["/bin/sleep".into(), "infinity".into()]);
         Ok(allot_linux::cgroup::detect_host(&self.root_name, holder)?)
     }
 

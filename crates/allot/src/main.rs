@@ -303,7 +303,7 @@ fn pid_arg(p: &str) -> anyhow::Result<proto::Pid> {
 
 fn main() {
     // A holder of a systemd scope is this binary re-executed: it only blocks (systemd.md).
-    allot_linux::ipc::systemd::holder::hold_if_asked();
+    allot_linux::ipc::systemd_bus::holder::hold_if_asked();
     // Output piped into `head` ends quietly, as in any Unix tool (the daemon ignores
     // SIGPIPE itself).
     // SAFETY: restoring the default disposition of one signal.

@@ -188,9 +188,9 @@ pub trait CpuController: Send + Sync + std::fmt::Debug {
 pub trait Delegation: Send + Sync + std::fmt::Debug {
     /// The login session a process is in, as logind reports it (None when the process is
     /// in no session).
-    fn session_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::Session>>;
+    fn session_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd_bus::Session>>;
     /// The systemd unit a process outside allot is in (GetUnitByPID and its properties).
-    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>>;
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd_bus::UnitOf>>;
     /// Ties job `job` (its directory's leaf name) to the login session whose scope is
     /// `session_scope`, so that [`Self::cut_tethers`] reports it when logind stops that
     /// session (a `PartOf=` tether, systemd/tethers.rs).
@@ -224,11 +224,11 @@ pub trait Delegation: Send + Sync + std::fmt::Debug {
 /// in the v1 cpu hierarchy on a hybrid or v1 host ([`SystemdTree::legacy`]); else
 /// [`detect`]'s. A systemd host whose systemd cannot be reached is an error, never a
 /// fallback to a tree at the root.
-pub fn detect_host(name: &str, holder: crate::ipc::systemd::holder::Holder) -> Result<Box<dyn CpuController>> {
-    if crate::ipc::systemd::is_systemd_host() {
+pub fn detect_host(name: &str, holder: crate::ipc::systemd_bus::holder::Holder) -> Result<Box<dyn CpuController>> {
+    if crate::ipc::systemd_bus::is_systemd_host() {
         return Ok(Box::new(SystemdTree::new(name, holder)?));
     }
-    if crate::ipc::systemd::is_systemd_init() {
+    if crate::ipc::systemd_bus::is_systemd_init() {
         return Ok(Box::new(SystemdTree::legacy(name, holder)?));
     }
     detect(name)

@@ -1,5 +1,5 @@
 //! What file system a path is on. A leaf: it imports nothing of the crate, so telling a
-//! systemd host (`ipc::systemd::is_systemd_host`) does not import the cgroup backends.
+//! systemd host (`ipc::systemd_bus::is_systemd_host`) does not import the cgroup backends.
 
 use std::path::Path;
 

@@ -8,4 +8,4 @@ pub mod dbus;
 pub mod journal;
 pub mod notify;
 pub mod peer;
-pub mod systemd;
+pub mod systemd_bus;

@@ -63,7 +63,7 @@ pub struct World {
     /// A systemd host: processes outside allot are in units (`units`, by cgroup path; a
     /// path not listed is a plain unit named by its leaf).
     pub systemd: bool,
-    pub units: BTreeMap<String, allot_linux::ipc::systemd::UnitOf>,
+    pub units: BTreeMap<String, allot_linux::ipc::systemd_bus::UnitOf>,
     /// Units looked up (each costs D-Bus calls on a real host).
     pub unit_lookups: u32,
     /// Jobs tied to login sessions (by leaf), as systemd would list their tethers.
@@ -313,13 +313,13 @@ impl CpuController for FakeCg {
 impl Delegation for FakeCg {
     /// A process in a directory named `session-N.scope` is in login session N of its user
     /// (as logind would say on a systemd host).
-    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::Session>> {
+    fn session_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd_bus::Session>> {
         let w = self.w.lock().unwrap();
         let p = w.procs.get(&pid).ok_or_else(gone)?;
         let leaf = p.path.rsplit('/').next().unwrap_or_default();
         // The session's user: its slice's (`user-UID.slice`), else the process's own.
         let owner = p.path.split('/').find_map(|c| c.strip_prefix("user-")?.strip_suffix(".slice")?.parse().ok()).unwrap_or(p.uids[0]);
-        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::ipc::systemd::Session {
+        Ok(leaf.strip_prefix("session-").and_then(|s| s.strip_suffix(".scope")).map(|id| allot_linux::ipc::systemd_bus::Session {
             id: id.into(),
             uid: owner,
             scope: leaf.into(),
@@ -346,7 +346,7 @@ impl Delegation for FakeCg {
     fn tethered(&self) -> Vec<String> {
         self.w.lock().unwrap().tethers_known.iter().cloned().collect()
     }
-    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd::UnitOf>> {
+    fn unit_of(&self, pid: i32) -> allot_linux::Result<Option<allot_linux::ipc::systemd_bus::UnitOf>> {
         let mut w = self.w.lock().unwrap();
         if !w.systemd {
             return Ok(None);
@@ -354,7 +354,7 @@ impl Delegation for FakeCg {
         w.unit_lookups += 1;
         let path = w.procs.get(&pid).filter(|p| !p.zombie).ok_or_else(gone)?.path.clone();
         let leaf = path.rsplit('/').next().unwrap_or_default().to_string();
-        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::ipc::systemd::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
+        Ok(Some(w.units.get(&path).cloned().unwrap_or(allot_linux::ipc::systemd_bus::UnitOf { name: leaf, cgroup: path, ..Default::default() })))
     }
     fn set_scope_weight(&self, _rel: &str, _units: u32) -> allot_linux::Result<()> {
         Ok(())

@@ -187,7 +187,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let passed = allot_linux::ipc::activation::listener(&opts.socket)?;
     let cfg = Config::load(&opts.config, opts.config_required)?;
     // On a systemd host allot works inside scopes systemd delegates to it (docs/systemd.md).
-    let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::ipc::systemd::holder::Holder::SelfExec)?;
+    let cg = allot_linux::cgroup::detect_host(&opts.cgroup_root, allot_linux::ipc::systemd_bus::holder::Holder::SelfExec)?;
     let state_path = if opts.ephemeral {
         None
     } else {

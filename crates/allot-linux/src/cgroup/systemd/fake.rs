@@ -7,7 +7,7 @@
 use super::Manager;
 use crate::cgroup::fixture::{V1_CPU_FILES, V2_FILES};
 use crate::ipc::dbus::Value;
-use crate::ipc::systemd::{Session, UnitInfo, UnitOf};
+use crate::ipc::systemd_bus::{Session, UnitInfo, UnitOf};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -50,8 +50,8 @@ impl Drop for Inner {
 }
 
 /// The holder the tests give the tree (ended by the fake, and after 30 s by itself).
-pub fn holder() -> crate::ipc::systemd::holder::Holder {
-    crate::ipc::systemd::holder::Holder::Command(vec!["/bin/sleep".into(), "30".into()])
+pub fn holder() -> crate::ipc::systemd_bus::holder::Holder {
+    crate::ipc::systemd_bus::holder::Holder::Command(vec!["/bin/sleep".into(), "30".into()])
 }
 const HOLDER_COMM: &str = "sleep";
 

@@ -21,8 +21,8 @@
 
 use super::{State, SystemdTree};
 use crate::cgroup::{parse_mountinfo, CpuController, Max, V1};
-use crate::ipc::systemd::holder::Holder;
-use crate::ipc::systemd::Systemd;
+use crate::ipc::systemd_bus::holder::Holder;
+use crate::ipc::systemd_bus::Systemd;
 use crate::{read, read_u64, write, Error, Result};
 use std::path::{Path, PathBuf};
 

@@ -55,7 +55,7 @@ fn what_cannot_work_is_refused_with_one_error_naming_why() {
 use super::super::fake::{holder, FakeSystemd};
 use crate::cgroup::fixture::{Fixture, V1_CPU_FILES};
 use crate::cgroup::{Delegation, Version};
-use crate::ipc::systemd::CpuWeight;
+use crate::ipc::systemd_bus::CpuWeight;
 
 const SCOPE: &str = "cpu/user.slice/user-1000.slice/allot:user-1000.scope";
 

@@ -3,7 +3,7 @@
 //! systemd over a temporary directory (`fake.rs`), so the tree runs without root or a bus.
 
 use crate::ipc::dbus::Value;
-use crate::ipc::systemd::{Session, Systemd, UnitInfo, UnitOf};
+use crate::ipc::systemd_bus::{Session, Systemd, UnitInfo, UnitOf};
 use crate::Result;
 
 /// systemd's and logind's calls the tree makes; each as [`Systemd`]'s method of the

@@ -19,7 +19,7 @@
 use super::names::{Offer, Place};
 use super::{State, SystemdTree};
 use crate::ipc::dbus::Value;
-use crate::ipc::systemd::prop;
+use crate::ipc::systemd_bus::prop;
 use crate::{read, read_u64, Error, Result};
 use std::time::Instant;
 

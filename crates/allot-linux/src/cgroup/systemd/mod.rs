@@ -35,8 +35,8 @@ pub use manager::Manager;
 pub use memory::{SliceMemory, SliceProp};
 
 use super::{enable_cpu, mkdir, rmdir, CpuController, Delegation, Max, Version, V1};
-use crate::ipc::systemd::holder::Holder;
-use crate::ipc::systemd::{CpuQuota, CpuWeight, Session, Systemd};
+use crate::ipc::systemd_bus::holder::Holder;
+use crate::ipc::systemd_bus::{CpuQuota, CpuWeight, Session, Systemd};
 use crate::{read, read_u64, write, Error, Result};
 use names::{Key, Limiter, Names, Offer, Place};
 use std::collections::BTreeMap;
@@ -89,7 +89,7 @@ struct State {
 
 /// The background slice's weight under systemd `version`.
 fn idle_weight(version: u32) -> CpuWeight {
-    if version >= crate::ipc::systemd::IDLE_VERSION {
+    if version >= crate::ipc::systemd_bus::IDLE_VERSION {
         CpuWeight::Idle
     } else {
         CpuWeight::Weight(1)
@@ -123,10 +123,10 @@ impl SystemdTree {
     pub fn with_manager(root: &str, mount: PathBuf, holder: Holder, mut sd: Box<dyn Manager>) -> Result<Self> {
         super::check_name(root)?;
         let version = sd.version_major()?;
-        if version < crate::ipc::systemd::MIN_VERSION {
+        if version < crate::ipc::systemd_bus::MIN_VERSION {
             return Err(Error::NoCpuController(format!(
                 "systemd {version} is older than {}, the oldest allot works with (AttachProcessesToUnit came in 238); upgrade systemd",
-                crate::ipc::systemd::MIN_VERSION
+                crate::ipc::systemd_bus::MIN_VERSION
             )));
         }
         let state = State {
@@ -257,7 +257,7 @@ impl Delegation for SystemdTree {
     fn session_of(&self, pid: i32) -> Result<Option<Session>> {
         self.session(pid)
     }
-    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd::UnitOf>> {
+    fn unit_of(&self, pid: i32) -> Result<Option<crate::ipc::systemd_bus::UnitOf>> {
         self.lock().sd.unit_of(pid as u32).map(Some)
     }
     fn tether(&self, job: &str, session_scope: &str) -> Result<()> {
@@ -452,7 +452,7 @@ impl CpuController for SystemdTree {
     fn has_idle(&self) -> bool {
         // On v1 systemd writes no cpu.idle for the background slice: CPUWeight=idle is
         // cpu.shares 2 there (legacy.rs).
-        if self.version < crate::ipc::systemd::IDLE_VERSION || self.is_legacy() {
+        if self.version < crate::ipc::systemd_bus::IDLE_VERSION || self.is_legacy() {
             return false;
         }
         let mut st = self.lock();

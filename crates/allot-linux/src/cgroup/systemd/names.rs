@@ -102,7 +102,7 @@ impl Names {
     /// `user-<root>_<name>.slice` beside it, the background's `<root>_background.slice`
     /// at the top. Dashes nest slices, so they are escaped (`systemd-escape`).
     pub fn slice(&self, key: &Key) -> String {
-        let esc = crate::ipc::systemd::escape;
+        let esc = crate::ipc::systemd_bus::escape;
         match key {
             Key::Currency(c) => match user_uid(c) {
                 Some(uid) => format!("user-{uid}.slice"),

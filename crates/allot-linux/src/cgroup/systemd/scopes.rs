@@ -6,8 +6,8 @@ use super::names::{self, Key, HOLDER};
 use super::{State, SystemdTree};
 use crate::cgroup::enable_cpu;
 use crate::cgroup::{mkdir, CpuController};
-use crate::ipc::systemd::holder::{self, Holder};
-use crate::ipc::systemd::{prop, CpuQuota, CpuWeight};
+use crate::ipc::systemd_bus::holder::{self, Holder};
+use crate::ipc::systemd_bus::{prop, CpuQuota, CpuWeight};
 use crate::{read, write, Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -83,7 +83,7 @@ impl SystemdTree {
             return Ok(());
         }
         let hint = match self.holder {
-            Holder::SelfExec => "; does the program's main() call allot_linux::ipc::systemd::holder::hold_if_asked() first?",
+            Holder::SelfExec => "; does the program's main() call allot_linux::ipc::systemd_bus::holder::hold_if_asked() first?",
             Holder::Command(_) => "",
         };
         Err(Error::Sys { call: format!("keep {unit} alive"), source: std::io::Error::other(format!("its holder (pid {pid}) exited at once{hint}")) })

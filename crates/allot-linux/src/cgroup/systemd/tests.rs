@@ -28,7 +28,7 @@ fn live(fx: &Fixture, rel: &str) -> Vec<i32> {
 fn background_is_idle_from_252_and_the_smallest_weight_before() {
     assert_eq!(idle_weight(252), CpuWeight::Idle);
     assert_eq!(idle_weight(251), CpuWeight::Weight(1));
-    assert_eq!(idle_weight(crate::ipc::systemd::MIN_VERSION), CpuWeight::Weight(1));
+    assert_eq!(idle_weight(crate::ipc::systemd_bus::MIN_VERSION), CpuWeight::Weight(1));
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn processes_from_outside_are_moved_by_systemd() {
     sd.add_session(me, Session { id: "3".into(), uid: 1000, scope: "session-3.scope".into() });
     assert_eq!(t.session_of(me as i32).unwrap().unwrap().scope, "session-3.scope");
     assert_eq!(t.session_of(1).unwrap(), None);
-    sd.add_pid(me, crate::ipc::systemd::UnitOf { name: "session-3.scope".into(), ..Default::default() });
+    sd.add_pid(me, crate::ipc::systemd_bus::UnitOf { name: "session-3.scope".into(), ..Default::default() });
     assert_eq!(t.unit_of(me as i32).unwrap().unwrap().name, "session-3.scope");
 }
 

@@ -21,7 +21,7 @@
 
 use super::{State, SystemdTree};
 use crate::ipc::dbus::Value;
-use crate::ipc::systemd::{holder, prop};
+use crate::ipc::systemd_bus::{holder, prop};
 use crate::{Error, Result};
 use std::time::{Duration, Instant};
 

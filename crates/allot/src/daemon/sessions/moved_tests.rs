@@ -6,7 +6,7 @@
 use super::super::core::Daemon;
 use super::super::fake::{FakeCg, FakeHost, Shared, World};
 use super::super::registry::BACKGROUND;
-use allot_linux::ipc::systemd::UnitOf;
+use allot_linux::ipc::systemd_bus::UnitOf;
 use allot_linux::process::sched::SCHED_IDLE;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 use super::super::super::fake::Shared;
 use super::super::super::tests::{path_of, start, world};
 use super::*;
-use allot_linux::ipc::systemd::UnitOf;
+use allot_linux::ipc::systemd_bus::UnitOf;
 use allot_linux::procevents::ProcEvent;
 use std::time::Duration;
 
