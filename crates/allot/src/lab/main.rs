@@ -9,6 +9,7 @@
 //! be one of the lab's load generators.
 
 mod daemon_bench;
+mod latency_spread;
 mod memory_bench;
 mod memory_bench_sd;
 mod overhead_bench;

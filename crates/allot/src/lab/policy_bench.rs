@@ -34,6 +34,8 @@ pub enum Scenario {
     Boostmodes,
     /// Probe in a job against 2 × ncpu hogs outside allot (root's), by `[outside] weight`.
     Outside,
+    /// The latency scenario in rounds: the boost's p99 spread beside nice -20 and SCHED_FIFO.
+    Spread,
 }
 
 /// `allot-lab bench policy`.
@@ -54,21 +56,21 @@ pub struct PolicyBenchArgs {
 }
 
 #[derive(Debug, serde::Serialize)]
-struct Outcome {
-    scenario: Scenario,
-    passed: bool,
+pub(super) struct Outcome {
+    pub(super) scenario: Scenario,
+    pub(super) passed: bool,
     /// Human summary with the numbers and the thresholds.
-    summary: String,
+    pub(super) summary: String,
     /// A table, for scenarios that have one.
-    table: Option<String>,
-    values: serde_json::Value,
+    pub(super) table: Option<String>,
+    pub(super) values: serde_json::Value,
 }
 
 fn exe_s(exe: &Path) -> String {
     exe.display().to_string()
 }
 
-fn cpu_s_of(pid: u32) -> f64 {
+pub(super) fn cpu_s_of(pid: u32) -> f64 {
     allot_linux::process::procfs::stat(pid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64).unwrap_or(0.0)
 }
 
@@ -97,6 +99,7 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
             Scenario::Outside => outside(&exe, args.quick),
+            Scenario::Spread => super::latency_spread::spread_scenario(&exe, args.quick),
         }
         .unwrap_or_else(|e| Outcome {
             scenario: s,
@@ -121,19 +124,19 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
     Ok(if args.check && missed > 0 { 1 } else { 0 })
 }
 
-const CONFIG: &str = "[users]\nauto_place = false\n";
+pub(super) const CONFIG: &str = "[users]\nauto_place = false\n";
 
-fn probe_args(exe: &Path, secs: f64) -> Vec<String> {
+pub(super) fn probe_args(exe: &Path, secs: f64) -> Vec<String> {
     [exe_s(exe), "probe".into(), "-i".into(), "5".into(), "-w".into(), "500".into(), "-d".into(), format!("{secs}"), "--json".into()].to_vec()
 }
 
-fn p99(report: &serde_json::Value) -> anyhow::Result<f64> {
+pub(super) fn p99(report: &serde_json::Value) -> anyhow::Result<f64> {
     report["lateness_us"]["p99"].as_f64().context("probe report has no p99")
 }
 
 /// The probe in a job against 2 × ncpu hog jobs under a daemon with `config`:
 /// (probe report, hogs' CPUs).
-fn probe_under(exe: &Path, config: &str, secs: f64) -> anyhow::Result<(serde_json::Value, f64)> {
+pub(super) fn probe_under(exe: &Path, config: &str, secs: f64) -> anyhow::Result<(serde_json::Value, f64)> {
     let n = allot_linux::ncpu();
     let mut d = PrivateDaemon::start(exe, config)?;
     let e = exe_s(exe);
