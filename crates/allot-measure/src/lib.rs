@@ -11,5 +11,6 @@ pub mod policy;
 pub mod probe;
 pub mod report;
 pub mod test_uids;
+pub mod wakeups;
 pub mod why;
 pub mod workload;

@@ -183,6 +183,8 @@ pub struct ProbeReport {
     pub kernel: KernelAccount,
     /// The cgroup (cpu controller) the probe ran in, e.g. an allot job.
     pub cgroup: Option<String>,
+    /// The measuring thread's id (to find its wakeups in a scheduler trace).
+    pub tid: i32,
     /// Wall time, s.
     pub wall_s: f64,
     /// Per-wakeup lateness, µs (only kept when asked; not serialized).
@@ -293,6 +295,8 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         policy: sched1.policy.map(allot_linux::process::sched::policy_name).unwrap_or("?").to_string(),
     };
     Ok(ProbeReport {
+        // SAFETY: gettid has no preconditions.
+        tid: unsafe { libc::gettid() },
         config: cfg.clone(),
         lateness_us: percentiles(&late),
         histogram: log2_histogram(&late),

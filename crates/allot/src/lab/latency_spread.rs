@@ -10,6 +10,7 @@
 
 use super::policy_bench::{cpu_s_of, p99, probe_args, probe_under, Outcome, Scenario, CONFIG};
 use allot_measure::harness::{Kids, PrivateDaemon};
+use allot_measure::wakeups::{late_by_running, wakeups_of, Tracer, Wakeup};
 use anyhow::{bail, Context};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -39,9 +40,21 @@ fn plain_probe(exe: &Path, secs: f64, extra: &[&str]) -> anyhow::Result<(serde_j
     Ok((serde_json::from_slice(&o.stdout).context("plain probe report")?, hogs))
 }
 
-/// One round: each arm's probe report, in `ARMS` order.
-fn round(exe: &Path, secs: f64) -> anyhow::Result<Vec<serde_json::Value>> {
-    let idle = {
+/// Runs one arm, traced when asked: (probe report, the probe's wakeups in the trace).
+fn arm<F: FnOnce() -> anyhow::Result<serde_json::Value>>(trace: bool, f: F) -> anyhow::Result<(serde_json::Value, Vec<Wakeup>)> {
+    if !trace {
+        return Ok((f()?, vec![]));
+    }
+    let t = Tracer::start(32 * 1024)?;
+    let report = f()?;
+    let text = t.finish()?;
+    let probe = report["tid"].as_u64().map(|t| t as u32);
+    Ok((report, probe.map(|p| wakeups_of(&text, p)).unwrap_or_default()))
+}
+
+/// One round: each arm's probe report and traced wakeups, in `ARMS` order.
+fn round(exe: &Path, secs: f64, trace: bool) -> anyhow::Result<Vec<(serde_json::Value, Vec<Wakeup>)>> {
+    let idle = arm(trace, || {
         let d = PrivateDaemon::start(exe, CONFIG)?;
         let args = probe_args(exe, secs);
         let mut a = vec!["run", "--"];
@@ -50,13 +63,13 @@ fn round(exe: &Path, secs: f64) -> anyhow::Result<Vec<serde_json::Value>> {
         if !o.status.success() {
             bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr).trim());
         }
-        serde_json::from_slice(&o.stdout)?
-    };
-    let (plain, _) = plain_probe(exe, secs, &[])?;
-    let (nice, _) = plain_probe(exe, secs, &["--policy", "nice:-20"])?;
-    let (fifo, _) = plain_probe(exe, secs, &["--policy", "fifo:50"])?;
-    let (weight, _) = probe_under(exe, CONFIG, secs)?;
-    let (slice, _) = probe_under(exe, &format!("{CONFIG}[policy]\nboost_slice_us = 100\n"), secs)?;
+        Ok(serde_json::from_slice(&o.stdout)?)
+    })?;
+    let plain = arm(trace, || Ok(plain_probe(exe, secs, &[])?.0))?;
+    let nice = arm(trace, || Ok(plain_probe(exe, secs, &["--policy", "nice:-20"])?.0))?;
+    let fifo = arm(trace, || Ok(plain_probe(exe, secs, &["--policy", "fifo:50"])?.0))?;
+    let weight = arm(trace, || Ok(probe_under(exe, CONFIG, secs)?.0))?;
+    let slice = arm(trace, || Ok(probe_under(exe, &format!("{CONFIG}[policy]\nboost_slice_us = 100\n"), secs)?.0))?;
     Ok(vec![idle, plain, nice, fifo, weight, slice])
 }
 
@@ -67,20 +80,27 @@ fn spread(v: &[f64]) -> (f64, f64, f64) {
     (s[0], s[s.len() / 2], s[s.len() - 1])
 }
 
+/// A traced wakeup later than this is attributed (well above the idle machine's p99 here).
+const LATE_US: f64 = 300.0;
+
 /// The bar for one round: 1.5 × idle p99 + 100 µs.
 fn bar(idle_p99: f64) -> f64 {
     1.5 * idle_p99 + 100.0
 }
 
-pub(super) fn spread_scenario(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
+pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::Result<Outcome> {
     let (rounds, secs) = if quick { (3, 3.0) } else { (5, 8.0) };
     let mut p: Vec<Vec<f64>> = vec![vec![]; ARMS.len()];
+    let mut woke: Vec<Vec<Wakeup>> = vec![vec![]; ARMS.len()];
     let mut reports = vec![];
     for r in 0..rounds {
         let load0 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        let arms = round(exe, secs).with_context(|| format!("round {}", r + 1))?;
-        for (i, a) in arms.iter().enumerate() {
-            p[i].push(p99(a)?);
+        let traced = round(exe, secs, trace).with_context(|| format!("round {}", r + 1))?;
+        let mut arms = vec![];
+        for (i, (a, w)) in traced.into_iter().enumerate() {
+            p[i].push(p99(&a)?);
+            woke[i].extend(w);
+            arms.push(a);
         }
         reports.push(
             serde_json::json!({"round": r + 1, "loadavg_before": load0.split_whitespace().take(3).collect::<Vec<_>>().join(" "), "arms": arms}),
@@ -97,6 +117,15 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool) -> anyhow::Result<Outcome
         "per round (idle / no allot / nice -20 / fifo / weight / weight+slice): {}",
         (0..rounds).map(|r| (0..ARMS.len()).map(|i| format!("{:.0}", p[i][r])).collect::<Vec<_>>().join("/")).collect::<Vec<_>>().join("  ")
     ));
+    if trace {
+        table.push_str(&format!("\nwakeups later than {LATE_US} µs (traced), by what ran on the CPU when the probe woke: count (median wait µs)"));
+        for (i, name) in ARMS.iter().enumerate() {
+            let by = late_by_running(&woke[i], LATE_US);
+            let total: usize = by.iter().map(|b| b.1).sum();
+            let parts: Vec<String> = by.iter().take(4).map(|(c, n, m)| format!("{c} {n} ({m:.0})")).collect();
+            table.push_str(&format!("\n  {name:<36} {total:>4} of {:>5}: {}", woke[i].len(), parts.join(", ")));
+        }
+    }
     let (_, plain_med, _) = spread(&p[1]);
     let (_, weight_med, _) = spread(&p[4]);
     // Quick mode (CI): only the direction, as the latency scenario's quick mode. Full mode:
@@ -116,6 +145,6 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool) -> anyhow::Result<Outcome
             if quick { "; quick mode asserts only that the median boosted p99 is below no allot's" } else { "; want every round in the bar" }
         ),
         table: Some(table),
-        values: serde_json::json!({"arms": ARMS, "p99_us": p, "rounds": reports}),
+        values: serde_json::json!({"arms": ARMS, "p99_us": p, "rounds": reports, "late_wakeups_by_running": (0..ARMS.len()).map(|i| late_by_running(&woke[i], LATE_US)).collect::<Vec<_>>()}),
     })
 }

@@ -50,6 +50,10 @@ pub struct PolicyBenchArgs {
     /// Short phases; thresholds assert only the direction, with generous margins (CI).
     #[arg(long)]
     pub quick: bool,
+    /// spread: record the scheduler's trace events (tracefs) during each probe run and say
+    /// what each late wakeup waited behind.
+    #[arg(long)]
+    pub trace: bool,
     /// The two uids the nice scenario runs processes as.
     #[command(flatten)]
     pub uids: allot_measure::test_uids::TestUids,
@@ -99,7 +103,7 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
             Scenario::Outside => outside(&exe, args.quick),
-            Scenario::Spread => super::latency_spread::spread_scenario(&exe, args.quick),
+            Scenario::Spread => super::latency_spread::spread_scenario(&exe, args.quick, args.trace),
         }
         .unwrap_or_else(|e| Outcome {
             scenario: s,
