@@ -21,7 +21,7 @@ const ARMS: [&str; 6] = ["idle, in a job", "no allot", "nice -20", "SCHED_FIFO 5
 
 /// The probe as a plain process with `extra` probe arguments, against 2 × ncpu plain hogs:
 /// (report, hogs' CPUs).
-fn plain_probe(exe: &Path, secs: f64, extra: &[&str]) -> anyhow::Result<(serde_json::Value, f64)> {
+pub(super) fn plain_probe(exe: &Path, secs: f64, extra: &[&str]) -> anyhow::Result<(serde_json::Value, f64)> {
     let n = allot_linux::ncpu();
     let mut kids = Kids::default();
     for _ in 0..2 * n {
@@ -40,6 +40,19 @@ fn plain_probe(exe: &Path, secs: f64, extra: &[&str]) -> anyhow::Result<(serde_j
     Ok((serde_json::from_slice(&o.stdout).context("plain probe report")?, hogs))
 }
 
+/// The probe in a job on the idle machine (a private daemon, no other load).
+pub(super) fn idle_probe(exe: &Path, secs: f64) -> anyhow::Result<serde_json::Value> {
+    let d = PrivateDaemon::start(exe, CONFIG)?;
+    let args = probe_args(exe, secs);
+    let mut a = vec!["run", "--"];
+    a.extend(args.iter().map(|s| s.as_str()));
+    let o = d.cli(&a, None)?;
+    if !o.status.success() {
+        bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+    }
+    Ok(serde_json::from_slice(&o.stdout)?)
+}
+
 /// Runs one arm, traced when asked: (probe report, the probe's wakeups in the trace).
 fn arm<F: FnOnce() -> anyhow::Result<serde_json::Value>>(trace: bool, f: F) -> anyhow::Result<(serde_json::Value, Vec<Wakeup>)> {
     if !trace {
@@ -54,17 +67,7 @@ fn arm<F: FnOnce() -> anyhow::Result<serde_json::Value>>(trace: bool, f: F) -> a
 
 /// One round: each arm's probe report and traced wakeups, in `ARMS` order.
 fn round(exe: &Path, secs: f64, trace: bool) -> anyhow::Result<Vec<(serde_json::Value, Vec<Wakeup>)>> {
-    let idle = arm(trace, || {
-        let d = PrivateDaemon::start(exe, CONFIG)?;
-        let args = probe_args(exe, secs);
-        let mut a = vec!["run", "--"];
-        a.extend(args.iter().map(|s| s.as_str()));
-        let o = d.cli(&a, None)?;
-        if !o.status.success() {
-            bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-        }
-        Ok(serde_json::from_slice(&o.stdout)?)
-    })?;
+    let idle = arm(trace, || idle_probe(exe, secs))?;
     let plain = arm(trace, || Ok(plain_probe(exe, secs, &[])?.0))?;
     let nice = arm(trace, || Ok(plain_probe(exe, secs, &["--policy", "nice:-20"])?.0))?;
     let fifo = arm(trace, || Ok(plain_probe(exe, secs, &["--policy", "fifo:50"])?.0))?;

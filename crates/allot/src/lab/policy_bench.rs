@@ -211,35 +211,11 @@ fn boostmodes(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
 fn latency(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 4.0 } else { 10.0 };
     let n = allot_linux::ncpu();
-    let d = PrivateDaemon::start(exe, CONFIG)?;
-    let e = exe_s(exe);
-    let parg = probe_args(exe, secs);
-    let pargs: Vec<&str> = parg.iter().map(|s| s.as_str()).collect();
-    let run_probe_job = |d: &PrivateDaemon| -> anyhow::Result<serde_json::Value> {
-        let mut a = vec!["run", "--"];
-        a.extend(&pargs);
-        let o = d.cli(&a, None)?;
-        if !o.status.success() {
-            bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr));
-        }
-        Ok(serde_json::from_slice(&o.stdout)?)
-    };
     // 1. The idle machine, probe in a job.
-    let idle = run_probe_job(&d)?;
+    let idle = super::latency_spread::idle_probe(exe, secs)?;
     // 2. Without allot: probe and 2 × ncpu hogs as plain processes.
-    let mut kids = Kids::default();
-    for _ in 0..2 * n {
-        kids.0.push(Command::new(&e).args(["workload", "cpu"]).stdout(Stdio::null()).spawn()?);
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let c0: f64 = kids.0.iter().map(|k| cpu_s_of(k.id())).sum();
-    let t0 = Instant::now();
-    let o = Command::new(pargs[0]).args(&pargs[1..]).output()?;
-    let plain_hogs = (kids.0.iter().map(|k| cpu_s_of(k.id())).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
-    drop(kids);
-    let plain: serde_json::Value = serde_json::from_slice(&o.stdout).context("plain probe report")?;
+    let (plain, plain_hogs) = super::latency_spread::plain_probe(exe, secs, &[])?;
     // 3. Under allot: every hog its own job, the probe an ordinary job.
-    drop(d);
     let (boosted, allot_hogs) = probe_under(exe, CONFIG, secs)?;
 
     let (pi, pp, pa) = (p99(&idle)?, p99(&plain)?, p99(&boosted)?);
