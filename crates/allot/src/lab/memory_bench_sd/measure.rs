@@ -215,6 +215,16 @@ fn su_ended(status: Option<std::process::ExitStatus>) -> String {
     }
 }
 
+/// How a hog that reported ended: a workload stops before its duration only on SIGTERM or
+/// SIGINT, after which it reports and exits 0 (earlyoom's SIGTERM looked like its end).
+fn hog_ended(how: String, out: &str, secs: u64) -> String {
+    let wall = out.lines().last().and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()).and_then(|v| v["wall_s"].as_f64());
+    match wall {
+        Some(w) if how == "finished" && w + 1.0 < secs as f64 => "signal 15".into(),
+        _ => how,
+    }
+}
+
 /// MiB/s from a workload's report line; None when it did not report (it was killed).
 fn rate(out: &str) -> Option<f64> {
     let v: serde_json::Value = serde_json::from_str(out.lines().last()?).ok()?;
@@ -294,11 +304,11 @@ pub(super) fn measure(
     let (out, bm, hog) = beside(kids, &users, s, secs, b, [&b_dir, &a_dir], users.mem(a, s.hog_array, secs - WARM), &mut am)?;
     let b_with = rate(&out);
     // B's working set has ended: from here on only A is measured.
-    let (_, hog_st) = watch(kids, hog, &mut [(&a_dir, &mut am)])?;
+    let (hog_out, hog_st) = watch(kids, hog, &mut [(&a_dir, &mut am)])?;
     let sleeper_gone = kids.0.iter_mut().find(|c| c.id() == b_sleeper).is_none_or(|c| c.try_wait().ok().flatten().is_some());
     let b_lost = u32::from(b_with.is_none()) + u32::from(sleeper_gone);
     let killer = arm.unit().map(|u| u.1);
-    let hog = ended_by(&su_ended(hog_st), oom_kills(&a_dir).saturating_sub(a_kills), killer);
+    let hog = ended_by(&hog_ended(su_ended(hog_st), &hog_out, secs - WARM), oom_kills(&a_dir).saturating_sub(a_kills), killer);
     if oom_kills(&b_dir) > b_kills {
         eprintln!("allot-lab: the {} arm: the kernel's OOM killer killed in B's slice too", arm.name());
     }
@@ -375,6 +385,14 @@ mod tests {
         assert_eq!(rate("{\"work\":300,\"wall_s\":3.0}\n"), Some(100.0));
         assert_eq!(rate(""), None);
         assert_eq!(rate("{\"work\":300,\"wall_s\":0}"), None);
+    }
+
+    #[test]
+    fn a_hog_that_reported_before_its_time_was_terminated() {
+        let out = |w: f64| format!("{{\"work\":1,\"wall_s\":{w}}}\n");
+        assert_eq!(hog_ended("finished".into(), &out(12.0), 25), "signal 15");
+        assert_eq!(hog_ended("finished".into(), &out(25.1), 25), "finished");
+        assert_eq!(hog_ended("killed".into(), "", 25), "killed");
     }
 
     #[test]
