@@ -1,8 +1,8 @@
 #!/bin/bash
 # Memory by share on a systemd host (docs/memory.md): funding 300:100 of allot-ta (2001)
 # and allot-tb (2002) becomes their slices' MemoryLow= 3:1, set through systemd;
-# user.slice carries the sum; a hard memory cap of 64M! is the slice's MemoryMax=; a soft
-# cap nobody set is not sent; a cap taken away by a reload goes back to infinity; a
+# user.slice carries the sum; a hard memory cap of 64M! is the slice's MemoryMax=; a
+# slice's MemoryHigh= is what the other leaves it, at least its MemoryLow=; a cap taken away by a reload goes back to infinity; a
 # process in an over-share user's login session is ranked first for the OOM killer
 # (oom_score_adj by share) and one of a user within their share is not. A job's own
 # memory cap (allot run --mem): bad sizes and another user's set refused; a 64M! job's
