@@ -165,6 +165,8 @@ struct Row {
     b_majfaults: u64,
     /// The CPU time of the kernel's kswapd threads meanwhile, s.
     kswapd_s: f64,
+    /// The least of the machine's MemAvailable meanwhile, MiB.
+    mem_available_least_mib: u64,
     /// The least memory B's slice held while the hog ran, MiB.
     b_least_mib: u64,
     /// The most of B's slice in swap meanwhile, MiB.
@@ -268,6 +270,7 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         "B WAITED FOR CPU s",
         "B MAJOR FAULTS",
         "KSWAPD CPU s",
+        "MEMAVAILABLE MiB (LEAST)",
     ]);
     for r in &rows {
         t.row([
@@ -278,11 +281,12 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
             format!("{:.2}", r.b_cpu_wait_s),
             r.b_majfaults.to_string(),
             format!("{:.2}", r.kswapd_s),
+            r.mem_available_least_mib.to_string(),
         ]);
     }
     print!("{}", t.render());
     println!(
-        "\nMemTotal {} MiB, swap {} MiB, available to users {} MiB (less allot's 10% reserve). B touches 2 x {} MiB over and over; A's hog takes 2 x {} MiB (1.2 times memory and swap) for {} s from at least {} s into B's {} s, once B's slice holds 90% of B's working set; B's rate is over its whole run. Before it B ran the same way beside a hog of A's that uses one CPU and no memory (the second table's first columns); its other columns are from B's slice while A's memory hog ran (pressure stall totals, memory.stat's pgmajfault) and the kswapd threads' CPU time meanwhile. B held (least) counts only samples taken while B's working set still had its memory. Alone, A's hog takes 2 x {} MiB for {} s. The static arm sets MemoryMax={}M on each user's slice; allot funds both users equally.",
+        "\nMemTotal {} MiB, swap {} MiB, available to users {} MiB (less allot's 10% reserve). B touches 2 x {} MiB over and over; A's hog takes 2 x {} MiB (1.2 times memory and swap) for {} s from at least {} s into B's {} s, once B's slice holds 90% of B's working set; B's rate is over its whole run. Before it B ran the same way beside a hog of A's that uses one CPU and no memory (the second table's first columns); its other columns are from B's slice while A's memory hog ran (pressure stall totals, memory.stat's pgmajfault), the kswapd threads' CPU time and the least of the machine's MemAvailable meanwhile. B held (least) counts only samples taken while B's working set still had its memory. Alone, A's hog takes 2 x {} MiB for {} s. The static arm sets MemoryMax={}M on each user's slice; allot funds both users equally.",
         s.ram,
         s.swap,
         s.available,

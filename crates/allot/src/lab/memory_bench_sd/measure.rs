@@ -115,6 +115,8 @@ struct Meter {
     pid: Option<i32>,
     first: Option<Stalls>,
     last: Option<Stalls>,
+    /// The least of the machine's MemAvailable (/proc/meminfo) while followed, MiB.
+    machine_least: Option<u64>,
 }
 
 impl Meter {
@@ -135,6 +137,9 @@ impl Meter {
             }
             self.first.get_or_insert(stalls);
             self.last = Some(stalls);
+            if let Some(avail) = allot_linux::read("/proc/meminfo").ok().and_then(|t| super::meminfo_mib(&t, "MemAvailable")) {
+                self.machine_least = Some(self.machine_least.map_or(avail, |l| l.min(avail)));
+            }
         }
         self.least = Some(self.least.map_or(m, |l| l.min(m)));
         self.most = self.most.max(m);
@@ -326,6 +331,7 @@ pub(super) fn measure(
         b_cpu_wait_s: st.cpu_us as f64 / 1e6,
         b_majfaults: st.majfaults,
         kswapd_s: st.kswapd_ticks as f64 / procfs::clk_tck() as f64,
+        mem_available_least_mib: bm.machine_least.unwrap_or(0),
         b_least_mib: bm.least.unwrap_or(0),
         b_swap_mib: bm.swap,
         b_lost,
