@@ -299,6 +299,10 @@ fn run_mem(args: &WorkloadArgs, tm: &Timing, start: Instant) -> serde_json::Valu
                         }
                     }
                 }
+                // Held until the process exits: its cgroup then holds the working set for as
+                // long as the process has its memory (the memory bench samples it so).
+                std::mem::forget(src);
+                std::mem::forget(dst);
             });
         }
     });

@@ -285,6 +285,19 @@ pub fn plan(available: u64, currencies: &[CurrencyMem]) -> Vec<CurrencyPlan> {
         .collect()
 }
 
+/// The soft limit (v2 `memory.high`, systemd's `MemoryHigh=`) a currency's slice is given:
+/// its guard, rounded down to a multiple of [`GUARD_MARGIN`] (so it changes seldom) and
+/// never below its protection, and at most its own soft cap; none where its hard cap is at
+/// or below that (the hard cap rules). Above it a currency is throttled and reclaims its
+/// own pages in its own time, before the machine runs short and the kernel's reclaim
+/// threads take CPU from every user (measured in the systemd VM: docs/memory.md). A
+/// currency alone may use all of the available memory.
+pub fn soft_limit(p: &CurrencyPlan) -> Option<u64> {
+    let g = (p.guard / GUARD_MARGIN * GUARD_MARGIN).max(p.protection);
+    let h = p.high.map_or(g, |h| h.min(g));
+    p.max.is_none_or(|m| h < m).then_some(h)
+}
+
 /// What a job's own directory is given, on one kernel: the protection file (v2
 /// `memory.low`, v1 `memory.soft_limit_in_bytes`), `memory.high` (v2 only) and the hard
 /// limit (v2 `memory.max`, v1 `memory.limit_in_bytes`).
@@ -393,6 +406,24 @@ mod tests {
 
     fn cur(funding: u32, usage: u64, tickets: &[u32]) -> CurrencyMem {
         CurrencyMem { funding, usage, cap: None, jobs: tickets.iter().map(|&t| JobMem { tickets: t, cap: None }).collect() }
+    }
+
+    #[test]
+    fn the_soft_limit_leaves_what_the_others_hold_within_their_share() {
+        // 870 MiB shared equally; B holds its 163 MiB working set, A grows past its share.
+        let p = plan(870 * M, &[cur(100, 700 * M, &[]), cur(100, 163 * M, &[])]);
+        assert_eq!(soft_limit(&p[0]), Some(688 * M), "870 - 163 - 16 = 691, down to a multiple of 16 MiB");
+        assert_eq!(soft_limit(&p[1]), Some(435 * M), "never below its protection (870 - 435 - 16 is less)");
+        // Alone (B holds nothing), A may use all of it.
+        let alone = plan(870 * M, &[cur(100, 700 * M, &[]), cur(100, 0, &[])]);
+        assert_eq!(soft_limit(&alone[0]), Some(864 * M));
+        let one = plan(870 * M, &[cur(100, 700 * M, &[])]);
+        assert_eq!(soft_limit(&one[0]), Some(870 * M), "alone its protection is all of it");
+        // Its own soft cap is lower: that; a hard cap at or below it: none (the cap rules).
+        let soft = CurrencyMem { cap: Some(MemCap { bytes: 300 * M, hard: false }), ..cur(100, 700 * M, &[]) };
+        assert_eq!(soft_limit(&plan(870 * M, &[soft, cur(100, 163 * M, &[])])[0]), Some(300 * M));
+        let hard = CurrencyMem { cap: Some(MemCap { bytes: 300 * M, hard: true }), ..cur(100, 700 * M, &[]) };
+        assert_eq!(soft_limit(&plan(870 * M, &[hard, cur(100, 163 * M, &[])])[0]), None);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 #   flock /work/wt/vm.lock bash tests/vm/systemd/run.sh --timeout 2400 --allot target/release/allot \
 #     --file target/release/allot-lab:/usr/local/bin/allot-lab --file tests/vm/build/debs:/root/debs \
 #     --mem 1024 --script tests/vm/systemd/oom-bench.sh [-- BENCH-ARGS]
-# BENCH-ARGS are passed to the bench (default: --users allot-tb,allot-ta --check --seconds 30).
+# BENCH-ARGS are passed to the bench (default: --users allot-tb,allot-ta --check --seconds 30;
+# --arms kernel,allot runs only those arms, for a shorter run).
 set -euo pipefail
 # shellcheck source=tests/vm/systemd/guest-lib.sh
 . "$ALLOT_VM_LIB"

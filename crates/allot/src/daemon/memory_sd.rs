@@ -1,8 +1,9 @@
 //! Memory by share on a systemd host (docs/memory.md): a currency is its slice
 //! (`user-UID.slice`, a named currency's slice beside it), so each slice of a currency
 //! with jobs, and each logged-in human user's slice, gets its funded share of the memory
-//! available to users as `MemoryLow=` and its memory cap as `MemoryHigh=` / `MemoryMax=`,
-//! all through systemd's API (allot-linux's `SliceMemory`: only changed values, at most
+//! available to users as `MemoryLow=`, `MemoryHigh=` at what the others leave it (their
+//! use within their shares: [`model::soft_limit`]) or its soft cap, and its hard cap as
+//! `MemoryMax=`, all through systemd's API (allot-linux's `SliceMemory`: only changed values, at most
 //! once a second per property of a slice). The plan reads each slice's `memory.current`;
 //! the memory available to users is bounded by `user.slice`'s own limit, and `user.slice`
 //! carries the sum of the protections (a protection acts only under ancestors that carry
@@ -56,7 +57,9 @@ impl Daemon {
         let mut view = BTreeMap::new();
         for (k, ((c, p), i)) in ids.iter().zip(&plan).zip(&ins).enumerate() {
             let rel = currency_rel(Class::Foreground, c);
-            for (prop, v) in [(SliceProp::Low, Some(p.protection)), (SliceProp::High, p.high), (SliceProp::Max, p.max)] {
+            // MemoryHigh= is the guard (or a lower soft cap): above what the others leave it, a
+            // currency reclaims its own pages, before the machine runs short.
+            for (prop, v) in [(SliceProp::Low, Some(p.protection)), (SliceProp::High, model::soft_limit(p)), (SliceProp::Max, p.max)] {
                 if let Err(e) = sm.set_slice_memory(&rel, prop, v) {
                     failed.push(format!("{}= of {rel}'s slice: {e}", prop.name()));
                 }

@@ -52,11 +52,12 @@ fn each_users_slice_gets_its_share_and_cap_through_systemd_and_user_slice_the_su
         sent(&w),
         [
             format!("user-3000 MemoryLow={}", 384 * M),
+            format!("user-3000 MemoryHigh={}", 480 * M),
             format!("user-3001 MemoryLow={}", 128 * M),
             format!("user-3001 MemoryMax={}", 64 * M),
             format!("user.slice MemoryLow={}", 512 * M),
         ],
-        "funding 300:100 of 512 MiB; 3001's hard cap; no soft cap sent; nothing for uid 120"
+        "funding 300:100 of 512 MiB; 3000's MemoryHigh= what 3001 holds within its share leaves (512 - 10 - 16, to 16 MiB); 3001's hard cap (under its guard: no MemoryHigh=); nothing for uid 120"
     );
     let v = d.memory_view(&CurrencyId::User(3001)).unwrap();
     assert_eq!((v.usage, v.protection, v.available, v.limit, v.cap.as_deref()), (10 * M, 128 * M, 512 * M, Some(64 * M), Some("64M!")));
@@ -65,7 +66,7 @@ fn each_users_slice_gets_its_share_and_cap_through_systemd_and_user_slice_the_su
     assert!(sent(&w).is_empty());
     w.lock().unwrap().slice_mem.logged_in = vec![3000];
     step(&mut d);
-    assert_eq!(sent(&w), [format!("user-3000 MemoryLow={}", 512 * M)]);
+    assert_eq!(sent(&w), [format!("user-3000 MemoryLow={}", 512 * M), format!("user-3000 MemoryHigh={}", 512 * M)], "alone: all of it");
     assert!(d.memory_view(&CurrencyId::User(3001)).is_none());
     // At stop, what allot sent is taken back.
     d.undo_memory();

@@ -50,6 +50,10 @@ pub struct MemoryBenchArgs {
     /// (`su -l`) run the benchmark's processes.
     #[arg(long, value_delimiter = ',')]
     pub users: Vec<String>,
+    /// On a systemd host: the arms to run, of kernel, systemd-oomd, earlyoom, static and
+    /// allot (default: all five, in that order).
+    #[arg(long, value_delimiter = ',')]
+    pub arms: Vec<String>,
     /// The two uids (B, A) the benchmark runs processes as (cgroup v1).
     #[command(flatten)]
     pub uids: allot_measure::test_uids::TestUids,
