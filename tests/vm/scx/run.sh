@@ -10,7 +10,9 @@
 # within 0.03 against another job and alone, and a background job at most 0.05 beside a
 # foreground hog and at least 0.90 alone. Then boost.sh: a probe job that sleeps and
 # wakes every 10 ms beside hogs at 3:2:1, without and then with the boost per wakeup: its
-# p99 wakeup latency lower with it, the hogs' shares within 0.02 in both. Then daemon.sh: allot's daemon with
+# p99 wakeup latency lower with it, the hogs' shares within 0.02 in both. Then sim.sh:
+# three of allot-lab sim's scenarios run live and compared with the simulator's runs of
+# them (shares within 0.02, the same ordering of latencies). Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
 # job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
