@@ -18,7 +18,7 @@ use crate::workload::{Behaviour, Policy, Workload};
 pub mod compare;
 
 /// How far a live share may be from the simulated one (a fraction of the CPU): the
-/// 2% of the "same shares within 2%", as the VM checks' 0.02.
+/// 2% within which the live scheduler and the simulator should agree, as the VM checks' 0.02.
 pub const SHARE_TOL: f64 = 0.02;
 
 /// The scenarios that have a live form, and what is compared for each.
