@@ -10,6 +10,7 @@ use std::path::Path;
 
 pub mod probe;
 pub mod serve;
+pub mod work;
 
 /// The compiled BPF object (build.rs).
 pub const BPF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/allot_stride.bpf.o"));

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::bench;
+use crate::live;
 use crate::report;
 use crate::scenario::{self, Scenario};
 use crate::scenario_file;
@@ -66,6 +67,20 @@ pub enum SimCommand {
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
     },
+    /// A scenario as a live run under allot's sched_ext scheduler: without --compare,
+    /// print the plan (one job per task, its tickets, currency and workload) that
+    /// tests/vm/scx/sim.sh runs; with --compare, set the live run's readings beside the
+    /// simulator's run of the same workload and exit 1 where they disagree (shares
+    /// within 0.02, or the same ordering of dispatch latencies). Scenarios:
+    /// fig3-ratio, table5-insulation, table1-bimodal.
+    Live {
+        /// Built-in scenario name.
+        scenario: String,
+        /// The live run's schedstat readings (lines RUN TASK mark SECS RUN_NS DELAY_NS
+        /// TIMESLICES).
+        #[arg(long, value_name = "FILE")]
+        compare: Option<PathBuf>,
+    },
 }
 
 /// Loads a scenario by built-in name or file path.
@@ -124,6 +139,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<i32> {
             }
             let failed = rep.reproduction.iter().any(|r| r.pass == Some(false));
             Ok(if failed { 1 } else { 0 })
+        }
+        SimCommand::Live { scenario, compare } => {
+            let plan = live::plan(&scenario).map_err(anyhow::Error::msg)?;
+            let Some(path) = compare else {
+                print!("{}", live::text(&plan));
+                return Ok(0);
+            };
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            let readings = live::compare::parse(&text).map_err(anyhow::Error::msg).with_context(|| format!("in {}", path.display()))?;
+            let out = live::compare::compare(&plan, &readings).map_err(anyhow::Error::msg)?;
+            print!("{}", out.text);
+            Ok(if out.pass { 0 } else { 1 })
         }
         SimCommand::Bench { check, json, sizes, schedulers } => {
             let specs = if schedulers.is_empty() {

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod engine;
 pub mod fenwick;
+pub mod live;
 pub mod metrics;
 pub mod report;
 pub mod rng;
