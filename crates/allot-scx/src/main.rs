@@ -7,6 +7,7 @@
 //!                 [--for SECS]
 //!   allot-scx serve [--all]       (the daemon's: a job table on stdin, src/serve.rs)
 //!   allot-scx probe --every MS --for SECS   (wakeup latency, src/probe.rs)
+//!   allot-scx hackbench --groups G --loops L  (hackbench's message passing, src/hackbench.rs)
 //!
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
@@ -44,7 +45,7 @@ struct Args {
     no_boost_for: Vec<String>,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS";
+const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx hackbench --groups G --loops L";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -125,6 +126,9 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("probe") {
         return allot_scx::probe::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("hackbench") {
+        return allot_scx::hackbench::main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("serve") {
         return match &args[1..] {
