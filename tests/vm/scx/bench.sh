@@ -1,0 +1,155 @@
+# Guest script, the side-by-side bench (SCX_ONLY=bench only; after checks.sh, ebs.sh and
+# boost.sh, sharing their helpers): the same rows under each scheduler, in one VM run.
+# Measures, checks nothing but that each arm could start; prints SCX-BENCH lines.
+#   arms     eevdf    the kernel's fair class alone: each job a cgroup whose cpu.weight is
+#                     its tickets × 100, written by hand (no allot)
+#            cgroup   allot's daemon with [scheduler] kind = "cgroup": `allot run` jobs
+#            scx      allot's daemon with kind = "scx": allot's BPF scheduler (allot-scx)
+#            flatcg   scx_flatcg (the kernel's example) over the eevdf arm's cgroups
+#            bpfland  scx_bpfland (a latency scheduler of sched-ext/scx) over the same
+#                     (these two only when the program is in the VM: run.sh --add PATH)
+#   rows     ratio      jobs of tickets 3:2:1, one hog each, all on CPU 1: their shares
+#                       and the largest error against 1/2, 1/3, 1/6
+#            insulation currencies alice and bob funded alike (eevdf: cgroups of equal
+#                       weight), alice's job one hog, bob's five, on CPU 1: the jobs'
+#                       shares (their cgroups' cpu.stat) and alice's error against 1/2
+#            latency    Petrou et al. 1999's Table 1: an interactive task (allot-scx probe,
+#                       waking every 10 ms) in a job of tickets 3 against hogs at 3:2:1 on
+#                       CPU 1: its wakeup latency's p50, p99 and max
+#            hackbench  allot-scx hackbench (thread mode, BENCH_HB arguments) in a job of
+#                       its own, on both CPUs, BENCH_REPS times: the median time, against
+#                       the median of the kernel alone without jobs (the first arm runs it
+#                       BENCH_REPS times before its rows, the last after)
+BENCH_HB=${BENCH_HB:---groups 2 --loops 100}
+BENCH_REPS=${BENCH_REPS:-5}
+BD=/tmp/bench
+CG=/sys/fs/cgroup
+# cg PID: the cgroup directory of a process
+cg() { echo "$CG$(cut -d: -f3 /proc/$1/cgroup)"; }
+# job NAME TICKETS CURRENCY CMD...: CMD as a job of the arm ($ARM), in CURRENCY (- for
+# the caller's own); its pid in JP
+job() {
+  n=$1 t=$2 c=$3; shift 3
+  case $ARM in
+    cgroup|scx) cur=""; [ "$c" = - ] || cur="--currency $c"
+                $A run --strict -t $t $cur -- "$@" > /dev/null & JP=$! ;;
+    *) mkdir -p $CG/b-$n; echo $((t * 100)) > $CG/b-$n/cpu.weight
+       sh -c 'echo $$ > "$0/cgroup.procs"; exec "$@"' $CG/b-$n "$@" & JP=$! ;;
+  esac
+  JOBS="$JOBS $JP"
+}
+# end_jobs: kills every job's cgroup (all it holds), waits, removes the eevdf arm's
+end_jobs() {
+  for p in $JOBS; do d=$(cg $p 2>/dev/null) && [ "$d" != "$CG/" ] && echo 1 > $d/cgroup.kill; done
+  for p in $JOBS; do wait $p 2>/dev/null; done
+  JOBS=""
+  sleep 0.5
+  for d in $CG/b-*/; do [ -d $d ] && rmdir $d 2>/dev/null; done
+}
+SPIN='while :; do :; done'
+# bench_share NAME ID:WANT...: as measure, one SCX-BENCH line (the bound the issue sets, 0.01)
+bench_share() { TOL=0.01 measure "$@" | sed "s/^SCX-RESULT/SCX-BENCH $ARM/"; }
+# hb N LABEL [job]: N hackbench runs (in a job of the arm, or in the root cgroup); times in $BD/LABEL
+hb() {
+  i=0; : > $BD/$2; : > $BD/$2.pol
+  while [ $i -lt $1 ]; do
+    rm -f $BD/hb.out
+    if [ "${3:-}" = job ]; then
+      # sleep: the scx arm's loader puts a job's threads in sched_ext once a second; the
+      # hackbench threads inherit the policy of the shell it set
+      job hb 1 - sh -c "sleep 2; awk '/^policy/ {print \$3}' /proc/self/sched >> $BD/$2.pol; exec allot-scx hackbench $BENCH_HB > $BD/hb.out"
+      wait $JP; end_jobs
+    else
+      allot-scx hackbench $BENCH_HB > $BD/hb.out
+    fi
+    sed -n 's/.*Time: //p' $BD/hb.out >> $BD/$2
+    i=$((i + 1))
+  done
+  echo "SCX-BENCH $ARM hackbench-$2: $(tr '\n' ' ' < $BD/$2)s; policies seen: $(sort $BD/$2.pol | uniq -c | tr '\n' ' ')"
+}
+median() { sort -n $1 | awk '{v[NR] = $1} END {if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
+
+bench_rows() {
+  # ratio
+  job j1 3 - taskset -c 1 sh -c "$SPIN"; h1=$JP
+  job j2 2 - taskset -c 1 sh -c "$SPIN"; h2=$JP
+  job j3 1 - taskset -c 1 sh -c "$SPIN"; h3=$JP
+  sleep $WARM
+  echo "SCX-BENCH $ARM state: sched_ext $(cat /sys/kernel/sched_ext/state) ops $(cat /sys/kernel/sched_ext/root/ops 2>/dev/null); hog policies $(for p in $h1 $h2 $h3; do awk '/^policy/ {printf "%s ", $3}' /proc/$p/sched; done)"
+  bench_share ratio $h1:0.5 $h2:0.3333 $h3:0.1667
+  end_jobs
+  # insulation
+  job a1 1 alice taskset -c 1 sh -c "$SPIN"; a=$JP
+  job b1 1 bob taskset -c 1 sh -c "for i in 1 2 3 4 5; do sh -c '$SPIN' & done; wait"; b=$JP
+  sleep $WARM
+  bench_share insulation $(cg $a):0.5 $(cg $b):0.5
+  end_jobs
+  # latency (Table 1)
+  job p 3 - taskset -c 1 sh -c "sleep 2; exec allot-scx probe --every 10 --for $WINDOW > $BD/probe.$ARM"
+  pp=$JP
+  job j1 3 - taskset -c 1 sh -c "$SPIN"; job j2 2 - taskset -c 1 sh -c "$SPIN"; job j3 1 - taskset -c 1 sh -c "$SPIN"
+  wait $pp
+  echo "SCX-BENCH $ARM latency: $(cat $BD/probe.$ARM)"
+  end_jobs
+  hb $BENCH_REPS $ARM job
+}
+
+# sched: the daemon's scheduler line; until_sched PATTERN SECS: waits for it (daemon.sh's)
+sched() { $A status 2>/dev/null | grep '^scheduler'; }
+until_sched() {
+  i=0
+  until sched | grep -q "$1"; do i=$((i + 1)); [ $i -gt $(($2 * 20)) ] && return 1; sleep 0.05; done
+}
+# start_daemon KIND: allot's daemon with [scheduler] kind = KIND, currencies alice and bob
+start_daemon() {
+  D=/tmp/allotd-$1; mkdir -p $D
+  printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "%s"\n[currencies.alice]\nfunding = 100\n[currencies.bob]\nfunding = 100\n' $1 > $D/allot.toml
+  A="allot --socket $D/allot.sock"
+  allot daemon --ephemeral --cgroup-root allot-bench-$1 --socket $D/allot.sock --state-dir $D --config $D/allot.toml > $D/daemon.log 2>&1 &
+  DP=$!
+  want="cgroup"; [ $1 = scx ] && want="scx (allot_stride loaded"
+  if ! until_sched "$want" 60; then
+    echo "SCX-BENCH $1: the daemon did not say \"$want\" within 60 s: $(sched)"; cat $D/daemon.log; fail=1; kill $DP; wait $DP; return 1
+  fi
+  echo "SCX-BENCH $1 daemon: $(sched)"
+}
+stop_daemon() { kill $DP; wait $DP; echo "SCX-BENCH $ARM daemon stopped (exit $?)"; }
+# start_ext PROGRAM: an scx scheduler of its own (every task), until sched_ext says enabled
+start_ext() {
+  command -v $1 > /dev/null || { echo "SCX-BENCH $ARM: not in this VM run (no $1; run.sh --add PATH)"; return 1; }
+  $1 > $BD/$1.log 2>&1 & XP=$!
+  i=0
+  while [ "$(cat /sys/kernel/sched_ext/state)" != enabled ]; do
+    i=$((i + 1)); [ $i -gt 300 ] && { echo "SCX-BENCH $ARM: $1 did not enable sched_ext in 30 s: $(tail -n 5 $BD/$1.log | tr '\n' '|')"; kill $XP; wait $XP; return 1; }
+    sleep 0.1
+  done
+  echo "SCX-BENCH $ARM: $1 loaded, ops $(cat /sys/kernel/sched_ext/root/ops), switch_all $(cat /sys/kernel/sched_ext/switch_all 2>/dev/null)"
+}
+stop_ext() { kill $XP; wait $XP; echo "SCX-BENCH $ARM: $1 stopped (exit $?), sched_ext $(cat /sys/kernel/sched_ext/state); last lines: $(tail -n 3 $BD/$1.log | tr '\n' '|')"; }
+
+bench_all() {
+  mkdir -p $BD; JOBS=""
+  WARM=${SCX_WARM:-3}; WINDOW=${SCX_WINDOW:-15}
+  echo "SCX-BENCH setup: WARM $WARM s, WINDOW $WINDOW s, hackbench $BENCH_HB x $BENCH_REPS, $(nproc) CPUs, kernel $(uname -r)"
+  ARM=eevdf
+  hb $BENCH_REPS base-first
+  bench_rows
+  ARM=cgroup
+  start_daemon cgroup && { bench_rows; stop_daemon; }
+  ARM=scx
+  start_daemon scx && { bench_rows; stop_daemon; after bench-scx; }
+  ARM=flatcg
+  start_ext scx_flatcg && { bench_rows; stop_ext scx_flatcg; after bench-flatcg; }
+  ARM=bpfland
+  start_ext scx_bpfland && { bench_rows; stop_ext scx_bpfland; after bench-bpfland; }
+  ARM=eevdf
+  hb $BENCH_REPS base-last
+  cat $BD/base-first $BD/base-last > $BD/base
+  base=$(median $BD/base)
+  for arm in eevdf cgroup scx flatcg bpfland; do
+    [ -s $BD/$arm ] || continue
+    m=$(median $BD/$arm)
+    echo "SCX-BENCH $arm hackbench: median $m s against $base s without jobs (the kernel alone, $(wc -l < $BD/base) runs): $(awk -v a=$m -v b=$base 'BEGIN {printf "%+.1f%%", (a / b - 1) * 100}'); runs $(sort -n $BD/$arm | tr '\n' ' ')"
+  done
+}
+case "${SCX_ONLY:-}" in bench) bench_all; exit $fail ;; esac
