@@ -120,7 +120,7 @@ start_ext() {
   $1 > $BD/$1.log 2>&1 & XP=$!
   i=0
   while [ "$(cat /sys/kernel/sched_ext/state)" != enabled ]; do
-    i=$((i + 1)); [ $i -gt 300 ] && { echo "SCX-BENCH $ARM: $1 did not enable sched_ext in 30 s: $(tail -n 5 $BD/$1.log | tr '\n' '|')"; kill $XP; wait $XP; return 1; }
+    i=$((i + 1)); [ $i -gt 900 ] && { echo "SCX-BENCH $ARM: $1 did not enable sched_ext in 90 s: $(tail -n 5 $BD/$1.log | tr '\n' '|')"; kill $XP; wait $XP; return 1; }
     sleep 0.1
   done
   echo "SCX-BENCH $ARM: $1 loaded, ops $(cat /sys/kernel/sched_ext/root/ops), switch_all $(cat /sys/kernel/sched_ext/switch_all 2>/dev/null)"
