@@ -18,14 +18,18 @@
 #                       CPU 1: its wakeup latency's p50, p99 and max
 #            hackbench  allot-scx hackbench (thread mode, BENCH_HB arguments) in a job of
 #                       its own, on both CPUs, BENCH_REPS times: the median time, against
-#                       the median of the kernel alone without jobs (the first arm runs it
-#                       BENCH_REPS times before its rows, the last after)
+#                       the median of runs in the root cgroup under the kernel alone, each
+#                       just before one in a job (eevdf, cgroup, scx: their root cgroup is
+#                       the kernel's), or before the load and after the unload (flatcg,
+#                       bpfland, which take every task). Under TCG on a shared host the
+#                       time of one run moves with the host's load: only runs side by
+#                       side in time are compared
 BENCH_HB=${BENCH_HB:---groups 2 --loops 100}
 BENCH_REPS=${BENCH_REPS:-5}
 BD=/tmp/bench
 CG=/sys/fs/cgroup
-# cg PID: the cgroup directory of a process
-cg() { echo "$CG$(cut -d: -f3 /proc/$1/cgroup)"; }
+# cg PID: the cgroup directory of a process; fails for one gone or in the root cgroup
+cg() { c=$(cut -d: -f3 /proc/$1/cgroup 2>/dev/null) && [ -n "$c" ] && [ "$c" != / ] && echo "$CG$c"; }
 # job NAME TICKETS CURRENCY CMD...: CMD as a job of the arm ($ARM), in CURRENCY (- for
 # the caller's own); its pid in JP
 job() {
@@ -40,7 +44,7 @@ job() {
 }
 # end_jobs: kills every job's cgroup (all it holds), waits, removes the eevdf arm's
 end_jobs() {
-  for p in $JOBS; do d=$(cg $p 2>/dev/null) && [ "$d" != "$CG/" ] && echo 1 > $d/cgroup.kill; done
+  for p in $JOBS; do d=$(cg $p) && echo 1 > $d/cgroup.kill; done
   for p in $JOBS; do wait $p 2>/dev/null; done
   JOBS=""
   sleep 0.5
@@ -49,24 +53,26 @@ end_jobs() {
 SPIN='while :; do :; done'
 # bench_share NAME ID:WANT...: as measure, one SCX-BENCH line (the bound the issue sets, 0.01)
 bench_share() { TOL=0.01 measure "$@" | sed "s/^SCX-RESULT/SCX-BENCH $ARM/"; }
-# hb N LABEL [job]: N hackbench runs (in a job of the arm, or in the root cgroup); times in $BD/LABEL
+# hb_base LABEL: one hackbench run in the root cgroup (no job), its time in $BD/LABEL.base
+hb_base() { allot-scx hackbench $BENCH_HB | sed -n 's/.*Time: //p' >> $BD/$1.base; }
+# hb N LABEL: N hackbench runs in a job of the arm, times in $BD/LABEL; where the arm's
+# scheduler leaves the root cgroup to the kernel alone (eevdf, cgroup, scx: partial
+# switch), each after one run without a job, so both see the same host load
 hb() {
   i=0; : > $BD/$2; : > $BD/$2.pol
   while [ $i -lt $1 ]; do
+    case $ARM in eevdf|cgroup|scx) hb_base $2 ;; esac
     rm -f $BD/hb.out
-    if [ "${3:-}" = job ]; then
-      # sleep: the scx arm's loader puts a job's threads in sched_ext once a second; the
-      # hackbench threads inherit the policy of the shell it set
-      job hb 1 - sh -c "sleep 2; awk '/^policy/ {print \$3}' /proc/self/sched >> $BD/$2.pol; exec allot-scx hackbench $BENCH_HB > $BD/hb.out"
-      wait $JP; end_jobs
-    else
-      allot-scx hackbench $BENCH_HB > $BD/hb.out
-    fi
+    # sleep: the scx arm's loader puts a job's threads in sched_ext once a second; the
+    # hackbench threads inherit the policy of the shell it set
+    job hb 1 - sh -c "sleep 2; awk '/^policy/ {print \$3}' /proc/self/sched >> $BD/$2.pol; exec allot-scx hackbench $BENCH_HB > $BD/hb.out"
+    wait $JP; end_jobs
     sed -n 's/.*Time: //p' $BD/hb.out >> $BD/$2
     i=$((i + 1))
   done
-  echo "SCX-BENCH $ARM hackbench-$2: $(tr '\n' ' ' < $BD/$2)s; policies seen: $(sort $BD/$2.pol | uniq -c | tr '\n' ' ')"
+  echo "SCX-BENCH $ARM hackbench-runs: in a job $(tr '\n' ' ' < $BD/$2)s; policies seen: $(sort $BD/$2.pol | uniq -c | tr '\n' ' ')"
 }
+hb_n() { j=0; while [ $j -lt $1 ]; do hb_base $2; j=$((j + 1)); done; }
 median() { sort -n $1 | awk '{v[NR] = $1} END {if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'; }
 
 bench_rows() {
@@ -114,13 +120,18 @@ start_daemon() {
   echo "SCX-BENCH $1 daemon: $(sched)"
 }
 stop_daemon() { kill $DP; wait $DP; echo "SCX-BENCH $ARM daemon stopped (exit $?)"; }
-# start_ext PROGRAM: an scx scheduler of its own (every task), until sched_ext says enabled
+# start_ext PROGRAM [ARGS]: an scx scheduler of its own (every task), until sched_ext says enabled
 start_ext() {
   command -v $1 > /dev/null || { echo "SCX-BENCH $ARM: not in this VM run (no $1; run.sh --add PATH)"; return 1; }
-  $1 > $BD/$1.log 2>&1 & XP=$!
+  "$@" > $BD/$1.log 2>&1 & XP=$!
   i=0
   while [ "$(cat /sys/kernel/sched_ext/state)" != enabled ]; do
-    i=$((i + 1)); [ $i -gt 900 ] && { echo "SCX-BENCH $ARM: $1 did not enable sched_ext in 90 s: $(tail -n 5 $BD/$1.log | tr '\n' '|')"; kill $XP; wait $XP; return 1; }
+    i=$((i + 1))
+    if [ $i -gt 900 ] || ! kill -0 $XP 2>/dev/null; then
+      echo "SCX-BENCH $ARM: $1 did not enable sched_ext ($((i / 10)) s): $(grep -i -m 20 'error\|fail\|invalid\|verif\|libbpf:' $BD/$1.log | tr '\n' '|')"
+      echo "SCX-BENCH $ARM: the last lines of its log: $(tail -n 8 $BD/$1.log | tr '\n' '|')"
+      kill $XP 2>/dev/null; wait $XP; return 1
+    fi
     sleep 0.1
   done
   echo "SCX-BENCH $ARM: $1 loaded, ops $(cat /sys/kernel/sched_ext/root/ops), switch_all $(cat /sys/kernel/sched_ext/switch_all 2>/dev/null)"
@@ -132,24 +143,27 @@ bench_all() {
   WARM=${SCX_WARM:-3}; WINDOW=${SCX_WINDOW:-15}
   echo "SCX-BENCH setup: WARM $WARM s, WINDOW $WINDOW s, hackbench $BENCH_HB x $BENCH_REPS, $(nproc) CPUs, kernel $(uname -r)"
   ARM=eevdf
-  hb $BENCH_REPS base-first
   bench_rows
   ARM=cgroup
   start_daemon cgroup && { bench_rows; stop_daemon; }
   ARM=scx
   start_daemon scx && { bench_rows; stop_daemon; after bench-scx; }
+  # the outside schedulers take every task: their runs without a job come before the
+  # load and after the unload (half each)
   ARM=flatcg
-  start_ext scx_flatcg && { bench_rows; stop_ext scx_flatcg; after bench-flatcg; }
+  if command -v scx_flatcg > /dev/null; then
+    hb_n $((BENCH_REPS / 2 + 1)) flatcg
+    start_ext scx_flatcg && { bench_rows; stop_ext scx_flatcg; after bench-flatcg; hb_n $((BENCH_REPS / 2 + 1)) flatcg; }
+  else start_ext scx_flatcg; fi
   ARM=bpfland
-  start_ext scx_bpfland && { bench_rows; stop_ext scx_bpfland; after bench-bpfland; }
-  ARM=eevdf
-  hb $BENCH_REPS base-last
-  cat $BD/base-first $BD/base-last > $BD/base
-  base=$(median $BD/base)
+  if command -v scx_bpfland > /dev/null; then
+    hb_n $((BENCH_REPS / 2 + 1)) bpfland
+    start_ext scx_bpfland -v && { bench_rows; stop_ext scx_bpfland; after bench-bpfland; hb_n $((BENCH_REPS / 2 + 1)) bpfland; }
+  else start_ext scx_bpfland; fi
   for arm in eevdf cgroup scx flatcg bpfland; do
-    [ -s $BD/$arm ] || continue
-    m=$(median $BD/$arm)
-    echo "SCX-BENCH $arm hackbench: median $m s against $base s without jobs (the kernel alone, $(wc -l < $BD/base) runs): $(awk -v a=$m -v b=$base 'BEGIN {printf "%+.1f%%", (a / b - 1) * 100}'); runs $(sort -n $BD/$arm | tr '\n' ' ')"
+    [ -s $BD/$arm ] && [ -s $BD/$arm.base ] || continue
+    m=$(median $BD/$arm); base=$(median $BD/$arm.base)
+    echo "SCX-BENCH $arm hackbench: median $m s in a job against $base s without one (the kernel alone, $(wc -l < $BD/$arm.base) runs $(sort -n $BD/$arm.base | tr '\n' ' ')): $(awk -v a=$m -v b=$base 'BEGIN {printf "%+.1f%%", (a / b - 1) * 100}'); in a job $(sort -n $BD/$arm | tr '\n' ' ')"
   done
 }
 case "${SCX_ONLY:-}" in bench) bench_all; exit $fail ;; esac
