@@ -51,7 +51,7 @@ end_jobs() {
   for d in $CG/b-*/; do [ -d $d ] && rmdir $d 2>/dev/null; done
 }
 SPIN='while :; do :; done'
-# bench_share NAME ID:WANT...: as measure, one SCX-BENCH line (the bound the issue sets, 0.01)
+# bench_share NAME ID:WANT...: as measure, one SCX-BENCH line (its error against a bound of 0.01)
 bench_share() { TOL=0.01 measure "$@" | sed "s/^SCX-RESULT/SCX-BENCH $ARM/"; }
 # hb_base LABEL: one hackbench run in the root cgroup (no job), its time in $BD/LABEL.base
 hb_base() { allot-scx hackbench $BENCH_HB | sed -n 's/.*Time: //p' >> $BD/$1.base; }
