@@ -10,7 +10,8 @@
 #   scx_bpfland  a latency scheduler of sched-ext/scx, `cargo install scx_bpfland` from
 #                crates.io; its build (scx_utils) needs clang 18 or later: clang-19 from
 #                Debian 12's own archive (apt-get install clang-19)
-# Then: tests/vm/scx/run.sh --only bench --add .../scx_flatcg --add .../scx_bpfland.
+# Then: tests/vm/scx/run.sh --only bench --add .../scx_flatcg --add .../scx_bpfland
+# --add .../kernel-config (the VM kernel's config, which scx_bpfland's libbpf reads).
 #
 #   tests/vm/scx/bench-others.sh [flatcg|bpfland]...   (default both)
 #
@@ -67,6 +68,9 @@ bpfland() {
   PATH="$OUT/clang:$PATH" CARGO_TARGET_DIR="$OUT/target" nice -n 19 cargo install --root "$OUT/cargo" scx_bpfland > "$OUT/bpfland.log" 2>&1 \
     || { say "scx_bpfland did not build: $OUT/bpfland.log"; return 1; }
   cp "$OUT/cargo/bin/scx_bpfland" "$OUT/bin/"
+  # libbpf resolves its __kconfig values from /boot/config-RELEASE: the kernel's config,
+  # executable so that run.sh --add takes it, which bench.sh puts there
+  install -m 0755 "$KDIR/config" "$OUT/bin/kernel-config"
   say "built $OUT/bin/scx_bpfland"
 }
 

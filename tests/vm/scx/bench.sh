@@ -156,6 +156,9 @@ bench_all() {
     start_ext scx_flatcg && { bench_rows; stop_ext scx_flatcg; after bench-flatcg; hb_n $((BENCH_REPS / 2 + 1)) flatcg; }
   else start_ext scx_flatcg; fi
   ARM=bpfland
+  # scx_bpfland's __kconfig values: libbpf reads /boot/config-RELEASE (the guest has no
+  # /proc/config.gz); bench-others.sh gives the kernel's config as a "program" to --add
+  if [ -f /bin/kernel-config ]; then mkdir -p /boot && cp /bin/kernel-config /boot/config-$(uname -r) && echo "SCX-BENCH bpfland: /boot/config-$(uname -r) from /bin/kernel-config"; fi
   if command -v scx_bpfland > /dev/null; then
     hb_n $((BENCH_REPS / 2 + 1)) bpfland
     start_ext scx_bpfland -v && { bench_rows; stop_ext scx_bpfland; after bench-bpfland; hb_n $((BENCH_REPS / 2 + 1)) bpfland; }
