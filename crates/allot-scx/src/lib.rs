@@ -8,6 +8,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+pub mod hackbench;
 pub mod probe;
 pub mod serve;
 pub mod work;

@@ -9,6 +9,7 @@
 //!   allot-scx probe --every MS --for SECS   (wakeup latency, src/probe.rs)
 //!   allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR
 //!                                         (a simulator scenario's task, src/work.rs)
+//!   allot-scx hackbench --groups G --loops L  (hackbench's message passing, src/hackbench.rs)
 //!
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
@@ -46,7 +47,7 @@ struct Args {
     no_boost_for: Vec<String>,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR";
+const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -130,6 +131,9 @@ fn main() -> Result<()> {
     }
     if args.first().map(String::as_str) == Some("work") {
         return allot_scx::work::main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("hackbench") {
+        return allot_scx::hackbench::main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("serve") {
         return match &args[1..] {

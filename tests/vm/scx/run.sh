@@ -16,9 +16,12 @@
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
 # job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
-# jobs as ebs.sh does, and unloads it at stop.
+# jobs as ebs.sh does, and unloads it at stop. --only bench runs bench.sh alone, which
+# checks nothing: the side-by-side bench (docs/results/scx/): shares, insulation, Table 1
+# latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
+# scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).
 #
-#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs|boost|sim]
+#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs|boost|sim|bench]
 #                       [tests/vm/run.sh options...]
 #
 # The binaries default to target/release/allot-scx and target/release/allot (cargo build
@@ -26,8 +29,10 @@
 # looks for it. --only daemon runs daemon.sh's checks alone, --only ebs ebs.sh's (a hard
 # cap and background under the loader), --only boost boost.sh's, --only sim sim.sh's
 # (allot-lab sim's fig3-ratio, table5-insulation and table1-bimodal run live and compared
-# with the simulator's runs: allot-lab, beside allot, is put in the guest with it). The guest script is
-# checks.sh, ebs.sh, boost.sh, sim.sh and daemon.sh beside this file; its SCX-RESULT lines are the results.
+# with the simulator's runs: allot-lab, beside allot, is put in the guest with it), --only
+# bench bench.sh's (the side-by-side bench, run only when asked). The guest script is
+# checks.sh, ebs.sh, boost.sh, sim.sh, bench.sh and daemon.sh beside this file; its
+# SCX-RESULT lines are the results (SCX-BENCH lines the bench's measurements).
 # Exit status: the guest's (0: every check held), or tests/vm/run.sh's harness codes.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,7 +44,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --allot-scx) BIN=$2; shift 2 ;;
     --allot) ALLOT=$2; shift 2 ;;
-    --only) case "${2:-}" in daemon|ebs|boost|sim) ;; *) echo "scx-vm: --only takes daemon, ebs, boost or sim, got '${2:-}'" >&2; exit 2 ;; esac
+    --only) case "${2:-}" in daemon|ebs|boost|sim|bench) ;; *) echo "scx-vm: --only takes daemon, ebs, boost, sim or bench, got '${2:-}'" >&2; exit 2 ;; esac
             ONLY=(--env SCX_ONLY=$2); shift 2 ;;
     *) break ;;
   esac
@@ -49,4 +54,4 @@ done
 # Single-threaded TCG (tests/vm/run.sh says why).
 export ALLOT_VM_TCG_THREAD=${ALLOT_VM_TCG_THREAD:-single}
 exec bash "$REPO/tests/vm/run.sh" --kernel sid --allot "$ALLOT" --add "$BIN" --env RUST_BACKTRACE=0 "${ONLY[@]}" \
-  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/daemon.sh")" "$@"
+  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/bench.sh" "$HERE/daemon.sh")" "$@"
