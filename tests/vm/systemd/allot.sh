@@ -7,7 +7,7 @@
 # the installed /usr/bin/allot through ALLOT_BIN).
 # Asserts: `dpkg -i` installs the binary, unit, man pages and completions and starts the
 # service (Type=notify); enforcement as the selftest measures it (ratio, insulation, hard
-# cap, background) in systemd mode; boosted latency below the latency without allot;
+# cap, background) in systemd mode; a probe job among hog jobs boosted (explain, cpu.weight);
 # funding is the user slice's CPUWeight, and its audit record a journal entry with fields
 # (MESSAGE_ID, ALLOT_UID, ALLOT_REQUEST); `allot run` in a login session leaves the session
 # whole; a delegated service of a uid >= 1000 (a stand-in container) is never touched;
@@ -50,10 +50,47 @@ $A status >&2
 
 # Enforcement, measured by the selftest's private daemon (in systemd mode too).
 check "selftest: ratio, insulation, hard cap, background" $L selftest --window 5
-# Latency under TCG follows the host's load (a p99 of 800 wakeups): one retry before a
-# verdict, so one noisy run does not decide it (measured today: two misses in six runs,
-# e.g. 9.3 ms under allot against 7.8 ms without).
-check "latency: boosted below no allot" sh -c "$L bench policy latency --quick --check || $L bench policy latency --quick --check"
+# The boost in systemd mode: a probe job (10 ms sleep, 0.2 ms work: well below half its
+# entitlement, 0.35 CPU here, even as slowly as TCG runs it) among four CPU-hog jobs of the
+# same user is boosted: `allot explain` says so and its job's cpu.weight is raised above
+# its tickets' (a hog job's is printed). That is the decision and its application;
+# the wake-up latency it buys is measured on the host (`allot-lab bench policy latency` in
+# scripts/test, docs/policy.md). Under TCG no policy's latency can be told apart: against
+# the same hogs a SCHED_FIFO probe's p99 was 19.6 ms and a plain one's 20.2 ms (2026-11-27,
+# docs/policy.md, "The boost under emulation"), so this run prints the boosted probe's
+# p99 beside a SCHED_FIFO probe's, for the record, and checks neither.
+rm -f /tmp/boost.hogs /tmp/boost.pid /tmp/boost.json /tmp/boost.err
+cat > /tmp/boostjobs.sh <<BOOST
+#!/bin/sh
+for i in 1 2 3 4; do $A run -- sh -c 'echo \$\$ >> /tmp/boost.hogs; exec $L workload cpu' > /dev/null 2>> /tmp/boost.err & done
+sleep 2
+$A run -- sh -c 'echo \$\$ > /tmp/boost.pid; exec $A probe -i 10 -w 200 -d 8 --json' > /tmp/boost.json.part 2>> /tmp/boost.err
+mv /tmp/boost.json.part /tmp/boost.json
+wait
+BOOST
+chmod 0755 /tmp/boostjobs.sh
+login_session allot-tb /tmp/boostjobs.sh > /dev/null || true
+wait_for -t 30 sh -c 'test -s /tmp/boost.pid && [ "$(wc -l < /tmp/boost.hogs)" = 4 ]' || cat /tmp/boost.err >&2 || true
+sleep 3
+bp=$(cat /tmp/boost.pid 2> /dev/null || echo 0)
+$A --json explain "$bp" > /tmp/boost.explain 2>&1 || true
+bw=$(cat "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/$bp/cgroup 2> /dev/null)/cpu.weight" 2> /dev/null || echo 0)
+hw=$(cat "/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/$(head -1 /tmp/boost.hogs)/cgroup 2> /dev/null)/cpu.weight" 2> /dev/null || echo 0)
+echo "boost: the probe job's cpu.weight $bw, a hog job's $hw" >&2
+check "allot explain says the probe job among hog jobs is boosted" python3 -c "
+import json
+e = json.load(open('/tmp/boost.explain'))
+b = [r for r in e['reasons'] if r['state'] == 'boost']
+print(b[0]['because'] if b else e)
+assert b and b[0]['on']"
+check "the boosted job's cpu.weight is above its tickets' 100 ($bw)" test "$bw" -gt 100
+wait_for -t 60 test -s /tmp/boost.json || true
+chrt -f 50 $A probe -i 10 -w 200 -d 8 --json > /tmp/fifo.json 2> /dev/null || true
+python3 -c "
+import json
+b, f = json.load(open('/tmp/boost.json')), json.load(open('/tmp/fifo.json'))
+print('latency under TCG (printed, not checked): boosted job p50 %.0f p99 %.0f us; SCHED_FIFO 50 p50 %.0f p99 %.0f us, against 4 hog jobs' % (b['lateness_us']['p50'], b['lateness_us']['p99'], f['lateness_us']['p50'], f['lateness_us']['p99']))" >&2 || true
+for h in $(cat /tmp/boost.hogs 2> /dev/null); do kill "$h" 2> /dev/null || true; done
 
 # Funding is the user slice's CPUWeight, visible to systemctl.
 check "fund allot-ta 300" $A fund allot-ta 300
