@@ -8,50 +8,13 @@
 //! idle p99 + 0.1 ms (the bar of Petrou et al. 1999's Table 1 comparison, as the latency
 //! scenario sets it), so the bar moves with the machine's own noise in that round.
 
-use super::policy_bench::{cpu_s_of, p99, probe_args, probe_under, Outcome, Scenario, CONFIG};
-use allot_measure::harness::{Kids, PrivateDaemon};
+use super::probe_arms::{idle_probe, p99, plain_probe, probe_under, CONFIG};
 use allot_measure::wakeups::{late_by_running, wakeups_of, Tracer, Wakeup};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The arms of one round, in the order they run.
 const ARMS: [&str; 6] = ["idle, in a job", "no allot", "nice -20", "SCHED_FIFO 50", "allot boost (weight)", "allot boost (weight + 100 µs slice)"];
-
-/// The probe as a plain process with `extra` probe arguments, against 2 × ncpu plain hogs:
-/// (report, hogs' CPUs).
-pub(super) fn plain_probe(exe: &Path, secs: f64, extra: &[&str]) -> anyhow::Result<(serde_json::Value, f64)> {
-    let n = allot_linux::ncpu();
-    let mut kids = Kids::default();
-    for _ in 0..2 * n {
-        kids.add(Command::new(exe).args(["workload", "cpu"]).stdout(Stdio::null()).spawn()?);
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let c0: f64 = kids.0.iter().map(|k| cpu_s_of(k.id())).sum();
-    let t0 = Instant::now();
-    let args = probe_args(exe, secs);
-    let o = Command::new(&args[0]).args(&args[1..]).args(extra).output()?;
-    let hogs = (kids.0.iter().map(|k| cpu_s_of(k.id())).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
-    drop(kids);
-    if !o.status.success() {
-        bail!("probe {} failed: {}", extra.join(" "), String::from_utf8_lossy(&o.stderr).trim());
-    }
-    Ok((serde_json::from_slice(&o.stdout).context("plain probe report")?, hogs))
-}
-
-/// The probe in a job on the idle machine (a private daemon, no other load).
-pub(super) fn idle_probe(exe: &Path, secs: f64) -> anyhow::Result<serde_json::Value> {
-    let d = PrivateDaemon::start(exe, CONFIG)?;
-    let args = probe_args(exe, secs);
-    let mut a = vec!["run", "--"];
-    a.extend(args.iter().map(|s| s.as_str()));
-    let o = d.cli(&a, None)?;
-    if !o.status.success() {
-        bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr).trim());
-    }
-    Ok(serde_json::from_slice(&o.stdout)?)
-}
 
 /// Runs one arm, traced when asked: (probe report, the probe's wakeups in the trace).
 fn arm<F: FnOnce() -> anyhow::Result<serde_json::Value>>(trace: bool, f: F) -> anyhow::Result<(serde_json::Value, Vec<Wakeup>)> {
@@ -91,7 +54,8 @@ fn bar(idle_p99: f64) -> f64 {
     1.5 * idle_p99 + 100.0
 }
 
-pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::Result<Outcome> {
+/// The spread scenario: (passed, summary, table, values).
+pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::Result<(bool, String, String, serde_json::Value)> {
     let (rounds, secs) = if quick { (3, 3.0) } else { (5, 8.0) };
     let mut p: Vec<Vec<f64>> = vec![vec![]; ARMS.len()];
     let mut woke: Vec<Vec<Wakeup>> = vec![vec![]; ARMS.len()];
@@ -134,10 +98,9 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::R
     // Quick mode (CI): only the direction, as the latency scenario's quick mode. Full mode:
     // the default boost in the bar in every round, the target of the boost's design.
     let passed = if quick { weight_med < plain_med } else { met(4) == rounds };
-    Ok(Outcome {
-        scenario: Scenario::Spread,
+    Ok((
         passed,
-        summary: format!(
+        format!(
             "the default boost (weight) met 1.5 x idle p99 + 100 µs in {}/{rounds} rounds, weight + 100 µs slice in {}/{rounds}, nice -20 in {}/{rounds}, SCHED_FIFO in {}/{rounds}; median p99 {:.0} µs boosted against {:.0} µs with no allot{}",
             met(4),
             met(5),
@@ -147,7 +110,7 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::R
             plain_med,
             if quick { "; quick mode asserts only that the median boosted p99 is below no allot's" } else { "; want every round in the bar" }
         ),
-        table: Some(table),
-        values: serde_json::json!({"arms": ARMS, "p99_us": p, "rounds": reports, "late_wakeups_by_running": (0..ARMS.len()).map(|i| late_by_running(&woke[i], LATE_US)).collect::<Vec<_>>()}),
-    })
+        table,
+        serde_json::json!({"arms": ARMS, "p99_us": p, "rounds": reports, "late_wakeups_by_running": (0..ARMS.len()).map(|i| late_by_running(&woke[i], LATE_US)).collect::<Vec<_>>()}),
+    ))
 }

@@ -15,6 +15,7 @@ mod memory_bench_sd;
 mod overhead_bench;
 mod overhead_workload;
 mod policy_bench;
+mod probe_arms;
 mod selftest;
 
 use allot::{client, proto};

@@ -6,6 +6,7 @@
 //! non-zero when a threshold is missed; `--quick` shortens every phase and asserts only
 //! the direction, with generous margins, for CI.
 
+use super::probe_arms::{cpu_s_of, exe_s, idle_probe, p99, plain_probe, probe_args, probe_under, CONFIG};
 use crate::selftest::{job_of, pin};
 use allot_measure::harness::{Kids, PrivateDaemon};
 use anyhow::{bail, Context};
@@ -60,22 +61,14 @@ pub struct PolicyBenchArgs {
 }
 
 #[derive(Debug, serde::Serialize)]
-pub(super) struct Outcome {
-    pub(super) scenario: Scenario,
-    pub(super) passed: bool,
+struct Outcome {
+    scenario: Scenario,
+    passed: bool,
     /// Human summary with the numbers and the thresholds.
-    pub(super) summary: String,
+    summary: String,
     /// A table, for scenarios that have one.
-    pub(super) table: Option<String>,
-    pub(super) values: serde_json::Value,
-}
-
-fn exe_s(exe: &Path) -> String {
-    exe.display().to_string()
-}
-
-pub(super) fn cpu_s_of(pid: u32) -> f64 {
-    allot_linux::process::procfs::stat(pid as i32).map(|s| (s.utime + s.stime) as f64 / allot_linux::process::procfs::clk_tck() as f64).unwrap_or(0.0)
+    table: Option<String>,
+    values: serde_json::Value,
 }
 
 /// Runs the scenarios.
@@ -103,7 +96,8 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
             Scenario::Gaming => gaming(&exe, args.quick),
             Scenario::Boostmodes => boostmodes(&exe, args.quick),
             Scenario::Outside => outside(&exe, args.quick),
-            Scenario::Spread => super::latency_spread::spread_scenario(&exe, args.quick, args.trace),
+            Scenario::Spread => super::latency_spread::spread_scenario(&exe, args.quick, args.trace)
+                .map(|(passed, summary, table, values)| Outcome { scenario: Scenario::Spread, passed, summary, table: Some(table), values }),
         }
         .unwrap_or_else(|e| Outcome {
             scenario: s,
@@ -126,43 +120,6 @@ pub fn run(args: PolicyBenchArgs, json: bool) -> anyhow::Result<i32> {
     }
     println!("bench policy: {} passed, {} failed", out.len() - missed, missed);
     Ok(if args.check && missed > 0 { 1 } else { 0 })
-}
-
-pub(super) const CONFIG: &str = "[users]\nauto_place = false\n";
-
-pub(super) fn probe_args(exe: &Path, secs: f64) -> Vec<String> {
-    [exe_s(exe), "probe".into(), "-i".into(), "5".into(), "-w".into(), "500".into(), "-d".into(), format!("{secs}"), "--json".into()].to_vec()
-}
-
-pub(super) fn p99(report: &serde_json::Value) -> anyhow::Result<f64> {
-    report["lateness_us"]["p99"].as_f64().context("probe report has no p99")
-}
-
-/// The probe in a job against 2 × ncpu hog jobs under a daemon with `config`:
-/// (probe report, hogs' CPUs).
-pub(super) fn probe_under(exe: &Path, config: &str, secs: f64) -> anyhow::Result<(serde_json::Value, f64)> {
-    let n = allot_linux::ncpu();
-    let mut d = PrivateDaemon::start(exe, config)?;
-    let e = exe_s(exe);
-    let mut pids = vec![];
-    for _ in 0..2 * n {
-        pids.push(d.run_job(&[], &[&e, "workload", "cpu"], None)?);
-    }
-    for &p in &pids {
-        d.wait_exec(p)?;
-    }
-    std::thread::sleep(Duration::from_millis(1500));
-    let c0: f64 = pids.iter().map(|&p| cpu_s_of(p)).sum();
-    let t0 = Instant::now();
-    let mut a = vec!["run".to_string(), "--".into()];
-    a.extend(probe_args(exe, secs));
-    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
-    let o = d.cli(&a, None)?;
-    let hogs = (pids.iter().map(|&p| cpu_s_of(p)).sum::<f64>() - c0) / t0.elapsed().as_secs_f64();
-    if !o.status.success() {
-        bail!("probe in a job failed: {}", String::from_utf8_lossy(&o.stderr));
-    }
-    Ok((serde_json::from_slice(&o.stdout)?, hogs))
 }
 
 fn boostmodes(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
@@ -212,9 +169,9 @@ fn latency(exe: &Path, quick: bool) -> anyhow::Result<Outcome> {
     let secs = if quick { 4.0 } else { 10.0 };
     let n = allot_linux::ncpu();
     // 1. The idle machine, probe in a job.
-    let idle = super::latency_spread::idle_probe(exe, secs)?;
+    let idle = idle_probe(exe, secs)?;
     // 2. Without allot: probe and 2 × ncpu hogs as plain processes.
-    let (plain, plain_hogs) = super::latency_spread::plain_probe(exe, secs, &[])?;
+    let (plain, plain_hogs) = plain_probe(exe, secs, &[])?;
     // 3. Under allot: every hog its own job, the probe an ordinary job.
     let (boosted, allot_hogs) = probe_under(exe, CONFIG, secs)?;
 
