@@ -295,8 +295,9 @@ fn measure_loop(cfg: &ProbeConfig) -> anyhow::Result<ProbeReport> {
         policy: sched1.policy.map(allot_linux::process::sched::policy_name).unwrap_or("?").to_string(),
     };
     Ok(ProbeReport {
-        // SAFETY: gettid has no preconditions.
-        tid: unsafe { libc::gettid() },
+        // SAFETY: the gettid system call has no preconditions (called by number: the
+        // packaged binary links against glibc 2.28, which has no gettid wrapper).
+        tid: unsafe { libc::syscall(libc::SYS_gettid) } as i32,
         config: cfg.clone(),
         lateness_us: percentiles(&late),
         histogram: log2_histogram(&late),
