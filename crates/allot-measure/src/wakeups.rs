@@ -16,6 +16,8 @@ const EVENTS: [&str; 2] = ["sched/sched_switch", "sched/sched_waking"];
 /// tracefs's top buffer is global.
 pub struct Tracer {
     root: PathBuf,
+    /// The buffer size it found, given back when it ends.
+    buffer_kib: String,
 }
 
 fn write(p: &Path, v: &str) -> anyhow::Result<()> {
@@ -30,6 +32,7 @@ impl Tracer {
             .map(PathBuf::from)
             .find(|p| p.join("events/sched/sched_switch").is_dir())
             .ok_or_else(|| anyhow::anyhow!("tracefs with the sched events is not mounted (mount -t tracefs none /sys/kernel/tracing)"))?;
+        let buffer_kib = kib_of(&std::fs::read_to_string(root.join("buffer_size_kb"))?);
         write(&root.join("tracing_on"), "0")?;
         write(&root.join("trace"), "")?;
         write(&root.join("buffer_size_kb"), &kib_per_cpu.to_string())?;
@@ -37,7 +40,7 @@ impl Tracer {
             write(&root.join("events").join(e).join("enable"), "1")?;
         }
         write(&root.join("tracing_on"), "1")?;
-        Ok(Tracer { root })
+        Ok(Tracer { root, buffer_kib })
     }
 
     /// Stops recording and returns the trace text.
@@ -55,8 +58,15 @@ impl Drop for Tracer {
             let _ = write(&self.root.join("events").join(e).join("enable"), "0");
         }
         let _ = write(&self.root.join("trace"), "");
-        let _ = write(&self.root.join("buffer_size_kb"), "1408");
+        let _ = write(&self.root.join("buffer_size_kb"), &self.buffer_kib);
     }
+}
+
+/// The per-CPU buffer size tracefs reports: "1408", or "7 (expanded: 1408)" before the
+/// buffer was first used (then the size it will have).
+fn kib_of(s: &str) -> String {
+    let s = s.trim();
+    s.split_once("expanded: ").map_or(s, |(_, e)| e.trim_end_matches(')')).split_whitespace().next().unwrap_or("1408").to_string()
 }
 
 /// One event line: (timestamp s, cpu, event name, the rest).
@@ -168,6 +178,12 @@ mod tests {
         assert_eq!(w[1].running, "swapper/1");
         let late = late_by_running(&w, 300.0);
         assert_eq!(late, vec![("allot-lab".to_string(), 1, w[0].wait_us)]);
+    }
+
+    #[test]
+    fn the_buffer_size_given_back_is_the_one_found() {
+        assert_eq!(kib_of("1408\n"), "1408");
+        assert_eq!(kib_of("7 (expanded: 1408)\n"), "1408");
     }
 
     #[test]
