@@ -60,8 +60,10 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::R
     let mut p: Vec<Vec<f64>> = vec![vec![]; ARMS.len()];
     let mut woke: Vec<Vec<Wakeup>> = vec![vec![]; ARMS.len()];
     let mut reports = vec![];
+    let mut loads = vec![];
     for r in 0..rounds {
         let load0 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        loads.push(load0.split_whitespace().next().unwrap_or("?").to_string());
         let traced = round(exe, secs, trace).with_context(|| format!("round {}", r + 1))?;
         let mut arms = vec![];
         for (i, (a, w)) in traced.into_iter().enumerate() {
@@ -84,6 +86,9 @@ pub(super) fn spread_scenario(exe: &Path, quick: bool, trace: bool) -> anyhow::R
         "per round (idle / no allot / nice -20 / fifo / weight / weight+slice): {}",
         (0..rounds).map(|r| (0..ARMS.len()).map(|i| format!("{:.0}", p[i][r])).collect::<Vec<_>>().join("/")).collect::<Vec<_>>().join("  ")
     ));
+    // Other load on the machine moves every arm; the 1-minute load average before each
+    // round is said beside the numbers (the bench measures it, it does not subtract it).
+    table.push_str(&format!("\nload average (1 min) before each round, on {} CPUs: {}", allot_linux::ncpu(), loads.join(", ")));
     if trace {
         table.push_str(&format!("\nwakeups later than {LATE_US} µs (traced), by what ran on the CPU when the probe woke: count (median wait µs)"));
         for (i, name) in ARMS.iter().enumerate() {
