@@ -333,4 +333,14 @@ if [ "$code" -ge 91 ] && [ "$code" -le 99 ]; then
   say "note: exit $code is the SCRIPT's own status (not a harness failure), but it is in the harness's range 91..99"
 fi
 say "script exit $code; boot to script ${booted}s (guest uptime); VM wall ${WALL}s; stdout $STDOUT_FILE ($bytes bytes)"
+# A failed script names its failures where CI shows them: the stdout file stays in the
+# build folder of a clone CI deletes, so the lines guest-lib's check marked FAIL, else the
+# script's last lines, go to stderr.
+if [ "$code" != 0 ]; then
+  if grep -aq '^FAIL ' "$STDOUT_FILE"; then
+    say "the script's failed checks:"; grep -a '^FAIL ' "$STDOUT_FILE" | head -n 40 >&2
+  else
+    say "the script's last lines of stdout:"; tail -n 20 "$STDOUT_FILE" >&2
+  fi
+fi
 exit "$code"

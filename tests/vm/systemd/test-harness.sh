@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the harness itself (host side): bad input, exit codes, byte-exact stdout,
 # --file/--deb/--env/--allot, and every harness failure a VM run can end in.
-#   sudo bash tests/vm/systemd/test-harness.sh          (1.5–3 minutes: 6 VM boots)
+#   sudo bash tests/vm/systemd/test-harness.sh          (2–3.5 minutes: 7 VM boots)
 # Prints one line per case; exits 1 if any case failed.
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,6 +65,14 @@ if case_ "script exit 7, files, deb, env, args"  7 --script "$T/full.sh" --allot
      --file "$T/rand.bin:/etc/demo/rand.bin" --env 'FOO=x y$z' -- "a b" "c'd"; then
   if cmp -s "$T/rand.bin" "$T/stdout"; then echo "ok   stdout is byte-exact (100 KB of random bytes)"
   else echo "FAIL stdout is not byte-exact"; failed=$((failed + 1)); fi
+fi
+
+# a failed script names its failed checks on stderr (CI keeps no stdout file)
+printf 'echo "ok   first"; echo "FAIL second"; echo "ok   third"; exit 1\n' > "$T/fails.sh"
+if case_ "a failed script's FAIL lines on stderr"  1 --script "$T/fails.sh"; then
+  if grep -qx 'FAIL second' "$T/err" && ! grep -q 'ok   third' "$T/err"; then
+    echo "ok   stderr names the failed check, and only it"
+  else echo "FAIL stderr does not name the failed check"; failed=$((failed + 1)); fi
 fi
 
 # ---- every way a VM run can fail
