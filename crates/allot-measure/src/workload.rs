@@ -225,14 +225,18 @@ pub fn burn_cpu_ns(ns: u64) -> u64 {
 }
 
 /// Runs `step` on `--threads` threads until the duration ends or a signal arrives;
-/// `step(thread, sink, state)` does one unit of work.
+/// `step(thread, sink, state)` does one unit of work. The threads start their work
+/// together, once all exist: threads that spun as they came would slow the making of the
+/// rest on a busy CPU (2000 threads on one CPU took minutes under emulation).
 fn run_loop(args: &WorkloadArgs, tm: &Timing, start: Instant, step: impl Fn(usize, u64, &mut ()) -> u64 + Sync) -> serde_json::Value {
     let deadline = tm.duration.map(|d| start + d);
     let work = AtomicU64::new(0);
+    let all_there = std::sync::Barrier::new(args.threads);
     std::thread::scope(|sc| {
         for t in 0..args.threads {
-            let (work, step) = (&work, &step);
+            let (work, step, all_there) = (&work, &step, &all_there);
             sc.spawn(move || {
+                all_there.wait();
                 let mut sink = t as u64;
                 let mut n = 0u64;
                 while !STOP.load(Ordering::Relaxed) {
