@@ -16,6 +16,7 @@ pub mod nice;
 pub mod pace;
 pub mod plan;
 pub mod policy;
+pub mod quantum;
 pub mod realtime;
 pub mod scope;
 pub mod session;

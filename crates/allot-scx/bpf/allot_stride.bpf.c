@@ -9,7 +9,9 @@
  * Each task's pass is its p->scx.dsq_vtime. A task that ran for `used` ns advances its
  * pass by used * STRIDE_UNIT / share (its stride, scaled by the time it really used, as
  * the paper's nonuniform quanta), and the CPU goes to the lowest pass: one vtime-ordered
- * dispatch queue. A task that rejoins after sleeping starts no lower than SCX_SLICE_DFL
+ * dispatch queue. A task's quantum is its share of TARGET_NS (quantum.h), so that a task
+ * of a small share (one of thousands of threads) still gets a turn well within the
+ * kernel's watchdog. A task that rejoins after sleeping starts no lower than SCX_SLICE_DFL
  * of pass behind the global pass, so sleeping banks little credit (the paper's "remain",
  * bounded).
  *
@@ -251,8 +253,9 @@ static struct task_ctx *ctx_of(struct task_struct *p)
 	return bpf_task_storage_get(&task_ctxs, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
-/* The task's share: its job's share split among the job's runnable tasks. */
-static u64 task_share(struct task_struct *p)
+/* The task's share: its job's share split among the job's runnable tasks (`charged`:
+ * counts a task in no job, once per charge). */
+static u64 share_of(struct task_struct *p, bool charged)
 {
 	struct task_ctx *t = ctx_of(p);
 	struct job *j;
@@ -265,7 +268,8 @@ static u64 task_share(struct task_struct *p)
 		j = NULL;
 	if (!j) {
 		/* a task in no job: a job of its own, at its nice weight */
-		count(2);
+		if (charged)
+			count(2);
 		return p->scx.weight * SHARE_SCALE;
 	}
 	nr = bpf_map_lookup_elem(&runnable, &t->job);
@@ -275,6 +279,8 @@ static u64 task_share(struct task_struct *p)
 	w = j->share / n;
 	return w ? w : 1;
 }
+
+#include "quantum.h"
 
 static bool before(u64 a, u64 b)
 {
@@ -332,7 +338,7 @@ void BPF_STRUCT_OPS(allot_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, bg ? BG_SLICE : SCX_SLICE_DFL, enq_flags);
 		return;
 	}
-	scx_bpf_dsq_insert_vtime(p, bg ? BG_DSQ : SHARED_DSQ, bg ? BG_SLICE : SCX_SLICE_DFL, vtime, enq_flags);
+	scx_bpf_dsq_insert_vtime(p, bg ? BG_DSQ : SHARED_DSQ, bg ? BG_SLICE : quantum(share_of(p, false)), vtime, enq_flags);
 }
 
 void BPF_STRUCT_OPS(allot_dispatch, s32 cpu, struct task_struct *prev)
@@ -355,14 +361,16 @@ void BPF_STRUCT_OPS(allot_dispatch, s32 cpu, struct task_struct *prev)
 	scx_bpf_dsq_move_to_local(BG_DSQ);
 }
 
-/* Every TICK_NS: the sinbin's tasks whose job's usage rate fell back under its cap go
- * back to their queue, and their CPU is kicked if it idles. */
+/* Every TICK_NS: the active shares summed again (quantum.h), and the sinbin's tasks whose
+ * job's usage rate fell back under its cap go back to their queue, their CPU kicked if
+ * it idles. */
 static int tick_fn(void *map, int *key, struct bpf_timer *timer)
 {
 	u64 job, now = bpf_ktime_get_ns();
 	struct task_struct *p;
 	struct job *j;
 
+	count_active();
 	bpf_for_each(scx_dsq, p, SINBIN_DSQ, 0) {
 		job = cgroup_id(p);
 		j = bpf_map_lookup_elem(&jobs, &job);
@@ -446,7 +454,7 @@ void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 		used = p->se.sum_exec_runtime - t->exec;
 	else
 		used = (t && t->slice >= p->scx.slice ? t->slice : SCX_SLICE_DFL) - p->scx.slice;
-	p->scx.dsq_vtime += used * STRIDE_UNIT / task_share(p);
+	p->scx.dsq_vtime += used * STRIDE_UNIT / share_of(p, true);
 	/* charged to a capped job's period and a boosted job's window: the CPU time it ran */
 	j = bpf_map_lookup_elem(&jobs, &job);
 	if (j && t && p->se.sum_exec_runtime >= t->exec) {
@@ -514,6 +522,9 @@ struct sched_ext_ops allot_ops = {
 	.init = (void *)allot_init,
 	.exit = (void *)allot_exit,
 	.flags = SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST,
-	.timeout_ms = 5000,
+	/* the kernel's longest: a job of thousands of threads leaves each one a while between
+	 * turns (allot_model::quantum::longest_wait_ns: 1000 threads against a hog on one
+	 * CPU, about 8 s at 250 Hz), and 5 s ejected such a job's scheduler */
+	.timeout_ms = 30000,
 	.name = "allot_stride",
 };

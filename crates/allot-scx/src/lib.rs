@@ -156,6 +156,15 @@ impl Scheduler {
     /// Loads the BPF program (the verifier checks it here) and attaches it. `all`: it
     /// schedules every task, not only those set to SCHED_EXT (docs/scx.md, coexistence).
     pub fn load(all: bool) -> Result<Self> {
+        let mut s = Self::prepare(all)?;
+        s.attach()?;
+        Ok(s)
+    }
+
+    /// Loads the BPF program without attaching it: its maps can be written, and tasks set
+    /// to SCHED_EXT run on in the fair class until [`Scheduler::attach`], which moves them
+    /// all in one pass of the kernel's (docs/scx.md, "Many tasks").
+    pub fn prepare(all: bool) -> Result<Self> {
         if !Path::new("/sys/kernel/sched_ext/state").exists() {
             bail!("this kernel has no sched_ext (/sys/kernel/sched_ext/state is missing)");
         }
@@ -167,12 +176,17 @@ impl Scheduler {
             let flags: u64 = if all { SCX_OPS_ENQ_LAST } else { SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST };
             v[..8].copy_from_slice(&flags.to_ne_bytes());
         }
-        let mut obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
-        let link = {
-            let mut ops = obj.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
-            ops.attach_struct_ops().context("attaching the scheduler (is another sched_ext scheduler loaded?)")?
-        };
-        Ok(Scheduler { obj, link: Some(link) })
+        let obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
+        Ok(Scheduler { obj, link: None })
+    }
+
+    /// Attaches the prepared scheduler (nothing if it is attached).
+    pub fn attach(&mut self) -> Result<()> {
+        if self.link.is_none() {
+            let mut ops = self.obj.maps_mut().find(|m| m.name() == "allot_ops").context("no allot_ops in the BPF object")?;
+            self.link = Some(ops.attach_struct_ops().context("attaching the scheduler (is another sched_ext scheduler loaded?)")?);
+        }
+        Ok(())
     }
 
     fn map(&self, name: &str) -> Result<libbpf_rs::Map<'_>> {
@@ -275,6 +289,18 @@ mod tests {
         };
         use allot_model::wake::{BELOW, BOOST_SLICE_NS, WINDOW_NS};
         assert_eq!((def("WINDOW_NS"), def("BOOST_SLICE"), def("BELOW_NUM"), def("BELOW_DEN")), (WINDOW_NS, BOOST_SLICE_NS, BELOW.0, BELOW.1));
+    }
+
+    /// The BPF program's quantum follows allot_model::quantum's constants.
+    #[test]
+    fn the_bpf_program_s_quantum_is_the_model_s() {
+        let src = include_str!("../bpf/quantum.h");
+        let def = |name: &str| -> u64 {
+            let l = src.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("no #define {name}"));
+            l.split_whitespace().nth(2).unwrap().trim_end_matches("ULL").parse().unwrap()
+        };
+        use allot_model::quantum::{MAX_SLICE_NS, MIN_SLICE_NS, TARGET_NS};
+        assert_eq!((def("TARGET_NS"), def("MIN_SLICE"), def("MAX_SLICE")), (TARGET_NS, MIN_SLICE_NS, MAX_SLICE_NS));
     }
 
     #[test]

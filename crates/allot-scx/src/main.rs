@@ -124,6 +124,48 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     Ok(a)
 }
 
+/// Writes each job to the prepared scheduler's map and sets its threads to SCHED_EXT
+/// (each switched thread's id into `switched`); a line per job to print once attached.
+fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for (j, share) in a.jobs.iter().zip(shares) {
+        let name = j.cgroup.display().to_string();
+        let cap = a.caps.get(&name).copied();
+        let bg = a.background.contains(&name);
+        let boost = if a.boost && !bg && !a.no_boost_for.contains(&name) {
+            allot_model::wake::entitlement_ns(*share, a.outside_weight.min(u32::MAX as u64) as u32)
+        } else {
+            0
+        };
+        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg, boost)?;
+        let mut n = 0;
+        for tid in threads(&j.cgroup)? {
+            match set_policy(tid, true) {
+                Ok(()) => {
+                    n += 1;
+                    switched.push(tid);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => bail!("putting thread {tid} of {} in sched_ext: {e}", j.cgroup.display()),
+            }
+        }
+        let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"));
+        let bg = if bg { " background" } else { "" };
+        let boost = if boost > 0 {
+            format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, allot_model::wake::WINDOW_NS / 1_000_000)
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}{boost}: {n} threads",
+            j.cgroup.display(),
+            j.tickets,
+            j.currency
+        ));
+    }
+    Ok(lines)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("probe") {
@@ -144,45 +186,41 @@ fn main() -> Result<()> {
     }
     let a = parse(args.into_iter())?;
     let shares = flatten(&a.jobs, &a.funding, a.outside_weight);
-    let mut s = Scheduler::load(a.all)?;
+    // The jobs are described and their threads set to SCHED_EXT before the scheduler is
+    // attached: attaching then moves them all in one pass of the kernel's. Set one by one
+    // under a loaded scheduler, the first threads of a job of thousands waited in
+    // sched_ext behind the rest still in the fair class, which runs first, until the
+    // kernel's watchdog ejected the scheduler (tests/vm/scx/storm.sh).
+    let mut s = Scheduler::prepare(a.all)?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
-    let mode = if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" };
-    println!(
-        "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {})",
-        state.trim(),
-        std::fs::read_to_string("/sys/kernel/sched_ext/switch_all").unwrap_or_default().trim()
-    );
-    for (j, share) in a.jobs.iter().zip(&shares) {
-        let name = j.cgroup.display().to_string();
-        let cap = a.caps.get(&name).copied();
-        let bg = a.background.contains(&name);
-        let boost = if a.boost && !bg && !a.no_boost_for.contains(&name) {
-            allot_model::wake::entitlement_ns(*share, a.outside_weight.min(u32::MAX as u64) as u32)
-        } else {
-            0
-        };
-        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg, boost)?;
-        let mut n = 0;
-        for tid in threads(&j.cgroup)? {
-            match set_policy(tid, true) {
-                Ok(()) => n += 1,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
-                Err(e) => bail!("putting thread {tid} of {} in sched_ext: {e}", j.cgroup.display()),
-            }
+    let t0 = Instant::now();
+    let mut switched = Vec::new();
+    let described = describe(&a, &shares, &s, &mut switched);
+    let t1 = Instant::now();
+    if let Err(e) = described.and_then(|lines| s.attach().map(|()| lines)).map(|lines| {
+        let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
+        let mode = if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" };
+        println!(
+            "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {}); {} threads set to SCHED_EXT in {} ms before it was attached, attached in {} ms",
+            state.trim(),
+            std::fs::read_to_string("/sys/kernel/sched_ext/switch_all").unwrap_or_default().trim(),
+            switched.len(),
+            (t1 - t0).as_millis(),
+            t1.elapsed().as_millis()
+        );
+        for l in lines {
+            println!("{l}");
         }
-        let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"));
-        let bg = if bg { " background" } else { "" };
-        let boost = if boost > 0 {
-            format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, allot_model::wake::WINDOW_NS / 1_000_000)
-        } else {
-            String::new()
-        };
-        println!("allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}{boost}: {n} threads", j.cgroup.display(), j.tickets, j.currency);
+    }) {
+        // nothing attached: the threads go back to the fair class's policy
+        for tid in &switched {
+            let _ = set_policy(*tid, false);
+        }
+        return Err(e);
     }
     let start = Instant::now();
     let ejected = loop {
