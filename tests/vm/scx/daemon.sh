@@ -15,7 +15,7 @@
 #                   plan's hard cap, held by the BPF side's sinbin), the other measured
 #   daemon-background `allot run --background` beside `allot run`: at most 0.05 CPU
 #   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
-case "${SCX_ONLY:-}" in ebs|boost|sim) exit $fail ;; esac
+case "${SCX_ONLY:-}" in ebs|boost|sim|storm) exit $fail ;; esac
 D=/tmp/allotd
 mkdir -p $D
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n' > $D/allot.toml
