@@ -75,7 +75,7 @@ bp=$(cat /tmp/boost.pid 2> /dev/null || echo 0)
 # The decision is read until it is taken, for up to 15 s after the probe started: a job
 # is judged once it has been observed twice, and under emulation on a loaded host the
 # first seconds' readings may vary (this check read once, 3 s in, until a CI run of this
-# script failed on 2026-11-27 without naming its check; three runs on a quiet host passed,
+# script failed on 2026-11-27 without naming its check; in three runs after, it passed,
 # each boosted at that reading). Each reading not boosted is shown on stderr.
 boosted() {
   $A --json explain "$bp" > /tmp/boost.explain 2>&1 || true
