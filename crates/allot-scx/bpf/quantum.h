@@ -4,7 +4,8 @@
  * and runnable maps): the rule of allot_model::quantum (crates/allot-model/src/quantum.rs)
  * in the same integers. A task's quantum is its share of TARGET_NS, of the shares of the
  * jobs with a runnable task, held to MIN_SLICE..MAX_SLICE: so a task waits about
- * TARGET_NS between turns whatever its share, or, below a tick (sched_ext ends a slice at
+ * TARGET_NS between turns whatever its share (a task of 2% of the active shares or more
+ * keeps the default 20 ms: shorter quanta moved a job of sleepers' share), or, below a tick (sched_ext ends a slice at
  * a tick), a tick × the active shares / its share: 2000 threads against a hog on one CPU
  * wait about 16 s at 250 Hz, where a fixed 20 ms quantum left them 80 s, past the
  * kernel's watchdog. The pass is charged for the time a task ran, so shares do not change.
@@ -12,7 +13,7 @@
 #ifndef ALLOT_QUANTUM_H
 #define ALLOT_QUANTUM_H
 
-#define TARGET_NS 100000000ULL
+#define TARGET_NS 1000000000ULL
 #define MIN_SLICE 100000ULL
 #define MAX_SLICE 20000000ULL
 
@@ -51,7 +52,7 @@ static u64 quantum(u64 share)
 	if (!active)
 		active = 1;
 	/* shares are at most 10000 nice-0 tasks' worth (1e7 base units): no overflow */
-	if (share > 10000000000ULL)
+	if (share > 1000000000ULL)
 		return MAX_SLICE;
 	s = TARGET_NS * share / active;
 	if (s < MIN_SLICE)

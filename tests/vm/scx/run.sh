@@ -13,8 +13,8 @@
 # p99 wakeup latency lower with it, the hogs' shares within 0.02 in both. Then sim.sh:
 # three of allot-lab sim's scenarios run live and compared with the simulator's runs of
 # them (shares within 0.02, the same ordering of latencies). Then storm.sh: a job of 1000
-# CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: shares
-# held, every thread run, no ejection by the kernel's watchdog. Then daemon.sh: allot's daemon with
+# CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: every
+# thread run, no ejection by the kernel's watchdog (shares measured). Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
 # job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
