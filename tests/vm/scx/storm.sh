@@ -5,11 +5,11 @@
 #                  ran in the window, and the loader ran its whole time: the kernel's
 #                  watchdog (which ejects a scheduler that leaves a runnable task unrun for
 #                  timeout_ms) did not fire. Each job's CPU (its cgroup's cpu.stat) is
-#                  measured, not checked: the hog's job got 0.3787 and 0.4600 of it in two
+#                  measured, not checked: the hog's job got 0.3182-0.4600 of it in three
 #                  runs on 2026-11-27, not half (docs/scx.md, "Many tasks")
 #   storm-fork     job f1, a fork storm (allot-lab workload fork: each child exits at once),
 #                  against job a1, one hog: the loader ran its whole time (no stall); the
-#                  jobs' CPU is measured, not checked: the storm's job got 0.18 of it
+#                  jobs' CPU is measured, not checked: the storm's job got 0.11-0.18 of it
 #                  (2026-11-27), not half (docs/scx.md, "Many tasks", says why)
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 STORM_THREADS=${STORM_THREADS:-1000}
