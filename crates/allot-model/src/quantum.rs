@@ -8,17 +8,20 @@
 //! where `active` is the share of every job that has a runnable task. With sched_ext's
 //! default 20 ms quantum a job of 2000 CPU-bound threads against one hog leaves each of
 //! its threads 80 s between turns, and the kernel's watchdog ejects a scheduler that
-//! leaves a runnable task unrun for its timeout (at most 30 s). So each task's quantum
-//! is its share of [`TARGET_NS`]: a task then waits about `TARGET_NS` between turns
-//! whatever its share, as long as its quantum is above [`MIN_SLICE_NS`] and the kernel's
-//! tick. The target is a second, not less: a task of 2% of the active shares or more keeps
-//! the default quantum, since shorter quanta moved shares (a job of a hog and four tasks
-//! that wake every 50 ms got 0.43-0.45 of one CPU against a hog's job, not half, with a
-//! 100 ms target; 0.49-0.50 with the default quantum; docs/scx.md). sched_ext ends a slice at a tick (a slice of 100 µs runs to the next one: 4 ms
-//! at the 250 Hz of Debian's kernels), so below that a task waits `tick × active /
-//! share` ([`longest_wait_ns`]): 2000 threads against one hog on one CPU, about 16 s at
-//! 250 Hz (measured: docs/scx.md). The shares are unchanged: the pass is charged for the
-//! CPU time a task really ran.
+//! leaves a runnable task unrun for its timeout (at most 30 s).
+//!
+//! So each task's quantum is its share of [`TARGET_NS`], held to [`MIN_SLICE_NS`] ..
+//! [`MAX_SLICE_NS`]: a task then waits about `TARGET_NS` between turns whatever its share.
+//! The target is a second: a task of 2% of the active shares or more keeps the default
+//! quantum. A 100 ms target moved shares that the default held: a hog's job against a
+//! job of a hog and four tasks that wake every 50 ms got 0.43–0.45 of the CPU, against
+//! 0.46–0.50 with the default quantum (docs/scx.md, "Many tasks").
+//!
+//! sched_ext ends a slice at a tick (a slice of 100 µs runs to the next one: 4 ms at the
+//! 250 Hz of Debian's kernels), so below a tick a task waits `tick × active / share`
+//! ([`longest_wait_ns`]): 1000 threads against one hog on one CPU, about 8 s at 250 Hz
+//! (measured: each ran within 20 s); 2000, about 16 s (computed). The pass is charged for
+//! the CPU time a task really ran; even so a job of 1000 threads did not hold its share.
 
 /// The time in which every runnable task should get a turn, ns.
 pub const TARGET_NS: u64 = 1_000_000_000;

@@ -5,10 +5,12 @@
  * in the same integers. A task's quantum is its share of TARGET_NS, of the shares of the
  * jobs with a runnable task, held to MIN_SLICE..MAX_SLICE: so a task waits about
  * TARGET_NS between turns whatever its share (a task of 2% of the active shares or more
- * keeps the default 20 ms: shorter quanta moved a job of sleepers' share), or, below a tick (sched_ext ends a slice at
- * a tick), a tick × the active shares / its share: 2000 threads against a hog on one CPU
- * wait about 16 s at 250 Hz, where a fixed 20 ms quantum left them 80 s, past the
- * kernel's watchdog. The pass is charged for the time a task ran, so shares do not change.
+ * keeps the default 20 ms: shorter quanta moved a job of sleepers' share), or, below a
+ * tick (sched_ext ends a slice at a tick), a tick × the active shares / its share: 2000
+ * threads against a hog on one CPU wait about 16 s at 250 Hz, where a fixed 20 ms
+ * quantum left them 80 s, past the kernel's watchdog. The pass is charged for the time a
+ * task ran; even so a job of 1000 threads did not hold its share (docs/scx.md, "Many
+ * tasks").
  */
 #ifndef ALLOT_QUANTUM_H
 #define ALLOT_QUANTUM_H
