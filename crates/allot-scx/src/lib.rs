@@ -279,14 +279,16 @@ mod tests {
         assert_eq!(flatten(&[job(1, "alice"), job(1, "alice"), job(500, "bob")], &f, 300), vec![112_500, 112_500, 75_000]);
     }
 
+    /// The value of `#define NAME VALUE[ULL]` in a BPF header.
+    fn define(src: &str, name: &str) -> u64 {
+        let l = src.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("no #define {name}"));
+        l.split_whitespace().nth(2).unwrap().trim_end_matches("ULL").parse().unwrap()
+    }
+
     /// The BPF program follows allot_model::wake in its own constants: they must agree.
     #[test]
     fn the_bpf_program_boosts_by_the_model_s_constants() {
-        let src = include_str!("../bpf/wake.h");
-        let def = |name: &str| -> u64 {
-            let l = src.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("no #define {name}"));
-            l.split_whitespace().nth(2).unwrap().trim_end_matches("ULL").parse().unwrap()
-        };
+        let def = |name| define(include_str!("../bpf/wake.h"), name);
         use allot_model::wake::{BELOW, BOOST_SLICE_NS, WINDOW_NS};
         assert_eq!((def("WINDOW_NS"), def("BOOST_SLICE"), def("BELOW_NUM"), def("BELOW_DEN")), (WINDOW_NS, BOOST_SLICE_NS, BELOW.0, BELOW.1));
     }
@@ -294,11 +296,7 @@ mod tests {
     /// The BPF program's quantum follows allot_model::quantum's constants.
     #[test]
     fn the_bpf_program_s_quantum_is_the_model_s() {
-        let src = include_str!("../bpf/quantum.h");
-        let def = |name: &str| -> u64 {
-            let l = src.lines().find(|l| l.starts_with(&format!("#define {name} "))).unwrap_or_else(|| panic!("no #define {name}"));
-            l.split_whitespace().nth(2).unwrap().trim_end_matches("ULL").parse().unwrap()
-        };
+        let def = |name| define(include_str!("../bpf/quantum.h"), name);
         use allot_model::quantum::{MAX_SLICE_NS, MIN_SLICE_NS, TARGET_NS};
         assert_eq!((def("TARGET_NS"), def("MIN_SLICE"), def("MAX_SLICE")), (TARGET_NS, MIN_SLICE_NS, MAX_SLICE_NS));
     }

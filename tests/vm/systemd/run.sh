@@ -337,6 +337,8 @@ say "script exit $code; boot to script ${booted}s (guest uptime); VM wall ${WALL
 # build folder of a clone CI deletes, so the lines guest-lib's check marked FAIL, else the
 # script's last lines, go to stderr.
 if [ "$code" != 0 ]; then
+  # other load on the host slows the guest: said beside the failures
+  say "the host's load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   if grep -aq '^FAIL ' "$STDOUT_FILE"; then
     say "the script's failed checks:"; grep -a '^FAIL ' "$STDOUT_FILE" | head -n 40 >&2
   else
