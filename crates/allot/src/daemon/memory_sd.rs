@@ -57,9 +57,15 @@ impl Daemon {
         let mut view = BTreeMap::new();
         for (k, ((c, p), i)) in ids.iter().zip(&plan).zip(&ins).enumerate() {
             let rel = currency_rel(Class::Foreground, c);
+            // Only a slice that runs (as io.rs): setting a property of a stopped slice starts
+            // it again (systemd VM, 2026-11-27: user-59800.slice was there after the purge).
+            let runs = sm.slice_usage(&rel).is_ok();
             // MemoryHigh= is the guard (or a lower soft cap): above what the others leave it, a
             // currency reclaims its own pages, before the machine runs short.
             for (prop, v) in [(SliceProp::Low, Some(p.protection)), (SliceProp::High, model::soft_limit(p)), (SliceProp::Max, p.max)] {
+                if !runs {
+                    break;
+                }
                 if let Err(e) = sm.set_slice_memory(&rel, prop, v) {
                     failed.push(format!("{}= of {rel}'s slice: {e}", prop.name()));
                 }

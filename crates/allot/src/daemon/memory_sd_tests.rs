@@ -124,3 +124,16 @@ fn status_says_what_works_on_systemd() {
     assert!(line.contains("MemoryLow=") && line.contains("not divided by tickets") && !line.contains("protection does nothing"), "{line}");
     assert!(d.memory().degraded(false).unwrap().contains("enable = false"));
 }
+
+#[test]
+fn a_stopped_slice_gets_no_memory_property() {
+    // Setting a property of a user slice that stopped starts it again (the systemd VM,
+    // 2026-11-27: user-59800.slice was there after allot's purge): only a running slice
+    // is sent its share.
+    let (w, mut d) = host();
+    w.lock().unwrap().slice_mem.stopped.insert("user-3001".into());
+    step(&mut d);
+    let sent = sent(&w);
+    assert!(!sent.iter().any(|s| s.starts_with("user-3001 ")), "{sent:?}");
+    assert!(sent.iter().any(|s| s.starts_with("user-3000 Memory")), "the running slice still gets its share: {sent:?}");
+}
