@@ -40,14 +40,12 @@ impl Daemon {
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         let total = allot_linux::cgroup::memory::mem_total().unwrap_or(0);
         let available = model::available(total, self.cfg().memory.reserve, sm.users_max().ok().flatten());
+        // A slice's memory.current, or None: it does not run.
+        let usages: Vec<Option<u64>> = ids.iter().map(|c| sm.slice_usage(&currency_rel(Class::Foreground, c)).ok()).collect();
         let ins: Vec<CurrencyMem> = ids
             .iter()
-            .map(|c| CurrencyMem {
-                funding: self.funding_of(c),
-                usage: sm.slice_usage(&currency_rel(Class::Foreground, c)).unwrap_or(0),
-                cap: self.memory_cap(c),
-                jobs: vec![],
-            })
+            .zip(&usages)
+            .map(|(c, u)| CurrencyMem { funding: self.funding_of(c), usage: u.unwrap_or(0), cap: self.memory_cap(c), jobs: vec![] })
             .collect();
         let plan = model::plan(available, &ins);
         let mut failed = vec![];
@@ -59,13 +57,10 @@ impl Daemon {
             let rel = currency_rel(Class::Foreground, c);
             // Only a slice that runs (as io.rs): setting a property of a stopped slice starts
             // it again (systemd VM, 2026-11-27: user-59800.slice was there after the purge).
-            let runs = sm.slice_usage(&rel).is_ok();
             // MemoryHigh= is the guard (or a lower soft cap): above what the others leave it, a
             // currency reclaims its own pages, before the machine runs short.
-            for (prop, v) in [(SliceProp::Low, Some(p.protection)), (SliceProp::High, model::soft_limit(p)), (SliceProp::Max, p.max)] {
-                if !runs {
-                    break;
-                }
+            let props = [(SliceProp::Low, Some(p.protection)), (SliceProp::High, model::soft_limit(p)), (SliceProp::Max, p.max)];
+            for (prop, v) in props.into_iter().filter(|_| usages[k].is_some()) {
                 if let Err(e) = sm.set_slice_memory(&rel, prop, v) {
                     failed.push(format!("{}= of {rel}'s slice: {e}", prop.name()));
                 }
