@@ -14,6 +14,7 @@ pub mod io;
 pub mod memory;
 pub mod nice;
 pub mod pace;
+pub mod pass;
 pub mod plan;
 pub mod policy;
 pub mod quantum;

@@ -301,6 +301,14 @@ mod tests {
         assert_eq!((def("TARGET_NS"), def("MIN_SLICE"), def("MAX_SLICE")), (TARGET_NS, MIN_SLICE_NS, MAX_SLICE_NS));
     }
 
+    /// The BPF program queues and charges by allot_model::pass's constants.
+    #[test]
+    fn the_bpf_program_s_pass_is_the_model_s() {
+        use allot_model::pass::{LAG, STRIDE_UNIT};
+        assert_eq!(define(include_str!("../bpf/allot_stride.bpf.c"), "STRIDE_UNIT"), STRIDE_UNIT);
+        assert_eq!(define(include_str!("../bpf/sched_ext.h"), "SCX_SLICE_DFL"), LAG);
+    }
+
     #[test]
     fn a_cap_is_ns_per_period() {
         assert_eq!(cap_ns(0.3), 30_000_000);
