@@ -513,7 +513,14 @@ void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 
 void BPF_STRUCT_OPS(allot_enable, struct task_struct *p)
 {
+	struct task_ctx *t = ctx_of(p);
+
 	p->scx.dsq_vtime = vtime_now;
+	/* what it ran before it was the scheduler's is not charged: a task that stopped
+	 * before this scheduler saw it start (as one running at the attach might) would pay
+	 * for its whole life */
+	if (t)
+		t->exec = p->se.sum_exec_runtime;
 }
 
 s32 BPF_STRUCT_OPS_SLEEPABLE(allot_init)
