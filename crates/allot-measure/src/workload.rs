@@ -8,7 +8,7 @@ mod fork;
 mod read;
 
 use clap::{Args, ValueEnum};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -224,14 +224,52 @@ pub fn burn_cpu_ns(ns: u64) -> u64 {
     n / 16
 }
 
+/// A start line: every thread waits at it until the last one arrives, which wakes them
+/// all with one futex wake. (A `std::sync::Barrier` wakes its threads one after another
+/// through its mutex, each by the one before: with 1000 threads on one busy CPU that
+/// chain took over a minute under emulation, and under a scheduler that had taken them
+/// meanwhile it ran at the pace of their job's turns.)
+struct StartLine {
+    waiting: AtomicU64,
+    open: AtomicU32,
+    all: u64,
+}
+
+impl StartLine {
+    fn new(all: usize) -> Self {
+        StartLine { waiting: AtomicU64::new(0), open: AtomicU32::new(0), all: all as u64 }
+    }
+
+    fn wait(&self) {
+        if self.waiting.fetch_add(1, Ordering::SeqCst) + 1 >= self.all {
+            self.open.store(1, Ordering::SeqCst);
+            // SAFETY: a futex wake on a live atomic of this process.
+            unsafe { libc::syscall(libc::SYS_futex, self.open.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX) };
+            return;
+        }
+        while self.open.load(Ordering::SeqCst) == 0 {
+            // SAFETY: waits only while the word is still 0; a null timeout waits for a wake.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.open.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    0u32,
+                    std::ptr::null::<libc::timespec>(),
+                )
+            };
+        }
+    }
+}
+
 /// Runs `step` on `--threads` threads until the duration ends or a signal arrives;
 /// `step(thread, sink, state)` does one unit of work. The threads start their work
-/// together, once all exist: threads that spun as they came would slow the making of the
-/// rest on a busy CPU (2000 threads on one CPU took minutes under emulation).
+/// together, once all exist ([`StartLine`]): threads that spun as they came would slow the
+/// making of the rest on a busy CPU (2000 threads on one CPU took minutes under emulation).
 fn run_loop(args: &WorkloadArgs, tm: &Timing, start: Instant, step: impl Fn(usize, u64, &mut ()) -> u64 + Sync) -> serde_json::Value {
     let deadline = tm.duration.map(|d| start + d);
     let work = AtomicU64::new(0);
-    let all_there = std::sync::Barrier::new(args.threads);
+    let all_there = StartLine::new(args.threads);
     std::thread::scope(|sc| {
         for t in 0..args.threads {
             let (work, step, all_there) = (&work, &step, &all_there);
