@@ -13,8 +13,10 @@
 #               goes to its runnable tasks). Wider than the others: each wake forks a
 #               sleep, which costs the TCG guest milliseconds, and the job's share moved
 #               0.4856, 0.5050, 0.5290, 0.5277 and 0.5188 over five runs on 2026-11-26 (0.5290 failed
-#               a 0.02 bound in CI); a scheduler that shorts a job for its sleepers, as
-#               an early version did, gave it 0.252
+#               a 0.02 bound in CI), and up to 0.5604 with a pass per task alone (the
+#               sleepers' CPU was not charged to their job; 0.5001 with the job's pass,
+#               2026-11-27, docs/scx.md "A job's pass"); a scheduler that shorts a job
+#               for its sleepers, as an early version did, gave it 0.252
 #   outside     ratio's jobs and one hog allot does not manage (fair class): measured
 #   outside-all the same with every task scheduled (--all): allot's jobs together weigh
 #               as the outside hog ([outside] weight 100): 1/4, 1/6, 1/12 and 1/2
