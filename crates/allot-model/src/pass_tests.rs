@@ -26,7 +26,7 @@ fn a_job_is_charged_at_its_whole_share_from_at_most_lag_behind() {
     assert_eq!(charge_job(Some(1), 10 * LAG, 1024, 1024), 9 * LAG + 1024);
     assert_eq!(charge_job(None, 10 * LAG, 0, 1024), 9 * LAG);
     assert_eq!(stride(1, 0), STRIDE_UNIT, "a share of 0 counts as 1");
-    assert_eq!(stride(u64::MAX, 1), u64::MAX / 1, "saturates, never wraps");
+    assert_eq!(stride(u64::MAX, 1), u64::MAX, "saturates, never wraps");
 }
 
 /// A task of the one-CPU simulation: its job, its pass, the CPU it needs before it sleeps
