@@ -118,7 +118,7 @@ inside() {
 inside > "$after.in0"
 systemctl daemon-reload
 inside > "$after.in1"
-check "daemon-reload moves nothing and changes no knob" cmp "$after.in0" "$after.in1"
+check "daemon-reload moves nothing and changes no knob" same "$after.in0" "$after.in1"
 
 # ---- a holder killed by hand is replaced through systemd
 kill -9 "$hp"
@@ -165,9 +165,9 @@ check "allot's units are gone" bash -c "! systemctl is-active --quiet allot:user
 check "user-2001.slice's CPUWeight is unset again" test "$(systemctl show -p CPUWeight --value user-2001.slice)" = "[not set]"
 keep=$(login_session allot-ta sleep 1000)
 snap > "$after"; slice_knobs > "$after.slice"
-check "every cgroup outside allot's units is byte-identical before and after" cmp "$before" "$after"
+check "every cgroup outside allot's units is byte-identical before and after" same "$before" "$after"
 diff "$before" "$after" >&2 || true
-check "user-2001.slice's own knobs are as before" cmp "$before.slice" "$after.slice"
+check "user-2001.slice's own knobs are as before" same "$before.slice" "$after.slice"
 diff "$before.slice" "$after.slice" >&2 || true
 kill "$keep" 2>/dev/null || true
 checks_done

@@ -146,11 +146,11 @@ inside() {
 inside > "$after.inside0"
 systemctl daemon-reload
 inside > "$after.inside1"
-check "daemon-reload leaves scopes, holders, knobs, processes, funding and idle as they were" cmp "$after.inside0" "$after.inside1"
+check "daemon-reload leaves scopes, holders, knobs, processes, funding and idle as they were" same "$after.inside0" "$after.inside1"
 systemctl daemon-reexec
 systemctl is-active --quiet "$SCOPE" || sleep 1
 inside > "$after.inside2"
-check "daemon-reexec leaves them as they were too" cmp "$after.inside0" "$after.inside2"
+check "daemon-reexec leaves them as they were too" same "$after.inside0" "$after.inside2"
 diff "$after.inside0" "$after.inside2" >&2 || true
 
 # ---- clean up: the units go, the funding is unset, the rest is as before
@@ -163,8 +163,8 @@ check "the scopes' cgroups are gone" bash -c "[ ! -e '$S' ] && [ ! -e '$B' ] && 
 # A new session keeps user-2001.slice (and its knobs) alive while we compare.
 keep=$(login_session allot-ta sleep 1000)
 snap > "$after"; slice_knobs > "$after.slice"
-check "every cgroup outside allot's units is byte-identical before and after" cmp "$before" "$after"
+check "every cgroup outside allot's units is byte-identical before and after" same "$before" "$after"
 diff "$before" "$after" >&2 || true
-check "user-2001.slice's own knobs are as before" cmp "$before.slice" "$after.slice"
+check "user-2001.slice's own knobs are as before" same "$before.slice" "$after.slice"
 kill "$keep" 2>/dev/null || true
 checks_done

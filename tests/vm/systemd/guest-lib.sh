@@ -156,6 +156,14 @@ check() {
     echo "FAIL $name"; CHECKS_FAILED=$((CHECKS_FAILED + 1))
   fi
 }
+# same A B: true when the two files are byte-identical; otherwise their differences go to
+# stdout, each line as "diff| ..." (at most 40), so the host's run.sh can print them with
+# the failed checks (a CI log shows the FAIL line and what differed, not only the former).
+same() {
+  cmp -s "$1" "$2" && return 0
+  diff -u "$1" "$2" | head -n 40 | sed 's/^/diff| /'
+  return 1
+}
 checks_done() {
   echo "$CHECKS_OK passed, $CHECKS_FAILED failed"
   [ "$CHECKS_FAILED" = 0 ]

@@ -142,7 +142,7 @@ if systemctl list-units --all --plain --no-legend "allot_*" | grep -q .; then
 fi
 sleep 1
 cgroup_snapshot "${EXCL[@]}" > /tmp/after
-check "every cgroup's cpu, memory and io knobs are byte-identical" diff -u /tmp/before /tmp/after
-check "the root's subtree_control is byte-identical" cmp /tmp/root-before /sys/fs/cgroup/cgroup.subtree_control
+check "every cgroup's cpu, memory and io knobs are byte-identical" same /tmp/before /tmp/after
+check "the root's subtree_control is byte-identical" same /tmp/root-before /sys/fs/cgroup/cgroup.subtree_control
 kill "$pa0" "$pb0" 2>/dev/null || true
 checks_done

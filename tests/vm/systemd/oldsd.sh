@@ -140,7 +140,7 @@ print(f"# {len(b)} cgroups before, all byte-identical after; {len(new)} new (sys
 PY
 cat /tmp/snapdiff >&2
 check "every cgroup that was there is byte-identical; the new ones (systemd's) hold no cpu file" test ! -s /tmp/snapdiff
-check "the root's subtree_control is byte-identical" cmp /tmp/root-before $CG/cgroup.subtree_control
+check "the root's subtree_control is byte-identical" same /tmp/root-before $CG/cgroup.subtree_control
 # Printed, not checked: the binary a plain `cargo build --release` makes on Debian 12,
 # when given (--file target/release/allot:/root/allot-host).
 if [ -x /root/allot-host ]; then

@@ -340,7 +340,7 @@ if [ "$code" != 0 ]; then
   # other load on the host slows the guest: said beside the failures
   say "the host's load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   if grep -aq '^FAIL ' "$STDOUT_FILE"; then
-    say "the script's failed checks:"; grep -a '^FAIL ' "$STDOUT_FILE" | head -n 40 >&2
+    say "the script's failed checks (and what differed):"; grep -a -e '^FAIL ' -e '^diff| ' "$STDOUT_FILE" | head -n 80 >&2
   else
     say "the script's last lines of stdout:"; tail -n 20 "$STDOUT_FILE" >&2
   fi

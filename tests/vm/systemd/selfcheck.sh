@@ -77,7 +77,7 @@ systemctl set-property --runtime user-2001.slice CPUWeight=300
 check "CPUWeight=300 on user-2001.slice reaches cpu.weight" \
   test "$(cat /sys/fs/cgroup/user.slice/user-2001.slice/cpu.weight)" = 300
 cgroup_snapshot 'user.slice/user-2001.slice' 'user.slice/user-2002.slice' > "$after"
-check "nothing outside user-2001.slice changed (cgroup_snapshot before = after)" cmp -s "$before" "$after"
+check "nothing outside user-2001.slice changed (cgroup_snapshot before = after)" same "$before" "$after"
 cgroup_snapshot > "$after"
 check "cgroup_snapshot without exclusions sees the change" \
   grep -qx 'user.slice/user-2001.slice cpu.weight 300' "$after"

@@ -68,11 +68,15 @@ if case_ "script exit 7, files, deb, env, args"  7 --script "$T/full.sh" --allot
 fi
 
 # a failed script names its failed checks on stderr (CI keeps no stdout file)
-printf 'echo "ok   first"; echo "FAIL second"; echo "ok   third"; exit 1\n' > "$T/fails.sh"
+# and, for a byte-identical check (guest-lib's `same`), what differed
+printf 'echo "ok   first"; echo "diff| -a 1"; echo "diff| +a 2"; echo "FAIL second"; echo "ok   third"; exit 1\n' > "$T/fails.sh"
 if case_ "a failed script's FAIL lines on stderr"  1 --script "$T/fails.sh"; then
   if grep -qx 'FAIL second' "$T/err" && ! grep -q 'ok   third' "$T/err"; then
     echo "ok   stderr names the failed check, and only it"
   else echo "FAIL stderr does not name the failed check"; failed=$((failed + 1)); fi
+  if grep -qx 'diff| -a 1' "$T/err" && grep -qx 'diff| +a 2' "$T/err"; then
+    echo "ok   stderr shows what differed"
+  else echo "FAIL stderr does not show what differed"; failed=$((failed + 1)); fi
 fi
 
 # ---- every way a VM run can fail
