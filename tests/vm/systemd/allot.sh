@@ -287,8 +287,7 @@ kill "$job" "$shell" || true
 check "the job's scope ended with it" wait_for -t 20 sh -c '! systemctl list-units --all --plain --no-legend "allot:*" "allot_*" | grep -q .'
 check "dpkg --purge removes the state" dpkg --purge allot
 check "no file of allot's is left" sh -c 'test ! -e /var/lib/allot && test ! -e /usr/bin/allot && test ! -e /lib/systemd/system/allot.service && test ! -e /lib/systemd/system/allot.socket && test ! -e /etc/systemd/system/multi-user.target.wants/allot.service && test ! -e /etc/systemd/system/sockets.target.wants/allot.socket && test ! -e /run/allot/allot.sock'
-sleep 1
-cgroup_snapshot "${EXCL[@]}" > /tmp/after
+settled_snapshot /tmp/before /tmp/after 30 "${EXCL[@]}" || true
 check "every cgroup is byte-identical (nothing of allot's left)" same /tmp/before /tmp/after
 check "the root's subtree_control is byte-identical" same /tmp/root-before /sys/fs/cgroup/cgroup.subtree_control
 kill "$pa" "$pb" || true

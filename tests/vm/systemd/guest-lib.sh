@@ -146,6 +146,28 @@ cgroup_snapshot() {
   done < <(find "$base" -type d 2>/dev/null | LC_ALL=C sort)
 }
 
+# settled_snapshot BEFORE AFTER SECS PATTERN...: cgroup_snapshot PATTERN... into AFTER,
+# taken again every second for up to SECS until it equals BEFORE: a unit that outlives a
+# test by seconds (a D-Bus-activated service on its idle timeout, a user's slice on its way
+# out) is no leak. When a later one matched, what the first differed in is said on stdout
+# ("settle| " lines) and the seconds it took. True once AFTER equals BEFORE; a difference
+# that stays is for `same` to show.
+settled_snapshot() {
+  local before=$1 after=$2 secs=$3 i=0; shift 3
+  cgroup_snapshot "$@" > "$after"
+  cmp -s "$before" "$after" && return 0
+  diff -u "$before" "$after" | head -n 40 | sed 's/^/settle| /' > "$after.first"
+  while [ "$i" -lt "$secs" ]; do
+    sleep 1; i=$((i + 1))
+    cgroup_snapshot "$@" > "$after"
+    if cmp -s "$before" "$after"; then
+      cat "$after.first"; echo "settle| equal after $i s"
+      return 0
+    fi
+  done
+  return 1
+}
+
 CHECKS_OK=0
 CHECKS_FAILED=0
 check() {

@@ -140,8 +140,7 @@ if systemctl list-units --all --plain --no-legend "allot_*" | grep -q .; then
   echo "# known gap: $(systemctl list-units --all --plain --no-legend "allot_*" | awk '{ print $1 }' | tr '\n' ' ')is left after --release and its last job; stopped by the test"
   systemctl stop allot_background.slice
 fi
-sleep 1
-cgroup_snapshot "${EXCL[@]}" > /tmp/after
+settled_snapshot /tmp/before /tmp/after 30 "${EXCL[@]}" || true
 check "every cgroup's cpu, memory and io knobs are byte-identical" same /tmp/before /tmp/after
 check "the root's subtree_control is byte-identical" same /tmp/root-before /sys/fs/cgroup/cgroup.subtree_control
 kill "$pa0" "$pb0" 2>/dev/null || true
