@@ -96,14 +96,25 @@ struct {
 	__type(value, s64);
 } runnable SEC(".maps");
 
+/* The value of a job's entry in one of the BPF side's per-job maps (runnable, usages,
+ * job_passes, windows), made from *init when there is none (BPF_NOEXIST: of two CPUs
+ * making it at once, the first's stays); NULL when the map is full. User space deletes
+ * these entries once the job's cgroup is gone (src/serve.rs: Scheduler::forget_job). */
+static __always_inline void *value_of(void *map, u64 *job, void *init)
+{
+	void *v = bpf_map_lookup_elem(map, job);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, job, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, job);
+}
+
 static s64 *runnable_of(u64 job)
 {
-	s64 zero = 0, *n = bpf_map_lookup_elem(&runnable, &job);
+	s64 zero = 0;
 
-	if (n)
-		return n;
-	bpf_map_update_elem(&runnable, &job, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&runnable, &job);
+	return value_of(&runnable, &job, &zero);
 }
 
 /* A capped job's use, by its cgroup id: the period it is in (ns / CAP_PERIOD) and the
@@ -126,13 +137,9 @@ static struct usage *usage_of(u64 job, struct job *j, u64 now)
 	struct usage zero = { .period = now / CAP_PERIOD, .used = 0 }, *u;
 	u64 k;
 
-	u = bpf_map_lookup_elem(&usages, &job);
-	if (!u) {
-		bpf_map_update_elem(&usages, &job, &zero, BPF_NOEXIST);
-		u = bpf_map_lookup_elem(&usages, &job);
-		if (!u)
-			return NULL;
-	}
+	u = value_of(&usages, &job, &zero);
+	if (!u)
+		return NULL;
 	if (now / CAP_PERIOD != u->period) {
 		k = now / CAP_PERIOD - u->period;
 		if (k > 64 || u->used <= k * j->cap)
@@ -466,13 +473,9 @@ static void charge_job(u64 job, struct job *j, u64 used)
 {
 	u64 floor = vtime_now - SCX_SLICE_DFL, *jp;
 
-	jp = bpf_map_lookup_elem(&job_passes, &job);
-	if (!jp) {
-		bpf_map_update_elem(&job_passes, &job, &floor, BPF_NOEXIST);
-		jp = bpf_map_lookup_elem(&job_passes, &job);
-		if (!jp)
-			return;
-	}
+	jp = value_of(&job_passes, &job, &floor);
+	if (!jp)
+		return;
 	if (before(*jp, floor))
 		*jp = floor;
 	__sync_fetch_and_add(jp, used * STRIDE_UNIT / (j->share ? j->share : 1));

@@ -65,13 +65,9 @@ static void window_charge(u64 job, u64 now, u64 ns)
 	struct window zero = { .bucket = now / WINDOW_NS }, *w;
 	u64 prev, cur;
 
-	w = bpf_map_lookup_elem(&windows, &job);
-	if (!w) {
-		bpf_map_update_elem(&windows, &job, &zero, BPF_NOEXIST);
-		w = bpf_map_lookup_elem(&windows, &job);
-		if (!w)
-			return;
-	}
+	w = value_of(&windows, &job, &zero);
+	if (!w)
+		return;
 	window_at(w, now, &prev, &cur);
 	w->bucket = now / WINDOW_NS;
 	w->prev = prev;

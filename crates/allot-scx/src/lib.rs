@@ -31,6 +31,10 @@ pub const CAP_PERIOD_NS: u64 = 100_000_000;
 /// struct job's flags in the BPF program: a background job.
 pub const JOB_BACKGROUND: u64 = 1;
 
+/// The maps the BPF side fills by itself, one entry per job (by cgroup id): its runnable
+/// tasks, its pass, a capped job's use in its period, a boosted job's window of use.
+pub const JOB_STATE_MAPS: [&str; 4] = ["runnable", "job_passes", "usages", "windows"];
+
 /// A hard cap of `cpus` CPUs as the BPF program holds it: ns of CPU per CAP_PERIOD (0:
 /// none; a cap is at least 1 ns).
 pub fn cap_ns(cpus: f64) -> u64 {
@@ -212,6 +216,27 @@ impl Scheduler {
             Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e).context("deleting from the jobs map"),
         }
+    }
+
+    /// Forgets what the BPF side keeps for a job (its entries in [`JOB_STATE_MAPS`]): for
+    /// a job already removed ([`Scheduler::remove_job`]) whose cgroup is gone, so that no
+    /// task is left to count or charge there (serve.rs waits for that). Without it the maps
+    /// (65536 entries each) filled up with every job a long-running daemon ever had.
+    pub fn forget_job(&self, cgroup_id: u64) -> Result<()> {
+        for name in JOB_STATE_MAPS {
+            match self.map(name)?.delete(&cgroup_id.to_ne_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| format!("deleting from the {name} map")),
+            }
+        }
+        Ok(())
+    }
+
+    /// How many jobs each of [`JOB_STATE_MAPS`] holds an entry for (a walk of its keys: for
+    /// checks, not for every table).
+    pub fn kept(&self) -> Result<Vec<(&'static str, usize)>> {
+        JOB_STATE_MAPS.iter().map(|name| Ok((*name, self.map(name)?.keys().count()))).collect()
     }
 
     /// A job's runnable tasks as the BPF side counts them (None: none counted yet).

@@ -8,13 +8,20 @@
 //! allot_model::wake::entitlement_ns: its wakeups are boosted while it used less than half
 //! of it, and without it never; background: dispatched only when no other task of allot's
 //! is runnable on the CPU) and then a line `end`. Each table replaces the
-//! last: jobs not in it are forgotten and their threads put back in the fair class. End
-//! of input (the daemon stopped, or died) or SIGTERM unloads the scheduler.
+//! last: jobs not in it are forgotten and their threads put back in the fair class; what
+//! the BPF side kept for such a job (its runnable count, pass, cap period, boost window)
+//! goes once its cgroup is gone (looked at with each table and every second, a second
+//! after the removal at the earliest). A line
+//! `maps` asks how many jobs the BPF side keeps state for. End of input (the daemon
+//! stopped, or died) or SIGTERM unloads the scheduler.
 //!
 //! stdout, one line per event:
 //!   `loaded allot_stride MODE`               attached;
 //!   `table N jobs M threads`                  a table is in the maps (M threads newly SCHED_EXT);
 //!   `bad LINE: WHY`                           a line it could not take (the rest of the table is);
+//!   `maps runnable N job_passes N usages N windows N retired N`
+//!                                             the answer to `maps`: entries per map, and the
+//!                                             removed jobs whose cgroup is still there;
 //!   `ejected KIND NAME: REASON: MESSAGE`      the kernel ejected it (said at once; it then
 //!                                             puts the threads back and exits 3);
 //!   `unloaded ...`                            it left because it was asked to; exit 0.
@@ -23,7 +30,7 @@
 use crate::{cgroup_id, set_policy, threads, Scheduler, State};
 use anyhow::Result;
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -107,6 +114,39 @@ fn sweep(dir: &std::path::Path, j: &mut Job, partial: bool) -> usize {
     n
 }
 
+/// A removed job's BPF-side state is kept at least this long after the removal: a
+/// callback that read the job's entry in `jobs` before it (and may make its other entries
+/// again) has long finished by then, even on a vCPU the host held up.
+const RETIRE_AGE: Duration = Duration::from_secs(1);
+
+/// Jobs removed from the maps whose BPF-side state waits for their cgroup to go: cgroup
+/// id -> its directory and when the job was removed.
+type Retired = BTreeMap<u64, (PathBuf, Instant)>;
+
+/// The removed jobs whose cgroup is gone now, removed RETIRE_AGE or more before `now`:
+/// taken out of `retired` and returned, for their BPF-side state to be forgotten. A cgroup
+/// still there (the same id) may still hold tasks the BPF side counts: it stays. A
+/// directory made again is another cgroup (another id): the old one is gone.
+fn gone(retired: &mut Retired, now: Instant, id_of: impl Fn(&Path) -> Option<u64>) -> Vec<u64> {
+    let mut out = vec![];
+    retired.retain(|id, (dir, at)| {
+        let keep = now.duration_since(*at) < RETIRE_AGE || id_of(dir) == Some(*id);
+        if !keep {
+            out.push(*id);
+        }
+        keep
+    });
+    out
+}
+
+fn forget_gone(s: &Scheduler, retired: &mut Retired) {
+    for id in gone(retired, Instant::now(), |d| cgroup_id(d).ok()) {
+        if let Err(e) = s.forget_job(id) {
+            println!("bad forget {id}: {e:#}");
+        }
+    }
+}
+
 fn back_to_fair(dir: &std::path::Path) -> usize {
     threads(dir).unwrap_or_default().into_iter().filter(|t| set_policy(*t, false).is_ok()).count()
 }
@@ -132,6 +172,7 @@ pub fn serve(all: bool) -> Result<()> {
     });
     let mut table: BTreeMap<PathBuf, Job> = BTreeMap::new();
     let mut pending: Vec<(PathBuf, Terms)> = vec![];
+    let mut retired = Retired::new();
     let mut next_sweep = Instant::now() + Duration::from_secs(1);
     let ejected: Option<State> = loop {
         let st = s.state()?;
@@ -147,12 +188,14 @@ pub fn serve(all: bool) -> Result<()> {
         }
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Some(line)) if line.trim() == "end" => {
+                forget_gone(&s, &mut retired);
                 let new: BTreeMap<PathBuf, Terms> = std::mem::take(&mut pending).into_iter().collect();
                 for (dir, j) in std::mem::take(&mut table) {
                     if new.contains_key(&dir) {
                         table.insert(dir, j);
                     } else {
                         let _ = s.remove_job(j.id);
+                        retired.insert(j.id, (dir.clone(), Instant::now()));
                         if !all {
                             back_to_fair(&dir);
                         }
@@ -171,8 +214,10 @@ pub fn serve(all: bool) -> Result<()> {
                     if j.id != id {
                         // the directory was made again: a new cgroup
                         let _ = s.remove_job(j.id);
+                        retired.insert(j.id, (dir.clone(), Instant::now()));
                         *j = Job { id, terms: None, ext: HashSet::new() };
                     }
+                    retired.remove(&id);
                     if j.terms != Some(terms) {
                         s.set_job(id, terms.share, terms.cap_ns, terms.background, terms.boost_ns)?;
                         j.terms = Some(terms);
@@ -181,6 +226,13 @@ pub fn serve(all: bool) -> Result<()> {
                 }
                 println!("table {} jobs {n} threads", table.len());
             }
+            Ok(Some(line)) if line.trim() == "maps" => match s.kept() {
+                Ok(kept) => {
+                    let kept: Vec<String> = kept.iter().map(|(m, n)| format!("{m} {n}")).collect();
+                    println!("maps {} retired {}", kept.join(" "), retired.len());
+                }
+                Err(e) => println!("bad maps: {e:#}"),
+            },
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => match parse_job(&line) {
                 Ok(j) => pending.push(j),
@@ -190,6 +242,7 @@ pub fn serve(all: bool) -> Result<()> {
             Err(RecvTimeoutError::Timeout) => {}
         }
         if Instant::now() >= next_sweep {
+            forget_gone(&s, &mut retired);
             for (dir, j) in table.iter_mut() {
                 sweep(dir, j, !all);
             }
@@ -217,6 +270,27 @@ pub fn serve(all: bool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_removed_job_is_forgotten_only_once_its_cgroup_is_gone() {
+        let t0 = Instant::now();
+        let mut retired: Retired = [(7, ("/cg/a".into(), t0)), (8, ("/cg/b".into(), t0)), (9, ("/cg/c".into(), t0))].into();
+        // a still there (same id), b gone, c made again (another id)
+        let id_of = |d: &Path| match d.to_str() {
+            Some("/cg/a") => Some(7),
+            Some("/cg/c") => Some(90),
+            _ => None,
+        };
+        // not before RETIRE_AGE has passed since the removal
+        assert_eq!(gone(&mut retired, t0 + RETIRE_AGE / 2, id_of), Vec::<u64>::new());
+        assert_eq!(retired.len(), 3);
+        let later = t0 + RETIRE_AGE;
+        assert_eq!(gone(&mut retired, later, id_of), vec![8, 9]);
+        assert_eq!(retired.keys().copied().collect::<Vec<_>>(), vec![7]);
+        assert_eq!(gone(&mut retired, later, id_of), Vec::<u64>::new());
+        assert_eq!(gone(&mut retired, later, |_: &Path| None), vec![7]);
+        assert!(retired.is_empty());
+    }
 
     #[test]
     fn job_lines_are_read_or_refused_naming_why() {

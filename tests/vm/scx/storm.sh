@@ -13,6 +13,10 @@
 #                  against job a1, one hog: the loader ran its whole time (no stall); the
 #                  jobs' CPU is measured, not checked: the storm's job got 0.11-0.18 of it
 #                  (2026-11-27), not half (docs/scx.md, "Many tasks", says why)
+#   storm-jobs     20 jobs, each a hog under a hard cap with a boost entitlement, through
+#                  allot-scx serve: each has an entry in the four maps the BPF side keeps
+#                  per job; out of the table and its cgroup gone, none is left (a removed
+#                  job whose cgroup remains keeps them until it goes)
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 STORM_THREADS=${STORM_THREADS:-1000}
 # ran_threads PID: "TID NS STATE" for every thread of PID: its CPU time so far and its
@@ -81,5 +85,60 @@ loader_done storm-fork
 [ $lrc = 0 ] && echo "SCX-RESULT storm-fork-stall: the scheduler ran its whole $((WARM + WINDOW + 3)) s (the kernel's watchdog did not eject it)"
 stop_hogs; after storm-fork
 echo "SCX-MEASURE storm-fork: the storm's report: $(cat /tmp/storm.fork)"
+jobs_checks
 }
+
+# ---- jobs that come and go (storm-jobs): what the BPF side keeps per job (its runnable
+# count, pass, cap period and boost window: four hash maps of 65536 entries) goes once the
+# job is out of the table and its cgroup is gone, and not before: a daemon that runs for
+# months sees far more than 65536 jobs. allot-scx serve, driven here through a pipe.
+maps() {   # N: the loader's answer to the (N+1)th `maps`
+  echo maps >&7
+  i=0; while [ $i -lt 50 ]; do
+    if [ "$(grep -c '^maps ' /tmp/serve.out)" -gt "$1" ]; then
+      l=$(grep '^maps ' /tmp/serve.out | tail -n 1); echo "${l#maps }"; return
+    fi
+    sleep 0.1; i=$((i + 1))
+  done
+  echo "no answer"
+}
+jobs_checks() {
+  JOBS=20
+  rm -f /tmp/serve.in /tmp/serve.out; mkfifo /tmp/serve.in
+  allot-scx serve < /tmp/serve.in > /tmp/serve.out 2>&1 &
+  sp=$!
+  exec 7> /tmp/serve.in
+  i=0; while ! grep -q '^loaded' /tmp/serve.out && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  # each job a hog under a hard cap and with a boost entitlement: all four maps get its entry
+  for n in $(seq 1 $JOBS); do hog r$n; echo "job 1000 cap=0.04 boost=100000000 /sys/fs/cgroup/r$n" >&7; done
+  echo end >&7
+  sleep 4
+  m1=$(maps 0)
+  echo "SCX-STATE storm-jobs: $JOBS jobs running: $m1"
+  # every job leaves the table; the cgroups of all but r1 go
+  kill $(for n in $(seq 2 $JOBS); do cat /sys/fs/cgroup/r$n/cgroup.procs; done) 2>/dev/null
+  sleep 1
+  for n in $(seq 2 $JOBS); do rmdir /sys/fs/cgroup/r$n; done
+  echo end >&7
+  m2=$(maps 1)
+  sleep 3
+  m3=$(maps 2)
+  echo "SCX-STATE storm-jobs: out of the table, r2-r$JOBS gone: at once $m2; 3 s later $m3"
+  # r1's cgroup, still there with its hog, keeps its entries until it goes too
+  stop_hogs
+  sleep 3
+  m4=$(maps 3)
+  echo "SCX-STATE storm-jobs: r1 gone as well, 3 s later: $m4"
+  exec 7>&-
+  wait $sp; lrc=$?
+  want="runnable $JOBS job_passes $JOBS usages $JOBS windows $JOBS retired 0"
+  if [ "$m1" = "$want" ] && [ "$m3" = "runnable 1 job_passes 1 usages 1 windows 1 retired 1" ] \
+    && [ "$m4" = "runnable 0 job_passes 0 usages 0 windows 0 retired 0" ] && [ $lrc = 0 ]; then
+    echo "SCX-RESULT storm-jobs: each of $JOBS jobs had its four entries; once out of the table and its cgroup gone, none is left; a removed job whose cgroup remains kept them until it went"
+  else
+    echo "SCX-RESULT storm-jobs: want \"$want\" while running, then \"runnable 1 ... retired 1\" (r1's cgroup remains), then all 0; got \"$m1\", \"$m2\", \"$m3\", \"$m4\"; the loader exited $lrc"; fail=1
+  fi
+  after storm-jobs
+}
+
 case "${SCX_ONLY:-}" in ''|storm) storm_checks ;; esac
