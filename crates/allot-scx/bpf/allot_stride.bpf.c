@@ -332,15 +332,20 @@ void BPF_STRUCT_OPS(allot_enqueue, struct task_struct *p, u64 enq_flags)
 	u64 vtime = p->scx.dsq_vtime, job = cgroup_id(p), now = bpf_ktime_get_ns(), slice, *jp;
 	struct job *j = bpf_map_lookup_elem(&jobs, &job);
 	bool bg = background(j);
+	u64 share = share_of(p, false), q = quantum(share);
 
 	count(0);
-	/* a sleeper rejoins at most SCX_SLICE_DFL of pass behind the global pass, and no
-	 * task is queued before its job's pass */
+	/* a sleeper rejoins at most SCX_SLICE_DFL of pass behind the global pass; no task is
+	 * queued before its job's pass, nor more than its quantum's stride after it (a task
+	 * ahead of its siblings waits a round of its job at most, not until all caught up:
+	 * one of 1000 threads waited past the watchdog so; allot_model::pass::queue_at) */
 	if (before(vtime, vtime_now - SCX_SLICE_DFL))
 		vtime = vtime_now - SCX_SLICE_DFL;
 	jp = j ? bpf_map_lookup_elem(&job_passes, &job) : NULL;
 	if (jp && before(vtime, *jp))
 		vtime = *jp;
+	else if (jp && before(*jp + q * STRIDE_UNIT / share, vtime))
+		vtime = *jp + q * STRIDE_UNIT / share;
 	if (held(job, j, now)) {
 		/* over its hard cap: the sinbin, until the timer releases it */
 		count(3);
@@ -366,7 +371,7 @@ void BPF_STRUCT_OPS(allot_enqueue, struct task_struct *p, u64 enq_flags)
 		scx_bpf_dsq_insert(p, SCX_DSQ_LOCAL, bg ? BG_SLICE : SCX_SLICE_DFL, enq_flags);
 		return;
 	}
-	scx_bpf_dsq_insert_vtime(p, bg ? BG_DSQ : SHARED_DSQ, bg ? BG_SLICE : quantum(share_of(p, false)), vtime, enq_flags);
+	scx_bpf_dsq_insert_vtime(p, bg ? BG_DSQ : SHARED_DSQ, bg ? BG_SLICE : q, vtime, enq_flags);
 }
 
 void BPF_STRUCT_OPS(allot_dispatch, s32 cpu, struct task_struct *prev)
