@@ -14,7 +14,8 @@
 # three of allot-lab sim's scenarios run live and compared with the simulator's runs of
 # them (shares within 0.02, the same ordering of latencies). Then storm.sh: a job of 1000
 # CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: every
-# thread run, no ejection by the kernel's watchdog (shares measured). Then daemon.sh: allot's daemon with
+# thread run, no ejection by the kernel's watchdog, each job within 0.05 of half; and 20
+# jobs that come and go, whose BPF-side entries go with their cgroups. Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
 # job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
