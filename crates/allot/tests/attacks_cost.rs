@@ -128,12 +128,17 @@ fn huge_command_lines_and_looping_shows_slow_no_one_else() {
         load()
     );
     // No one waits for the flood: each p99 under it within its fixed bound, or within 3x the
-    // same p99 measured in this run without the flood (the machine's load is in both).
+    // same p99 measured in this run without the flood (the machine's load is in both). A
+    // daemon held up by the flood makes them hundreds of ms; what the flood's sixteen
+    // connections cost the two CPUs of this machine is tens: a fresh-clone CI run on
+    // 2026-11-27 saw a login placed at p99 50.19 ms under the flood, 16.62 ms after it
+    // (load average 1.79), against a fixed bound of 50 ms then. 100 ms, as for the others.
     for (what, fixed, under, alone) in [
         ("root's status", 100, flooded.status, quiet.status),
         // `allot run` here is a whole process (exec, connect, request, exec `true`).
         ("user A's allot run", 100, flooded.run, quiet.run),
-        ("a login placed", 50, flooded.login, quiet.login),
+        // a process spawned as user C, polled every 0.5 ms until it is in C's job
+        ("a login placed", 100, flooded.login, quiet.login),
     ] {
         let bound = Duration::from_millis(fixed).max(alone * 3);
         assert!(
