@@ -155,12 +155,12 @@ cgroup_snapshot() {
 settled_snapshot() {
   local before=$1 after=$2 secs=$3 i=0; shift 3
   cgroup_snapshot "$@" > "$after"
-  cmp -s "$before" "$after" && return 0
+  diff -q "$before" "$after" > /dev/null && return 0
   diff -u "$before" "$after" | head -n 40 | sed 's/^/settle| /' > "$after.first"
   while [ "$i" -lt "$secs" ]; do
     sleep 1; i=$((i + 1))
     cgroup_snapshot "$@" > "$after"
-    if cmp -s "$before" "$after"; then
+    if diff -q "$before" "$after" > /dev/null; then
       cat "$after.first"; echo "settle| equal after $i s"
       return 0
     fi
@@ -181,9 +181,13 @@ check() {
 # same A B: true when the two files are byte-identical; otherwise their differences go to
 # stdout, each line as "diff| ..." (at most 40), so the host's run.sh can print them with
 # the failed checks (a CI log shows the FAIL line and what differed, not only the former).
+# Compared by content with diff, not `cmp -s`: GNU cmp -s takes two regular files of
+# different sizes as different without reading them, and a cgroup file's size is 0 (CI,
+# 2026-11-27: the root's subtree_control "differed" from its copy, with no difference).
 same() {
-  cmp -s "$1" "$2" && return 0
-  diff -u "$1" "$2" | head -n 40 | sed 's/^/diff| /'
+  local d
+  d=$(diff -u "$1" "$2") && return 0
+  printf '%s\n' "$d" | head -n 40 | sed 's/^/diff| /'
   return 1
 }
 checks_done() {
