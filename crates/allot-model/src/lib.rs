@@ -11,6 +11,7 @@ pub mod duration;
 pub mod entitlement;
 pub mod flat;
 pub mod io;
+pub mod lottery;
 pub mod memory;
 pub mod nice;
 pub mod pace;

@@ -8,7 +8,8 @@
  *
  * Each task's pass is its p->scx.dsq_vtime. A task that ran for `used` ns advances its
  * pass by used * STRIDE_UNIT / share (its stride, scaled by the time it really used, as
- * the paper's nonuniform quanta), and the CPU goes to the lowest pass: one vtime-ordered
+ * the paper's nonuniform quanta; in the lottery mode times a draw, lottery.h), and the CPU
+ * goes to the lowest pass: one vtime-ordered
  * dispatch queue. A task's quantum is its share of TARGET_NS (quantum.h), so that a task
  * of a small share (one of thousands of threads) still gets a turn well within the
  * kernel's watchdog. A task that rejoins after sleeping starts no lower than SCX_SLICE_DFL
@@ -305,6 +306,7 @@ static u64 share_of(struct task_struct *p, bool charged)
 }
 
 #include "quantum.h"
+#include "lottery.h"
 
 static bool before(u64 a, u64 b)
 {
@@ -501,6 +503,7 @@ void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 		used = p->se.sum_exec_runtime - t->exec;
 	else
 		used = (t && t->slice >= p->scx.slice ? t->slice : SCX_SLICE_DFL) - p->scx.slice;
+	used = charged(used); /* times a draw in the lottery mode (lottery.h) */
 	p->scx.dsq_vtime += used * STRIDE_UNIT / share_of(p, true);
 	j = bpf_map_lookup_elem(&jobs, &job);
 	if (j)

@@ -209,6 +209,23 @@ impl Scheduler {
         self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
     }
 
+    /// The lottery mode (`true`: each turn a draw by shares, with compensation tickets;
+    /// bpf/lottery.h, allot_model::lottery) or stride scheduling (`false`, the default).
+    pub fn set_lottery(&self, on: bool) -> Result<()> {
+        self.map("draw_mode")?.update(&0u32.to_ne_bytes(), &u64::from(on).to_ne_bytes(), MapFlags::ANY).context("writing the draw_mode map")
+    }
+
+    /// The lottery mode's draws so far: how many, and their mean (1.0 expected).
+    pub fn draws(&self) -> Result<(u64, f64)> {
+        let m = self.map("draw_mode")?;
+        let at = |k: u32| -> Result<u64> {
+            let v = m.lookup(&k.to_ne_bytes(), MapFlags::ANY).context("reading the draw_mode map")?.unwrap_or_default();
+            Ok(v.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))))
+        };
+        let (n, sum) = (at(1)?, at(2)?);
+        Ok((n, if n == 0 { 0.0 } else { sum as f64 / n as f64 / allot_model::lottery::ONE as f64 }))
+    }
+
     /// Forgets a job: its tasks become jobs of their own at their nice weight.
     pub fn remove_job(&self, cgroup_id: u64) -> Result<()> {
         match self.map("jobs")?.delete(&cgroup_id.to_ne_bytes()) {
@@ -332,6 +349,14 @@ mod tests {
         use allot_model::pass::{LAG, STRIDE_UNIT};
         assert_eq!(define(include_str!("../bpf/allot_stride.bpf.c"), "STRIDE_UNIT"), STRIDE_UNIT);
         assert_eq!(define(include_str!("../bpf/sched_ext.h"), "SCX_SLICE_DFL"), LAG);
+    }
+
+    /// The lottery mode's draw is allot_model::lottery's, in its constants.
+    #[test]
+    fn the_bpf_program_draws_by_the_model_s_constants() {
+        use allot_model::lottery::{FRAC_BITS, LN2_Q16, ONE};
+        let def = |name| define(include_str!("../bpf/lottery.h"), name);
+        assert_eq!((def("DRAW_ONE"), def("DRAW_FRAC_BITS"), def("LN2_Q16")), (ONE, FRAC_BITS as u64, LN2_Q16));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
 //!                 [--cap CGROUP=CPUS]... [--background CGROUP]...
-//!                 [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]...
-//!                 [--for SECS]
-//!   allot-scx serve [--all]       (the daemon's: a job table on stdin, src/serve.rs)
+//!                 [--outside-weight W] [--all] [--lottery] [--no-boost]
+//!                 [--no-boost-for CGROUP]... [--for SECS]
+//!   allot-scx serve [--all] [--lottery]  (the daemon's: a job table on stdin, src/serve.rs)
 //!   allot-scx probe --every MS --for SECS   (wakeup latency, src/probe.rs)
 //!   allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR
 //!                                         (a simulator scenario's task, src/work.rs)
@@ -14,7 +14,8 @@
 //! Loads the scheduler, describes each job (its cgroup's share, flattened from tickets and
 //! funding, all jobs together weighing W against each task outside them, 100 by default:
 //! one nice-0 task), puts every thread of the jobs' cgroups in the sched_ext class
-//! (`--all`: every task of the machine is the scheduler's, not only those), and runs until
+//! (`--all`: every task of the machine is the scheduler's, not only those; `--lottery`: each
+//! turn a draw by shares, the lottery mode of docs/scx.md, not stride scheduling), and runs until
 //! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. `--cap` gives a job a
 //! hard cap in CPUs (held by the sinbin), `--background` makes a job a background one
 //! (it runs only when no other job's task is runnable on the CPU). A foreground job's
@@ -43,11 +44,12 @@ struct Args {
     run_for: Option<Duration>,
     outside_weight: u64,
     all: bool,
+    lottery: bool,
     boost: bool,
     no_boost_for: Vec<String>,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
+const USAGE: &str = "usage: allot-scx serve [--all] [--lottery] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--lottery] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -61,12 +63,17 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
         run_for: None,
         outside_weight: 100,
         all: false,
+        lottery: false,
         boost: true,
         no_boost_for: vec![],
     };
     while let Some(opt) = it.next() {
         if opt == "--all" {
             a.all = true;
+            continue;
+        }
+        if opt == "--lottery" {
+            a.lottery = true;
             continue;
         }
         if opt == "--no-boost" {
@@ -179,9 +186,11 @@ fn main() -> Result<()> {
     }
     if args.first().map(String::as_str) == Some("serve") {
         return match &args[1..] {
-            [] => allot_scx::serve::serve(false),
-            [a] if a == "--all" => allot_scx::serve::serve(true),
-            _ => bail!("usage: allot-scx serve [--all]"),
+            [] => allot_scx::serve::serve(false, false),
+            flags if flags.iter().all(|f| f == "--all" || f == "--lottery") && flags.len() <= 2 => {
+                allot_scx::serve::serve(flags.iter().any(|f| f == "--all"), flags.iter().any(|f| f == "--lottery"))
+            }
+            _ => bail!("usage: allot-scx serve [--all] [--lottery]"),
         };
     }
     let a = parse(args.into_iter())?;
@@ -192,6 +201,7 @@ fn main() -> Result<()> {
     // sched_ext behind the rest still in the fair class, which runs first, until the
     // kernel's watchdog ejected the scheduler (tests/vm/scx/storm.sh).
     let mut s = Scheduler::prepare(a.all)?;
+    s.set_lottery(a.lottery)?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -203,7 +213,11 @@ fn main() -> Result<()> {
     let t1 = Instant::now();
     if let Err(e) = described.and_then(|lines| s.attach().map(|()| lines)).map(|lines| {
         let state = std::fs::read_to_string("/sys/kernel/sched_ext/state").unwrap_or_default();
-        let mode = if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" };
+        let mode = format!(
+            "{}, {}",
+            if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" },
+            if a.lottery { "the lottery mode" } else { "stride scheduling" }
+        );
         println!(
             "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {}); {} threads set to SCHED_EXT in {} ms before it was attached, attached in {} ms",
             state.trim(),
@@ -269,6 +283,10 @@ fn main() -> Result<()> {
         st.nr_boosted,
         st.nr_not_boosted
     );
+    if a.lottery {
+        let (n, mean) = s.draws()?;
+        println!("allot-scx: the lottery mode drew {n} times, mean draw {mean:.4} (1 expected)");
+    }
     if was_ejected {
         std::process::exit(3);
     }

@@ -151,15 +151,18 @@ fn back_to_fair(dir: &std::path::Path) -> usize {
     threads(dir).unwrap_or_default().into_iter().filter(|t| set_policy(*t, false).is_ok()).count()
 }
 
-/// Runs the serve mode until end of input, SIGTERM/SIGINT, or an ejection (exit 3).
-pub fn serve(all: bool) -> Result<()> {
-    let mut s = Scheduler::load(all)?;
+/// Runs the serve mode until end of input, SIGTERM/SIGINT, or an ejection (exit 3);
+/// `lottery`: the lottery mode (docs/scx.md), else stride scheduling.
+pub fn serve(all: bool, lottery: bool) -> Result<()> {
+    let mut s = Scheduler::prepare(all)?;
+    s.set_lottery(lottery)?;
+    s.attach()?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    println!("loaded allot_stride {}", if all { "all" } else { "partial" });
+    println!("loaded allot_stride {}{}", if all { "all" } else { "partial" }, if lottery { " lottery" } else { "" });
     let (tx, rx) = channel::<Option<String>>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines() {

@@ -15,7 +15,9 @@
 # them (shares within 0.02, the same ordering of latencies). Then storm.sh: a job of 1000
 # CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: every
 # thread run, no ejection by the kernel's watchdog, each job within 0.05 of half; and 20
-# jobs that come and go, whose BPF-side entries go with their cgroups. Then daemon.sh: allot's daemon with
+# jobs that come and go, whose BPF-side entries go with their cgroups. Then lottery.sh:
+# the lottery mode at tickets 3:2:1, shares within 0.04 and spread per second as a
+# lottery's, beside stride scheduling's steadier shares. Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
 # job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
@@ -24,7 +26,7 @@
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
 # scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).
 #
-#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs|boost|sim|storm|bench]
+#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs|boost|sim|storm|lottery|bench]
 #                       [tests/vm/run.sh options...]
 #
 # The binaries default to target/release/allot-scx and target/release/allot (cargo build
@@ -33,8 +35,8 @@
 # cap and background under the loader), --only boost boost.sh's, --only sim sim.sh's
 # (allot-lab sim's fig3-ratio, table5-insulation and table1-bimodal run live and compared
 # with the simulator's runs: allot-lab, beside allot, is put in the guest with it), --only
-# storm storm.sh's, --only bench bench.sh's (the side-by-side bench, run only when asked). The guest script is
-# checks.sh, ebs.sh, boost.sh, sim.sh, storm.sh, bench.sh and daemon.sh beside this file; its
+# storm storm.sh's, --only lottery lottery.sh's, --only bench bench.sh's (the side-by-side bench, run only when asked). The guest script is
+# checks.sh, ebs.sh, boost.sh, sim.sh, storm.sh, lottery.sh, bench.sh and daemon.sh beside this file; its
 # SCX-RESULT lines are the results (SCX-BENCH lines the bench's measurements).
 # Exit status: the guest's (0: every check held), or tests/vm/run.sh's harness codes.
 set -euo pipefail
@@ -47,7 +49,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --allot-scx) BIN=$2; shift 2 ;;
     --allot) ALLOT=$2; shift 2 ;;
-    --only) case "${2:-}" in daemon|ebs|boost|sim|storm|bench) ;; *) echo "scx-vm: --only takes daemon, ebs, boost, sim, storm or bench, got '${2:-}'" >&2; exit 2 ;; esac
+    --only) case "${2:-}" in daemon|ebs|boost|sim|storm|lottery|bench) ;; *) echo "scx-vm: --only takes daemon, ebs, boost, sim, storm, lottery or bench, got '${2:-}'" >&2; exit 2 ;; esac
             ONLY=(--env SCX_ONLY=$2); shift 2 ;;
     *) break ;;
   esac
@@ -57,4 +59,4 @@ done
 # Single-threaded TCG (tests/vm/run.sh says why).
 export ALLOT_VM_TCG_THREAD=${ALLOT_VM_TCG_THREAD:-single}
 exec bash "$REPO/tests/vm/run.sh" --kernel sid --allot "$ALLOT" --add "$BIN" --env RUST_BACKTRACE=0 "${ONLY[@]}" \
-  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/storm.sh" "$HERE/bench.sh" "$HERE/daemon.sh")" "$@"
+  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/storm.sh" "$HERE/lottery.sh" "$HERE/bench.sh" "$HERE/daemon.sh")" "$@"
