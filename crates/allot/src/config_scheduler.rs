@@ -15,6 +15,29 @@ use serde::{Deserialize, Serialize};
 pub struct Scheduler {
     /// The backend: "cgroup" or "scx".
     pub kind: Kind,
+    /// How allot's sched_ext scheduler picks the next task: "stride" or "lottery".
+    pub draw: Draw,
+}
+
+/// How allot's sched_ext scheduler picks the next task (docs/scx.md, "The lottery mode").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Draw {
+    /// Stride scheduling: deterministic, each job's share held turn by turn.
+    #[default]
+    Stride,
+    /// Lottery scheduling: each turn a draw by shares, with compensation tickets.
+    Lottery,
+}
+
+impl Draw {
+    /// The loader's `serve` arguments for this draw.
+    pub fn serve_args(self) -> &'static [&'static str] {
+        match self {
+            Draw::Stride => &["serve"],
+            Draw::Lottery => &["serve", "--lottery"],
+        }
+    }
 }
 
 /// A scheduler backend.
@@ -67,8 +90,18 @@ mod tests {
     }
 
     #[test]
+    fn stride_is_the_default_draw_and_lottery_is_read() {
+        assert_eq!(Config::parse("t.toml".as_ref(), "").unwrap().scheduler.draw, Draw::Stride);
+        assert_eq!(Config::parse("t.toml".as_ref(), "[scheduler]\ndraw = \"lottery\"\n").unwrap().scheduler.draw, Draw::Lottery);
+        assert_eq!(Draw::Lottery.serve_args(), ["serve", "--lottery"]);
+        assert_eq!(Draw::Stride.serve_args(), ["serve"]);
+        let e = Config::parse("t.toml".as_ref(), "[scheduler]\ndraw = \"random\"\n").unwrap_err().to_string();
+        assert!(e.contains("t.toml:2") && e.contains("random") && e.contains("stride") && e.contains("lottery"), "{e}");
+    }
+
+    #[test]
     fn scx_is_refused_with_the_kernels_reason() {
-        let scx = Scheduler { kind: Kind::Scx };
+        let scx = Scheduler { kind: Kind::Scx, ..Scheduler::default() };
         let (key, msg) = check(&scx, &no()).unwrap_err();
         assert_eq!(key, "scheduler.kind");
         assert!(msg.contains("needs sched_ext") && msg.contains("CONFIG_SCHED_CLASS_EXT is not set") && msg.contains("kind = \"cgroup\""), "{msg}");

@@ -10,12 +10,15 @@
 #                   SCHED_EXT, the log, the audit trail and the metrics say so
 #   daemon-fallback the same hogs, now under the cgroup backend alone: 3:2:1 within 0.02
 #   daemon-reload   SIGHUP with kind = "scx" loads it again
+#   daemon-lottery  SIGHUP with draw = "lottery" added loads it again in the lottery mode
+#                   (`allot status` says so), the hogs SCHED_EXT; the cap and background
+#                   checks after it run under the lottery mode
 #   daemon-cap      under the scheduler loaded again, `allot run -t 3 --cap '0.3!'`
 #                   against `allot run -t 1`: the capped hog within 0.03 of 0.30 CPU (the
 #                   plan's hard cap, held by the BPF side's sinbin), the other measured
 #   daemon-background `allot run --background` beside `allot run`: at most 0.05 CPU
 #   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
-case "${SCX_ONLY:-}" in ebs|boost|sim|storm) exit $fail ;; esac
+case "${SCX_ONLY:-}" in ebs|boost|sim|storm|lottery) exit $fail ;; esac
 D=/tmp/allotd
 mkdir -p $D
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n' > $D/allot.toml
@@ -92,6 +95,19 @@ if took=$(until_sched 'scx (allot_stride loaded' 60); then
   [ "$pol" = "7 7 7 " ] || fail=1
 else
   echo "SCX-RESULT daemon-reload: not loaded again within 60 s: $(sched)"; fail=1
+fi
+
+# [scheduler] draw = "lottery" on a reload: loaded again in the lottery mode (lottery.sh
+# checks its shares; the cap and background below run under it)
+printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\ndraw = "lottery"\n' > $D/allot.toml
+kill -HUP $DP
+if took=$(until_sched 'switch), lottery,' 60); then
+  sleep 2
+  pol=$(policies "$@")
+  echo "SCX-RESULT daemon-lottery: loaded in the lottery mode after ${took} s: $(sched); hog policies $pol"
+  [ "$pol" = "7 7 7 " ] || fail=1
+else
+  echo "SCX-RESULT daemon-lottery: not in the lottery mode within 60 s: $(sched)"; fail=1
 fi
 
 # EBS through the daemon: the table carries a hard cap and background

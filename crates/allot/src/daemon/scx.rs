@@ -107,11 +107,12 @@ pub struct Scx {
     tables: u64,
     last_err: String,
     ejected: Option<String>,
+    args: Vec<String>,
 }
 
 impl Default for Scx {
     fn default() -> Self {
-        Self { loader: None, state: State::Off, sent: None, ejections: 0, tables: 0, last_err: String::new(), ejected: None }
+        Self { loader: None, state: State::Off, sent: None, ejections: 0, tables: 0, last_err: String::new(), ejected: None, args: vec![] }
     }
 }
 
@@ -136,6 +137,7 @@ impl Scx {
         self.sent = None;
         self.last_err.clear();
         self.ejected = None;
+        self.args = args.iter().map(|a| a.to_string()).collect();
         let spawned = Command::new(program).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
         let mut child = match spawned {
             Ok(c) => c,
@@ -158,6 +160,11 @@ impl Scx {
         });
         self.loader = Some(Loader { child, tables: Some(tx), lines });
         self.state = State::Loading;
+    }
+
+    /// The arguments the loader was last started with.
+    pub fn args(&self) -> &[String] {
+        &self.args
     }
 
     /// Sends the job table if it differs from the last one sent. Returns whether it was sent.

@@ -21,7 +21,9 @@ impl Daemon {
     pub fn sync_scx(&mut self) {
         let want = self.cfg().scheduler.kind == Kind::Scx && crate::config_scheduler::support().available;
         let running = matches!(self.scx().state(), State::Loading | State::Loaded { .. });
-        if want && !running {
+        // a reload that changed [scheduler] draw loads it again in the new mode
+        let args = self.cfg().scheduler.draw.serve_args();
+        if want && (!running || self.scx().args() != args) {
             self.start_scx(&loader_path());
         } else if !want && !matches!(self.scx().state(), State::Off) {
             self.stop_scx();
@@ -30,8 +32,9 @@ impl Daemon {
 
     /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
     pub fn start_scx(&mut self, path: &std::path::Path) {
-        log::info!("scheduler: starting allot's sched_ext scheduler ({} serve)", path.display());
-        self.scx_mut().start(path, &["serve"]);
+        let args = self.cfg().scheduler.draw.serve_args();
+        log::info!("scheduler: starting allot's sched_ext scheduler ({} {})", path.display(), args.join(" "));
+        self.scx_mut().start(path, args);
         if let State::Fallen { reason, .. } = self.scx().state().clone() {
             self.fell(reason); // could not even start it
             return;
@@ -168,8 +171,8 @@ impl Daemon {
             State::Off => ("cgroup", String::new(), false),
             State::Loading => ("cgroup", "loading allot_stride".to_string(), false),
             State::Loaded { mode, since } => {
-                let m = if mode == "all" { "every task" } else { "allot's jobs only (partial switch)" };
-                ("scx", format!("allot_stride loaded since {}, {m}, {} job tables taken", utc(*since), self.scx().tables()), true)
+                let (m, draw) = loaded_mode(mode);
+                ("scx", format!("allot_stride loaded since {}, {m}, {draw}, {} job tables taken", utc(*since), self.scx().tables()), true)
             }
             State::Fallen { at, reason } => ("cgroup", format!("scx fell back at {}: {reason}", utc(*at)), false),
         };
@@ -182,4 +185,19 @@ impl Daemon {
             scx_ejections: self.scx().ejections(),
         }
     }
+}
+
+/// What `allot status` says of the loader's mode ("partial" or "all", then "lottery" in
+/// the lottery mode): the tasks it schedules, and how it picks.
+fn loaded_mode(mode: &str) -> (&'static str, &'static str) {
+    let m = if mode.split(' ').next() == Some("all") { "every task" } else { "allot's jobs only (partial switch)" };
+    (m, if mode.split(' ').any(|w| w == "lottery") { "lottery" } else { "stride" })
+}
+
+#[cfg(test)]
+#[test]
+fn status_names_the_tasks_and_the_draw() {
+    assert_eq!(loaded_mode("partial"), ("allot's jobs only (partial switch)", "stride"));
+    assert_eq!(loaded_mode("all lottery"), ("every task", "lottery"));
+    assert_eq!(loaded_mode("partial lottery"), ("allot's jobs only (partial switch)", "lottery"));
 }

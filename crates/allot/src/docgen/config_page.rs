@@ -159,7 +159,10 @@ pub const TABLES: &[Table] = &[
         field: "scheduler",
         probe: "[scheduler]",
         text: "The CPU scheduler backend that runs the plan.",
-        keys: &[key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": also allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), run by its loader `allot-scx` beside the `allot` binary, for allot's jobs' threads; the cgroup settings stay written, and if the kernel ejects the scheduler the daemon goes on with them alone (`allot status` says which runs and why). Refused, naming the kernel's reason, where the kernel has no sched_ext.")],
+        keys: &[
+            key("kind", "string", Value("\"cgroup\""), Words("\"cgroup\" or \"scx\""), "\"cgroup\": the cgroup CPU controller, allot's own tree or systemd's scopes. \"scx\": also allot's sched_ext scheduler (a BPF program; Linux 6.12+ built with sched_ext), run by its loader `allot-scx` beside the `allot` binary, for allot's jobs' threads; the cgroup settings stay written, and if the kernel ejects the scheduler the daemon goes on with them alone (`allot status` says which runs and why). Refused, naming the kernel's reason, where the kernel has no sched_ext."),
+            key("draw", "string", Value("\"stride\""), Words("\"stride\" or \"lottery\""), "How allot's sched_ext scheduler (kind = \"scx\") picks the next task. \"stride\": stride scheduling, deterministic, each job's share held turn by turn. \"lottery\": each turn a draw by shares, with compensation tickets for a task that gave up the CPU early, as lottery scheduling (Waldspurger and Weihl 1994): shares hold on average and vary from second to second as a lottery's. A change loads the scheduler again. Nothing changes under kind = \"cgroup\"."),
+        ],
     },
     Table {
         header: "[sessions]",
