@@ -10,7 +10,7 @@ use crate::config::{Config, GroupDefaults, Limits, NamedCurrency, Outside, Place
 use crate::config_funding::{FundingAuthority, FundingEntry};
 use crate::config_memory::MemoryConfig;
 use crate::config_metrics::MetricsConfig;
-use crate::config_scheduler::{check, support, Draw, Kind, Scheduler};
+use crate::config_scheduler::{check, support, Draw, Kind, Scheduler, Tasks};
 use crate::config_sessions::{BackgroundIn, Sessions};
 use allot_model::memory::{MemCap, Reserve};
 use allot_model::Cap;
@@ -171,13 +171,14 @@ fn limits() -> impl Strategy<Value = Limits> {
 
 /// `[scheduler]`: allot's sched_ext scheduler where this kernel lets the config ask for it,
 /// else the cgroup controller.
-fn scheduler(scx: bool, lottery: bool) -> Scheduler {
+fn scheduler(scx: bool, lottery: bool, all: bool) -> Scheduler {
     let draw = if lottery { Draw::Lottery } else { Draw::Stride };
-    let asked = Scheduler { kind: Kind::Scx, draw };
+    let tasks = if all { Tasks::All } else { Tasks::Jobs };
+    let asked = Scheduler { kind: Kind::Scx, draw, tasks };
     if scx && check(&asked, support()).is_ok() {
         asked
     } else {
-        Scheduler { kind: Kind::Cgroup, draw }
+        Scheduler { kind: Kind::Cgroup, draw, tasks }
     }
 }
 
@@ -202,7 +203,7 @@ prop_compose! {
         memory in memory(),
         io_by_share in any::<bool>(),
         job in any::<bool>(),
-        (scx, lottery) in any::<(bool, bool)>(),
+        (scx, lottery, all) in any::<(bool, bool, bool)>(),
     ) -> Config {
         // Some rules send processes to a named currency of this config.
         for (r, i) in rules.iter_mut().zip(&named) {
@@ -229,7 +230,7 @@ prop_compose! {
             outside: Outside { weight },
             memory,
             io: crate::config_io::IoConfig { by_share: io_by_share },
-            scheduler: scheduler(scx, lottery),
+            scheduler: scheduler(scx, lottery, all),
             sessions: Sessions { background: if job { BackgroundIn::Job } else { BackgroundIn::Task } },
             compiled_rules: vec![],
         }

@@ -17,6 +17,21 @@ pub struct Scheduler {
     pub kind: Kind,
     /// How allot's sched_ext scheduler picks the next task: "stride" or "lottery".
     pub draw: Draw,
+    /// Which tasks it schedules: "jobs" (allot's, a partial switch) or "all".
+    pub tasks: Tasks,
+}
+
+/// Which tasks allot's sched_ext scheduler schedules (docs/scx.md, "Coexistence").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tasks {
+    /// allot's jobs' threads only (a partial switch); every other task stays in the fair
+    /// class, which the kernel runs first.
+    #[default]
+    Jobs,
+    /// Every task of the machine: a task in no job weighs its nice weight, and allot's
+    /// jobs together `[outside] weight`.
+    All,
 }
 
 /// How allot's sched_ext scheduler picks the next task (docs/scx.md, "The lottery mode").
@@ -30,13 +45,17 @@ pub enum Draw {
     Lottery,
 }
 
-impl Draw {
-    /// The loader's `serve` arguments for this draw.
-    pub fn serve_args(self) -> &'static [&'static str] {
-        match self {
-            Draw::Stride => &["serve"],
-            Draw::Lottery => &["serve", "--lottery"],
+impl Scheduler {
+    /// The loader's arguments: `serve`, with `--all` and `--lottery` as asked.
+    pub fn serve_args(&self) -> Vec<&'static str> {
+        let mut a = vec!["serve"];
+        if self.tasks == Tasks::All {
+            a.push("--all");
         }
+        if self.draw == Draw::Lottery {
+            a.push("--lottery");
+        }
+        a
     }
 }
 
@@ -93,10 +112,21 @@ mod tests {
     fn stride_is_the_default_draw_and_lottery_is_read() {
         assert_eq!(Config::parse("t.toml".as_ref(), "").unwrap().scheduler.draw, Draw::Stride);
         assert_eq!(Config::parse("t.toml".as_ref(), "[scheduler]\ndraw = \"lottery\"\n").unwrap().scheduler.draw, Draw::Lottery);
-        assert_eq!(Draw::Lottery.serve_args(), ["serve", "--lottery"]);
-        assert_eq!(Draw::Stride.serve_args(), ["serve"]);
+        assert_eq!(Scheduler { draw: Draw::Lottery, ..Scheduler::default() }.serve_args(), ["serve", "--lottery"]);
+        assert_eq!(Scheduler::default().serve_args(), ["serve"]);
         let e = Config::parse("t.toml".as_ref(), "[scheduler]\ndraw = \"random\"\n").unwrap_err().to_string();
         assert!(e.contains("t.toml:2") && e.contains("random") && e.contains("stride") && e.contains("lottery"), "{e}");
+    }
+
+    #[test]
+    fn jobs_are_the_default_tasks_and_all_is_read() {
+        assert_eq!(Config::parse("t.toml".as_ref(), "").unwrap().scheduler.tasks, Tasks::Jobs);
+        let c = Config::parse("t.toml".as_ref(), "[scheduler]\ntasks = \"all\"\ndraw = \"lottery\"\n").unwrap();
+        assert_eq!(c.scheduler.tasks, Tasks::All);
+        assert_eq!(c.scheduler.serve_args(), ["serve", "--all", "--lottery"]);
+        assert_eq!(Scheduler { tasks: Tasks::All, ..Scheduler::default() }.serve_args(), ["serve", "--all"]);
+        let e = Config::parse("t.toml".as_ref(), "[scheduler]\ntasks = \"some\"\n").unwrap_err().to_string();
+        assert!(e.contains("t.toml:2") && e.contains("some") && e.contains("jobs") && e.contains("all"), "{e}");
     }
 
     #[test]

@@ -17,6 +17,9 @@
 #                   against `allot run -t 1`: the capped hog within 0.03 of 0.30 CPU (the
 #                   plan's hard cap, held by the BPF side's sinbin), the other measured
 #   daemon-background `allot run --background` beside `allot run`: at most 0.05 CPU
+#   daemon-all      SIGHUP with tasks = "all" loads it for every task (`allot status` says
+#                   so); an `allot run` hog against a hog allot does not manage: shares
+#                   within 0.05 of half each
 #   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
 case "${SCX_ONLY:-}" in ebs|boost|sim|storm|lottery) exit $fail ;; esac
 D=/tmp/allotd
@@ -131,6 +134,30 @@ sleep $WARM
 echo "SCX-STATE daemon-background: $(sched); hog policies $(policies "$@")"
 rate daemon-background $1:- $2:'<0.05' || fail=1
 $A show | sed 's/^/SCX-SHOW /'
+
+# [scheduler] tasks = "all" on a reload: every task is the scheduler's. One `allot run`
+# hog against a hog allot does not manage, on CPU 1: allot's jobs together weigh
+# [outside] weight (100: one nice-0 task), so half each (under the partial switch the
+# outside hog holds about 0.95: checks.sh's outside). Within 0.05: the job got 0.5206,
+# 0.5327 and 0.5128 in three runs on 2026-11-27, where the loader's outside-all gives
+# 0.50 (the cause is not found yet; docs/scx.md, "Not done yet")
+stop_hogs
+printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\ntasks = "all"\n' > $D/allot.toml
+kill -HUP $DP
+if took=$(until_sched 'every task, stride,' 60); then
+  echo "SCX-RESULT daemon-all: loaded for every task after ${took} s: $(sched); switch_all $(cat /sys/kernel/sched_ext/switch_all)"
+  $A run --strict -- taskset -c 1 sh -c "$loop" > /dev/null &
+  HOGS=$!
+  taskset -c 1 sh -c "$loop" &
+  HOGS="$HOGS $!"
+  set -- $HOGS
+  sleep $WARM
+  TOL=0.05 measure daemon-all-share $1:0.5 $2:0.5 || fail=1
+  echo "SCX-STATE daemon-all: the job's hog in $(cut -d: -f3 /proc/$1/cgroup | tr '\n' ' '), nice $(awk '{print $19}' /proc/$1/stat); the outside hog in $(cut -d: -f3 /proc/$2/cgroup | tr '\n' ' '), nice $(awk '{print $19}' /proc/$2/stat)"
+  $A show | sed 's/^/SCX-SHOW-ALL /'
+else
+  echo "SCX-RESULT daemon-all: not loaded for every task within 60 s: $(sched)"; fail=1
+fi
 
 kill $DP; wait $DP; drc=$?
 echo "SCX-STATE daemon stopped (exit $drc); last lines: $(tail -n 3 $D/daemon.log | tr '\n' '|')"

@@ -21,8 +21,8 @@ impl Daemon {
     pub fn sync_scx(&mut self) {
         let want = self.cfg().scheduler.kind == Kind::Scx && crate::config_scheduler::support().available;
         let running = matches!(self.scx().state(), State::Loading | State::Loaded { .. });
-        // a reload that changed [scheduler] draw loads it again in the new mode
-        let args = self.cfg().scheduler.draw.serve_args();
+        // a reload that changed [scheduler] draw or tasks loads it again in the new mode
+        let args = self.cfg().scheduler.serve_args();
         if want && (!running || self.scx().args() != args) {
             self.start_scx(&loader_path());
         } else if !want && !matches!(self.scx().state(), State::Off) {
@@ -32,9 +32,9 @@ impl Daemon {
 
     /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
     pub fn start_scx(&mut self, path: &std::path::Path) {
-        let args = self.cfg().scheduler.draw.serve_args();
+        let args = self.cfg().scheduler.serve_args();
         log::info!("scheduler: starting allot's sched_ext scheduler ({} {})", path.display(), args.join(" "));
-        self.scx_mut().start(path, args);
+        self.scx_mut().start(path, &args);
         if let State::Fallen { reason, .. } = self.scx().state().clone() {
             self.fell(reason); // could not even start it
             return;
