@@ -188,6 +188,18 @@ fn warnings(cfg: &Config, text: &str, names: &dyn Names) -> Vec<Finding> {
             }
         }
     }
+    // the sched_ext scheduler's settings under the cgroup backend: they choose nothing
+    if cfg.scheduler.kind == crate::config_scheduler::Kind::Cgroup {
+        use crate::config_scheduler::{Draw, Tasks};
+        for (key, set) in [("draw", cfg.scheduler.draw != Draw::Stride), ("tasks", cfg.scheduler.tasks != Tasks::Jobs)] {
+            if set {
+                warn(
+                    locate(text, &format!("scheduler.{key}")),
+                    format!("scheduler.{key} does nothing with kind = \"cgroup\": it is a setting of allot's sched_ext scheduler (kind = \"scx\", docs/scx.md)"),
+                );
+            }
+        }
+    }
     if let Some(only) = &cfg.users.only {
         for n in only {
             if let Some(why) = user(n) {

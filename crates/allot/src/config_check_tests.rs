@@ -156,6 +156,20 @@ fn unknown_users_and_groups_are_warned_about_where_they_are() {
     assert_eq!(got.len(), 4, "a uid, a named currency in [funding], known names: no warning; {got:#?}");
 }
 
+/// `[scheduler] draw` and `tasks` choose for the sched_ext scheduler only: set under the
+/// cgroup backend they are warned about at their lines; their defaults are not.
+#[test]
+fn the_sched_ext_scheduler_s_settings_under_the_cgroup_backend_are_a_warning() {
+    let r = run_check("draw", b"[scheduler]\nkind = \"cgroup\"\ndraw = \"lottery\"\ntasks = \"all\"\n");
+    assert!(r.ok, "{r:?}");
+    let got: Vec<(Option<usize>, &str)> = r.warnings.iter().map(|w| (w.line, w.message.as_str())).collect();
+    assert_eq!(got.len(), 2, "{got:#?}");
+    assert!(got[0].0 == Some(3) && got[0].1.starts_with("scheduler.draw does nothing with kind = \"cgroup\""), "{got:#?}");
+    assert!(got[1].0 == Some(4) && got[1].1.starts_with("scheduler.tasks does nothing"), "{got:#?}");
+    let r = run_check("defaults", b"[scheduler]\ndraw = \"stride\"\ntasks = \"jobs\"\n");
+    assert!(r.ok && r.warnings.is_empty(), "{r:?}");
+}
+
 /// An unknown user in a rule is the loader's error (the daemon would refuse the file), at
 /// the rule's line: NSS here, so the name is one no system has.
 #[test]
