@@ -139,7 +139,7 @@ $A show | sed 's/^/SCX-SHOW /'
 # hog against a hog allot does not manage, on CPU 1: allot's jobs together weigh
 # [outside] weight (100: one nice-0 task), so half each (under the partial switch the
 # outside hog holds about 0.95: checks.sh's outside). Within 0.05: the job got 0.5206,
-# 0.5327 and 0.5128 in three runs on 2026-11-27, where the loader's outside-all gives
+# 0.5327, 0.5128 and 0.5226 in four runs on 2026-11-27, where the loader's outside-all gives
 # 0.50 (the cause is not found yet; docs/scx.md, "Not done yet")
 stop_hogs
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\ntasks = "all"\n' > $D/allot.toml

@@ -16,12 +16,14 @@
 # CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: every
 # thread run, no ejection by the kernel's watchdog, each job within 0.05 of half; and 20
 # jobs that come and go, whose BPF-side entries go with their cgroups. Then lottery.sh:
-# the lottery mode at tickets 3:2:1, shares within 0.04 and spread per second as a
-# lottery's, beside stride scheduling's steadier shares. Then daemon.sh: allot's daemon with
+# the lottery mode at tickets 3:2:1, shares within 0.05 and an error that grows as a
+# lottery's (150 ms or more), beside stride scheduling's (below 100 ms). Then daemon.sh: allot's daemon with
 # [scheduler] kind = "scx" runs the scheduler for `allot run` jobs at 3:2:1, notices a
 # sysrq-S ejection within a second and falls back to the cgroup backend keeping every
-# job, loads it again on a reload, holds `allot run --cap '0.3!'` and `--background`
-# jobs as ebs.sh does, and unloads it at stop. --only bench runs bench.sh alone, which
+# job, loads it again on a reload (then in the lottery mode, on a reload with draw =
+# "lottery"), holds `allot run --cap '0.3!'` and `--background` jobs as ebs.sh does,
+# schedules every task on a reload with tasks = "all" (an `allot run` hog within 0.05 of
+# half against a hog it does not manage), and unloads it at stop. --only bench runs bench.sh alone, which
 # checks nothing: the side-by-side bench (docs/results/scx/): shares, insulation, Table 1
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
 # scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).
