@@ -17,13 +17,20 @@
 #define DRAW_FRAC_BITS 10
 #define LN2_Q16 45426ULL
 
-/* [0]: 1 the lottery mode, 0 stride scheduling (user space sets it); [1] the draws made,
- * [2] their sum in DRAW_ONE units (user space reads them). */
+/* Its one entry: the mode (1 the lottery mode, 0 stride scheduling; user space sets it),
+ * and the draws made and their sum in DRAW_ONE units (user space reads them). Laid out as
+ * src/lib.rs reads it. */
+struct draw {
+	u64 lottery;
+	u64 draws;
+	u64 sum;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 1);
 	__type(key, u32);
-	__type(value, u64);
+	__type(value, struct draw);
 } draw_mode SEC(".maps");
 
 /* -ln((r + 1) / 2^32) in DRAW_ONE units (allot_model::lottery::exp_draw) */
@@ -51,18 +58,15 @@ static u64 exp_draw(u32 r)
  * times a draw (allot_model::lottery::charge; used is far below 2^49 ns) */
 static u64 charged(u64 used)
 {
-	u32 zero = 0, one = 1, two = 2;
-	u64 *m = bpf_map_lookup_elem(&draw_mode, &zero), *n, *sum, x;
+	u32 zero = 0;
+	struct draw *d = bpf_map_lookup_elem(&draw_mode, &zero);
+	u64 x;
 
-	if (!m || !*m)
+	if (!d || !d->lottery)
 		return used;
 	x = exp_draw(bpf_get_prandom_u32());
-	n = bpf_map_lookup_elem(&draw_mode, &one);
-	sum = bpf_map_lookup_elem(&draw_mode, &two);
-	if (n && sum) {
-		__sync_fetch_and_add(n, 1);
-		__sync_fetch_and_add(sum, x);
-	}
+	__sync_fetch_and_add(&d->draws, 1);
+	__sync_fetch_and_add(&d->sum, x);
 	return used * x / DRAW_ONE;
 }
 

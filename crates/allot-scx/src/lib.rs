@@ -212,17 +212,17 @@ impl Scheduler {
     /// The lottery mode (`true`: each turn a draw by shares, with compensation tickets;
     /// bpf/lottery.h, allot_model::lottery) or stride scheduling (`false`, the default).
     pub fn set_lottery(&self, on: bool) -> Result<()> {
-        self.map("draw_mode")?.update(&0u32.to_ne_bytes(), &u64::from(on).to_ne_bytes(), MapFlags::ANY).context("writing the draw_mode map")
+        // struct draw (bpf/lottery.h): the mode, then the draws and their sum, from 0
+        let mut v = [0u8; 24];
+        v[..8].copy_from_slice(&u64::from(on).to_ne_bytes());
+        self.map("draw_mode")?.update(&0u32.to_ne_bytes(), &v, MapFlags::ANY).context("writing the draw_mode map")
     }
 
     /// The lottery mode's draws so far: how many, and their mean (1.0 expected).
     pub fn draws(&self) -> Result<(u64, f64)> {
-        let m = self.map("draw_mode")?;
-        let at = |k: u32| -> Result<u64> {
-            let v = m.lookup(&k.to_ne_bytes(), MapFlags::ANY).context("reading the draw_mode map")?.unwrap_or_default();
-            Ok(v.get(..8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes"))))
-        };
-        let (n, sum) = (at(1)?, at(2)?);
+        let v = self.map("draw_mode")?.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).context("reading the draw_mode map")?.unwrap_or_default();
+        let at = |i: usize| v.get(i * 8..i * 8 + 8).map_or(0, |b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+        let (n, sum) = (at(1), at(2));
         Ok((n, if n == 0 { 0.0 } else { sum as f64 / n as f64 / allot_model::lottery::ONE as f64 }))
     }
 

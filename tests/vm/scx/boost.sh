@@ -60,7 +60,7 @@ if boost_pair; then
   echo "SCX-RESULT boost: the probe's $said"
   return
 fi
-echo "SCX-STATE boost: missed ($said); the pair once more"
+echo "SCX-STATE boost: missed ($said; the guest's load $(cut -d' ' -f1-3 /proc/loadavg)); the pair once more"
 if boost_pair; then
   echo "SCX-RESULT boost: the probe's $said (the second pair; the first missed)"
 else

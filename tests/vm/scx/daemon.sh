@@ -90,28 +90,26 @@ $A metrics 2>/dev/null | grep '^allot_scheduler_scx' | sed 's/^/SCX-METRIC /'
 $A metrics 2>/dev/null | grep -q '^allot_scheduler_scx_ejections_total 1' || { echo "SCX-RESULT daemon-sysrq: the metrics do not count the ejection"; fail=1; }
 measure daemon-fallback $1:0.5 $2:0.3333 $3:0.1667 || fail=1
 
-kill -HUP $DP
-if took=$(until_sched 'scx (allot_stride loaded' 60); then
-  sleep 2
-  pol=$(policies "$@")
-  echo "SCX-RESULT daemon-reload: loaded again after ${took} s; hog policies $pol"
-  [ "$pol" = "7 7 7 " ] || fail=1
-else
-  echo "SCX-RESULT daemon-reload: not loaded again within 60 s: $(sched)"; fail=1
-fi
+# reloaded NAME PATTERN HOG...: SIGHUP; the scheduler line matches PATTERN within 60 s
+# and the hogs are SCHED_EXT
+reloaded() {
+  name=$1 pattern=$2; shift 2
+  kill -HUP $DP
+  if took=$(until_sched "$pattern" 60); then
+    sleep 2
+    pol=$(policies "$@")
+    echo "SCX-RESULT $name: loaded again after ${took} s: $(sched); hog policies $pol"
+    [ "$pol" = "7 7 7 " ] || fail=1
+  else
+    echo "SCX-RESULT $name: not loaded so within 60 s: $(sched)"; fail=1
+  fi
+}
+reloaded daemon-reload 'scx (allot_stride loaded' "$@"
 
 # [scheduler] draw = "lottery" on a reload: loaded again in the lottery mode (lottery.sh
 # checks its shares; the cap and background below run under it)
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\ndraw = "lottery"\n' > $D/allot.toml
-kill -HUP $DP
-if took=$(until_sched 'switch), lottery,' 60); then
-  sleep 2
-  pol=$(policies "$@")
-  echo "SCX-RESULT daemon-lottery: loaded in the lottery mode after ${took} s: $(sched); hog policies $pol"
-  [ "$pol" = "7 7 7 " ] || fail=1
-else
-  echo "SCX-RESULT daemon-lottery: not in the lottery mode within 60 s: $(sched)"; fail=1
-fi
+reloaded daemon-lottery 'switch), lottery,' "$@"
 
 # EBS through the daemon: the table carries a hard cap and background
 loop='while :; do :; done'
