@@ -67,4 +67,4 @@ else
   echo "SCX-RESULT boost: $said, and the first pair missed too: wanted fewer ms with it and some boosted"; fail=1
 fi
 }
-case "${SCX_ONLY:-}" in ''|boost) boost_checks ;; esac
+if only boost; then boost_checks; fi

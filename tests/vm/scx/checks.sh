@@ -3,7 +3,7 @@
 # for the jobs. A hog's CPU time is the first field of /proc/PID/schedstat (ns on CPU),
 # read after WARM s and again WINDOW s later. Prints SCX-RESULT lines (checks) and
 # SCX-MEASURE lines (measured, not checked); daemon.sh follows it and exits 1 if any
-# check of either failed. SCX_ONLY=daemon or ebs skips these and runs daemon.sh's or
+# check of either failed. SCX_ONLY without "checks" skips these and runs daemon.sh's or
 # ebs.sh's alone.
 #   ratio       tickets 3:2:1 in one currency: shares within 0.02 of 1/2, 1/3, 1/6
 #   insulation  currencies alice and bob funded alike; alice 1 hog, bob 5 hogs in one job:
@@ -23,6 +23,10 @@
 #   sysrq       sysrq-S ejects the scheduler: the loader sees it within 2 s and names it
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 set -u
+# only PART: whether this run holds PART's checks. SCX_ONLY is a comma-separated set of
+# checks (the loader's, in this file), ebs, boost, sim, storm, lottery, daemon and bench;
+# unset, every part but bench (run.sh --only).
+only() { case ",${SCX_ONLY:-checks,ebs,boost,sim,storm,lottery,daemon}," in *",$1,"*) return 0 ;; esac; return 1; }
 WARM=${SCX_WARM:-5}
 WINDOW=${SCX_WINDOW:-20}
 fail=0
@@ -91,7 +95,7 @@ after() {
 }
 loader() { allot-scx run "$@" --for $((WARM + WINDOW + 3)) & LP=$!; sleep $WARM; }
 
-# The loader's checks (SCX_ONLY=daemon skips them: daemon.sh's alone).
+# The loader's checks (only when SCX_ONLY holds "checks", or is unset).
 loader_done() { wait $LP; lrc=$?; [ $lrc = 0 ] || { echo "SCX-RESULT $1: loader exit $lrc"; fail=1; }; }
 loader_checks() {
 
@@ -156,4 +160,4 @@ else
 fi
 stop_hogs; after sysrq
 }
-[ -z "${SCX_ONLY:-}" ] && loader_checks
+if only checks; then loader_checks; fi

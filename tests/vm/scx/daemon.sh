@@ -21,7 +21,7 @@
 #                   so); an `allot run` hog against a hog allot does not manage: shares
 #                   within 0.05 of half each
 #   daemon-stop     SIGTERM: the daemon unloads it; no task is SCHED_EXT, sched_ext disabled
-case "${SCX_ONLY:-}" in ebs|boost|sim|storm|lottery) exit $fail ;; esac
+only daemon || exit $fail
 D=/tmp/allotd
 mkdir -p $D
 printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n' > $D/allot.toml

@@ -55,4 +55,4 @@ rate background-alone $2:'>0.90' || fail=1
 wait $LP; lrc=$?; cat /tmp/bg.out | sed 's/^/SCX-LOADER /'; [ $lrc = 0 ] || { echo "SCX-RESULT background: loader exit $lrc"; fail=1; }
 stop_hogs; after background
 }
-case "${SCX_ONLY:-}" in ''|ebs) ebs_checks ;; esac
+if only ebs; then ebs_checks; fi

@@ -69,4 +69,4 @@ lottery_checks() {
     echo "SCX-RESULT lottery-stride: FAILED: shares and largest error: ${*:-none} (want 1/2 1/3 1/6 within 0.02, below 100 ms)"; fail=1
   fi
 }
-case "${SCX_ONLY:-}" in ''|lottery) lottery_checks ;; esac
+if only lottery; then lottery_checks; fi

@@ -28,8 +28,14 @@
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
 # scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).
 #
-#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only daemon|ebs|boost|sim|storm|lottery|bench]
+#   tests/vm/scx/run.sh [--allot-scx PATH] [--allot PATH] [--only PART[,PART...]]
 #                       [tests/vm/run.sh options...]
+#
+# PART: checks (the loader's: ratio, insulation, sleepers, outside, sysrq), ebs, boost,
+# sim, storm, lottery, daemon, bench; without --only every part but bench. VMs with parts
+# split between them can run side by side, given each its own --log and --stdout (each is
+# one host thread of single-threaded TCG; scripts/test runs two so, then the boost and
+# the lottery alone).
 #
 # The binaries default to target/release/allot-scx and target/release/allot (cargo build
 # --release --workspace); allot-scx goes beside allot in the guest, where the daemon
@@ -51,7 +57,11 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --allot-scx) BIN=$2; shift 2 ;;
     --allot) ALLOT=$2; shift 2 ;;
-    --only) case "${2:-}" in daemon|ebs|boost|sim|storm|lottery|bench) ;; *) echo "scx-vm: --only takes daemon, ebs, boost, sim, storm, lottery or bench, got '${2:-}'" >&2; exit 2 ;; esac
+    --only) [ -n "${2:-}" ] || { echo "scx-vm: --only needs parts: checks, ebs, boost, sim, storm, lottery, daemon or bench, comma-separated" >&2; exit 2; }
+            IFS=, read -ra parts <<< "$2"
+            for p in "${parts[@]}"; do
+              case "$p" in checks|ebs|boost|sim|storm|lottery|daemon|bench) ;; *) echo "scx-vm: --only takes checks, ebs, boost, sim, storm, lottery, daemon or bench (comma-separated), got '$p' in '$2'" >&2; exit 2 ;; esac
+            done
             ONLY=(--env SCX_ONLY=$2); shift 2 ;;
     *) break ;;
   esac

@@ -65,4 +65,4 @@ sim_scenario() {
 sim_checks() {
   for s in fig3-ratio table5-insulation table1-bimodal; do sim_scenario $s; done
 }
-case "${SCX_ONLY:-}" in ''|sim) sim_checks ;; esac
+if only sim; then sim_checks; fi

@@ -144,4 +144,4 @@ jobs_checks() {
   fi
   after storm-jobs
 }
-case "${SCX_ONLY:-}" in ''|storm) storm_checks ;; esac
+if only storm; then storm_checks; fi
