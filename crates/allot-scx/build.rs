@@ -13,6 +13,7 @@ fn main() {
     println!("cargo:rerun-if-changed=bpf/wake.h");
     println!("cargo:rerun-if-changed=bpf/quantum.h");
     println!("cargo:rerun-if-changed=bpf/lottery.h");
+    println!("cargo:rerun-if-changed=bpf/cap.h");
     println!("cargo:rerun-if-env-changed=CLANG");
     let candidates: Vec<String> = match std::env::var("CLANG") {
         Ok(c) => vec![c],

@@ -19,7 +19,8 @@
  *
  * Caps and background as the Entitlement Based Scheduler (EBS; Lee, "O(1) Entitlement
  * Based Scheduler", LKML 2004) holds them: a job with a
- * hard cap of C CPUs may use C * CAP_PERIOD ns of CPU each CAP_PERIOD; once it has, it is
+ * hard cap of C CPUs (or whose currency has one, cap.h) may use C * CAP_PERIOD ns of CPU
+ * each CAP_PERIOD; once it has, it is
  * in the sinbin: its tasks wait in SINBIN_DSQ, never dispatched, until its usage rate
  * falls back (a period's budget repaid; use past the budget is carried as debt). A timer
  * every TICK_NS moves the tasks whose job left the sinbin back to the shared queue and
@@ -79,6 +80,10 @@ struct job {
 	u64 flags;
 	/* Its entitlement over WINDOW_NS, ns of CPU (0: never boosted). */
 	u64 boost;
+	/* Its currency's key when the currency has a hard cap (0: none), and that cap: ns of
+	 * CPU per CAP_PERIOD for all the currency's jobs together (cap.h). */
+	u64 group;
+	u64 group_cap;
 };
 
 struct {
@@ -118,50 +123,7 @@ static s64 *runnable_of(u64 job)
 	return value_of(&runnable, &job, &zero);
 }
 
-/* A capped job's use, by its cgroup id: the period it is in (ns / CAP_PERIOD) and the
- * CPU it used in it, past periods' excess carried as debt. Written by the BPF side only. */
-struct usage {
-	u64 period;
-	u64 used;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u64);
-	__type(value, struct usage);
-} usages SEC(".maps");
-
-/* The job's use, its period rolled forward to now's (each period past repays a budget). */
-static struct usage *usage_of(u64 job, struct job *j, u64 now)
-{
-	struct usage zero = { .period = now / CAP_PERIOD, .used = 0 }, *u;
-	u64 k;
-
-	u = value_of(&usages, &job, &zero);
-	if (!u)
-		return NULL;
-	if (now / CAP_PERIOD != u->period) {
-		k = now / CAP_PERIOD - u->period;
-		if (k > 64 || u->used <= k * j->cap)
-			u->used = 0;
-		else
-			u->used -= k * j->cap;
-		u->period = now / CAP_PERIOD;
-	}
-	return u;
-}
-
-/* The job is in the sinbin: over its hard cap in this period. */
-static bool held(u64 job, struct job *j, u64 now)
-{
-	struct usage *u;
-
-	if (!j || !j->cap)
-		return false;
-	u = usage_of(job, j, now);
-	return u && u->used >= j->cap;
-}
+#include "cap.h"
 
 /* A job's pass, by its cgroup id: what all of its tasks ran, at the job's whole share
  * (where a task's own pass is charged at the job's share split among its runnable tasks).
@@ -456,18 +418,17 @@ void BPF_STRUCT_OPS(allot_running, struct task_struct *p)
 	u64 job = cgroup_id(p), now = bpf_ktime_get_ns();
 	struct job *j = bpf_map_lookup_elem(&jobs, &job);
 	struct task_ctx *t = ctx_of(p);
-	struct usage *u;
+	u64 left;
 
 	if (before(vtime_now, p->scx.dsq_vtime))
 		vtime_now = p->scx.dsq_vtime;
 	if (background(j))
 		bg_last = now;
-	/* a capped job's task stops when the job's budget for this period is spent */
-	if (j && j->cap) {
-		u = usage_of(job, j, now);
-		if (u && u->used < j->cap && j->cap - u->used < p->scx.slice)
-			p->scx.slice = j->cap - u->used;
-	}
+	/* a capped job's task stops when the job's (or its currency's) budget for this
+	 * period is spent */
+	left = cap_left(job, j, now);
+	if (left && left < p->scx.slice)
+		p->scx.slice = left;
 	if (t) {
 		t->slice = p->scx.slice;
 		t->exec = p->se.sum_exec_runtime;
@@ -493,7 +454,6 @@ void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 	struct task_ctx *t = ctx_of(p);
 	u64 job = cgroup_id(p), used, now, ran;
 	struct job *j;
-	struct usage *u;
 
 	/* the CPU time it ran; the stride scaled by it. Not the part of the slice used: a
 	 * task preempted by a boosted wakeup has its slice cut to 0 (SCX_ENQ_PREEMPT), and
@@ -508,15 +468,12 @@ void BPF_STRUCT_OPS(allot_stopping, struct task_struct *p, bool runnable)
 	j = bpf_map_lookup_elem(&jobs, &job);
 	if (j)
 		charge_job(job, j, used);
-	/* charged to a capped job's period and a boosted job's window: the CPU time it ran */
+	/* charged to a capped job's (and currency's) period and a boosted job's window: the
+	 * CPU time it ran */
 	if (j && t && p->se.sum_exec_runtime >= t->exec) {
 		now = bpf_ktime_get_ns();
 		ran = p->se.sum_exec_runtime - t->exec;
-		if (j->cap) {
-			u = usage_of(job, j, now);
-			if (u)
-				__sync_fetch_and_add(&u->used, ran);
-		}
+		cap_charge(job, j, now, ran);
 		if (j->boost)
 			window_charge(job, now, ran);
 	}

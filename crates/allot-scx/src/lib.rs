@@ -197,15 +197,16 @@ impl Scheduler {
         self.obj.maps().find(|m| m.name() == name).with_context(|| format!("no map {name} in the BPF object"))
     }
 
-    /// Describes a job: its cgroup's id, share (base units, from [`flatten`]), hard cap
-    /// ([`cap_ns`]; 0: none), whether it is a background job, and its entitlement over the
-    /// boost window (`allot_model::wake::entitlement_ns`; 0: its wakeups are never boosted).
-    pub fn set_job(&self, cgroup_id: u64, share: u64, cap_ns: u64, background: bool, boost_ns: u64) -> Result<()> {
-        let mut v = Vec::with_capacity(32);
-        v.extend_from_slice(&share.to_ne_bytes());
-        v.extend_from_slice(&cap_ns.to_ne_bytes());
-        v.extend_from_slice(&(if background { JOB_BACKGROUND } else { 0 }).to_ne_bytes());
-        v.extend_from_slice(&boost_ns.to_ne_bytes());
+    /// Describes a job by its cgroup's id: its share (base units, from [`flatten`]), hard
+    /// cap ([`cap_ns`]; 0: none), its currency's key and hard cap (0: none; bpf/cap.h),
+    /// whether it is a background job, and its entitlement over the boost window
+    /// (`allot_model::wake::entitlement_ns`; 0: its wakeups are never boosted).
+    pub fn set_job(&self, cgroup_id: u64, t: &serve::Terms) -> Result<()> {
+        // struct job (bpf/allot_stride.bpf.c): share, cap, flags, boost, group, group_cap
+        let mut v = Vec::with_capacity(48);
+        for x in [t.share, t.cap_ns, if t.background { JOB_BACKGROUND } else { 0 }, t.boost_ns, t.group, t.group_cap_ns] {
+            v.extend_from_slice(&x.to_ne_bytes());
+        }
         self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")
     }
 

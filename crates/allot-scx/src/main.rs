@@ -2,7 +2,8 @@
 //! measurement; `serve` for the daemon (`[scheduler] kind = "scx"`, docs/scx.md).
 //!
 //!   allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]...
-//!                 [--cap CGROUP=CPUS]... [--background CGROUP]...
+//!                 [--cap CGROUP=CPUS]... [--currency-cap CURRENCY=CPUS]...
+//!                 [--background CGROUP]...
 //!                 [--outside-weight W] [--all] [--lottery] [--no-boost]
 //!                 [--no-boost-for CGROUP]... [--for SECS]
 //!   allot-scx serve [--all] [--lottery]  (the daemon's: a job table on stdin, src/serve.rs)
@@ -17,13 +18,15 @@
 //! (`--all`: every task of the machine is the scheduler's, not only those; `--lottery`: each
 //! turn a draw by shares, the lottery mode of docs/scx.md, not stride scheduling), and runs until
 //! SIGINT or SIGTERM, `--for` seconds, or the kernel ejects it. `--cap` gives a job a
-//! hard cap in CPUs (held by the sinbin), `--background` makes a job a background one
+//! hard cap in CPUs (held by the sinbin), `--currency-cap` a currency's jobs one together
+//! (bpf/cap.h), `--background` makes a job a background one
 //! (it runs only when no other job's task is runnable on the CPU). A foreground job's
 //! wakeups are boosted while it used less than half its entitlement over the boost window
 //! (allot_model::wake); `--no-boost` turns that off, `--no-boost-for` for one job (a
 //! probe beside a boosted one, to measure the boost in one run). Then it puts those threads
 //! back in the fair class, detaches, and prints why the scheduler left.
 
+use allot_scx::serve::{CurrencyKeys, Terms};
 use allot_scx::{cgroup_id, flatten, set_policy, threads, JobSpec, Scheduler};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -40,6 +43,7 @@ struct Args {
     jobs: Vec<JobSpec>,
     funding: BTreeMap<String, u64>,
     caps: BTreeMap<String, f64>,
+    currency_caps: BTreeMap<String, f64>,
     background: Vec<String>,
     run_for: Option<Duration>,
     outside_weight: u64,
@@ -49,7 +53,7 @@ struct Args {
     no_boost_for: Vec<String>,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] [--lottery] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--lottery] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
+const USAGE: &str = "usage: allot-scx serve [--all] [--lottery] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--currency-cap CURRENCY=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--lottery] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -59,6 +63,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
         jobs: vec![],
         funding: BTreeMap::new(),
         caps: BTreeMap::new(),
+        currency_caps: BTreeMap::new(),
         background: vec![],
         run_for: None,
         outside_weight: 100,
@@ -107,6 +112,15 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
                     .with_context(|| format!("--cap {val:?}: CPUS must be above 0 and at most 4096"))?;
                 a.caps.insert(c.into(), n);
             }
+            "--currency-cap" => {
+                let (c, n) = val.rsplit_once('=').with_context(|| format!("--currency-cap wants CURRENCY=CPUS, got {val:?}"))?;
+                let n: f64 = n
+                    .parse()
+                    .ok()
+                    .filter(|n: &f64| n.is_finite() && *n > 0.0 && *n <= 4096.0)
+                    .with_context(|| format!("--currency-cap {val:?}: CPUS must be above 0 and at most 4096"))?;
+                a.currency_caps.insert(c.into(), n);
+            }
             "--background" => a.background.push(val),
             "--no-boost-for" => a.no_boost_for.push(val),
             "--outside-weight" => {
@@ -128,6 +142,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
             bail!("--cap, --background and --no-boost-for name a --job's cgroup; {c:?} is none of them");
         }
     }
+    for c in a.currency_caps.keys() {
+        if !a.jobs.iter().any(|j| j.currency == *c) {
+            bail!("--currency-cap names a --job's currency; {c:?} is none of theirs");
+        }
+    }
     Ok(a)
 }
 
@@ -135,6 +154,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
 /// (each switched thread's id into `switched`); a line per job to print once attached.
 fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) -> Result<Vec<String>> {
     let mut lines = Vec::new();
+    let mut keys = CurrencyKeys::default();
     for (j, share) in a.jobs.iter().zip(shares) {
         let name = j.cgroup.display().to_string();
         let cap = a.caps.get(&name).copied();
@@ -144,7 +164,20 @@ fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) ->
         } else {
             0
         };
-        s.set_job(cgroup_id(&j.cgroup)?, *share, cap.map_or(0, allot_scx::cap_ns), bg, boost)?;
+        let ccap = a.currency_caps.get(&j.currency).copied();
+        let group = match ccap {
+            Some(_) => keys.key(&j.currency).map_err(anyhow::Error::msg)?,
+            None => 0,
+        };
+        let terms = Terms {
+            share: *share,
+            cap_ns: cap.map_or(0, allot_scx::cap_ns),
+            group,
+            group_cap_ns: ccap.map_or(0, allot_scx::cap_ns),
+            background: bg,
+            boost_ns: boost,
+        };
+        s.set_job(cgroup_id(&j.cgroup)?, &terms)?;
         let mut n = 0;
         for tid in threads(&j.cgroup)? {
             match set_policy(tid, true) {
@@ -156,7 +189,8 @@ fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) ->
                 Err(e) => bail!("putting thread {tid} of {} in sched_ext: {e}", j.cgroup.display()),
             }
         }
-        let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"));
+        let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"))
+            + &ccap.map_or(String::new(), |c| format!(" (its currency's hard cap {c} CPUs)"));
         let bg = if bg { " background" } else { "" };
         let boost = if boost > 0 {
             format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, allot_model::wake::WINDOW_NS / 1_000_000)

@@ -2,9 +2,12 @@
 //! links this crate (it is GPL-2.0-only, allot is not): it starts this program and talks
 //! to it over a pipe.
 //!
-//! stdin, a table at a time: lines `job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`
+//! stdin, a table at a time: lines
+//! `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background] CGROUP-DIR`
 //! (SHARE in base units, already flattened by the daemon from its plan; CPUS a hard cap,
-//! held by the sinbin; NS the job's entitlement over the boost window,
+//! held by the sinbin; currency-cap the hard cap of the job's currency, held by the sinbin
+//! for all the jobs that name that currency together, bpf/cap.h; NS the job's entitlement
+//! over the boost window,
 //! allot_model::wake::entitlement_ns: its wakeups are boosted while it used less than half
 //! of it, and without it never; background: dispatched only when no other task of allot's
 //! is runnable on the CPU) and then a line `end`. Each table replaces the
@@ -41,14 +44,18 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// What the scheduler is told of a job: its share, hard cap (ns per period, 0: none) and
-/// whether it is a background job.
+/// What the scheduler is told of a job: its share, hard cap (ns per period, 0: none),
+/// its currency's hard cap and whether it is a background job.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Terms {
     /// Share in base units.
     pub share: u64,
     /// Hard cap, [`crate::cap_ns`].
     pub cap_ns: u64,
+    /// Its currency's key when the currency has a hard cap ([`CurrencyKeys`]; 0: none).
+    pub group: u64,
+    /// That currency's hard cap, [`crate::cap_ns`], for all its jobs together.
+    pub group_cap_ns: u64,
     /// A background job.
     pub background: bool,
     /// Its entitlement over the boost window, ns (0: not boosted).
@@ -63,25 +70,61 @@ struct Job {
     ext: HashSet<i32>,
 }
 
-const JOB_LINE: &str = "`job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`";
+const JOB_LINE: &str = "`job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background] CGROUP-DIR`";
 
-/// Parses `job SHARE [cap=CPUS] [boost=NS] [background] CGROUP-DIR`.
-pub fn parse_job(line: &str) -> Result<(PathBuf, Terms), String> {
+/// The keys of capped currencies in the BPF side's `currency_usages` (struct job's group),
+/// one per currency name for the loader's life, never reused: a budget is never handed
+/// to another currency, whatever the tables that follow.
+#[derive(Debug, Default)]
+pub struct CurrencyKeys(BTreeMap<String, u64>);
+
+/// At most this many currency names get a key (the BPF map's size).
+const MAX_CURRENCIES: usize = 65536;
+
+impl CurrencyKeys {
+    /// The key of currency `name` (1..=65536), given at its first use.
+    pub fn key(&mut self, name: &str) -> Result<u64, String> {
+        if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@".contains(&b)) {
+            return Err(format!("a currency is 1 to 64 of A-Z a-z 0-9 . _ - @, got {name:?}"));
+        }
+        if let Some(k) = self.0.get(name) {
+            return Ok(*k);
+        }
+        if self.0.len() >= MAX_CURRENCIES {
+            return Err(format!("no room for currency {name:?}: {MAX_CURRENCIES} currencies have had caps"));
+        }
+        let k = self.0.len() as u64 + 1;
+        self.0.insert(name.to_string(), k);
+        Ok(k)
+    }
+}
+
+/// A cap's CPUs: above 0 and at most 4096.
+fn cap_cpus(what: &str, c: &str) -> Result<u64, String> {
+    c.parse()
+        .ok()
+        .filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
+        .map(crate::cap_ns)
+        .ok_or_else(|| format!("{what} must be a number of CPUs above 0 and at most 4096, got {c:?}"))
+}
+
+/// Parses `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background]
+/// CGROUP-DIR`, a capped currency's key from `keys`.
+pub fn parse_job(line: &str, keys: &mut CurrencyKeys) -> Result<(PathBuf, Terms), String> {
     let rest = line.strip_prefix("job ").ok_or_else(|| format!("wanted {JOB_LINE} or `end`"))?;
     let (share, mut rest) = rest.split_once(' ').ok_or_else(|| format!("wanted {JOB_LINE}"))?;
     let share: u64 = share.parse().ok().filter(|s| *s >= 1).ok_or_else(|| format!("share must be a whole number 1 or more, got {share:?}"))?;
-    let mut t = Terms { share, cap_ns: 0, background: false, boost_ns: 0 };
+    let mut t = Terms { share, ..Terms::default() };
     while !rest.starts_with('/') {
         let (word, more) = rest.split_once(' ').ok_or_else(|| format!("the cgroup must be an absolute directory, got {rest:?}"))?;
         if word == "background" {
             t.background = true;
         } else if let Some(c) = word.strip_prefix("cap=") {
-            let cpus: f64 = c
-                .parse()
-                .ok()
-                .filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
-                .ok_or_else(|| format!("cap must be a number of CPUs above 0 and at most 4096, got {c:?}"))?;
-            t.cap_ns = crate::cap_ns(cpus);
+            t.cap_ns = cap_cpus("cap", c)?;
+        } else if let Some(cc) = word.strip_prefix("currency-cap=") {
+            let (name, c) = cc.rsplit_once(':').ok_or_else(|| format!("currency-cap wants CURRENCY:CPUS, got {cc:?}"))?;
+            t.group_cap_ns = cap_cpus("currency-cap", c)?;
+            t.group = keys.key(name)?;
         } else if let Some(n) = word.strip_prefix("boost=") {
             t.boost_ns = n
                 .parse()
@@ -89,7 +132,9 @@ pub fn parse_job(line: &str) -> Result<(PathBuf, Terms), String> {
                 .filter(|n| *n <= allot_model::wake::WINDOW_NS)
                 .ok_or_else(|| format!("boost must be ns of CPU 0..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
         } else {
-            return Err(format!("unknown term {word:?}: wanted cap=CPUS, boost=NS, background or the cgroup's absolute directory"));
+            return Err(format!(
+                "unknown term {word:?}: wanted cap=CPUS, currency-cap=CURRENCY:CPUS, boost=NS, background or the cgroup's absolute directory"
+            ));
         }
         rest = more;
     }
@@ -176,6 +221,7 @@ pub fn serve(all: bool, lottery: bool) -> Result<()> {
     let mut table: BTreeMap<PathBuf, Job> = BTreeMap::new();
     let mut pending: Vec<(PathBuf, Terms)> = vec![];
     let mut retired = Retired::new();
+    let mut keys = CurrencyKeys::default();
     let mut next_sweep = Instant::now() + Duration::from_secs(1);
     let ejected: Option<State> = loop {
         let st = s.state()?;
@@ -222,7 +268,7 @@ pub fn serve(all: bool, lottery: bool) -> Result<()> {
                     }
                     retired.remove(&id);
                     if j.terms != Some(terms) {
-                        s.set_job(id, terms.share, terms.cap_ns, terms.background, terms.boost_ns)?;
+                        s.set_job(id, &terms)?;
                         j.terms = Some(terms);
                     }
                     n += sweep(&dir, j, !all);
@@ -237,7 +283,7 @@ pub fn serve(all: bool, lottery: bool) -> Result<()> {
                 Err(e) => println!("bad maps: {e:#}"),
             },
             Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => match parse_job(&line) {
+            Ok(Some(line)) => match parse_job(&line, &mut keys) {
                 Ok(j) => pending.push(j),
                 Err(e) => println!("bad {line}: {e}"),
             },
@@ -297,11 +343,13 @@ mod tests {
 
     #[test]
     fn job_lines_are_read_or_refused_naming_why() {
-        let plain = Terms { share: 50000, cap_ns: 0, background: false, boost_ns: 0 };
+        let k = &mut CurrencyKeys::default();
+        let mut parse_job = |l: &str| parse_job(l, k);
+        let plain = Terms { share: 50000, ..Terms::default() };
         assert_eq!(parse_job("job 50000 /sys/fs/cgroup/allot/u/j 1").unwrap(), (PathBuf::from("/sys/fs/cgroup/allot/u/j 1"), plain));
         assert_eq!(
             parse_job("job 7 cap=0.3 background /a b").unwrap(),
-            (PathBuf::from("/a b"), Terms { share: 7, cap_ns: 30_000_000, background: true, boost_ns: 0 })
+            (PathBuf::from("/a b"), Terms { share: 7, cap_ns: 30_000_000, background: true, ..Terms::default() })
         );
         assert_eq!(parse_job("job 7 boost=250000000 /a").unwrap().1, Terms { boost_ns: 250_000_000, ..Terms { share: 7, ..plain } });
         assert!(parse_job("job 7 boost=500000001 /a").unwrap_err().contains("got \"500000001\""));
@@ -312,5 +360,37 @@ mod tests {
         assert!(parse_job("job 5 cap=inf /x").unwrap_err().contains("at most 4096"));
         assert!(parse_job("job 5 idle /x").unwrap_err().contains("unknown term \"idle\""));
         assert!(parse_job("jobs 5 /x").unwrap_err().contains("end"));
+    }
+
+    #[test]
+    fn a_currency_cap_names_its_currency_whose_key_stays_its_own() {
+        let mut k = CurrencyKeys::default();
+        let t = |l: &str, k: &mut CurrencyKeys| parse_job(l, k).map(|(_, t)| t);
+        let a = t("job 7 currency-cap=user-1000:0.4 /a", &mut k).unwrap();
+        assert_eq!((a.group, a.group_cap_ns, a.cap_ns), (1, 40_000_000, 0));
+        let b = t("job 7 cap=0.1 currency-cap=ci:2 /b", &mut k).unwrap();
+        assert_eq!((b.group, b.group_cap_ns, b.cap_ns), (2, 200_000_000, 10_000_000));
+        // the same name, the same key, in any later table
+        assert_eq!(t("job 9 currency-cap=user-1000:0.5 /c", &mut k).unwrap().group, 1);
+        for (bad, why) in [
+            ("job 7 currency-cap=user-1000 /a", "CURRENCY:CPUS"),
+            ("job 7 currency-cap=user-1000:0 /a", "got \"0\""),
+            ("job 7 currency-cap=user-1000:nan /a", "at most 4096"),
+            ("job 7 currency-cap=:1 /a", "got \"\""),
+            ("job 7 currency-cap=a b:1 /a", "CURRENCY:CPUS, got \"a\""),
+            ("job 7 currency-cap=a/b:1 /a", "got \"a/b\""),
+        ] {
+            let e = t(bad, &mut k).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let long = "x".repeat(65);
+        assert!(t(&format!("job 7 currency-cap={long}:1 /a"), &mut k).unwrap_err().contains("1 to 64"));
+        // keys are bounded: the map's size
+        let mut full = CurrencyKeys::default();
+        for i in 0..MAX_CURRENCIES {
+            full.key(&format!("c{i}")).unwrap();
+        }
+        assert_eq!(full.key("c7").unwrap(), 8);
+        assert!(full.key("one-more").unwrap_err().contains("no room"));
     }
 }

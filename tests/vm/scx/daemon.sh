@@ -17,6 +17,9 @@
 #                   against `allot run -t 1`: the capped hog within 0.03 of 0.30 CPU (the
 #                   plan's hard cap, held by the BPF side's sinbin), the other measured
 #   daemon-background `allot run --background` beside `allot run`: at most 0.05 CPU
+#   daemon-currency-cap `allot fund 0 --cap 0.4!`: two `allot run` hogs of root's currency
+#                   together within 0.03 of 0.40 CPU (the BPF side's sinbin for the
+#                   currency, bpf/cap.h), the cap taken off after
 #   daemon-all      SIGHUP with tasks = "all" loads it for every task (`allot status` says
 #                   so); an `allot run` hog against a hog allot does not manage: shares
 #                   within 0.05 of half each
@@ -132,6 +135,22 @@ sleep $WARM
 echo "SCX-STATE daemon-background: $(sched); hog policies $(policies "$@")"
 rate daemon-background $1:- $2:'<0.05' || fail=1
 $A show | sed 's/^/SCX-SHOW /'
+stop_hogs
+if $A fund 0 --cap '0.4!' > /tmp/fund.out 2>&1; then
+  $A run --strict -- taskset -c 1 sh -c "$loop" > /dev/null &
+  HOGS=$!
+  $A run --strict -- taskset -c 1 sh -c "$loop" > /dev/null &
+  HOGS="$HOGS $!"
+  set -- $HOGS
+  sleep $WARM
+  # the currency's directory: the parent of the first hog's job
+  cur=/sys/fs/cgroup$(dirname "$(grep '^0::' /proc/$1/cgroup | cut -d: -f3)")
+  echo "SCX-STATE daemon-currency-cap: $(sched); hog policies $(policies "$@"); both hogs in $cur: $(cat $cur/*/cgroup.procs | grep -c -e "^$1\$" -e "^$2\$")"
+  rate daemon-currency-cap $cur:0.40:0.03 || fail=1
+  $A fund 0 --cap none > /dev/null 2>&1 || { echo "SCX-RESULT daemon-currency-cap: allot fund 0 --cap none failed"; fail=1; }
+else
+  echo "SCX-RESULT daemon-currency-cap: allot fund 0 --cap 0.4! failed: $(cat /tmp/fund.out)"; fail=1
+fi
 
 # [scheduler] tasks = "all" on a reload: every task is the scheduler's. One `allot run`
 # hog against a hog allot does not manage, on CPU 1: allot's jobs together weigh

@@ -7,6 +7,9 @@
 #               the rest: a hard cap holds always)
 #   background  a background job's hog beside a foreground job's hog: at most 0.05; then
 #               the foreground hog stopped: the background hog alone at least 0.90
+#   currency-cap alice's two jobs (funding 300, currency cap 0.4) against bob's one
+#               (funding 100): alice's together within 0.03 of 0.40 (uncapped 0.75), bob's
+#               measured; then bob's hog stopped: alice's alone within 0.03 of 0.40
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 # rate NAME PID:WANT:TOL... (WANT "-" measures only; WANT ">X" or "<X": a bound): each
 # hog's CPUs over the window
@@ -54,5 +57,19 @@ sleep 2
 rate background-alone $2:'>0.90' || fail=1
 wait $LP; lrc=$?; cat /tmp/bg.out | sed 's/^/SCX-LOADER /'; [ $lrc = 0 ] || { echo "SCX-RESULT background: loader exit $lrc"; fail=1; }
 stop_hogs; after background
+
+# ---- currency-cap: the two jobs of alice are cgroups under /sys/fs/cgroup/alice, whose
+# cpu.stat sums them
+hog alice/a1; hog alice/a2; hog b1; set -- $HOGS
+allot-scx run --job /sys/fs/cgroup/alice/a1=1:alice --job /sys/fs/cgroup/alice/a2=1:alice --job /sys/fs/cgroup/b1=1:bob \
+  --funding alice=300 --funding bob=100 --currency-cap alice=0.4 --for $((WARM + 2 * WINDOW + 5)) > /tmp/ccap.out 2>&1 &
+LP=$!
+sleep $WARM
+rate currency-cap /sys/fs/cgroup/alice:0.40:0.03 $3:- || fail=1
+kill $3; wait $3 2>/dev/null
+sleep 2
+rate currency-cap-alone /sys/fs/cgroup/alice:0.40:0.03 || fail=1
+wait $LP; lrc=$?; sed 's/^/SCX-LOADER /' /tmp/ccap.out; [ $lrc = 0 ] || { echo "SCX-RESULT currency-cap: loader exit $lrc"; fail=1; }
+stop_hogs; rmdir /sys/fs/cgroup/alice/a1 /sys/fs/cgroup/alice/a2 /sys/fs/cgroup/alice 2>/dev/null; after currency-cap
 }
 if only ebs; then ebs_checks; fi

@@ -75,6 +75,9 @@ pub struct TableJob {
     pub share: u64,
     /// Its cap in CPUs, always held (the plan's cpu.max: a hard cap, or a held soft cap).
     pub cap: Option<f64>,
+    /// Its currency's hard cap: the currency's directory name and CPUs, held for all the
+    /// jobs naming it together (the loader's `currency-cap`).
+    pub currency_cap: Option<(String, f64)>,
     /// It runs only when nothing else of allot's is runnable on the CPU.
     pub background: bool,
     /// Its entitlement over the boost window, ns (`allot_model::wake::entitlement_ns`; 0:
@@ -85,13 +88,14 @@ pub struct TableJob {
 impl TableJob {
     /// A job with a share only.
     pub fn new(dir: impl Into<String>, share: u64) -> Self {
-        Self { dir: dir.into(), share, cap: None, background: false, boost_ns: 0 }
+        Self { dir: dir.into(), share, cap: None, currency_cap: None, background: false, boost_ns: 0 }
     }
 
-    /// Its line: `job SHARE [cap=CPUS] [boost=NS] [background] DIR`
-    /// (crates/allot-scx/src/serve.rs).
+    /// Its line: `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background]
+    /// DIR` (crates/allot-scx/src/serve.rs).
     pub fn line(&self) -> String {
-        let cap = self.cap.map_or(String::new(), |c| format!(" cap={c}"));
+        let cap = self.cap.map_or(String::new(), |c| format!(" cap={c}"))
+            + &self.currency_cap.as_ref().map_or(String::new(), |(n, c)| format!(" currency-cap={n}:{c}"));
         let boost = if self.boost_ns > 0 { format!(" boost={}", self.boost_ns) } else { String::new() };
         let bg = if self.background { " background" } else { "" };
         format!("job {}{cap}{boost}{bg} {}\n", self.share, self.dir)

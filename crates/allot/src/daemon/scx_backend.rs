@@ -46,8 +46,8 @@ impl Daemon {
     /// The job table for the scheduler: each job's cgroup directory and its share, the
     /// plan's weights flattened (`allot_model::flat`), so the scheduler and the cgroup
     /// backend divide the machine from the same decisions (the boost aside); its cap, the
-    /// plan's cpu.max (a hard cap, or a soft cap the plan holds now), which the BPF side
-    /// holds with its sinbin; its entitlement over the boost window when `[policy] boost`
+    /// plan's cpu.max (a hard cap, or a soft cap the plan holds now), and its currency's
+    /// hard cap, which the BPF side holds with its sinbin; its entitlement over the boost window when `[policy] boost`
     /// is on and it is a foreground job (the BPF side boosts its wakeups by it,
     /// allot_model::wake); and whether it is a background job.
     pub fn scx_table(&self) -> Vec<TableJob> {
@@ -77,7 +77,8 @@ impl Daemon {
             flat.push(allot_model::flat::FlatJob { currency, currency_weight, weight, background: j.background, active });
             let cap = planned.jobs.get(&j.id).map_or_else(|| j.cap.filter(|c| c.hard).map(|c| c.cpus), |p| p.quota);
             let dir = self.tree().cg().dir(&j.rel()).display().to_string();
-            rows.push(TableJob { cap, background: j.background, ..TableJob::new(dir, 0) });
+            let currency_cap = self.currency_cap(&j.currency).map(|c| (j.currency.dir(), c.cpus));
+            rows.push(TableJob { cap, currency_cap, background: j.background, ..TableJob::new(dir, 0) });
         }
         let outside = self.cfg().outside.weight;
         let shares = allot_model::flat::flatten(&flat, outside);

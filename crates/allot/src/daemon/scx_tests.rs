@@ -239,3 +239,33 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     // background weighs as an idle cgroup beside the foreground jobs
     assert!(bg.share * 100 < plain.share, "{table:?}");
 }
+
+#[test]
+fn every_job_of_a_capped_currency_carries_the_currencys_cap() {
+    use super::tests::{peer, start as daemon, world};
+    use crate::proto::{Request, Response};
+    let w = world();
+    for (pid, uid) in [(100, 3000), (101, 3000), (102, 3001)] {
+        w.lock().unwrap().spawn(pid, uid, "/", "hog");
+    }
+    let mut d = daemon(&w, None);
+    d.set_cfg(
+        crate::config::Config::parse("t.toml".as_ref(), "[users]\nmin_uid = 3000\n[funding]\n3000 = { funding = 100, cap = \"0.4!\" }\n").unwrap(),
+    );
+    let mut dirs = vec![];
+    for (pid, uid) in [(100, 3000), (101, 3000), (102, 3001)] {
+        let r = d
+            .handle(Request::Run { tickets: None, currency: None, cap: None, background: pid == 101, force: false, mem: None }, &peer(&w, uid, pid))
+            .unwrap();
+        let Response::Job(j) = r else { panic!("{r:?}") };
+        dirs.push(j.cgroup.rsplit('/').next().unwrap().to_string());
+    }
+    let table = d.scx_table();
+    let row = |name: &str| table.iter().find(|r| r.dir.ends_with(&format!("/{name}"))).unwrap_or_else(|| panic!("{name} not in {table:?}")).clone();
+    // both of user 3000's jobs, the background one too, name the same budget; 3001's none
+    let want = Some(("user-3000".to_string(), 0.4));
+    assert_eq!((row(&dirs[0]).currency_cap, row(&dirs[1]).currency_cap), (want.clone(), want));
+    assert_eq!(row(&dirs[2]).currency_cap, None);
+    assert!(row(&dirs[0]).line().contains(" currency-cap=user-3000:0.4 "), "{}", row(&dirs[0]).line());
+    assert!(!row(&dirs[2]).line().contains("currency-cap"), "{}", row(&dirs[2]).line());
+}
