@@ -45,6 +45,12 @@ pub fn cap_ns(cpus: f64) -> u64 {
     }
 }
 
+/// A cap's CPUs as written (`--cap`, `--currency-cap`, a table's `cap=`): a number above 0
+/// and at most 4096, else None.
+pub fn parse_cap_cpus(s: &str) -> Option<f64> {
+    s.parse().ok().filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
+}
+
 /// One job as the scheduler sees it: its cgroup, tickets and currency.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {

@@ -103,23 +103,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
                     n.parse().ok().filter(|n| (1..=10_000).contains(n)).with_context(|| format!("--funding {val:?}: funding must be 1..10000"))?;
                 a.funding.insert(c.into(), n);
             }
-            "--cap" => {
-                let (c, n) = val.rsplit_once('=').with_context(|| format!("--cap wants CGROUP=CPUS, got {val:?}"))?;
-                let n: f64 = n
-                    .parse()
-                    .ok()
-                    .filter(|n: &f64| n.is_finite() && *n > 0.0 && *n <= 4096.0)
-                    .with_context(|| format!("--cap {val:?}: CPUS must be above 0 and at most 4096"))?;
-                a.caps.insert(c.into(), n);
-            }
-            "--currency-cap" => {
-                let (c, n) = val.rsplit_once('=').with_context(|| format!("--currency-cap wants CURRENCY=CPUS, got {val:?}"))?;
-                let n: f64 = n
-                    .parse()
-                    .ok()
-                    .filter(|n: &f64| n.is_finite() && *n > 0.0 && *n <= 4096.0)
-                    .with_context(|| format!("--currency-cap {val:?}: CPUS must be above 0 and at most 4096"))?;
-                a.currency_caps.insert(c.into(), n);
+            "--cap" | "--currency-cap" => {
+                let what = if opt == "--cap" { "CGROUP" } else { "CURRENCY" };
+                let (c, n) = val.rsplit_once('=').with_context(|| format!("{opt} wants {what}=CPUS, got {val:?}"))?;
+                let n = allot_scx::parse_cap_cpus(n).with_context(|| format!("{opt} {val:?}: CPUS must be above 0 and at most 4096"))?;
+                if opt == "--cap" { &mut a.caps } else { &mut a.currency_caps }.insert(c.into(), n);
             }
             "--background" => a.background.push(val),
             "--no-boost-for" => a.no_boost_for.push(val),

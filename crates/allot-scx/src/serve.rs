@@ -101,11 +101,7 @@ impl CurrencyKeys {
 
 /// A cap's CPUs: above 0 and at most 4096.
 fn cap_cpus(what: &str, c: &str) -> Result<u64, String> {
-    c.parse()
-        .ok()
-        .filter(|c: &f64| c.is_finite() && *c > 0.0 && *c <= 4096.0)
-        .map(crate::cap_ns)
-        .ok_or_else(|| format!("{what} must be a number of CPUs above 0 and at most 4096, got {c:?}"))
+    crate::parse_cap_cpus(c).map(crate::cap_ns).ok_or_else(|| format!("{what} must be a number of CPUs above 0 and at most 4096, got {c:?}"))
 }
 
 /// Parses `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background]

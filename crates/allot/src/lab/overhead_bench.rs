@@ -395,7 +395,7 @@ pub fn run(args: OverheadBenchArgs, json: bool) -> anyhow::Result<i32> {
     if json {
         println!("{pretty}");
     } else {
-        print!("{}", render(&w.describe(), uid, &rows, &ratio, split.as_ref(), limit));
+        print!("{}", render(&w.describe(), uid, &rows, &ratio, split.as_ref(), limit, verdict));
         println!("{}", noise(&rows, load[0]));
     }
     Ok(if args.check && !passed { 1 } else { 0 })
@@ -443,7 +443,7 @@ fn spread(s: &Summary) -> String {
     format!("median {:.3}{ci}, IQR {:.3}–{:.3}, range {:.3}–{:.3}", s.median, s.q1, s.q3, s.min, s.max)
 }
 
-fn render(what: &str, uid: u32, rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64) -> String {
+fn render(what: &str, uid: u32, rows: &[Round], ratio: &Summary, split: Option<&(Summary, Summary)>, limit: f64, verdict: Verdict) -> String {
     use allot_report::{Align, Rule, Table};
     let mut t = Table::new(["ROUND", "ORDER", "OUTSIDE s", "NESTED s", "INSIDE s", "INSIDE/OUTSIDE", "DAEMON CPU % OUT/IN"])
         .align(1, Align::Left)
@@ -476,7 +476,7 @@ fn render(what: &str, uid: u32, rows: &[Round], ratio: &Summary, split: Option<&
         "\ninside/outside: {} over {} rounds; limit: median <= {limit:.2}: {}\n",
         spread(ratio),
         ratio.pairs,
-        match Verdict::of(ratio, limit) {
+        match verdict {
             Verdict::Met => "met",
             Verdict::Missed => "MISSED",
             Verdict::WithinNoise => "over, but within this run's noise (the 95% CI reaches 1.0): not a miss",
