@@ -72,6 +72,53 @@ fn mean_usage(d: &PrivateDaemon, currencies: &[&str], secs: u64) -> Vec<f64> {
     sums.iter().map(|s| s / n / MIB as f64).collect()
 }
 
+/// A reload that turns memory by share off gives every value allot wrote back to the
+/// kernel's defaults (an unlimited soft limit and limit: no guard, no cap), while the
+/// jobs run on; one that turns it on again writes them again from the unchanged funding.
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn a_reload_turns_memory_by_share_off_and_on_again() {
+    require_root();
+    let _s = serial();
+    let cfg = format!("[users]\nonly = [\"{A}\", \"{C}\"]\n[funding]\n\"{A}\" = 300\n\"{C}\" = {{ mem = \"64M!\" }}\n");
+    let mut d = PrivateDaemon::start(exe(), &cfg).unwrap();
+    let mut kids = Kids::default();
+    let (ua, uc) = (format!("user-{A}"), format!("user-{C}"));
+    let a = spawn_as(&d, &mut kids, A, &["sleep", "600"]);
+    let c = spawn_as(&d, &mut kids, C, &["sleep", "600"]);
+    wait_for("A and C placed", || {
+        let s = show(&d);
+        (job_with_pid(&s, a).is_some() && job_with_pid(&s, c).is_some()).then_some(())
+    });
+    let read = |rel: &str, f: &str| std::fs::read_to_string(mem_dir(&d).join(rel).join(f)).map(|s| s.trim().parse::<u64>().unwrap_or(0)).unwrap_or(0);
+    const UNLIMITED: u64 = 1 << 62;
+    let on = || (read(&ua, "memory.soft_limit_in_bytes") < UNLIMITED && read(&uc, "memory.limit_in_bytes") == 64 * MIB).then_some(());
+    wait_for("A protected and C capped", on);
+    let hup = |d: &PrivateDaemon, text: &str| {
+        std::fs::write(d.dir.join("allot.toml"), text).unwrap();
+        unsafe { libc::kill(d.daemon_pid().unwrap() as i32, libc::SIGHUP) };
+    };
+    hup(&d, &format!("{cfg}[memory]\nenable = false\n"));
+    wait_for("every value given back", || {
+        [(&ua, "memory.soft_limit_in_bytes"), (&ua, "memory.limit_in_bytes"), (&uc, "memory.soft_limit_in_bytes"), (&uc, "memory.limit_in_bytes")]
+            .iter()
+            .all(|(rel, f)| read(rel, f) >= UNLIMITED)
+            .then_some(())
+    });
+    let st = ok(&d.cli(&["status"], None).unwrap());
+    assert!(st.contains("memory: not shared by funding ([memory] enable = false)"), "{st}");
+    assert!(d.log().contains("memory by share is off: the memory caps of"), "C's cap no longer holding is said: {}", d.log());
+    // Off, nothing is written again: a value put back by hand stays.
+    std::fs::write(mem_dir(&d).join(&ua).join("memory.soft_limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(read(&ua, "memory.soft_limit_in_bytes"), 100 * MIB);
+    hup(&d, &cfg);
+    wait_for("A protected and C capped again", on);
+    assert!(read(&ua, "memory.soft_limit_in_bytes") != 100 * MIB);
+    drop(kids);
+    d.stop().unwrap();
+}
+
 #[test]
 #[ignore = "root: kernel tier, run by scripts/test"]
 fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() {

@@ -124,6 +124,12 @@ impl Memory {
         write(self.file(rel, "memory.soft_limit_in_bytes", "memory.low"), &bytes.to_string())
     }
 
+    /// Takes the protection back to the kernel's default: v2 `memory.low` 0, v1 an unlimited
+    /// soft limit (`-1`: a group is not reclaimed first).
+    pub fn clear_protection(&self, rel: &str) -> Result<()> {
+        write(self.file(rel, "memory.soft_limit_in_bytes", "memory.low"), if self.version == Version::V1 { "-1" } else { "0" })
+    }
+
     /// The protection as written (v2 `memory.low`, v1 `memory.soft_limit_in_bytes`; an
     /// unset v1 soft limit reads as none).
     pub fn protection(&self, rel: &str) -> Result<Option<u64>> {

@@ -22,6 +22,7 @@ impl Daemon {
     /// At rest (nothing ran) once a second, else every tick: memory held still changes
     /// little, and a new currency's guard is written as its directory is made.
     pub fn apply_memory(&mut self) {
+        self.follow_memory_switches();
         if self.memory().mem.is_none() && !self.memory().slices {
             return;
         }
@@ -311,6 +312,9 @@ mod sd;
 
 #[path = "memory_state.rs"]
 pub mod state;
+
+#[path = "memory_switch.rs"]
+mod switch;
 
 #[path = "memory_audit.rs"]
 mod audit;

@@ -35,6 +35,11 @@ pub struct MemoryState {
     pub slices: bool,
     /// There, whether a slice's protection reaches the scopes in it (memory_recursiveprot).
     pub recursive: bool,
+    /// `[memory] enable` when this state was made: a reload that changes it makes the
+    /// state again (memory_switch.rs).
+    pub(super) enabled: bool,
+    /// Off: whatever an earlier run or setting left in allot's memory files was taken back.
+    pub(super) cleared: bool,
 }
 
 /// A process whose `oom_score_adj` allot raised: the pid with its start time (who it is),
@@ -60,7 +65,7 @@ impl MemoryState {
         let mem = if enable && cg.root().is_dir() { Memory::for_tree(cg) } else { None };
         let slices = enable && cg.slice_memory().is_some();
         let recursive = slices && cg.slice_memory().is_some_and(|s| s.recursive_protection());
-        MemoryState { mem, slices, recursive, ..Default::default() }
+        MemoryState { mem, slices, recursive, enabled: enable, ..Default::default() }
     }
 
     /// What is short of memory by share here, in words (`status`'s degraded lines): None

@@ -110,3 +110,83 @@ fn a_raised_pid_that_now_names_another_process_is_given_nothing_back() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A reload that turns memory by share off takes back every value the step wrote (the
+/// kernel's defaults, not 0 limits), and writes nothing more while off; on again, the
+/// state is made afresh and the next step writes everything again. The desired state
+/// (a funding, a cap) is untouched.
+#[test]
+fn memory_by_share_turned_off_by_a_reload_gives_every_value_back_and_on_again_writes_them() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "sh");
+    let mut d = start(&w, None);
+    d.scan();
+    let mount = std::env::temp_dir().join(format!("allot-memory-switch-{}", std::process::id()));
+    let _f = Fixture(mount.clone());
+    let root = mount.join("fake");
+    files(&mount, &[("cgroup.subtree_control", "")]);
+    files(&root, &[("cgroup.subtree_control", ""), ("memory.max", "536870912\n")]);
+    let all = [("cgroup.subtree_control", ""), ("memory.current", "0\n"), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")];
+    files(&root.join("user-3000"), &all);
+    files(&root.join("user-3000/default"), &all);
+    let fixture = Memory::at(Version::V2, mount.clone(), root.clone());
+    d.memory_mut().mem = Some(fixture.clone());
+    d.cfg_mut().memory.oom = false;
+    d.cfg_mut().funding.insert("3000".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), (512 * M).to_string(), "alone: all of it");
+    assert_eq!(read(root.join("user-3000/memory.max")), (64 * M).to_string());
+    // A kernel file is written in place: the fixture's files are emptied, so what the
+    // take-back writes reads whole.
+    for dir in [root.join("user-3000"), root.join("user-3000/default")] {
+        for f in ["memory.low", "memory.high", "memory.max"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+    }
+    d.cfg_mut().memory.enable = false;
+    d.apply_memory();
+    for dir in [root.join("user-3000"), root.join("user-3000/default")] {
+        assert_eq!(read(dir.join("memory.low")), "0", "{} protection given back", dir.display());
+        assert_eq!(read(dir.join("memory.max")), "max", "{} limit given back", dir.display());
+        assert_eq!(read(dir.join("memory.high")), "max", "{}", dir.display());
+    }
+    assert!(d.memory().mem.is_none() && d.memory().view.is_empty() && d.memory().written.is_empty());
+    assert!(d.memory_view(&CurrencyId::User(3000)).is_none(), "show has no memory row while off");
+    std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), "untouched", "off: nothing written again");
+    // On again: a fresh state (this fixture stands in for the controller the real tree
+    // has), and every value written again from the unchanged desired state.
+    d.cfg_mut().memory.enable = true;
+    d.apply_memory();
+    assert!(d.memory().enabled);
+    d.memory_mut().mem = Some(fixture);
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), (512 * M).to_string());
+    assert_eq!(read(root.join("user-3000/memory.max")), (64 * M).to_string(), "the funding's cap holds again");
+}
+
+/// Hostile to the audit of a reload: OOM by share turned off while a process is raised
+/// must give it its own value back (the step reads no process while off, so a raised one
+/// would otherwise stay raised, forgotten).
+#[test]
+fn oom_by_share_turned_off_gives_every_raised_process_its_value_back() {
+    use super::Raised;
+    use allot_linux::process::procfs::ProcDir;
+    let w = world();
+    let mut d = start(&w, None);
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id() as i32;
+    let dir = ProcDir::open(pid).unwrap();
+    // Raising is allowed to anyone; the value given back (700) is above the one now (0).
+    d.memory_mut().oom.insert(pid, Raised { start: dir.start(), orig: 700 });
+    d.memory_mut().raised.insert(CurrencyId::User(3000));
+    d.cfg_mut().memory.oom = false;
+    d.apply_memory();
+    assert_eq!(dir.oom_score_adj().unwrap(), 700, "given back");
+    assert!(d.memory().oom.is_empty() && d.memory().raised.is_empty());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
