@@ -15,6 +15,9 @@
 //!   [`BOOST_SLICE_NS`] and at most what is left of its entitlement over the window. So the
 //!   boost buys latency, never CPU past the entitlement: a job that has used half of it is
 //!   no longer boosted, and a boosted slice never runs past the whole of it.
+//! - A configured line (`[policy] boost_below`) and focus move the line ([`line_ns`]): a
+//!   focused job (Ross and Abel's foreground hint, `allot focus`) is boosted while it used
+//!   less than the whole window, one CPU's worth: whatever it uses, as the plan's focus.
 
 use crate::plan::{DEFAULT_BOOST_BELOW, DEFAULT_BOOST_WINDOW_MS};
 
@@ -39,6 +42,20 @@ const _: () = assert!(DEFAULT_BOOST_BELOW * 2.0 == 1.0, "BELOW must be DEFAULT_B
 pub fn entitlement_ns(share: u64, outside_weight: u32) -> u64 {
     let whole = (outside_weight.max(1) as u128) * crate::flat::SHARE_SCALE as u128;
     (share as u128 * WINDOW_NS as u128 / whole).min(WINDOW_NS as u128) as u64
+}
+
+/// A job's line over the window, ns (0: the default, [`BELOW`] of its entitlement): a
+/// focused job's is the whole window (boosted while it used less than one CPU over it);
+/// a configured `boost_below` other than the default puts it at that fraction of the
+/// entitlement `ent_ns` (at least 1 ns, so it never reads as the default).
+pub fn line_ns(ent_ns: u64, below: f64, focus: bool) -> u64 {
+    if focus {
+        WINDOW_NS
+    } else if below == DEFAULT_BOOST_BELOW || ent_ns == 0 {
+        0
+    } else {
+        ((ent_ns as f64 * below.clamp(0.0, 1.0)).round() as u64).clamp(1, WINDOW_NS)
+    }
 }
 
 /// A job's CPU use over the sliding window, in two buckets of [`WINDOW_NS`].
@@ -85,12 +102,15 @@ impl Window {
 /// The decision at a wakeup: the boosted slice in ns (the task preempts and runs this
 /// long at most), or None: it waits its turn by pass with the default slice. `ent_ns` is
 /// [`entitlement_ns`] (0: the job is never boosted: a background job, or the boost off),
-/// `used_ns` its [`Window::used`].
-pub fn at_wakeup(ent_ns: u64, used_ns: u64) -> Option<u64> {
-    if ent_ns == 0 || used_ns.saturating_mul(BELOW.1) >= ent_ns.saturating_mul(BELOW.0) {
+/// `line` its [`line_ns`] (0: [`BELOW`] of `ent_ns`, rounded up), `used_ns` its
+/// [`Window::used`]. Boosted while the use is below the line; the slice never takes the
+/// use past the larger of the line and the entitlement.
+pub fn at_wakeup(ent_ns: u64, line: u64, used_ns: u64) -> Option<u64> {
+    let line = if line == 0 { (ent_ns.saturating_mul(BELOW.0)).div_ceil(BELOW.1) } else { line };
+    if ent_ns == 0 || used_ns >= line {
         return None;
     }
-    Some(BOOST_SLICE_NS.min(ent_ns - used_ns))
+    Some(BOOST_SLICE_NS.min(line.max(ent_ns) - used_ns))
 }
 
 #[cfg(test)]
@@ -133,16 +153,37 @@ mod tests {
     #[test]
     fn a_job_below_half_its_entitlement_is_boosted_with_a_short_slice() {
         let ent = 250 * MS;
-        assert_eq!(at_wakeup(ent, 0), Some(BOOST_SLICE_NS));
-        assert_eq!(at_wakeup(ent, 124 * MS), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(ent, 0, 0), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(ent, 0, 124 * MS), Some(BOOST_SLICE_NS));
         // at half its entitlement: not boosted (a CPU-bound job gets about all of it)
-        assert_eq!(at_wakeup(ent, 125 * MS), None);
-        assert_eq!(at_wakeup(ent, 300 * MS), None);
+        assert_eq!(at_wakeup(ent, 0, 125 * MS), None);
+        assert_eq!(at_wakeup(ent, 0, 300 * MS), None);
         // the slice never runs past the entitlement over the window
-        assert_eq!(at_wakeup(3 * MS, MS), Some(BOOST_SLICE_NS));
-        assert_eq!(at_wakeup(3 * MS, MS + MS / 2 - 1), Some(MS + MS / 2 + 1));
+        assert_eq!(at_wakeup(3 * MS, 0, MS), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(3 * MS, 0, MS + MS / 2 - 1), Some(MS + MS / 2 + 1));
         // no entitlement (background, or the boost off): never
-        assert_eq!(at_wakeup(0, 0), None);
+        assert_eq!(at_wakeup(0, 0, 0), None);
+    }
+
+    #[test]
+    fn a_configured_line_and_focus_move_where_the_boost_stops() {
+        let ent = 250 * MS;
+        // boost_below 0.25: boosted below a quarter, not at it
+        let l = line_ns(ent, 0.25, false);
+        assert_eq!(l, 62_500_000);
+        assert_eq!(at_wakeup(ent, l, 62 * MS), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(ent, l, l), None);
+        // the default is the default line, whatever the entitlement
+        assert_eq!(line_ns(ent, DEFAULT_BOOST_BELOW, false), 0);
+        assert_eq!(line_ns(0, 0.25, false), 0, "no entitlement: nothing to move");
+        assert_eq!(line_ns(3, 0.1, false), 1, "never 0, which would read as the default");
+        // focused: boosted past its entitlement, up to one CPU over the window
+        let f = line_ns(ent, 0.25, true);
+        assert_eq!(f, WINDOW_NS);
+        assert_eq!(at_wakeup(ent, f, 400 * MS), Some(BOOST_SLICE_NS));
+        assert_eq!(at_wakeup(ent, f, WINDOW_NS - MS), Some(MS), "never past the window");
+        assert_eq!(at_wakeup(ent, f, WINDOW_NS), None);
+        assert_eq!(at_wakeup(0, f, 0), None, "no entitlement (the boost off): never, focused or not");
     }
 
     /// A job whose task wakes every `period` wanting `want` of CPU, and gets CPU only when
@@ -156,7 +197,7 @@ mod tests {
         let end = t + secs * 1_000_000_000;
         while t < end {
             wakes += 1;
-            if let Some(slice) = at_wakeup(ent, w.used(t)) {
+            if let Some(slice) = at_wakeup(ent, 0, w.used(t)) {
                 boosted += 1;
                 let r = want.min(slice);
                 w.charge(t + r, r);

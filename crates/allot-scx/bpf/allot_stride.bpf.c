@@ -84,6 +84,9 @@ struct job {
 	 * CPU per CAP_PERIOD for all the currency's jobs together (cap.h). */
 	u64 group;
 	u64 group_cap;
+	/* Boosted while its use over WINDOW_NS is below this, ns (0: BELOW of boost; a
+	 * configured boost_below, or focus: the whole window). */
+	u64 line;
 };
 
 struct {

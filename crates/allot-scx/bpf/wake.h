@@ -3,8 +3,9 @@
  * allot's sched_ext scheduler, the boost per wakeup (included by allot_stride.bpf.c after
  * struct job): the rule of allot_model::wake (crates/allot-model/src/wake.rs) in the same
  * integers and constants. A job's CPU use over a sliding WINDOW_NS in two buckets; a
- * waking task of a job below BELOW of its entitlement over the window is boosted for at
- * most BOOST_SLICE, and never past the entitlement.
+ * waking task of a job below its line (BELOW of its entitlement over the window, or the
+ * line user space gave it) is boosted for at most BOOST_SLICE, and never past the
+ * larger of the two.
  */
 #ifndef ALLOT_WAKE_H
 #define ALLOT_WAKE_H
@@ -74,17 +75,21 @@ static void window_charge(u64 job, u64 now, u64 ns)
 	w->cur = cur + ns;
 }
 
-/* The decision at a wakeup (allot_model::wake::at_wakeup): the boosted slice, or 0. */
+/* The decision at a wakeup (allot_model::wake::at_wakeup): the boosted slice, or 0.
+ * Boosted while the use is below the job's line (its own, or BELOW of its entitlement,
+ * rounded up); the slice never takes the use past the larger of line and entitlement. */
 static u64 wake_slice(u64 job, struct job *j, u64 now)
 {
-	u64 used;
+	u64 used, line, most;
 
 	if (!j || !j->boost)
 		return 0;
+	line = j->line ? j->line : (j->boost * BELOW_NUM + BELOW_DEN - 1) / BELOW_DEN;
 	used = window_used(job, now);
-	if (used * BELOW_DEN >= j->boost * BELOW_NUM)
+	if (used >= line)
 		return 0;
-	return j->boost - used < BOOST_SLICE ? j->boost - used : BOOST_SLICE;
+	most = line > j->boost ? line : j->boost;
+	return most - used < BOOST_SLICE ? most - used : BOOST_SLICE;
 }
 
 #endif

@@ -208,9 +208,9 @@ impl Scheduler {
     /// whether it is a background job, and its entitlement over the boost window
     /// (`allot_model::wake::entitlement_ns`; 0: its wakeups are never boosted).
     pub fn set_job(&self, cgroup_id: u64, t: &serve::Terms) -> Result<()> {
-        // struct job (bpf/allot_stride.bpf.c): share, cap, flags, boost, group, group_cap
-        let mut v = Vec::with_capacity(48);
-        for x in [t.share, t.cap_ns, if t.background { JOB_BACKGROUND } else { 0 }, t.boost_ns, t.group, t.group_cap_ns] {
+        // struct job (bpf/allot_stride.bpf.c): share, cap, flags, boost, group, group_cap, line
+        let mut v = Vec::with_capacity(56);
+        for x in [t.share, t.cap_ns, if t.background { JOB_BACKGROUND } else { 0 }, t.boost_ns, t.group, t.group_cap_ns, t.line_ns] {
             v.extend_from_slice(&x.to_ne_bytes());
         }
         self.map("jobs")?.update(&cgroup_id.to_ne_bytes(), &v, MapFlags::ANY).context("writing the jobs map")

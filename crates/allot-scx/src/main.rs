@@ -164,6 +164,7 @@ fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) ->
             group_cap_ns: ccap.map_or(0, allot_scx::cap_ns),
             background: bg,
             boost_ns: boost,
+            line_ns: 0,
         };
         s.set_job(cgroup_id(&j.cgroup)?, &terms)?;
         let mut n = 0;

@@ -3,7 +3,7 @@
 //! to it over a pipe.
 //!
 //! stdin, a table at a time: lines
-//! `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background] CGROUP-DIR`
+//! `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS [line=NS]] [background] CGROUP-DIR`
 //! (SHARE in base units, already flattened by the daemon from its plan; CPUS a hard cap,
 //! held by the sinbin; currency-cap the hard cap of the job's currency, held by the sinbin
 //! for all the jobs that name that currency together, bpf/cap.h; NS the job's entitlement
@@ -60,6 +60,9 @@ pub struct Terms {
     pub background: bool,
     /// Its entitlement over the boost window, ns (0: not boosted).
     pub boost_ns: u64,
+    /// Boosted while its use over the window is below this, ns (0: half its entitlement;
+    /// allot_model::wake::line_ns).
+    pub line_ns: u64,
 }
 
 /// One job of the table in force: what the maps hold, its cgroup id and the threads set to
@@ -70,7 +73,7 @@ struct Job {
     ext: HashSet<i32>,
 }
 
-const JOB_LINE: &str = "`job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background] CGROUP-DIR`";
+const JOB_LINE: &str = "`job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS [line=NS]] [background] CGROUP-DIR`";
 
 /// The keys of capped currencies in the BPF side's `currency_usages` (struct job's group),
 /// one per currency name for the loader's life, never reused: a budget is never handed
@@ -104,7 +107,7 @@ fn cap_cpus(what: &str, c: &str) -> Result<u64, String> {
     crate::parse_cap_cpus(c).map(crate::cap_ns).ok_or_else(|| format!("{what} must be a number of CPUs above 0 and at most 4096, got {c:?}"))
 }
 
-/// Parses `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background]
+/// Parses `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS [line=NS]] [background]
 /// CGROUP-DIR`, a capped currency's key from `keys`.
 pub fn parse_job(line: &str, keys: &mut CurrencyKeys) -> Result<(PathBuf, Terms), String> {
     let rest = line.strip_prefix("job ").ok_or_else(|| format!("wanted {JOB_LINE} or `end`"))?;
@@ -127,12 +130,21 @@ pub fn parse_job(line: &str, keys: &mut CurrencyKeys) -> Result<(PathBuf, Terms)
                 .ok()
                 .filter(|n| *n <= allot_model::wake::WINDOW_NS)
                 .ok_or_else(|| format!("boost must be ns of CPU 0..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
+        } else if let Some(n) = word.strip_prefix("line=") {
+            t.line_ns = n
+                .parse()
+                .ok()
+                .filter(|n| (1..=allot_model::wake::WINDOW_NS).contains(n))
+                .ok_or_else(|| format!("line must be ns of CPU 1..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
         } else {
             return Err(format!(
-                "unknown term {word:?}: wanted cap=CPUS, currency-cap=CURRENCY:CPUS, boost=NS, background or the cgroup's absolute directory"
+                "unknown term {word:?}: wanted cap=CPUS, currency-cap=CURRENCY:CPUS, boost=NS, line=NS, background or the cgroup's absolute directory"
             ));
         }
         rest = more;
+    }
+    if t.line_ns > 0 && t.boost_ns == 0 {
+        return Err("line=NS moves a boosted job's line: it needs boost=NS".into());
     }
     Ok((PathBuf::from(rest), t))
 }
@@ -350,6 +362,10 @@ mod tests {
         assert_eq!(parse_job("job 7 boost=250000000 /a").unwrap().1, Terms { boost_ns: 250_000_000, ..Terms { share: 7, ..plain } });
         assert!(parse_job("job 7 boost=500000001 /a").unwrap_err().contains("got \"500000001\""));
         assert!(parse_job("job 7 boost=-1 /a").unwrap_err().contains("boost must be"));
+        assert_eq!(parse_job("job 7 boost=250000000 line=500000000 /a").unwrap().1.line_ns, 500_000_000);
+        assert!(parse_job("job 7 boost=250000000 line=500000001 /a").unwrap_err().contains("line must be ns of CPU 1..500000000"));
+        assert!(parse_job("job 7 boost=250000000 line=0 /a").unwrap_err().contains("got \"0\""));
+        assert!(parse_job("job 7 line=1000 /a").unwrap_err().contains("it needs boost=NS"));
         assert!(parse_job("job 0 /x").unwrap_err().contains("got \"0\""));
         assert!(parse_job("job 5 x").unwrap_err().contains("absolute"));
         assert!(parse_job("job 5 cap=0 /x").unwrap_err().contains("got \"0\""));

@@ -23,7 +23,9 @@
 # job, loads it again on a reload (then in the lottery mode, on a reload with draw =
 # "lottery"), holds `allot run --cap '0.3!'` and `--background` jobs as ebs.sh does,
 # schedules every task on a reload with tasks = "all" (an `allot run` hog within 0.05 of
-# half against a hog it does not manage), and unloads it at stop. --only bench runs bench.sh alone, which
+# half against a hog it does not manage), and unloads it at stop. Before it, focus.sh: a
+# daemon with [policy] boost_below = 0.05 leaves a probe job over its line unboosted, and
+# `allot focus` boosts it (its p99 lower focused). --only bench runs bench.sh alone, which
 # checks nothing: the side-by-side bench (docs/results/scx/): shares, insulation, Table 1
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
 # scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).
@@ -32,10 +34,10 @@
 #                       [tests/vm/run.sh options...]
 #
 # PART: checks (the loader's: ratio, insulation, sleepers, outside, sysrq), ebs, boost,
-# sim, storm, lottery, daemon, bench; without --only every part but bench. VMs with parts
+# sim, storm, lottery, focus, daemon, bench; without --only every part but bench. VMs with parts
 # split between them can run side by side, given each its own --log and --stdout (each is
-# one host thread of single-threaded TCG; scripts/test runs two so, then the boost and
-# the lottery alone).
+# one host thread of single-threaded TCG; scripts/test runs two so, then the boost, the
+# lottery and focus alone).
 #
 # The binaries default to target/release/allot-scx and target/release/allot (cargo build
 # --release --workspace); allot-scx goes beside allot in the guest, where the daemon
@@ -43,8 +45,8 @@
 # cap and background under the loader), --only boost boost.sh's, --only sim sim.sh's
 # (allot-lab sim's fig3-ratio, table5-insulation and table1-bimodal run live and compared
 # with the simulator's runs: allot-lab, beside allot, is put in the guest with it), --only
-# storm storm.sh's, --only lottery lottery.sh's, --only bench bench.sh's (the side-by-side bench, run only when asked). The guest script is
-# checks.sh, ebs.sh, boost.sh, sim.sh, storm.sh, lottery.sh, bench.sh and daemon.sh beside this file; its
+# storm storm.sh's, --only lottery lottery.sh's, --only focus focus.sh's, --only bench bench.sh's (the side-by-side bench, run only when asked). The guest script is
+# checks.sh, ebs.sh, boost.sh, sim.sh, storm.sh, lottery.sh, bench.sh, focus.sh and daemon.sh beside this file; its
 # SCX-RESULT lines are the results (SCX-BENCH lines the bench's measurements).
 # Exit status: the guest's (0: every check held), or tests/vm/run.sh's harness codes.
 set -euo pipefail
@@ -57,10 +59,10 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --allot-scx) BIN=$2; shift 2 ;;
     --allot) ALLOT=$2; shift 2 ;;
-    --only) [ -n "${2:-}" ] || { echo "scx-vm: --only needs parts: checks, ebs, boost, sim, storm, lottery, daemon or bench, comma-separated" >&2; exit 2; }
+    --only) [ -n "${2:-}" ] || { echo "scx-vm: --only needs parts: checks, ebs, boost, sim, storm, lottery, focus, daemon or bench, comma-separated" >&2; exit 2; }
             IFS=, read -ra parts <<< "$2"
             for p in "${parts[@]}"; do
-              case "$p" in checks|ebs|boost|sim|storm|lottery|daemon|bench) ;; *) echo "scx-vm: --only takes checks, ebs, boost, sim, storm, lottery, daemon or bench (comma-separated), got '$p' in '$2'" >&2; exit 2 ;; esac
+              case "$p" in checks|ebs|boost|sim|storm|lottery|focus|daemon|bench) ;; *) echo "scx-vm: --only takes checks, ebs, boost, sim, storm, lottery, focus, daemon or bench (comma-separated), got '$p' in '$2'" >&2; exit 2 ;; esac
             done
             ONLY=(--env SCX_ONLY=$2); shift 2 ;;
     *) break ;;
@@ -71,4 +73,4 @@ done
 # Single-threaded TCG (tests/vm/run.sh says why).
 export ALLOT_VM_TCG_THREAD=${ALLOT_VM_TCG_THREAD:-single}
 exec bash "$REPO/tests/vm/run.sh" --kernel sid --allot "$ALLOT" --add "$BIN" --env RUST_BACKTRACE=0 "${ONLY[@]}" \
-  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/storm.sh" "$HERE/lottery.sh" "$HERE/bench.sh" "$HERE/daemon.sh")" "$@"
+  --shell "$(cat "$HERE/checks.sh" "$HERE/ebs.sh" "$HERE/boost.sh" "$HERE/sim.sh" "$HERE/storm.sh" "$HERE/lottery.sh" "$HERE/bench.sh" "$HERE/focus.sh" "$HERE/daemon.sh")" "$@"

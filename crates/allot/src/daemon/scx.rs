@@ -83,20 +83,27 @@ pub struct TableJob {
     /// Its entitlement over the boost window, ns (`allot_model::wake::entitlement_ns`; 0:
     /// its wakeups are not boosted).
     pub boost_ns: u64,
+    /// Boosted while its use is below this, ns (`allot_model::wake::line_ns`: 0 the
+    /// default line, half its entitlement; focus and `[policy] boost_below` move it).
+    pub line_ns: u64,
 }
 
 impl TableJob {
     /// A job with a share only.
     pub fn new(dir: impl Into<String>, share: u64) -> Self {
-        Self { dir: dir.into(), share, cap: None, currency_cap: None, background: false, boost_ns: 0 }
+        Self { dir: dir.into(), share, cap: None, currency_cap: None, background: false, boost_ns: 0, line_ns: 0 }
     }
 
-    /// Its line: `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS] [background]
+    /// Its line: `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS [line=NS]] [background]
     /// DIR` (crates/allot-scx/src/serve.rs).
     pub fn line(&self) -> String {
         let cap = self.cap.map_or(String::new(), |c| format!(" cap={c}"))
             + &self.currency_cap.as_ref().map_or(String::new(), |(n, c)| format!(" currency-cap={n}:{c}"));
-        let boost = if self.boost_ns > 0 { format!(" boost={}", self.boost_ns) } else { String::new() };
+        let boost = match (self.boost_ns, self.line_ns) {
+            (0, _) => String::new(),
+            (b, 0) => format!(" boost={b}"),
+            (b, l) => format!(" boost={b} line={l}"),
+        };
         let bg = if self.background { " background" } else { "" };
         format!("job {}{cap}{boost}{bg} {}\n", self.share, self.dir)
     }

@@ -78,16 +78,17 @@ impl Daemon {
             let cap = planned.jobs.get(&j.id).map_or_else(|| j.cap.filter(|c| c.hard).map(|c| c.cpus), |p| p.quota);
             let dir = self.tree().cg().dir(&j.rel()).display().to_string();
             let currency_cap = self.currency_cap(&j.currency).map(|c| (j.currency.dir(), c.cpus));
-            rows.push(TableJob { cap, currency_cap, background: j.background, ..TableJob::new(dir, 0) });
+            rows.push((TableJob { cap, currency_cap, background: j.background, ..TableJob::new(dir, 0) }, j.focus));
         }
         let outside = self.cfg().outside.weight;
         let shares = allot_model::flat::flatten(&flat, outside);
-        let boost = self.cfg().policy.boost;
+        let (boost, below) = (self.cfg().policy.boost, self.cfg().policy.boost_below);
         rows.into_iter()
             .zip(shares)
-            .map(|(r, share)| {
+            .map(|((r, focus), share)| {
                 let boost_ns = if boost && !r.background { allot_model::wake::entitlement_ns(share, outside) } else { 0 };
-                TableJob { share, boost_ns, ..r }
+                let line_ns = if boost_ns > 0 { allot_model::wake::line_ns(boost_ns, below, focus) } else { 0 };
+                TableJob { share, boost_ns, line_ns, ..r }
             })
             .collect()
     }

@@ -238,6 +238,23 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     assert!(bg.line().contains(" background /fake-mount/") && !bg.line().contains("boost="), "{}", bg.line());
     // background weighs as an idle cgroup beside the foreground jobs
     assert!(bg.share * 100 < plain.share, "{table:?}");
+    // The default line is the BPF side's own (no line= term); focus moves a job's line to
+    // the whole window, a configured boost_below every other job's to that fraction.
+    assert_eq!(plain.line_ns, 0);
+    let r = d.handle(Request::Focus { pid: crate::proto::Pid::new(102).unwrap(), on: true }, &peer(&w, 3000, 102)).unwrap();
+    assert!(matches!(r, Response::Changed(_)), "{r:?}");
+    d.cfg_mut().policy.boost_below = 0.25;
+    let table = d.scx_table();
+    let row = |name: &str| table.iter().find(|r| r.dir.ends_with(&format!("/{name}"))).unwrap().clone();
+    let (capped, bg, plain) = (row(&dirs[0]), row(&dirs[1]), row(&dirs[2]));
+    assert_eq!(plain.line_ns, allot_model::wake::WINDOW_NS, "focused");
+    assert!(plain.line().contains(&format!(" boost={} line=500000000 /", plain.boost_ns)), "{}", plain.line());
+    assert_eq!(capped.line_ns, allot_model::wake::line_ns(capped.boost_ns, 0.25, false));
+    assert!(capped.line_ns > 0 && capped.line_ns * 4 <= capped.boost_ns + 2, "{capped:?}");
+    assert_eq!(bg.line_ns, 0, "background: never boosted, no line");
+    // The boost off: no boost term, so no line either, focused or not.
+    d.cfg_mut().policy.boost = false;
+    assert!(d.scx_table().iter().all(|r| r.boost_ns == 0 && r.line_ns == 0 && !r.line().contains("line=")));
 }
 
 #[test]
