@@ -91,6 +91,10 @@ enum Command {
         /// throttled and reclaimed above it).
         #[arg(long)]
         mem: Option<String>,
+        /// An OOM kill in the job kills all of it, not one process (cgroup v2's
+        /// memory.oom.group: for a job whose processes cannot go on without each other).
+        #[arg(long)]
+        oom_group: bool,
         /// Run on idle CPU only (soft cap 0).
         #[arg(long)]
         background: bool,
@@ -119,6 +123,9 @@ enum Command {
         /// Memory cap: a size with ! for hard (4G!), without for soft (4G); none removes it.
         #[arg(long)]
         mem: Option<String>,
+        /// on: an OOM kill in the job kills all of it; off: one process (the kernel's default).
+        #[arg(long, value_parser = ["on", "off"])]
+        oom_group: Option<String>,
         /// Move to the background class (idle CPU only).
         #[arg(long, conflicts_with = "foreground")]
         background: bool,
@@ -342,7 +349,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             ephemeral,
             release,
         }),
-        Command::Run { tickets: given, currency, cap, mem, background, strict, force, command } => {
+        Command::Run { tickets: given, currency, cap, mem, oom_group, background, strict, force, command } => {
             let tickets = given.as_deref().map(count).transpose()?;
             let typed_mem = match mem_arg(mem.as_deref())? {
                 proto::MemChange::Set(m) => Some(m),
@@ -352,7 +359,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
                 proto::CapChange::Set(c) => Some(c),
                 proto::CapChange::Keep | proto::CapChange::Clear => None,
             };
-            let req = Request::Run { tickets, currency: currency.clone(), cap: typed, background, force, mem: typed_mem };
+            let req = Request::Run { tickets, currency: currency.clone(), cap: typed, background, force, mem: typed_mem, oom_group };
             match client::call(&sock, &req) {
                 Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
                 Ok(_) => {}
@@ -364,7 +371,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             let err = std::process::Command::new(&command[0]).args(&command[1..]).exec();
             anyhow::bail!("cannot run {:?}: {err}", command[0])
         }
-        Command::Set { pids, tickets, cap, mem, background, foreground, force } => {
+        Command::Set { pids, tickets, cap, mem, oom_group, background, foreground, force } => {
             let pids = pids.iter().map(|p| pid_number(p)).collect::<anyhow::Result<Vec<_>>>()?;
             let pids = proto::Pids::new(pids).map_err(|e| anyhow::anyhow!("{e}"))?;
             let tickets = tickets.as_deref().map(count).transpose()?;
@@ -377,7 +384,10 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 None
             };
-            output::print(json, &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force, mem })?)
+            output::print(
+                json,
+                &client::call(&sock, &Request::Set { pids, tickets, cap, background: bg, force, mem, oom_group: oom_group.map(|o| o == "on") })?,
+            )
         }
         Command::Show { user } => output::print(json, &client::call(&sock, &Request::Show { user })?),
         Command::Fund { currency, base, cap } => {

@@ -44,6 +44,7 @@ pub(crate) fn job(id: &str, pids: Option<Vec<i32>>) -> JobView {
         usage: 0.5,
         cap: None,
         mem: None,
+        oom_group: false,
         background: false,
         held: false,
         boost: true,

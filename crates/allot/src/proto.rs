@@ -59,6 +59,10 @@ pub enum Request {
         /// Memory cap, e.g. "4G!" (hard) or "4G" (soft); None: none (left off the line).
         #[serde(serialize_with = "mem::opt_mem", skip_serializing_if = "Option::is_none")]
         mem: Option<allot_model::memory::MemCap>,
+        /// An OOM kill in the job kills all of it (cgroup v2 `memory.oom.group`); false
+        /// is left off the line.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        oom_group: bool,
     },
     /// Change the jobs of running processes: all of them or none.
     Set {
@@ -76,6 +80,10 @@ pub enum Request {
         /// The memory cap: kept (absent), cleared (null) or set.
         #[serde(skip_serializing_if = "MemChange::is_keep")]
         mem: MemChange,
+        /// Some(true): an OOM kill in the job kills all of it; Some(false): one process,
+        /// the kernel's default; None (absent): kept.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        oom_group: Option<bool>,
     },
     /// Show or set a currency's funding.
     Fund {
@@ -436,6 +444,9 @@ pub struct JobView {
     /// Memory cap as set, e.g. "4G!" (None: none, and left off the line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem: Option<String>,
+    /// An OOM kill in it kills all of it (`allot run --oom-group`; false: left off the line).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_group: bool,
     /// Background (runs on idle CPU only).
     pub background: bool,
     /// A soft cap is held now (written as cpu.max).

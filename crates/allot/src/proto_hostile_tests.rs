@@ -43,7 +43,10 @@ fn tickets_and_funding_out_of_range_are_named_as_sent() {
     // A number as a string is the wrong JSON type: malformed, naming what was expected.
     assert!(malformed("\"op\":\"set\",\"pids\":[5],\"tickets\":\"50\"").contains("invalid type: string \"50\""));
     let ok = decode_request(&line("\"op\":\"run\",\"tickets\":10000")).unwrap();
-    assert_eq!(ok, Request::Run { tickets: Tickets::new(10_000).ok(), currency: None, cap: None, background: false, force: false, mem: None });
+    assert_eq!(
+        ok,
+        Request::Run { tickets: Tickets::new(10_000).ok(), currency: None, cap: None, background: false, force: false, mem: None, oom_group: false }
+    );
 }
 
 #[test]
@@ -119,6 +122,7 @@ fn caps_travel_exactly_and_encode_as_the_grammar() {
             background: None,
             force: false,
             mem: MemChange::Keep,
+            oom_group: None,
         };
         let encoded = encode_request(&r);
         assert_eq!(decode_request(&encoded), Ok(r), "{written}");
@@ -160,8 +164,20 @@ fn memory_caps_are_checked_as_the_line_is_read_and_travel_exactly() {
     assert!(matches!(run, Request::Run { mem: Some(m), .. } if m.bytes == 3 << 29 && !m.hard));
     // Written as the size reads back, and left off a line without one (so a daemon from
     // before memory caps reads it).
-    let line = String::from_utf8(encode_request(&run)).unwrap();
-    assert!(line.contains("\"mem\":\"1536M\""), "{line}");
-    let plain = Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None };
+    let text = String::from_utf8(encode_request(&run)).unwrap();
+    assert!(text.contains("\"mem\":\"1536M\""), "{text}");
+    let plain = Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: false };
     assert!(!String::from_utf8(encode_request(&plain)).unwrap().contains("mem"));
+    // The OOM group: off is left off the line (a daemon from before it reads the line),
+    // on travels; absent reads as off for run and as kept for set; a value that is not a
+    // boolean is refused, naming the field.
+    assert!(!String::from_utf8(encode_request(&plain)).unwrap().contains("oom_group"));
+    let on = Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: true };
+    assert_eq!(decode_request(&encode_request(&on)), Ok(on));
+    assert!(matches!(decode_request(&line("\"op\":\"run\"")), Ok(Request::Run { oom_group: false, .. })));
+    assert!(matches!(set("null"), Ok(Request::Set { oom_group: None, .. })));
+    let off = decode_request(&line("\"op\":\"set\",\"pids\":[5],\"oom_group\":false"));
+    assert!(matches!(off, Ok(Request::Set { oom_group: Some(false), .. })), "{off:?}");
+    let e = decode_request(&line("\"op\":\"run\",\"oom_group\":\"yes\"")).unwrap_err();
+    assert!(e.to_string().contains("oom_group") || e.to_string().contains("boolean"), "{e}");
 }

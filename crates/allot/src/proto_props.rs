@@ -62,18 +62,34 @@ fn arb_request() -> impl Strategy<Value = Request> {
     prop_oneof![
         Just(Request::Status {}),
         opt_text().prop_map(|user| Request::Show { user }),
-        (tickets(), opt_text(), prop::option::of(cap(false)), any::<bool>(), any::<bool>(), prop::option::of(mem()))
-            .prop_map(|(tickets, currency, cap, background, force, mem)| Request::Run { tickets, currency, cap, background, force, mem }),
-        (prop::collection::vec(pid(), 1..8), tickets(), cap_change(false), prop::option::of(any::<bool>()), any::<bool>(), mem_change()).prop_map(
-            |(pids, tickets, cap, background, force, mem)| Request::Set {
+        (tickets(), opt_text(), prop::option::of(cap(false)), any::<bool>(), any::<bool>(), (prop::option::of(mem()), any::<bool>())).prop_map(
+            |(tickets, currency, cap, background, force, (mem, oom_group))| Request::Run {
+                tickets,
+                currency,
+                cap,
+                background,
+                force,
+                mem,
+                oom_group
+            }
+        ),
+        (
+            prop::collection::vec(pid(), 1..8),
+            tickets(),
+            cap_change(false),
+            prop::option::of(any::<bool>()),
+            any::<bool>(),
+            (mem_change(), prop::option::of(any::<bool>()))
+        )
+            .prop_map(|(pids, tickets, cap, background, force, (mem, oom_group))| Request::Set {
                 pids: Pids::new(pids.iter().map(|p| i64::from(p.get()))).unwrap(),
                 tickets,
                 cap,
                 background,
                 force,
-                mem
-            }
-        ),
+                mem,
+                oom_group
+            }),
         (opt_text(), prop::option::of((1i64..=10_000).prop_map(|v| Funding::new(v).unwrap())), cap_change(true))
             .prop_map(|(currency, funding, cap)| Request::Fund { currency, funding, cap }),
         (pid(), any::<bool>()).prop_map(|(pid, on)| Request::Focus { pid, on }),

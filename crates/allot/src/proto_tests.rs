@@ -13,6 +13,7 @@ fn lines_round_trip_and_unknown_fields_are_refused() {
         background: Some(true),
         force: false,
         mem: MemChange::Keep,
+        oom_group: None,
     };
     assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
     assert!(matches!(decode_request(b"{\"v\":3,\"op\":\"status\",\"x\":1}"), Err(LineError::Malformed(e)) if e.contains("unknown field")));
@@ -87,6 +88,7 @@ fn each_view_as_the_cli_prints_it_reads_back_as_itself() {
         usage: 0.0,
         cap: None,
         mem: None,
+        oom_group: false,
         background: false,
         held: false,
         boost: true,

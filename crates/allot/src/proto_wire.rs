@@ -35,6 +35,8 @@ pub enum Raw {
         force: bool,
         #[serde(default)]
         mem: Option<String>,
+        #[serde(default)]
+        oom_group: bool,
     },
     /// `set`.
     Set {
@@ -49,6 +51,8 @@ pub enum Raw {
         force: bool,
         #[serde(default, deserialize_with = "present")]
         mem: Option<Option<String>>,
+        #[serde(default)]
+        oom_group: Option<bool>,
     },
     /// `fund`.
     Fund {
@@ -128,15 +132,16 @@ impl TryFrom<Raw> for Request {
         Ok(match r {
             Raw::Status {} => Request::Status {},
             Raw::Show { user } => Request::Show { user },
-            Raw::Run { tickets, currency, cap, background, force, mem } => Request::Run {
+            Raw::Run { tickets, currency, cap, background, force, mem, oom_group } => Request::Run {
                 tickets: count::<Tickets>("tickets", tickets)?,
                 currency,
                 cap: cap.as_deref().map(job_cap).transpose()?,
                 background,
                 force,
                 mem: mem.as_deref().map(job_mem).transpose()?,
+                oom_group,
             },
-            Raw::Set { pids, tickets, cap, background, force, mem } => Request::Set {
+            Raw::Set { pids, tickets, cap, background, force, mem, oom_group } => Request::Set {
                 pids: Pids::new(pids.iter().map(whole).collect::<Result<Vec<_>, _>>()?)?,
                 tickets: count::<Tickets>("tickets", tickets)?,
                 cap: change(cap, job_cap)?,
@@ -147,6 +152,7 @@ impl TryFrom<Raw> for Request {
                     Some(None) => MemChange::Clear,
                     Some(Some(s)) => MemChange::Set(job_mem(&s)?),
                 },
+                oom_group,
             },
             Raw::Fund { currency, funding, cap } => {
                 Request::Fund { currency, funding: count::<Funding>("funding", funding)?, cap: change(cap, currency_cap)? }

@@ -7,7 +7,8 @@
 # (oom_score_adj by share) and one of a user within their share is not. A job's own
 # memory cap (allot run --mem): bad sizes and another user's set refused; a 64M! job's
 # hog is killed inside its job while the user's other job holds 96 MiB untouched; set
-# --mem soft and none; a background job's cap, and the background slice's IOWeight=1.
+# --mem soft and none; --oom-group: a job's hog over its cap takes the job's other
+# process with it; a background job's cap, and the background slice's IOWeight=1.
 # A stop and `allot daemon --release` take back what was sent: every cgroup's cpu,
 # memory and io knobs byte-identical to before.
 #   cargo build --release -p allot --bin allot
@@ -109,6 +110,22 @@ check "by the OOM killer inside its job (oom_memcg is the job's directory)" sh -
 check "the slice counted the kill (memory.events oom_kill grew)" test "$(awk '/^oom_kill / { print $2 }' "$CG/user.slice/user-2001.slice/memory.events")" -gt "$ooms"
 echo "# the other job holds $(cat /tmp/other.mib) MiB by its count; its memory.current $(cat "$oj/memory.current")" >&2
 check "the user's other job runs on, holding its 96 MiB" sh -c "kill -0 $other && test \$(cat $oj/memory.current) -ge $((90 << 20))"
+# A job that must die whole (--oom-group): its hog over the job's 64M! cap takes the
+# job's other process (a sleep) with it; the user's other job is not touched.
+rm -f /tmp/whole.mib /tmp/whole.go /tmp/whole.sib
+# shellcheck disable=SC2016
+whole=$(job_of allot-ta --mem 64M! --oom-group -- sh -c 'sleep 1000 & echo $! > /tmp/whole.sib; exec python3 /tmp/grow.py 200 /tmp/whole.mib /tmp/whole.go')
+wait_for -t 60 test -s /tmp/whole.sib || true
+sib=$(cat /tmp/whole.sib 2>/dev/null || echo 0)
+wj=$CG/$(cgroup_of "$whole")
+echo "# whole job $whole (its sleep $sib) in ${wj#$CG/}" >&2
+check "--oom-group is the job's memory.oom.group (1), the other job's 0" test "$(cat "$wj/memory.oom.group")/$(cat "$oj/memory.oom.group")" = 1/0
+check "the sleep is in the same job" test "$(cgroup_of "$sib")" = "${wj#$CG/}"
+touch /tmp/whole.go
+check "the whole job's hog over its cap is killed" wait_for -t 120 sh -c "! kill -0 $whole 2>/dev/null"
+check "and its sleep with it: the whole job" wait_for -t 30 sh -c "! kill -0 $sib 2>/dev/null"
+dmesg | grep -E "oom-kill|Memory cgroup out of memory|Tasks in .* are going to be killed" | tail -n 4 >&2 || true
+check "the user's other job runs on" kill -0 "$other"
 in_user allot-ta allot set "$other" --mem 200M >&2 || true
 check "set --mem 200M: a soft cap is the job's memory.high" test "$(cat "$oj/memory.high")/$(cat "$oj/memory.max")" = "209715200/max"
 in_user allot-ta allot set "$other" --mem none >&2 || true

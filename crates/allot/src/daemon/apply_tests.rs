@@ -8,7 +8,15 @@ use crate::proto::{Request, Response};
 fn run(d: &mut super::core::Daemon, w: &super::fake::Shared, pid: i32) {
     let r = d
         .handle(
-            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false, mem: None },
+            Request::Run {
+                tickets: allot_model::Tickets::new(50).ok(),
+                currency: None,
+                cap: None,
+                background: false,
+                force: false,
+                mem: None,
+                oom_group: false,
+            },
             &peer(w, 3000, pid),
         )
         .unwrap();

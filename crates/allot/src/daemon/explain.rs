@@ -55,6 +55,7 @@ impl Daemon {
             });
         }
         reasons.extend(self.mem_reason(j));
+        reasons.extend(self.oom_group_reason(j));
         if let Some(c) = self.currency_cap(&j.currency) {
             let how = self.backend().cap_mechanism();
             reasons.push(Reason {

@@ -531,6 +531,11 @@ impl SliceMemory for FakeCg {
     fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> allot_linux::Result<()> {
         self.w.lock().unwrap().slice_mem.job(rel, high, max)
     }
+    fn set_job_oom_group(&self, rel: &str, whole: bool) -> allot_linux::Result<()> {
+        let mut w = self.w.lock().unwrap();
+        w.slice_mem.sent.push(format!("job {rel} memory.oom.group={}", u8::from(whole)));
+        Ok(())
+    }
     fn job_usage(&self, rel: &str) -> allot_linux::Result<u64> {
         Ok(self.w.lock().unwrap().slice_mem.usage.get(rel).copied().unwrap_or(0))
     }

@@ -117,7 +117,7 @@ mod tests {
         }
         let mut d = crate::daemon::tests::start(&w, None);
         let r = d.handle(
-            crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None },
+            crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: false },
             &crate::daemon::tests::peer(&w, 3000, 100),
         );
         assert!(matches!(r, Ok(crate::proto::Response::Job(_))), "{r:?}");

@@ -226,7 +226,7 @@ fn on_systemd_the_background_slice_weighs_the_least_while_background_jobs_run() 
     };
     d.apply_io();
     assert_eq!(sent(&w), ["user-3000 IOWeight=100"], "no background job: no background slice to weigh");
-    let bg = crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: None };
+    let bg = crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: None, oom_group: false };
     d.handle(bg, &crate::daemon::tests::peer(&w, 3000, 100)).unwrap();
     d.apply_io();
     assert_eq!(sent(&w), ["background IOWeight=1"], "the smallest IOWeight= systemd takes");

@@ -38,7 +38,7 @@ impl Daemon {
         let available = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
-        let mut jobs: Vec<Vec<(String, u32, Option<model::MemCap>)>> = vec![];
+        let mut jobs: Vec<Vec<super::registry::JobSpec>> = vec![];
         let mut specs: Vec<_> = self.desired().jobs.values().filter(|j| j.class() == Class::Foreground).collect();
         specs.sort_by_key(|j| j.rel());
         for j in specs {
@@ -50,7 +50,7 @@ impl Daemon {
                     ids.len() - 1
                 }
             };
-            jobs[i].push((j.rel(), j.tickets.get(), j.mem));
+            jobs[i].push(j.clone());
         }
         let ins: Vec<CurrencyMem> = ids
             .iter()
@@ -59,7 +59,7 @@ impl Daemon {
                 funding: self.funding_of(c),
                 usage: mem.usage(&currency_rel(Class::Foreground, c)).unwrap_or(0),
                 cap: self.memory_cap(c),
-                jobs: js.iter().map(|(_, t, m)| JobMem { tickets: *t, cap: *m }).collect(),
+                jobs: js.iter().map(|j| JobMem { tickets: j.tickets.get(), cap: j.mem }).collect(),
             })
             .collect();
         let plan = model::plan(available, &ins);
@@ -71,9 +71,9 @@ impl Daemon {
         for ((c, js), (p, i)) in ids.iter().zip(&jobs).zip(plan.iter().zip(&ins)) {
             let crel = currency_rel(Class::Foreground, c);
             // v2: the controller is enabled down to each job once (its files appear then).
-            for (rel, ..) in js {
-                if mem.version() == Version::V2 && !self.memory().delegated.contains(rel) {
-                    match mem.ensure(rel) {
+            for rel in js.iter().map(|j| j.rel()) {
+                if mem.version() == Version::V2 && !self.memory().delegated.contains(&rel) {
+                    match mem.ensure(&rel) {
                         Ok(()) => _ = self.memory_mut().delegated.insert(rel.clone()),
                         Err(e) => log::warn!("memory: could not enable the memory controller down to {rel}: {e}"),
                     }
@@ -94,10 +94,11 @@ impl Daemon {
             rels.insert(crel.clone());
             // Processes are read only while the currency is over its share, or was.
             let scan = self.oom_scan(c, p.oom_score_adj);
-            for ((rel, ..), jp) in js.iter().zip(&p.jobs) {
+            for (j, jp) in js.iter().zip(&p.jobs) {
+                let rel = j.rel();
                 rels.insert(rel.clone());
-                self.write_job_mem(&mem, rel, jp, true, &mut rels);
-                for pid in if scan { self.tree().cg().procs(rel).unwrap_or_default() } else { vec![] } {
+                self.write_job_mem(&mem, &rel, jp, j.oom_group, true, &mut rels);
+                for pid in if scan { self.tree().cg().procs(&rel).unwrap_or_default() } else { vec![] } {
                     seen.insert(pid);
                     let what = self.oom_adj(pid, p.oom_score_adj);
                     self.audit_oom(c, i.usage, p.protection, what);
@@ -196,6 +197,7 @@ impl Daemon {
         let r = match what {
             "protection" => mem.set_protection(rel, v.unwrap_or(0)),
             "high" => mem.set_high(rel, v),
+            "oom_group" => mem.set_oom_group(rel, v.is_some()),
             _ => mem.set_max(rel, v),
         };
         match r {

@@ -26,10 +26,32 @@ impl Daemon {
         }))
     }
 
+    /// Whether a job's OOM group (`--oom-group`) can be applied on this host: cgroup v2's
+    /// `memory.oom.group` in the job's own directory, on allot's own tree or inside its
+    /// scope on a systemd host; the refusal says why not.
+    pub(in crate::daemon) fn check_oom_group(&self) -> Result<(), Refusal> {
+        match self.memory().mem.as_ref().map(|m| m.version()) {
+            Some(Version::V2) => return Ok(()),
+            None if self.memory().slices => return Ok(()),
+            Some(Version::V1) => {
+                return Err(Refusal::invalid(
+                    "a job's OOM group (--oom-group) needs cgroup v2's memory.oom.group; this host's memory controller is cgroup v1, where the OOM killer takes one process at a time",
+                ))
+            }
+            None => {}
+        }
+        Err(Refusal::invalid(if !self.cfg().memory.enable {
+            "a job's OOM group (--oom-group) is written with memory by share, which the config turns off ([memory] enable = false)".to_string()
+        } else {
+            "a job's OOM group (--oom-group) needs cgroup v2's memory controller beside allot's tree, and this host has none mounted".to_string()
+        }))
+    }
+
     /// Writes one job's plan to its directory: protection, and its own cap (v2
-    /// `memory.high`/`memory.max`, v1 the soft limit and `memory.limit_in_bytes`). Only
-    /// what changed is written. `rels` collects the directories written (kept in the cache).
-    pub(super) fn write_job_mem(&mut self, mem: &Memory, rel: &str, jp: &JobPlan, protect: bool, rels: &mut HashSet<String>) {
+    /// `memory.high`/`memory.max`, v1 the soft limit and `memory.limit_in_bytes`), and on
+    /// v2 its OOM group (`whole`). Only what changed is written. `rels` collects the
+    /// directories written (kept in the cache).
+    pub(super) fn write_job_mem(&mut self, mem: &Memory, rel: &str, jp: &JobPlan, whole: bool, protect: bool, rels: &mut HashSet<String>) {
         if !mem.has(rel) {
             return;
         }
@@ -41,6 +63,10 @@ impl Daemon {
         }
         if !v1 && self.to_write(rel, "high", l.high) {
             self.mem_write(mem, rel, "high", l.high);
+        }
+        let group = whole.then_some(1);
+        if !v1 && self.to_write(rel, "oom_group", group) {
+            self.mem_write(mem, rel, "oom_group", group);
         }
         self.write_job_max(mem, rel, l.max);
     }
@@ -65,14 +91,15 @@ impl Daemon {
     /// Background jobs hold no protection (their memory is what nobody else needs), but a
     /// cap of their own is theirs whatever their class.
     pub(super) fn apply_background_job_mem(&mut self, mem: &Memory, rels: &mut HashSet<String>) {
-        let capped: Vec<JobSpec> = self.desired().jobs.values().filter(|j| j.class() == Class::Background && j.mem.is_some()).cloned().collect();
+        let capped: Vec<JobSpec> =
+            self.desired().jobs.values().filter(|j| j.class() == Class::Background && (j.mem.is_some() || j.oom_group)).cloned().collect();
         for j in capped {
             let (high, max) = split_cap(j.mem);
             let (m, rel) = job_dir(mem, &j.rel());
             if m.version() == Version::V2 && !self.memory().delegated.contains(&rel) && m.ensure(&rel).is_ok() {
                 self.memory_mut().delegated.insert(rel.clone());
             }
-            self.write_job_mem(&m, &rel, &JobPlan { protection: 0, high, max }, false, rels);
+            self.write_job_mem(&m, &rel, &JobPlan { protection: 0, high, max }, j.oom_group, false, rels);
         }
     }
 
@@ -99,10 +126,21 @@ impl Daemon {
             let (high, max) = split_cap(j.mem);
             if mem.version() == Version::V2 {
                 self.mem_write(&mem, &rel, "high", high);
+                self.mem_write(&mem, &rel, "oom_group", j.oom_group.then_some(1));
             }
             let usage = mem.usage(&rel).unwrap_or(0);
             self.mem_write_limit(&mem, &rel, max, usage);
         }
+    }
+
+    /// `explain`'s reason for a job's OOM group (None: the kernel's default).
+    pub(in crate::daemon) fn oom_group_reason(&self, j: &JobSpec) -> Option<Reason> {
+        j.oom_group.then(|| Reason {
+            state: "OOM group".into(),
+            on: true,
+            since_s: None,
+            because: "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".into(),
+        })
     }
 
     /// `explain`'s reason for a job's memory cap, with what the job holds now and the file

@@ -3,7 +3,8 @@
 //! `memory.max` (hard) or `memory.high` (soft) through allot-linux's `SliceMemory`
 //! (job_memory.rs there: a job is no unit of systemd's, so no property is sent; no file of
 //! a cgroup systemd made is written). Written when a request sets or clears the cap and
-//! kept by the memory step; taken back by `--release` from jobs that outlive allot.
+//! kept by the memory step; taken back by `--release` from jobs that outlive allot. A
+//! job's OOM group (`--oom-group`) is its `memory.oom.group` there, kept the same way.
 
 use super::super::core::Daemon;
 use super::super::registry::JobSpec;
@@ -21,8 +22,13 @@ impl Daemon {
             let (high, max) = split_cap(j.mem);
             let was = |what| self.memory().written.get(&(rel.clone(), what)).copied();
             let never = j.mem.is_none() && was("high").flatten().is_none() && was("max").flatten().is_none();
+            let whole = j.oom_group.then_some(1);
+            let group = (j.oom_group || was("oom_group").flatten().is_some()) && was("oom_group") != Some(whole);
             if !never && (was("high") != Some(high) || was("max") != Some(max)) {
                 self.send_job_mem(&rel, high, max);
+            }
+            if group {
+                self.send_job_oom_group(&rel, j.oom_group);
             }
             rels.insert(rel);
         }
@@ -36,7 +42,18 @@ impl Daemon {
         for j in specs {
             let (high, max) = split_cap(j.mem);
             self.send_job_mem(&j.rel(), high, max);
+            if j.oom_group || self.memory().written.get(&(j.rel(), "oom_group")).is_some_and(|w| w.is_some()) {
+                self.send_job_oom_group(&j.rel(), j.oom_group);
+            }
         }
+    }
+
+    fn send_job_oom_group(&mut self, rel: &str, whole: bool) {
+        let Some(sm) = self.tree().cg().slice_memory() else { return };
+        if let Err(e) = sm.set_job_oom_group(rel, whole) {
+            log::warn!("memory: could not set the OOM group of job {rel}: {e}");
+        }
+        self.memory_mut().written.insert((rel.to_string(), "oom_group"), whole.then_some(1));
     }
 
     fn send_job_mem(&mut self, rel: &str, high: Option<u64>, max: Option<u64>) {
@@ -54,12 +71,21 @@ impl Daemon {
     /// The jobs are the state file's (`--release` is a daemon of its own, which has
     /// written nothing yet) and whatever this one wrote.
     pub(in crate::daemon) fn release_slice_job_mem(&mut self) {
-        let mut rels: HashSet<String> = self.memory().written.iter().filter(|(_, v)| v.is_some()).map(|((r, _), _)| r.clone()).collect();
+        let w = &self.memory().written;
+        let mut rels: HashSet<String> = w.iter().filter(|((_, what), v)| v.is_some() && *what != "oom_group").map(|((r, _), _)| r.clone()).collect();
         rels.extend(self.desired().jobs.values().filter(|j| j.mem.is_some()).map(|j| j.rel()));
+        let mut groups: HashSet<String> =
+            w.iter().filter(|((_, what), v)| v.is_some() && *what == "oom_group").map(|((r, _), _)| r.clone()).collect();
+        groups.extend(self.desired().jobs.values().filter(|j| j.oom_group).map(|j| j.rel()));
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         for rel in rels {
             if let Err(e) = sm.set_job_memory(&rel, None, None) {
                 log::info!("memory: could not take back the memory cap of job {rel}: {e}");
+            }
+        }
+        for rel in groups {
+            if let Err(e) = sm.set_job_oom_group(&rel, false) {
+                log::info!("memory: could not take back the OOM group of job {rel}: {e}");
             }
         }
         self.memory_mut().written.clear();

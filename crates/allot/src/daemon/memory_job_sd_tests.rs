@@ -11,11 +11,19 @@ const M: u64 = 1 << 20;
 const SESSION: &str = "/user.slice/user-3000.slice/session-4.scope";
 
 fn run(mem: Option<&str>, background: bool) -> Request {
-    Request::Run { tickets: None, currency: None, cap: None, background, force: false, mem: mem.map(|m| m.parse().unwrap()) }
+    Request::Run { tickets: None, currency: None, cap: None, background, force: false, mem: mem.map(|m| m.parse().unwrap()), oom_group: false }
 }
 
 fn set_mem(pid: i64, mem: MemChange) -> Request {
-    Request::Set { pids: Pids::new([pid]).unwrap(), tickets: None, cap: crate::proto::CapChange::Keep, background: None, force: false, mem }
+    Request::Set {
+        pids: Pids::new([pid]).unwrap(),
+        tickets: None,
+        cap: crate::proto::CapChange::Keep,
+        background: None,
+        force: false,
+        mem,
+        oom_group: None,
+    }
 }
 
 fn jobs_sent(w: &Shared) -> Vec<String> {
@@ -119,4 +127,47 @@ fn release_in_a_daemon_of_its_own_takes_back_the_state_files_caps() {
     d.memory_mut().written.clear();
     d.release();
     assert_eq!(jobs_sent(&w), ["job user-3000/j1-u3000 memory.high=max,memory.max=max"]);
+}
+
+/// `--oom-group` on a systemd host: the job's `memory.oom.group` inside allot's scope, sent
+/// as the request is served, not again while unchanged, off by `set`, taken back by
+/// `--release` from a job that outlives allot.
+#[test]
+fn a_jobs_oom_group_on_systemd_is_its_own_directorys_and_release_takes_it_back() {
+    let (w, mut d) = host();
+    let r = Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: true };
+    let r = d.handle(r, &peer(&w, 3000, 100)).unwrap();
+    assert!(matches!(r, Response::Job(_)), "{r:?}");
+    let rel = d.desired().jobs.values().find(|s| s.oom_group).unwrap().rel();
+    assert_eq!(jobs_sent(&w), [format!("job {rel} memory.high=max,memory.max=max"), format!("job {rel} memory.oom.group=1")]);
+    step(&mut d);
+    step(&mut d);
+    assert!(jobs_sent(&w).is_empty(), "kept: nothing written again");
+    let off = Request::Set {
+        pids: Pids::new([100]).unwrap(),
+        tickets: None,
+        cap: crate::proto::CapChange::Keep,
+        background: None,
+        force: false,
+        mem: MemChange::Keep,
+        oom_group: Some(false),
+    };
+    d.handle(off, &peer(&w, 3000, 100)).unwrap();
+    assert_eq!(jobs_sent(&w).last().map(String::as_str), Some(format!("job {rel} memory.oom.group=0").as_str()));
+    step(&mut d);
+    assert!(jobs_sent(&w).is_empty(), "off, and nothing more");
+    // On again, then --release: the job runs on without allot's OOM group.
+    let on = Request::Set {
+        pids: Pids::new([100]).unwrap(),
+        tickets: None,
+        cap: crate::proto::CapChange::Keep,
+        background: None,
+        force: false,
+        mem: MemChange::Keep,
+        oom_group: Some(true),
+    };
+    d.handle(on, &peer(&w, 3000, 100)).unwrap();
+    jobs_sent(&w);
+    d.release_slice_job_mem();
+    assert!(jobs_sent(&w).contains(&format!("job {rel} memory.oom.group=0")), "taken back at --release");
 }

@@ -11,11 +11,31 @@ use allot_linux::cgroup::Version;
 const M: u64 = 1 << 20;
 
 fn run(mem: Option<&str>) -> Request {
-    Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: mem.map(|m| m.parse().unwrap()) }
+    Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: mem.map(|m| m.parse().unwrap()), oom_group: false }
 }
 
 fn set_mem(pid: i64, mem: MemChange) -> Request {
-    Request::Set { pids: Pids::new([pid]).unwrap(), tickets: None, cap: crate::proto::CapChange::Keep, background: None, force: false, mem }
+    Request::Set {
+        pids: Pids::new([pid]).unwrap(),
+        tickets: None,
+        cap: crate::proto::CapChange::Keep,
+        background: None,
+        force: false,
+        mem,
+        oom_group: None,
+    }
+}
+
+fn set_group(pid: i64, on: bool) -> Request {
+    Request::Set {
+        pids: Pids::new([pid]).unwrap(),
+        tickets: None,
+        cap: crate::proto::CapChange::Keep,
+        background: None,
+        force: false,
+        mem: MemChange::Keep,
+        oom_group: Some(on),
+    }
 }
 
 #[test]
@@ -86,4 +106,67 @@ fn a_memory_cap_is_refused_where_it_cannot_be_applied_naming_why() {
     // Clearing needs no controller: there is nothing to write.
     let e = d.handle(set_mem(100, MemChange::Keep), &peer(&w, 3000, 100)).unwrap_err();
     assert!(e.message.contains("--mem SIZE|none"), "nothing to change: {}", e.message);
+}
+
+/// `--oom-group`: the job's own `memory.oom.group` on cgroup v2, written as the request is
+/// served and kept by the step, never on another job; `set --oom-group off` gives the
+/// kernel's default back; another user may not set it; refused on v1, naming why.
+#[test]
+fn a_jobs_oom_group_is_its_own_memory_oom_group_on_v2_and_refused_on_v1() {
+    let w = world();
+    w.lock().unwrap().spawn(100, 3000, "/", "sh");
+    w.lock().unwrap().spawn(102, 3001, "/", "sh");
+    let mut d = start(&w, None);
+    d.scan();
+    let mount = std::env::temp_dir().join(format!("allot-oom-group-{}", std::process::id()));
+    let _f = Fixture(mount.clone());
+    let root = mount.join("fake");
+    files(&mount, &[("cgroup.subtree_control", "")]);
+    files(&root, &[("cgroup.subtree_control", ""), ("memory.max", "536870912\n")]);
+    let dir = [
+        ("cgroup.subtree_control", ""),
+        ("memory.current", "0\n"),
+        ("memory.low", ""),
+        ("memory.high", ""),
+        ("memory.max", ""),
+        ("memory.oom.group", ""),
+    ];
+    files(&root.join("user-3000"), &dir);
+    for j in ["default", "j1-u3000"] {
+        files(&root.join("user-3000").join(j), &dir);
+    }
+    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.cfg_mut().memory.oom = false;
+    let job = root.join("user-3000/j1-u3000");
+    let mut req = run(None);
+    if let Request::Run { oom_group, .. } = &mut req {
+        *oom_group = true;
+    }
+    d.handle(req, &peer(&w, 3000, 100)).unwrap();
+    assert_eq!(read(job.join("memory.oom.group")), "1", "written as the request is served");
+    assert!(d.desired().jobs.values().any(|j| j.oom_group));
+    std::fs::write(job.join("memory.oom.group"), "").unwrap();
+    d.apply_memory();
+    assert_eq!(read(job.join("memory.oom.group")), "", "kept: not written again when nothing changed");
+    assert_eq!(read(root.join("user-3000/default/memory.oom.group")), "", "the other job is untouched");
+    let Response::Explain(x) = d.explain(&peer(&w, 3000, 100), "1").unwrap() else { panic!("not an explanation") };
+    assert!(x.reasons.iter().any(|r| r.state == "OOM group" && r.because.contains("memory.oom.group")), "{:?}", x.reasons);
+    // Another user may not set it.
+    let e = d.handle(set_group(100, false), &peer(&w, 3001, 102)).unwrap_err();
+    assert_eq!(e.kind, crate::proto::ErrorKind::NotPermitted, "{}", e.message);
+    assert!(d.desired().jobs.values().any(|j| j.oom_group), "nothing changed");
+    d.handle(set_group(100, false), &peer(&w, 3000, 100)).unwrap();
+    assert_eq!(read(job.join("memory.oom.group")), "0", "off: the kernel's default");
+    assert!(d.desired().jobs.values().all(|j| !j.oom_group));
+    // cgroup v1 has no memory.oom.group: refused, nothing changed.
+    d.memory_mut().mem = Some(Memory::at(Version::V1, mount.clone(), root.clone()));
+    let e = d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap_err();
+    assert!(e.message.contains("--oom-group") && e.message.contains("cgroup v1"), "{}", e.message);
+    assert!(d.desired().jobs.values().all(|j| !j.oom_group));
+    // Without a memory controller, or with memory by share off: refused, saying which.
+    d.memory_mut().mem = None;
+    let e = d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap_err();
+    assert!(e.message.contains("none mounted"), "{}", e.message);
+    let e = d.handle(set_group(100, false), &peer(&w, 3000, 100));
+    assert!(e.is_ok(), "off needs nothing written: {e:?}");
 }

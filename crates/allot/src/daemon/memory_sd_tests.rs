@@ -29,7 +29,10 @@ fn host() -> (Shared, crate::daemon::core::Daemon) {
     }
     let mut d = start(&w, None);
     let r = d
-        .handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None }, &peer(&w, 3000, 100))
+        .handle(
+            Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: false },
+            &peer(&w, 3000, 100),
+        )
         .unwrap();
     assert!(matches!(r, Response::Job(_)), "{r:?}");
     d.registry_mut().set_funding(CurrencyId::User(3000), 300);

@@ -62,7 +62,14 @@ impl Daemon {
             rels.insert(j.rel());
             rels.insert(currency_rel(j.class(), &j.currency));
         }
+        let groups: BTreeSet<String> =
+            self.memory().written.iter().filter(|((_, what), v)| *what == "oom_group" && v.is_some()).map(|((r, _), _)| r.clone()).collect();
         for rel in rels.iter().filter(|r| mem.has(r)) {
+            if groups.contains(rel) {
+                if let Err(e) = mem.set_oom_group(rel, false) {
+                    log::warn!("memory: could not take back the OOM group of {rel}: {e}");
+                }
+            }
             let high = if mem.version() == Version::V2 { mem.set_high(rel, None) } else { Ok(()) };
             if let Err(e) = mem.clear_protection(rel).and(high).and(mem.set_max(rel, None)) {
                 log::warn!("memory: could not take back the memory values of {rel}: {e}");

@@ -72,6 +72,8 @@ pub struct JobSpec {
     pub cap: Option<Cap>,
     /// Memory cap as set (`--mem 4G!` hard, `--mem 4G` soft; docs/memory.md).
     pub mem: Option<MemCap>,
+    /// An OOM kill in it kills all of it (`--oom-group`; cgroup v2 `memory.oom.group`).
+    pub oom_group: bool,
     /// Runs on idle CPU only.
     pub background: bool,
     /// Focused by its user.
@@ -83,7 +85,7 @@ pub struct JobSpec {
 impl JobSpec {
     /// A job with default settings.
     pub fn new(id: JobId, currency: CurrencyId, owner: u32) -> Self {
-        Self { id, currency, owner, tickets: Tickets::default(), cap: None, mem: None, background: false, focus: false, rule: None }
+        Self { id, currency, owner, tickets: Tickets::default(), cap: None, mem: None, oom_group: false, background: false, focus: false, rule: None }
     }
     /// Its class.
     pub fn class(&self) -> Class {

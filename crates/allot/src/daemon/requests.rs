@@ -70,8 +70,12 @@ impl Daemon {
         match req {
             Request::Status {} => Ok(Response::Status(Box::new(self.status()))),
             Request::Show { user } => self.show(peer, user.as_deref()).map(Response::Show).map_err(Refusal::not_found),
-            Request::Run { tickets, currency, cap, background, force, mem } => self.run(peer, tickets, currency, cap, background, force, mem),
-            Request::Set { pids, tickets, cap, background, force, mem } => self.set(peer, pids, tickets, cap, background, force, mem),
+            Request::Run { tickets, currency, cap, background, force, mem, oom_group } => {
+                self.run(peer, tickets, currency, cap, background, force, (mem, oom_group))
+            }
+            Request::Set { pids, tickets, cap, background, force, mem, oom_group } => {
+                self.set(peer, pids, tickets, cap, background, force, (mem, oom_group))
+            }
             Request::Fund { currency, funding, cap } => self.fund(peer, currency, funding, cap),
             Request::Focus { pid, on } => self.focus(peer, pid, on),
             Request::Move { pid, currency, force } => self.move_pid(peer, pid, &currency, force),
@@ -107,10 +111,13 @@ impl Daemon {
         cap: Option<Cap>,
         background: bool,
         force: bool,
-        mem: Option<MemCap>,
+        (mem, oom_group): (Option<MemCap>, bool),
     ) -> R<Response> {
         if mem.is_some() {
             self.check_job_mem()?;
+        }
+        if oom_group {
+            self.check_oom_group()?;
         }
         let tickets = tickets.unwrap_or_default();
         let cap_bg = cap.is_some_and(|c| c.is_background());
@@ -163,6 +170,7 @@ impl Daemon {
         spec.tickets = tickets;
         spec.cap = cap;
         spec.mem = mem;
+        spec.oom_group = oom_group;
         spec.background = background || cap_bg;
         // From the caller's own login session: the job ends when logind stops it (logout.rs).
         let tie = match &place {
@@ -209,7 +217,7 @@ impl Daemon {
         cap: CapChange,
         background: Option<bool>,
         force: bool,
-        mem: MemChange,
+        (mem, oom_group): (MemChange, Option<bool>),
     ) -> R<Response> {
         let mut bg = background;
         // cap: None = unchanged; Some(None) = clear; Some(Some(c)) = set.
@@ -228,11 +236,16 @@ impl Daemon {
         if bg == Some(true) && matches!(cap, Some(Some(_))) {
             return Err(Refusal::invalid("--background and a cap contradict each other: background is soft cap 0 (idle CPU only); give one of them"));
         }
-        if tickets.is_none() && cap.is_none() && bg.is_none() && mem.is_keep() {
-            return Err(Refusal::invalid("set needs something to change: -t TICKETS, --cap CAP|none, --mem SIZE|none, --background or --foreground"));
+        if tickets.is_none() && cap.is_none() && bg.is_none() && mem.is_keep() && oom_group.is_none() {
+            return Err(Refusal::invalid(
+                "set needs something to change: -t TICKETS, --cap CAP|none, --mem SIZE|none, --oom-group on|off, --background or --foreground",
+            ));
         }
         if matches!(mem, MemChange::Set(_)) {
             self.check_job_mem()?;
+        }
+        if oom_group == Some(true) {
+            self.check_oom_group()?;
         }
         // Check every process before changing anything.
         let mut seen = std::collections::HashSet::new();
@@ -271,6 +284,9 @@ impl Daemon {
             }
             if let Some(b) = bg {
                 spec.background = b;
+            }
+            if let Some(o) = oom_group {
+                spec.oom_group = o;
             }
             let step = if new {
                 Step::NewJob(t)

@@ -148,6 +148,7 @@ fn the_daemon_sends_its_plan_flattened_and_falls_back_keeping_every_job() {
                     background: false,
                     force: false,
                     mem: None,
+                    oom_group: false,
                 },
                 &peer(&w, 3000, pid),
             )
@@ -218,7 +219,9 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     let runs: [(i32, Option<&str>, bool); 3] = [(100, Some("0.3!"), false), (101, None, true), (102, None, false)];
     for (pid, cap, background) in runs {
         let cap = cap.map(|c| c.parse::<allot_model::Cap>().unwrap());
-        let r = d.handle(Request::Run { tickets: None, currency: None, cap, background, force: false, mem: None }, &peer(&w, 3000, pid)).unwrap();
+        let r = d
+            .handle(Request::Run { tickets: None, currency: None, cap, background, force: false, mem: None, oom_group: false }, &peer(&w, 3000, pid))
+            .unwrap();
         let Response::Job(j) = r else { panic!("{r:?}") };
         dirs.push(j.cgroup.rsplit('/').next().unwrap().to_string());
     }
@@ -272,7 +275,10 @@ fn every_job_of_a_capped_currency_carries_the_currencys_cap() {
     let mut dirs = vec![];
     for (pid, uid) in [(100, 3000), (101, 3000), (102, 3001)] {
         let r = d
-            .handle(Request::Run { tickets: None, currency: None, cap: None, background: pid == 101, force: false, mem: None }, &peer(&w, uid, pid))
+            .handle(
+                Request::Run { tickets: None, currency: None, cap: None, background: pid == 101, force: false, mem: None, oom_group: false },
+                &peer(&w, uid, pid),
+            )
             .unwrap();
         let Response::Job(j) = r else { panic!("{r:?}") };
         dirs.push(j.cgroup.rsplit('/').next().unwrap().to_string());

@@ -50,6 +50,9 @@ struct JobRecord {
     /// is read by an allot from before memory caps).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mem: Option<String>,
+    /// Its OOM group (`--oom-group`); absent when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    oom_group: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -97,6 +100,7 @@ fn to_file(d: &Desired) -> FileV2 {
                 focus: j.focus,
                 rule: j.rule.clone(),
                 mem: j.mem.map(|m| m.to_string()),
+                oom_group: j.oom_group,
             })
             .collect(),
     }
@@ -129,7 +133,21 @@ fn from_v2(f: FileV2, path: &Path) -> anyhow::Result<Desired> {
         if let JobId::Numbered(n) = id {
             d.next_id = d.next_id.max(n + 1);
         }
-        d.jobs.insert(id, JobSpec { id, currency, owner: r.owner, tickets, cap, mem, background: r.background, focus: r.focus, rule: r.rule });
+        d.jobs.insert(
+            id,
+            JobSpec {
+                id,
+                currency,
+                owner: r.owner,
+                tickets,
+                cap,
+                mem,
+                oom_group: r.oom_group,
+                background: r.background,
+                focus: r.focus,
+                rule: r.rule,
+            },
+        );
     }
     Ok(d)
 }

@@ -35,13 +35,14 @@ pub(super) fn set_req(pids: &[i64], tickets: Option<i64>, background: Option<boo
         background,
         force,
         mem: crate::proto::MemChange::Keep,
+        oom_group: None,
     }
 }
 
 /// `run [-t T] [--cap C]`.
 pub(super) fn run_req(tickets: Option<i64>, cap: Option<&str>) -> Request {
     let (tickets, cap) = (tickets.map(|t| allot_model::Tickets::new(t).unwrap()), cap.map(|c| c.parse().unwrap()));
-    Request::Run { tickets, currency: None, cap, background: false, force: false, mem: None }
+    Request::Run { tickets, currency: None, cap, background: false, force: false, mem: None, oom_group: false }
 }
 
 fn show(d: &mut Daemon, uid: u32) -> ShowView {

@@ -90,6 +90,7 @@ impl Daemon {
             usage: t.map_or(0.0, |t| t.rate.cpus),
             cap: if j.background { Some("0".into()) } else { j.cap.map(|c| c.to_string()) },
             mem: j.mem.map(|m| m.to_string()),
+            oom_group: j.oom_group,
             background: j.background,
             held: p.is_some_and(|p| p.held),
             boost: p.is_some_and(|p| p.boosted),

@@ -35,13 +35,29 @@ impl SystemdTree {
     /// no limit. Refused, saying why, where the job's scope does not delegate memory (one
     /// started by an allot from before, kept until its jobs end).
     pub(super) fn job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> Result<()> {
+        let dir = self.job_memory_dir(rel, "set the memory cap of")?;
+        // The soft cap first: a hard cap lowered under the soft one is never refused.
+        write(dir.join("memory.high"), &limit_text(high))?;
+        write(dir.join("memory.max"), &limit_text(max))
+    }
+
+    /// Sets a job's `memory.oom.group` (`whole`: an OOM kill in the job kills all of it),
+    /// where [`Self::job_memory`] would write; refused where it would be.
+    pub(super) fn job_oom_group(&self, rel: &str, whole: bool) -> Result<()> {
+        let dir = self.job_memory_dir(rel, "set the OOM group of")?;
+        write(dir.join("memory.oom.group"), if whole { "1" } else { "0" })
+    }
+
+    /// A job's directory with the memory controller enabled down to it, inside its scope's
+    /// delegation; `what` names the write for a refusal.
+    fn job_memory_dir(&self, rel: &str, what: &str) -> Result<std::path::PathBuf> {
         let (key, sub) = match Self::place(rel)? {
             Place::Inside(k, s) => (k, s),
             _ => return Err(super::bad_rel(rel, "a job's memory cap is set on a job's path (currency/job, background/currency/job)".into())),
         };
         if self.is_legacy() {
             return Err(Error::Sys {
-                call: format!("set the memory cap of {rel:?}"),
+                call: format!("{what} {rel:?}"),
                 source: std::io::Error::new(
                     std::io::ErrorKind::Unsupported,
                     "this host's cpu controller is on cgroup v1, where allot's scopes delegate only cpu",
@@ -50,7 +66,7 @@ impl SystemdTree {
         }
         let unit = self.names.scope(&key);
         let scope = self.scope_dir(&mut self.lock(), &key).filter(|d| d.is_dir()).ok_or_else(|| Error::Sys {
-            call: format!("set the memory cap of {rel:?}"),
+            call: format!("{what} {rel:?}"),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, format!("{unit} is not running")),
         })?;
         let mut dir = scope;
@@ -58,9 +74,7 @@ impl SystemdTree {
             enable_memory(&dir, &unit)?;
             dir.push(part);
         }
-        // The soft cap first: a hard cap lowered under the soft one is never refused.
-        write(dir.join("memory.high"), &limit_text(high))?;
-        write(dir.join("memory.max"), &limit_text(max))
+        Ok(dir)
     }
 
     /// Bytes charged to a job (its directory's `memory.current`).

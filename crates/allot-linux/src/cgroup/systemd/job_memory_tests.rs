@@ -31,6 +31,7 @@ fn kernel_files(fx: &Fixture, dir: &str, controllers: &str) {
             ("cgroup.controllers", controllers),
             ("memory.max", "max            "),
             ("memory.high", "max            "),
+            ("memory.oom.group", "0"),
             ("memory.current", "1048576\n"),
         ],
     );
@@ -61,6 +62,13 @@ fn a_jobs_cap_is_its_own_directorys_memory_max_and_high_inside_the_delegated_sco
     m.set_job_memory("user-1000/j1", Some(32 * M), None).unwrap();
     assert_eq!(fx.read(&format!("{SCOPE}/j1/memory.high")).trim(), (32 * M).to_string());
     assert_eq!(fx.read(&format!("{SCOPE}/j1/memory.max")).trim(), "max");
+    // The OOM group: the job's own file, on and off.
+    m.set_job_oom_group("user-1000/j1", true).unwrap();
+    assert_eq!(fx.read(&format!("{SCOPE}/j1/memory.oom.group")).trim(), "1");
+    assert_eq!(fx.read(&format!("{SCOPE}/j2/memory.oom.group")).trim(), "0", "the user's other job is untouched");
+    m.set_job_oom_group("user-1000/j1", false).unwrap();
+    assert_eq!(fx.read(&format!("{SCOPE}/j1/memory.oom.group")).trim(), "0");
+    assert!(m.set_job_oom_group("user-1000", true).is_err(), "a currency's path is no job's");
     assert_eq!(sd.calls().len(), before, "nothing asked of systemd: a job is no unit");
     assert!(!fx.path().join("user.slice/user-1000.slice/memory.max").exists(), "no file of a cgroup systemd made is written");
 }

@@ -119,6 +119,9 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     /// path): `high` its `memory.high`, `max` its `memory.max`, None no limit
     /// (job_memory.rs: a job is no unit; the scope delegates memory).
     fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> Result<()>;
+    /// A job's `memory.oom.group` in its directory inside allot's scope (`whole`: an OOM
+    /// kill in the job kills all of it; false: the kernel's default, one process).
+    fn set_job_oom_group(&self, rel: &str, whole: bool) -> Result<()>;
     /// Bytes charged to a job (its `memory.current`).
     fn job_usage(&self, rel: &str) -> Result<u64>;
 }
@@ -259,6 +262,9 @@ impl SliceMemory for SystemdTree {
     }
     fn set_job_memory(&self, rel: &str, high: Option<u64>, max: Option<u64>) -> Result<()> {
         self.job_memory(rel, high, max)
+    }
+    fn set_job_oom_group(&self, rel: &str, whole: bool) -> Result<()> {
+        self.job_oom_group(rel, whole)
     }
     fn job_usage(&self, rel: &str) -> Result<u64> {
         self.job_memory_usage(rel)

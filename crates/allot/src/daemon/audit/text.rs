@@ -108,17 +108,18 @@ pub fn describe(r: &Request) -> String {
     };
     let force = |f: bool| if f { " --force" } else { "" };
     match r {
-        Request::Run { tickets, currency, cap, background, force: f, mem } => format!(
-            "run{}{}{}{}{}{}",
+        Request::Run { tickets, currency, cap, background, force: f, mem, oom_group } => format!(
+            "run{}{}{}{}{}{}{}",
             num("-t", tickets.map(|t| t.get())),
             opt("--currency", currency),
             cap.map(|c| format!(" --cap {c}")).unwrap_or_default(),
             mem.map(|m| format!(" --mem {m}")).unwrap_or_default(),
+            if *oom_group { " --oom-group" } else { "" },
             if *background { " --background" } else { "" },
             force(*f)
         ),
-        Request::Set { pids: p, tickets, cap: c, background, force: f, mem } => format!(
-            "set {}{}{}{}{}{}",
+        Request::Set { pids: p, tickets, cap: c, background, force: f, mem, oom_group } => format!(
+            "set {}{}{}{}{}{}{}",
             pids(&p.as_slice().iter().map(|p| i64::from(p.get())).collect::<Vec<_>>()),
             num("-t", tickets.map(|t| t.get())),
             cap(c),
@@ -126,6 +127,11 @@ pub fn describe(r: &Request) -> String {
                 MemChange::Keep => String::new(),
                 MemChange::Clear => " --mem none".into(),
                 MemChange::Set(m) => format!(" --mem {m}"),
+            },
+            match oom_group {
+                Some(true) => " --oom-group on",
+                Some(false) => " --oom-group off",
+                None => "",
             },
             match background {
                 Some(true) => " --background",
@@ -177,19 +183,44 @@ mod tests {
                 background: None,
                 force: false,
                 mem: crate::proto::MemChange::Keep,
+                oom_group: None,
             })
         };
         assert_eq!(set(vec![100, 101, 102]), "set 100 101 102 -t 5");
         assert_eq!(set(vec![7; 1024]), "set 7 (1 pid, 1024 given) -t 5");
         assert_eq!(set((100..1124).collect()), "set 100 101 102 103 104 105 106 107 … (1024 pids, first 8 shown) -t 5");
         let run = |c: &str| {
-            describe(&Request::Run { tickets: None, currency: Some(c.into()), cap: "1/2!".parse().ok(), background: false, force: false, mem: None })
+            describe(&Request::Run {
+                tickets: None,
+                currency: Some(c.into()),
+                cap: "1/2!".parse().ok(),
+                background: false,
+                force: false,
+                mem: None,
+                oom_group: false,
+            })
         };
         assert_eq!(run("ci"), "run --currency ci --cap 0.5!");
-        let mem = describe(&Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: "64M!".parse().ok() });
+        let mem = describe(&Request::Run {
+            tickets: None,
+            currency: None,
+            cap: None,
+            background: true,
+            force: false,
+            mem: "64M!".parse().ok(),
+            oom_group: false,
+        });
         assert_eq!(mem, "run --mem 64M! --background");
         let unmem = |m| {
-            describe(&Request::Set { pids: Pids::new([9]).unwrap(), tickets: None, cap: CapChange::Keep, background: None, force: false, mem: m })
+            describe(&Request::Set {
+                pids: Pids::new([9]).unwrap(),
+                tickets: None,
+                cap: CapChange::Keep,
+                background: None,
+                force: false,
+                mem: m,
+                oom_group: None,
+            })
         };
         assert_eq!((unmem(MemChange::Clear), unmem(MemChange::Set("4G".parse().unwrap()))), ("set 9 --mem none".into(), "set 9 --mem 4G".into()));
         let mut j = JobSpec::new(super::super::super::registry::JobId::Numbered(3), CurrencyId::User(7), 7);

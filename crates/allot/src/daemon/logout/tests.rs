@@ -13,7 +13,15 @@ const SESSION: &str = "/user.slice/user-3000.slice/session-4.scope";
 fn run(d: &mut Daemon, w: &Shared, pid: i32) -> String {
     let r = d
         .handle(
-            Request::Run { tickets: allot_model::Tickets::new(50).ok(), currency: None, cap: None, background: false, force: false, mem: None },
+            Request::Run {
+                tickets: allot_model::Tickets::new(50).ok(),
+                currency: None,
+                cap: None,
+                background: false,
+                force: false,
+                mem: None,
+                oom_group: false,
+            },
             &peer(w, 3000, pid),
         )
         .unwrap();

@@ -141,11 +141,16 @@ impl Daemon {
             return Err(unsaved(&e));
         }
         self.replan();
-        // A memory cap set, changed or cleared is written now (memory_job.rs).
+        // A memory cap or OOM group set, changed or cleared is written now (memory_job.rs).
         let capped: Vec<JobSpec> = ids
             .iter()
             .filter_map(|id| self.desired().jobs.get(id))
-            .filter(|s| before.jobs.get(&s.id).map_or(s.mem.is_some(), |b| b.mem != s.mem || b.background != s.background))
+            .filter(|s| {
+                before
+                    .jobs
+                    .get(&s.id)
+                    .map_or(s.mem.is_some() || s.oom_group, |b| b.mem != s.mem || b.oom_group != s.oom_group || b.background != s.background)
+            })
             .cloned()
             .collect();
         self.apply_job_mem_now(&capped);

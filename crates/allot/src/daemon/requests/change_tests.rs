@@ -62,7 +62,10 @@ fn a_change_the_state_file_cannot_keep_is_taken_back_whole() {
     unsaved(d.handle(set(vec![101, 100], Some(9), Some(true)), &a));
     assert_eq!((path_of(&w, 100), path_of(&w, 101)), (own.clone(), "/fake/user-3000/default".to_string()));
     // run: the caller goes back where it was.
-    unsaved(d.handle(Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None }, &peer(&w, 3000, 101)));
+    unsaved(d.handle(
+        Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: None, oom_group: false },
+        &peer(&w, 3000, 101),
+    ));
     assert_eq!(path_of(&w, 101), "/fake/user-3000/default");
     // fund: funding and cap as they were.
     let root = peer(&w, 0, 1);

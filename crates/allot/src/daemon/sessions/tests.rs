@@ -116,6 +116,7 @@ fn hostile_another_users_session_process_is_not_explained_to_them_nor_changed_by
             background: None,
             force: false,
             mem: crate::proto::MemChange::Keep,
+            oom_group: None,
         },
         &peer(&w, 3002, 331),
     );
