@@ -64,6 +64,9 @@ fn each_users_slice_gets_its_share_and_cap_through_systemd_and_user_slice_the_su
     );
     let v = d.memory_view(&CurrencyId::User(3001)).unwrap();
     assert_eq!((v.usage, v.protection, v.available, v.limit, v.cap.as_deref()), (10 * M, 128 * M, 512 * M, Some(64 * M), Some("64M!")));
+    // show lists the logged-in user without jobs, whose slice is protected, with its memory.
+    let row = d.currency_views().into_iter().find(|c| c.name == "3001").expect("3001 listed: its slice shares memory");
+    assert_eq!((row.jobs, row.memory.map(|m| m.protection)), (0, Some(128 * M)));
     // Nothing changed: nothing is sent again. 3001 logs out: the protection is 3000's alone.
     step(&mut d);
     assert!(sent(&w).is_empty());
@@ -71,6 +74,7 @@ fn each_users_slice_gets_its_share_and_cap_through_systemd_and_user_slice_the_su
     step(&mut d);
     assert_eq!(sent(&w), [format!("user-3000 MemoryLow={}", 512 * M), format!("user-3000 MemoryHigh={}", 512 * M)], "alone: all of it");
     assert!(d.memory_view(&CurrencyId::User(3001)).is_none());
+    assert!(d.currency_views().iter().all(|c| c.name != "3001"), "logged out, no jobs: not listed");
     // At stop, what allot sent is taken back.
     d.undo_memory();
     let back = sent(&w);

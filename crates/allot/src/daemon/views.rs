@@ -139,9 +139,11 @@ impl Daemon {
         Ok(ShowView { ncpu: self.ncpu(), outside: self.obs().machine.outside, jobs, currencies, hidden: !open, unread })
     }
 
-    /// Every currency: with jobs, funded, or named in the config.
+    /// Every currency: with jobs, funded, named in the config, or sharing memory (on a
+    /// systemd host a logged-in user's slice is protected whether or not it has jobs).
     pub fn currency_views(&self) -> Vec<CurrencyView> {
         let mut ids: Vec<CurrencyId> = self.desired().jobs.values().map(|j| j.currency.clone()).collect();
+        ids.extend(self.memory().view.keys().cloned());
         ids.extend(self.desired().funding.keys().cloned());
         ids.extend(self.desired().caps.keys().cloned());
         ids.extend(self.cfg().currencies.keys().map(|n| CurrencyId::Named(n.clone())));
