@@ -89,7 +89,10 @@ impl Daemon {
             let limit = if v1 { Some(p.guard).filter(|g| *g < available || p.max.is_some()) } else { p.max };
             let limit = self.mem_write_limit(&mem, &crel, limit, i.usage);
             if !v1 {
-                self.mem_write(&mem, &crel, "high", p.high);
+                // What the others leave it (or its soft cap, if lower), as on a systemd
+                // host's slices: above it a currency reclaims its own pages, before the
+                // machine runs short and the kernel's reclaim takes every user's CPU.
+                self.mem_write(&mem, &crel, "high", model::soft_limit(p));
             }
             rels.insert(crel.clone());
             // Processes are read only while the currency is over its share, or was.

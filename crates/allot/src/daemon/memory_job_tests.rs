@@ -73,8 +73,9 @@ fn a_jobs_memory_cap_is_written_on_its_directory_only_and_set_changes_it() {
     assert_eq!(read(job.join("memory.low")), (256 * M).to_string(), "half its currency's protection: two jobs of 100 tickets");
     for f in ["memory.max", "memory.high"] {
         assert_eq!(read(root.join("user-3000/default").join(f)), "", "the other job's {f} is untouched");
-        assert_eq!(read(root.join("user-3000").join(f)), "max", "the currency has no cap");
     }
+    assert_eq!(read(root.join("user-3000/memory.max")), "max", "the currency has no cap");
+    assert_eq!(read(root.join("user-3000/memory.high")), (512 * M).to_string(), "alone: all the available memory is left it");
     // Soft: memory.high, and the hard limit taken away.
     d.handle(set_mem(100, MemChange::Set("32M".parse().unwrap())), &peer(&w, 3000, 100)).unwrap();
     // (A kernel file is written in place, so the fixture's regular file keeps the tail of a

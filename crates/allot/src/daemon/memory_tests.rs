@@ -56,8 +56,11 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     assert_eq!(read(root.join("user-3001/memory.low")), (128 * M).to_string());
     assert_eq!(read(root.join("user-3000/default/memory.low")), (384 * M).to_string(), "one job: all its currency's protection");
     assert_eq!(read(root.join("user-3001/memory.max")), (64 * M).to_string(), "the hard memory cap");
-    assert_eq!(read(root.join("user-3001/memory.high")), "max");
+    assert_eq!(read(root.join("user-3001/memory.high")), "max", "its hard cap is below what the other leaves it: no memory.high");
     assert_eq!(read(root.join("user-3000/memory.max")), "max", "no cap, and no guard on v2 (memory.low does it)");
+    // memory.high is what the other currency leaves it: 512 MiB less what 3001 holds
+    // within its share (10 MiB) and 16 MiB, rounded down to 16 MiB.
+    assert_eq!(read(root.join("user-3000/memory.high")), (480 * M).to_string());
     for dir in [mount.clone(), root.clone(), root.join("user-3000"), root.join("user-3001")] {
         assert_eq!(read(dir.join("cgroup.subtree_control")), "+memory", "memory delegated through {}", dir.display());
     }
