@@ -108,7 +108,7 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
-    /// Change running processes' jobs: tickets, cap, memory cap, background or foreground.
+    /// Change running processes' jobs: tickets, cap, memory cap, OOM group, background or foreground.
     Set {
         /// Processes. A process not yet in a job of its own gets one.
         #[arg(required = true)]
@@ -273,12 +273,25 @@ fn mem_arg(m: Option<&str>) -> anyhow::Result<proto::MemChange> {
 /// `allot run` when no daemon answers: says which of the options could not be kept, and
 /// keeps `--background` (or `--cap 0`) as SCHED_IDLE on this process, which any user may
 /// choose for their own process and which the command inherits through exec.
-fn run_unmanaged(why: &anyhow::Error, tickets: Option<&str>, currency: Option<&str>, cap: Option<&str>, mem: Option<&str>, background: bool) {
+fn run_unmanaged(
+    why: &anyhow::Error,
+    tickets: Option<&str>,
+    currency: Option<&str>,
+    cap: Option<&str>,
+    (mem, oom_group): (Option<&str>, bool),
+    background: bool,
+) {
     eprintln!("allot: warning: {}; running the command unmanaged (--strict makes this an error)", allot_report::for_terminal(&format!("{why:#}")));
     let cap = cap.filter(|c| *c != "none");
     let cap_idle = cap.and_then(|c| c.parse::<allot_model::Cap>().ok()).is_some_and(|c| c.is_background());
     let idle = background || cap_idle;
-    let not_kept = [("-t", tickets), ("--currency", currency), ("--cap", cap.filter(|_| !cap_idle)), ("--mem", mem.filter(|m| *m != "none"))];
+    let not_kept = [
+        ("-t", tickets),
+        ("--currency", currency),
+        ("--cap", cap.filter(|_| !cap_idle)),
+        ("--mem", mem.filter(|m| *m != "none")),
+        ("--oom-group", oom_group.then_some("on")),
+    ];
     for (flag, v) in not_kept {
         if let Some(v) = v {
             eprintln!("allot: warning: {flag} {} was not applied: no daemon to enforce it", allot_report::for_terminal(v));
@@ -364,7 +377,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
                 Ok(r) if json => eprintln!("{}", serde_json::to_string(&r)?),
                 Ok(_) => {}
                 Err(e) if !strict && e.downcast_ref::<client::Unreachable>().is_some() => {
-                    run_unmanaged(&e, given.as_deref(), currency.as_deref(), cap.as_deref(), mem.as_deref(), background);
+                    run_unmanaged(&e, given.as_deref(), currency.as_deref(), cap.as_deref(), (mem.as_deref(), oom_group), background);
                 }
                 Err(e) => return Err(e),
             }

@@ -140,9 +140,10 @@ fn policy_of_unmanaged(flags: &[&str]) -> (u32, String) {
 fn run_without_a_daemon_keeps_background_as_sched_idle_and_names_what_it_drops() {
     let (policy, err) = policy_of_unmanaged(&[]);
     assert_eq!(policy, 0, "a plain run stays SCHED_OTHER; {err}");
-    let (policy, err) = policy_of_unmanaged(&["--background", "-t", "300", "--cap", "0.5!"]);
+    let (policy, err) = policy_of_unmanaged(&["--background", "-t", "300", "--cap", "0.5!", "--oom-group"]);
     assert_eq!(policy, 5, "--background is SCHED_IDLE; {err}");
     assert!(err.contains("--cap 0.5! was not applied: no daemon to enforce it"), "{err}");
+    assert!(err.contains("--oom-group on was not applied: no daemon to enforce it"), "{err}");
     assert!(err.contains("-t 300 was not applied: no daemon to enforce it"), "{err}");
     assert!(err.contains("--background kept as SCHED_IDLE"), "{err}");
     let (policy, err) = policy_of_unmanaged(&["--cap", "0"]);
