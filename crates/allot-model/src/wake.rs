@@ -14,7 +14,8 @@
 //!   quanta: a wakeup cuts the running quantum short) and runs a short slice, at most
 //!   [`BOOST_SLICE_NS`] and at most what is left of its entitlement over the window. So the
 //!   boost buys latency, never CPU past the entitlement: a job that has used half of it is
-//!   no longer boosted, and a boosted slice never runs past the whole of it.
+//!   no longer boosted, and a boosted slice never runs past the whole of it (a focused
+//!   job's line is the whole window instead, below).
 //! - A configured line (`[policy] boost_below`) and focus move the line ([`line_ns`]): a
 //!   focused job (Ross and Abel's foreground hint, `allot focus`) is boosted while it used
 //!   less than the whole window, one CPU's worth: whatever it uses, as the plan's focus.

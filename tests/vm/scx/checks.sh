@@ -24,7 +24,7 @@
 #   and after each: no task is SCHED_EXT and sched_ext is disabled.
 set -u
 # only PART: whether this run holds PART's checks. SCX_ONLY is a comma-separated set of
-# checks (the loader's, in this file), ebs, boost, sim, storm, lottery, daemon and bench;
+# checks (the loader's, in this file), ebs, boost, sim, storm, lottery, focus, daemon and bench;
 # unset, every part but bench (run.sh --only).
 only() { case ",${SCX_ONLY:-checks,ebs,boost,sim,storm,lottery,focus,daemon}," in *",$1,"*) return 0 ;; esac; return 1; }
 WARM=${SCX_WARM:-5}

@@ -25,7 +25,7 @@
 # schedules every task on a reload with tasks = "all" (an `allot run` hog within 0.05 of
 # half against a hog it does not manage), and unloads it at stop. Before it, focus.sh: a
 # daemon with [policy] boost_below = 0.05 leaves a probe job over its line unboosted, and
-# `allot focus` boosts it (its p99 lower focused). --only bench runs bench.sh alone, which
+# `allot focus` boosts it (its p90 lower focused), at the default line it is boosted. --only bench runs bench.sh alone, which
 # checks nothing: the side-by-side bench (docs/results/scx/): shares, insulation, Table 1
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
 # scheduler, and scx_flatcg and scx_bpfland when given (--add PATH, after run.sh's options).

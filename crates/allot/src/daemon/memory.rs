@@ -294,18 +294,23 @@ impl Daemon {
     }
 
     /// Takes back what is dynamic: every `oom_score_adj` allot wrote goes back to what the
-    /// process had, and every guard limit to the currency's hard cap (or none).
+    /// process had, every guard limit to the currency's hard cap (or none), and on v2
+    /// every currency's `memory.high` (what the others left it) to its soft cap (or none).
     pub fn undo_memory(&mut self) {
         for (pid, r) in std::mem::take(&mut self.memory_mut().oom) {
             give_back(pid, r);
         }
         self.undo_slice_memory();
         let Some(mem) = self.memory().mem.clone() else { return };
-        let caps: Vec<(String, Option<u64>)> =
-            self.memory().view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c).filter(|m| m.hard).map(|m| m.bytes))).collect();
+        let caps: Vec<(String, Option<model::MemCap>)> =
+            self.memory().view.keys().map(|c| (currency_rel(Class::Foreground, c), self.memory_cap(c))).collect();
         for (rel, cap) in caps {
             if mem.has(&rel) {
-                let _ = mem.set_max(&rel, cap);
+                let (soft, hard) = model::split_cap(cap);
+                let _ = mem.set_max(&rel, hard);
+                if mem.version() == Version::V2 {
+                    let _ = mem.set_high(&rel, soft);
+                }
             }
         }
         self.memory_mut().written.clear();

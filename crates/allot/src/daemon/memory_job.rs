@@ -133,14 +133,17 @@ impl Daemon {
         }
     }
 
-    /// `explain`'s reason for a job's OOM group (None: the kernel's default).
+    /// `explain`'s reason for a job's OOM group (None: the kernel's default); set but not
+    /// in force here (memory by share turned off since), it says why.
     pub(in crate::daemon) fn oom_group_reason(&self, j: &JobSpec) -> Option<Reason> {
-        j.oom_group.then(|| Reason {
-            state: "OOM group".into(),
-            on: true,
-            since_s: None,
-            because: "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".into(),
-        })
+        if !j.oom_group {
+            return None;
+        }
+        let (on, because) = match self.check_oom_group() {
+            Ok(()) => (true, "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".to_string()),
+            Err(e) => (false, format!("set (--oom-group) but not in force: {}", e.message)),
+        };
+        Some(Reason { state: "OOM group".into(), on, since_s: None, because })
     }
 
     /// `explain`'s reason for a job's memory cap, with what the job holds now and the file
@@ -183,7 +186,7 @@ impl Daemon {
 /// background job's is under allot's background sibling (`<root>-background`, beside the
 /// root at the top of the hierarchy), which the memory hierarchy mirrors as the cpu one
 /// has it, so `background/C/J` is `C/J` there.
-fn job_dir(mem: &Memory, rel: &str) -> (Memory, String) {
+pub(super) fn job_dir(mem: &Memory, rel: &str) -> (Memory, String) {
     let bg = rel.strip_prefix(BACKGROUND).and_then(|r| r.strip_prefix('/'));
     match (bg, mem.root().parent(), mem.root().file_name()) {
         (Some(r), Some(mount), Some(name)) => {

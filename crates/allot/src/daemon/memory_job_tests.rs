@@ -164,8 +164,14 @@ fn a_jobs_oom_group_is_its_own_memory_oom_group_on_v2_and_refused_on_v1() {
     let e = d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap_err();
     assert!(e.message.contains("--oom-group") && e.message.contains("cgroup v1"), "{}", e.message);
     assert!(d.desired().jobs.values().all(|j| !j.oom_group));
-    // Without a memory controller, or with memory by share off: refused, saying which.
+    // Without a memory controller, or with memory by share off: refused, saying which;
+    // a job that has it set says it is not in force.
+    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap();
     d.memory_mut().mem = None;
+    let Response::Explain(x) = d.explain(&peer(&w, 3000, 100), "1").unwrap() else { panic!("not an explanation") };
+    let r = x.reasons.iter().find(|r| r.state == "OOM group").expect("an OOM group reason");
+    assert!(!r.on && r.because.starts_with("set (--oom-group) but not in force: ") && r.because.contains("none mounted"), "{r:?}");
     let e = d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap_err();
     assert!(e.message.contains("none mounted"), "{}", e.message);
     let e = d.handle(set_group(100, false), &peer(&w, 3000, 100));

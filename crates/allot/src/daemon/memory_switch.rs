@@ -4,11 +4,12 @@
 //! job's `--mem` cap stays in it and holds again once memory by share is on.
 
 use super::super::core::Daemon;
-use super::super::registry::currency_rel;
+use super::super::registry::{currency_rel, BACKGROUND};
+use super::job::job_dir;
 use super::state::{give_back, MemoryState};
 use allot_linux::cgroup::memory::Memory;
 use allot_linux::cgroup::Version;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Daemon {
     /// Follows the config's memory switches (at the start of every memory step).
@@ -26,7 +27,8 @@ impl Daemon {
             if !enable {
                 self.take_back_memory();
             }
-            let fresh = MemoryState::new(self.tree().cg(), enable);
+            let mut fresh = MemoryState::new(self.tree().cg(), enable);
+            fresh.cleared = !enable;
             *self.memory_mut() = fresh;
             log::info!("memory by share turned {} by the config", if enable { "on" } else { "off" });
         }
@@ -57,22 +59,31 @@ impl Daemon {
             self.memory_mut().written.clear();
             return;
         };
-        let mut rels: BTreeSet<String> = self.memory().written.keys().map(|(rel, _)| rel.clone()).collect();
-        for j in self.desired().jobs.values() {
-            rels.insert(j.rel());
-            rels.insert(currency_rel(j.class(), &j.currency));
+        // Each directory where it is: a background job's and currency's in allot's
+        // background sibling (job_dir); a path the step wrote (its cache's key, which
+        // job_dir already resolved) may be in either.
+        let mut rels: BTreeSet<String> = self.desired().jobs.values().flat_map(|j| [j.rel(), currency_rel(j.class(), &j.currency)]).collect();
+        for (rel, _) in self.memory().written.keys() {
+            rels.insert(rel.clone());
+            rels.insert(format!("{BACKGROUND}/{rel}"));
         }
-        let groups: BTreeSet<String> =
-            self.memory().written.iter().filter(|((_, what), v)| *what == "oom_group" && v.is_some()).map(|((r, _), _)| r.clone()).collect();
-        for rel in rels.iter().filter(|r| mem.has(r)) {
-            if groups.contains(rel) {
-                if let Err(e) = mem.set_oom_group(rel, false) {
-                    log::warn!("memory: could not take back the OOM group of {rel}: {e}");
-                }
-            }
-            let high = if mem.version() == Version::V2 { mem.set_high(rel, None) } else { Ok(()) };
-            if let Err(e) = mem.clear_protection(rel).and(high).and(mem.set_max(rel, None)) {
-                log::warn!("memory: could not take back the memory values of {rel}: {e}");
+        let mut dirs: BTreeMap<std::path::PathBuf, (Memory, String)> = BTreeMap::new();
+        for rel in &rels {
+            let (m, r) = job_dir(&mem, rel);
+            dirs.insert(m.root().join(&r), (m, r));
+        }
+        for (m, rel) in dirs.into_values().filter(|(m, r)| !r.is_empty() && m.has(r)) {
+            let v2 = m.version() == Version::V2;
+            // Each file on its own: one that cannot be written leaves the others to be.
+            let group = v2 && m.root().join(&rel).join("memory.oom.group").exists();
+            let writes = [
+                m.clear_protection(&rel),
+                if v2 { m.set_high(&rel, None) } else { Ok(()) },
+                m.set_max(&rel, None),
+                if group { m.set_oom_group(&rel, false) } else { Ok(()) },
+            ];
+            for e in writes.into_iter().filter_map(Result::err) {
+                log::warn!("memory: could not take back a memory value of {}: {e}", m.root().join(&rel).display());
             }
         }
         self.memory_mut().written.clear();

@@ -67,6 +67,14 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     let v = d.memory_view(&CurrencyId::User(3000)).unwrap();
     assert_eq!((v.usage, v.protection, v.available, v.limit), (100 * M, 384 * M, 512 * M, None));
     assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().limit, Some(64 * M));
+    // At stop, what the others left a currency (memory.high) is taken back: none here,
+    // 3001's hard cap kept.
+    std::fs::write(root.join("user-3000/memory.high"), "").unwrap();
+    d.undo_memory();
+    assert_eq!(read(root.join("user-3000/memory.high")), "max", "memory.high taken back at stop");
+    assert_eq!(read(root.join("user-3001/memory.max")), (64 * M).to_string(), "the hard cap kept");
+    d.memory_mut().at = None;
+    d.apply_memory();
     // Written once: a second step with nothing changed writes nothing (the file is left as we
     // overwrite it by hand, so a write would show).
     std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
@@ -132,20 +140,42 @@ fn memory_by_share_turned_off_by_a_reload_gives_every_value_back_and_on_again_wr
     let all = [("cgroup.subtree_control", ""), ("memory.current", "0\n"), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")];
     files(&root.join("user-3000"), &all);
     files(&root.join("user-3000/default"), &all);
+    // A background job with a cap and an OOM group: its directory is in allot's
+    // background sibling, which the memory hierarchy mirrors.
+    let bg = mount.join("fake-background");
+    files(&bg, &[("cgroup.subtree_control", "")]);
+    files(&bg.join("user-3000"), &[("cgroup.subtree_control", "")]);
+    files(
+        &bg.join("user-3000/j1-u3000"),
+        &[("memory.current", "0\n"), ("memory.low", ""), ("memory.high", ""), ("memory.max", ""), ("memory.oom.group", "")],
+    );
     let fixture = Memory::at(Version::V2, mount.clone(), root.clone());
     d.memory_mut().mem = Some(fixture.clone());
     d.cfg_mut().memory.oom = false;
     d.cfg_mut().funding.insert("3000".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    let run = crate::proto::Request::Run {
+        tickets: None,
+        currency: None,
+        cap: None,
+        background: true,
+        force: false,
+        mem: Some("32M!".parse().unwrap()),
+        oom_group: true,
+    };
+    d.handle(run, &super::super::tests::peer(&w, 3000, 100)).unwrap();
+    let bj = bg.join("user-3000/j1-u3000");
+    assert_eq!((read(bj.join("memory.max")), read(bj.join("memory.oom.group"))), ((32 * M).to_string(), "1".to_string()));
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), (512 * M).to_string(), "alone: all of it");
     assert_eq!(read(root.join("user-3000/memory.max")), (64 * M).to_string());
     // A kernel file is written in place: the fixture's files are emptied, so what the
     // take-back writes reads whole.
-    for dir in [root.join("user-3000"), root.join("user-3000/default")] {
+    for dir in [root.join("user-3000"), root.join("user-3000/default"), bj.clone()] {
         for f in ["memory.low", "memory.high", "memory.max"] {
             std::fs::write(dir.join(f), "").unwrap();
         }
     }
+    std::fs::write(bj.join("memory.oom.group"), "").unwrap();
     d.cfg_mut().memory.enable = false;
     d.apply_memory();
     for dir in [root.join("user-3000"), root.join("user-3000/default")] {
@@ -153,6 +183,8 @@ fn memory_by_share_turned_off_by_a_reload_gives_every_value_back_and_on_again_wr
         assert_eq!(read(dir.join("memory.max")), "max", "{} limit given back", dir.display());
         assert_eq!(read(dir.join("memory.high")), "max", "{}", dir.display());
     }
+    assert_eq!(read(bj.join("memory.max")), "max", "the background job's cap given back, in the sibling");
+    assert_eq!(read(bj.join("memory.oom.group")), "0", "and its OOM group");
     assert!(d.memory().mem.is_none() && d.memory().view.is_empty() && d.memory().written.is_empty());
     assert!(d.memory_view(&CurrencyId::User(3000)).is_none(), "show has no memory row while off");
     std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
