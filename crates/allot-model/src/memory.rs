@@ -15,9 +15,12 @@
 //! a currency within its protection, which keeps its own ([`oom_score_adj`]).
 
 use crate::ModelError;
+pub use room::{room, ROOM_MARGIN};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+
+mod room;
 
 const SIZE_ALLOWED: &str = "a size is bytes or a number with K, M, G or T (powers of 1024), e.g. 512M, 1.5G";
 const CAP_ALLOWED: &str =

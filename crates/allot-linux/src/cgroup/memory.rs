@@ -193,8 +193,23 @@ pub fn mem_total() -> Result<u64> {
     })
 }
 
+/// What the kernel reckons can still be had without swapping, bytes (`MemAvailable` in
+/// /proc/meminfo: free memory above the watermarks and the caches it can reclaim).
+pub fn mem_available() -> Result<u64> {
+    parse_meminfo(&read("/proc/meminfo")?, "MemAvailable:").ok_or_else(|| Error::Parse {
+        path: "/proc/meminfo".into(),
+        what: "a MemAvailable line",
+        text: String::new(),
+    })
+}
+
 fn parse_mem_total(s: &str) -> Option<u64> {
-    let l = s.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    parse_meminfo(s, "MemTotal:")
+}
+
+/// One /proc/meminfo line's value (`key` with its colon), bytes.
+fn parse_meminfo(s: &str, key: &str) -> Option<u64> {
+    let l = s.lines().find_map(|l| l.strip_prefix(key))?;
     let kb: u64 = l.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kb * 1024)
 }
@@ -278,5 +293,9 @@ mod tests {
         assert_eq!(parse_mem_total("MemTotal:       24576000 kB\nMemFree: 1 kB\n"), Some(24576000 * 1024));
         assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
         assert!(mem_total().unwrap() > 0);
+        let info = "MemTotal: 989184 kB\nMemFree: 20480 kB\nMemAvailable:     81920 kB\n";
+        assert_eq!(parse_meminfo(info, "MemAvailable:"), Some(80 << 20));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n", "MemAvailable:"), None);
+        assert!(mem_available().unwrap() <= mem_total().unwrap());
     }
 }

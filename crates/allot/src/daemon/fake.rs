@@ -508,6 +508,14 @@ impl SliceMemory for FakeCg {
     fn users_max(&self) -> allot_linux::Result<Option<u64>> {
         Ok(self.w.lock().unwrap().slice_mem.users_max)
     }
+    fn mem_available(&self) -> allot_linux::Result<u64> {
+        let a = self.w.lock().unwrap().slice_mem.mem_available;
+        a.ok_or_else(|| allot_linux::Error::Io {
+            op: "read",
+            path: "/fake/proc/meminfo".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        })
+    }
     fn set_slice_memory(&self, rel: &str, p: SliceProp, bytes: Option<u64>) -> allot_linux::Result<()> {
         self.w.lock().unwrap().slice_mem.send(rel, p, bytes);
         Ok(())

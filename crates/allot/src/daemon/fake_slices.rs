@@ -17,6 +17,8 @@ pub struct SliceMem {
     pub logged_in: Vec<u32>,
     /// `user.slice`'s memory.max.
     pub users_max: Option<u64>,
+    /// The machine's MemAvailable (None: not read).
+    pub mem_available: Option<u64>,
     /// Sent, in order: `unit Property=bytes` (`none`: unset).
     pub sent: Vec<String>,
     /// Properties now, by `(currency path or user.slice, property)`.

@@ -39,9 +39,13 @@ impl Daemon {
         let ids = self.slice_currencies();
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         let total = allot_linux::cgroup::memory::mem_total().unwrap_or(0);
-        let available = model::available(total, self.cfg().memory.reserve, sm.users_max().ok().flatten());
         // A slice's memory.current, or None: it does not run.
         let usages: Vec<Option<u64>> = ids.iter().map(|c| sm.slice_usage(&currency_rel(Class::Foreground, c)).ok()).collect();
+        // MemTotal less the reserve, and no more than the machine has room for: what the
+        // system really uses (the kernel's MemAvailable beside the users' charges), so a
+        // currency held at what the others leave it does not run the machine short.
+        let reserved = model::available(total, self.cfg().memory.reserve, sm.users_max().ok().flatten());
+        let available = model::room(reserved, usages.iter().flatten().sum(), sm.mem_available().ok(), self.memory().room);
         let ins: Vec<CurrencyMem> = ids
             .iter()
             .zip(&usages)
@@ -103,6 +107,7 @@ impl Daemon {
         m.foreign.retain(|pid, _| seen.contains(pid));
         m.raised = raised;
         m.view = view;
+        m.room = Some(available);
         self.apply_slice_job_mem();
     }
 

@@ -8,6 +8,7 @@ use crate::daemon::tests::{peer, start, world};
 use crate::proto::{Request, Response};
 
 const M: u64 = 1 << 20;
+const G: u64 = 1 << 30;
 const SESSION: &str = "/user.slice/user-3000.slice/session-4.scope";
 
 fn sent(w: &Shared) -> Vec<String> {
@@ -143,4 +144,38 @@ fn a_stopped_slice_gets_no_memory_property() {
     let sent = sent(&w);
     assert!(!sent.iter().any(|s| s.starts_with("user-3001 ")), "{sent:?}");
     assert!(sent.iter().any(|s| s.starts_with("user-3000 Memory")), "the running slice still gets its share: {sent:?}");
+}
+
+#[test]
+fn the_memory_available_to_users_is_what_the_machine_has_room_for() {
+    // The system uses more than the reserve: the users' 110 MiB and 300 MiB MemAvailable
+    // leave room for 378 MiB (less 32), under user.slice's 512: 368, to 16 MiB.
+    let (w, mut d) = host();
+    w.lock().unwrap().slice_mem.mem_available = Some(300 * M);
+    step(&mut d);
+    assert_eq!(
+        sent(&w),
+        [
+            format!("user-3000 MemoryLow={}", 276 * M),
+            format!("user-3000 MemoryHigh={}", 336 * M),
+            format!("user-3001 MemoryLow={}", 92 * M),
+            format!("user-3001 MemoryMax={}", 64 * M),
+            format!("user.slice MemoryLow={}", 368 * M),
+        ],
+        "300:100 of 368; 3000's MemoryHigh= 368 - 10 - 16, to 16 MiB"
+    );
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 368 * M);
+    // The room grows by less than 32 MiB, or falls to just the value used: nothing is sent.
+    for a in [320 * M, 290 * M] {
+        w.lock().unwrap().slice_mem.mem_available = Some(a);
+        step(&mut d);
+        assert!(sent(&w).is_empty(), "MemAvailable {a}");
+    }
+    // It falls below: at once. Room to spare: the reserve's value again.
+    w.lock().unwrap().slice_mem.mem_available = Some(280 * M);
+    step(&mut d);
+    assert!(sent(&w).contains(&format!("user.slice MemoryLow={}", 352 * M)));
+    w.lock().unwrap().slice_mem.mem_available = Some(G);
+    step(&mut d);
+    assert!(sent(&w).contains(&format!("user.slice MemoryLow={}", 512 * M)));
 }

@@ -95,6 +95,11 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     fn slice_usage(&self, rel: &str) -> Result<u64>;
     /// The hard limit on all users together (`user.slice`'s `memory.max`); None: none.
     fn users_max(&self) -> Result<Option<u64>>;
+    /// What the machine can still give without swapping (`MemAvailable` in /proc/meminfo):
+    /// with the users' charges, what they may hold together before it runs short.
+    fn mem_available(&self) -> Result<u64> {
+        crate::cgroup::memory::mem_available()
+    }
     /// Sets one property of the currency's slice (None: unset): memory in bytes, or its
     /// `IOWeight=` ([`SliceProp::units`]). Sent only when it differs from what was sent,
     /// at most once a second.
