@@ -4,26 +4,15 @@
 //! nothing changed, refused for another user's job, taken back by `--release`.
 
 use super::super::tests::{peer, start, world};
+use super::job_tests::{set_group, set_mem};
 use crate::daemon::fake::Shared;
-use crate::proto::{ErrorKind, MemChange, Pids, Request, Response};
+use crate::proto::{ErrorKind, MemChange, Request, Response};
 
 const M: u64 = 1 << 20;
 const SESSION: &str = "/user.slice/user-3000.slice/session-4.scope";
 
 fn run(mem: Option<&str>, background: bool) -> Request {
     Request::Run { tickets: None, currency: None, cap: None, background, force: false, mem: mem.map(|m| m.parse().unwrap()), oom_group: false }
-}
-
-fn set_mem(pid: i64, mem: MemChange) -> Request {
-    Request::Set {
-        pids: Pids::new([pid]).unwrap(),
-        tickets: None,
-        cap: crate::proto::CapChange::Keep,
-        background: None,
-        force: false,
-        mem,
-        oom_group: None,
-    }
 }
 
 fn jobs_sent(w: &Shared) -> Vec<String> {
@@ -143,30 +132,12 @@ fn a_jobs_oom_group_on_systemd_is_its_own_directorys_and_release_takes_it_back()
     step(&mut d);
     step(&mut d);
     assert!(jobs_sent(&w).is_empty(), "kept: nothing written again");
-    let off = Request::Set {
-        pids: Pids::new([100]).unwrap(),
-        tickets: None,
-        cap: crate::proto::CapChange::Keep,
-        background: None,
-        force: false,
-        mem: MemChange::Keep,
-        oom_group: Some(false),
-    };
-    d.handle(off, &peer(&w, 3000, 100)).unwrap();
+    d.handle(set_group(100, false), &peer(&w, 3000, 100)).unwrap();
     assert_eq!(jobs_sent(&w).last().map(String::as_str), Some(format!("job {rel} memory.oom.group=0").as_str()));
     step(&mut d);
     assert!(jobs_sent(&w).is_empty(), "off, and nothing more");
     // On again, then --release: the job runs on without allot's OOM group.
-    let on = Request::Set {
-        pids: Pids::new([100]).unwrap(),
-        tickets: None,
-        cap: crate::proto::CapChange::Keep,
-        background: None,
-        force: false,
-        mem: MemChange::Keep,
-        oom_group: Some(true),
-    };
-    d.handle(on, &peer(&w, 3000, 100)).unwrap();
+    d.handle(set_group(100, true), &peer(&w, 3000, 100)).unwrap();
     jobs_sent(&w);
     d.release_slice_job_mem();
     assert!(jobs_sent(&w).contains(&format!("job {rel} memory.oom.group=0")), "taken back at --release");

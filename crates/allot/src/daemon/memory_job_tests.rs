@@ -14,7 +14,7 @@ fn run(mem: Option<&str>) -> Request {
     Request::Run { tickets: None, currency: None, cap: None, background: false, force: false, mem: mem.map(|m| m.parse().unwrap()), oom_group: false }
 }
 
-fn set_mem(pid: i64, mem: MemChange) -> Request {
+pub(super) fn set_mem(pid: i64, mem: MemChange) -> Request {
     Request::Set {
         pids: Pids::new([pid]).unwrap(),
         tickets: None,
@@ -26,7 +26,7 @@ fn set_mem(pid: i64, mem: MemChange) -> Request {
     }
 }
 
-fn set_group(pid: i64, on: bool) -> Request {
+pub(super) fn set_group(pid: i64, on: bool) -> Request {
     Request::Set {
         pids: Pids::new([pid]).unwrap(),
         tickets: None,
