@@ -243,6 +243,7 @@ guest_put "$WORK/env" /etc/allot-vm/env
 guest_put "$WORK/debs.list" /etc/allot-vm/debs.list
 guest_put "$HERE/guest-runner.sh" /usr/local/lib/allot-vm/runner
 guest_put "$HERE/guest-lib.sh" /usr/local/lib/allot-vm/guest-lib.sh
+guest_put "$HERE/iolab.py" /usr/local/lib/allot-vm/iolab.py
 guest_put "$HERE/allot-vm-test.service" /etc/systemd/system/allot-vm-test.service
 chmod 0755 "$ROOT/usr/local/lib/allot-vm/runner"
 mkdir -p "$ROOT/etc/systemd/system/multi-user.target.wants"
