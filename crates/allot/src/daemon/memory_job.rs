@@ -139,9 +139,13 @@ impl Daemon {
         if !j.oom_group {
             return None;
         }
-        let (on, because) = match self.check_oom_group() {
-            Ok(()) => (true, "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".to_string()),
-            Err(e) => (false, format!("set (--oom-group) but not in force: {}", e.message)),
+        let refused = self.memory().refused.get(&(j.rel(), "oom_group"));
+        let (on, because) = match (self.check_oom_group(), refused) {
+            (Err(e), _) => (false, format!("set (--oom-group) but not in force: {}", e.message)),
+            (Ok(()), Some(e)) => (false, format!("set (--oom-group) but not in force: the kernel refused it: {e}")),
+            (Ok(()), None) => {
+                (true, "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".to_string())
+            }
         };
         Some(Reason { state: "OOM group".into(), on, since_s: None, because })
     }
@@ -173,12 +177,12 @@ impl Daemon {
         } else {
             "above it the kernel throttles the job's allocations and reclaims its memory"
         };
-        Some(Reason {
-            state: "memory cap".into(),
-            on: true,
-            since_s: None,
-            because: format!("{} memory cap {cap}: {what} ({file}){held}", if cap.hard { "hard" } else { "soft" }),
-        })
+        let kind = if cap.hard { "hard" } else { "soft" };
+        if let Some(e) = self.memory().refused.get(&(j.rel(), "max")) {
+            let because = format!("{kind} memory cap {cap} set but not in force: the kernel refused it: {e}");
+            return Some(Reason { state: "memory cap".into(), on: false, since_s: None, because });
+        }
+        Some(Reason { state: "memory cap".into(), on: true, since_s: None, because: format!("{kind} memory cap {cap}: {what} ({file}){held}") })
     }
 }
 

@@ -34,6 +34,7 @@ impl Daemon {
         }
         // A job that is gone took its directory, and its cap, with it.
         self.memory_mut().written.retain(|(r, _), _| rels.contains(r));
+        self.memory_mut().refused.retain(|(r, _), _| rels.contains(r));
     }
 
     /// A request set or cleared these jobs' caps: written now, before `allot run`'s
@@ -50,21 +51,35 @@ impl Daemon {
 
     fn send_job_oom_group(&mut self, rel: &str, whole: bool) {
         let Some(sm) = self.tree().cg().slice_memory() else { return };
-        if let Err(e) = sm.set_job_oom_group(rel, whole) {
+        let r = sm.set_job_oom_group(rel, whole);
+        if let Err(e) = &r {
             log::warn!("memory: could not set the OOM group of job {rel}: {e}");
         }
+        self.note_refusal(rel, "oom_group", r);
         self.memory_mut().written.insert((rel.to_string(), "oom_group"), whole.then_some(1));
     }
 
     fn send_job_mem(&mut self, rel: &str, high: Option<u64>, max: Option<u64>) {
         let Some(sm) = self.tree().cg().slice_memory() else { return };
-        if let Err(e) = sm.set_job_memory(rel, high, max) {
+        let r = sm.set_job_memory(rel, high, max);
+        if let Err(e) = &r {
             log::warn!("memory: could not set the memory cap of job {rel}: {e}");
         }
+        self.note_refusal(rel, "max", r);
         // Kept as written either way: a scope that cannot take it is not asked every tick.
         let w = &mut self.memory_mut().written;
         w.insert((rel.to_string(), "high"), high);
         w.insert((rel.to_string(), "max"), max);
+    }
+
+    /// Keeps the kernel's refusal of a job's file for `explain` (kept as written either
+    /// way, so not tried every tick), or forgets an earlier one.
+    fn note_refusal(&mut self, rel: &str, what: &'static str, r: allot_linux::Result<()>) {
+        let key = (rel.to_string(), what);
+        match r {
+            Ok(()) => self.memory_mut().refused.remove(&key),
+            Err(e) => self.memory_mut().refused.insert(key, e.to_string()),
+        };
     }
 
     /// `--release`: a job that runs on after allot is removed keeps no cap of allot's.

@@ -106,6 +106,42 @@ fn a_scope_that_cannot_take_the_cap_is_not_asked_every_tick() {
     assert!(jobs_sent(&w).is_empty(), "not tried again every tick");
 }
 
+/// A cap and an OOM group the scope refused are not said to be in force: `explain` names
+/// the kernel's refusal, until a later write (the scope delegating memory) succeeds.
+#[test]
+fn explain_says_when_the_scope_refused_a_jobs_cap_or_oom_group() {
+    let (w, mut d) = host();
+    w.lock().unwrap().slice_mem.undelegated.insert("user-3000/j1-u3000".into());
+    let r = Request::Run {
+        tickets: None,
+        currency: None,
+        cap: None,
+        background: false,
+        force: false,
+        mem: Some("64M!".parse().unwrap()),
+        oom_group: true,
+    };
+    d.handle(r, &peer(&w, 3000, 100)).unwrap();
+    assert_eq!(jobs_sent(&w), ["job user-3000/j1-u3000 refused", "job user-3000/j1-u3000 refused"]);
+    let explain = |d: &crate::daemon::core::Daemon| {
+        let Ok(Response::Explain(x)) = d.explain(&peer(&w, 3000, 100), "1") else { panic!("not an explanation") };
+        x.reasons.into_iter().filter(|r| r.state == "memory cap" || r.state == "OOM group").collect::<Vec<_>>()
+    };
+    let rs = explain(&d);
+    assert_eq!(rs.len(), 2, "{rs:?}");
+    for r in &rs {
+        assert!(!r.on && r.because.contains("not in force: the kernel refused it") && r.because.contains("does not delegate"), "{r:?}");
+    }
+    step(&mut d);
+    assert!(jobs_sent(&w).is_empty(), "not tried again every tick");
+    // The scope takes them now: asking for them again tries again and puts them in force.
+    w.lock().unwrap().slice_mem.undelegated.clear();
+    d.handle(set_mem(100, MemChange::Set("64M!".parse().unwrap())), &peer(&w, 3000, 100)).unwrap();
+    assert_eq!(jobs_sent(&w), ["job user-3000/j1-u3000 memory.high=max,memory.max=67108864", "job user-3000/j1-u3000 memory.oom.group=1"]);
+    let rs = explain(&d);
+    assert!(rs.iter().all(|r| r.on && !r.because.contains("refused")), "{rs:?}");
+}
+
 #[test]
 fn release_in_a_daemon_of_its_own_takes_back_the_state_files_caps() {
     // `allot daemon --release` starts from the state file and writes nothing before it

@@ -17,6 +17,9 @@ pub struct MemoryState {
     pub view: BTreeMap<CurrencyId, CurrencyMemory>,
     /// Per directory and file, the value last written (None: unlimited).
     pub(super) written: HashMap<(String, &'static str), Option<u64>>,
+    /// A systemd host: per job directory and file, the kernel's refusal of the last write
+    /// (a scope that does not delegate memory), for `explain`; gone once a write succeeds.
+    pub(in crate::daemon) refused: HashMap<(String, &'static str), String>,
     /// Per process allot raised: its identity and the `oom_score_adj` it had before.
     pub(super) oom: HashMap<i32, Raised>,
     /// The last step's inputs and available memory (for a currency made between ticks).

@@ -141,7 +141,9 @@ impl Daemon {
             return Err(unsaved(&e));
         }
         self.replan();
-        // A memory cap or OOM group set, changed or cleared is written now (memory_job.rs).
+        // A memory cap or OOM group set, changed or cleared is written now (memory_job.rs),
+        // and one the kernel refused is tried again when asked for again.
+        let refused = |rel: String| self.memory().refused.keys().any(|(r, _)| *r == rel);
         let capped: Vec<JobSpec> = ids
             .iter()
             .filter_map(|id| self.desired().jobs.get(id))
@@ -150,6 +152,7 @@ impl Daemon {
                     .jobs
                     .get(&s.id)
                     .map_or(s.mem.is_some() || s.oom_group, |b| b.mem != s.mem || b.oom_group != s.oom_group || b.background != s.background)
+                    || refused(s.rel())
             })
             .cloned()
             .collect();
