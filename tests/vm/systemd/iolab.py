@@ -6,9 +6,10 @@ so each request is the issuing process's, and its cgroup's, at the device):
       in [FROM, TO) MiB of DEV for SECS seconds (B's interactive reads); writes a JSON line
       to OUT: ops, rate (ops/s), p50/p99/max latency in ms
   iolab.py stream DEV SECS FROM_MIB TO_MIB OUT  sequential 4 MiB reads over [FROM, TO)
-      MiB, wrapping, for SECS seconds (a reader that keeps the device busy); OUT: MiB read
+      MiB, wrapping, for SECS seconds, two at a time (a reader that keeps the device busy,
+      as readahead does); OUT: MiB read
   iolab.py write DEV SECS FROM_MIB TO_MIB       sequential 1 MiB writes over [FROM, TO)
-      MiB, wrapping, for SECS seconds (A's streaming writer); prints nothing
+      MiB, wrapping, for SECS seconds, one at a time (A's streaming writer); prints nothing
 
 Every argument is checked; a bad one is one error naming it, exit 2.
 """
@@ -17,6 +18,7 @@ import mmap
 import os
 import random
 import sys
+import threading
 import time
 
 MIB = 1 << 20
@@ -71,17 +73,34 @@ def main(argv):
         res = {"ops": n, "rate": round(n / secs, 1), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
                "max_ms": round(lat[-1] * 1e3, 3) if n else None}
     else:
-        off, done = lo * MIB, 0
-        while time.monotonic() < end:
-            if off + size > hi * MIB:
-                off = lo * MIB
-            if mode == "write":
-                os.pwritev(fd, [buf], off)
-            else:
-                os.preadv(fd, [buf], off)
-            off += size
-            done += size
-        res = {"mib": round(done / MIB, 1)}
+        # A reader's two threads, each with its own buffer, take the next chunk in turn: it
+        # always has a request at the device, as a reader with readahead has (one thread
+        # alone leaves the device idle while it gets to its next read, which under TCG is
+        # longer than BFQ waits for it). os.preadv and os.pwritev let go of the GIL.
+        lock = threading.Lock()
+        state = {"off": lo * MIB, "done": 0}
+
+        def worker():
+            b = mmap.mmap(-1, size)
+            while time.monotonic() < end:
+                with lock:
+                    off = state["off"]
+                    if off + size > hi * MIB:
+                        off = lo * MIB
+                    state["off"] = off + size
+                if mode == "write":
+                    os.pwritev(fd, [b], off)
+                else:
+                    os.preadv(fd, [b], off)
+                with lock:
+                    state["done"] += size
+
+        ts = [threading.Thread(target=worker) for _ in range(2 if mode == "stream" else 1)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        res = {"mib": round(state["done"] / MIB, 1)}
     if out:
         with open(out, "w") as f:
             f.write(json.dumps(res) + "\n")
