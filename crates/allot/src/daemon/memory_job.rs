@@ -142,7 +142,7 @@ impl Daemon {
         let refused = self.memory().refused.get(&(j.rel(), "oom_group"));
         let (on, because) = match (self.check_oom_group(), refused) {
             (Err(e), _) => (false, format!("set (--oom-group) but not in force: {}", e.message)),
-            (Ok(()), Some(e)) => (false, format!("set (--oom-group) but not in force: the kernel refused it: {e}")),
+            (Ok(()), Some(e)) => (false, format!("set (--oom-group) but not in force: it could not be written: {e}")),
             (Ok(()), None) => {
                 (true, "an OOM kill in the job kills all of its processes, not one (memory.oom.group, allot run --oom-group)".to_string())
             }
@@ -179,7 +179,7 @@ impl Daemon {
         };
         let kind = if cap.hard { "hard" } else { "soft" };
         if let Some(e) = self.memory().refused.get(&(j.rel(), "max")) {
-            let because = format!("{kind} memory cap {cap} set but not in force: the kernel refused it: {e}");
+            let because = format!("{kind} memory cap {cap} set but not in force: it could not be written: {e}");
             return Some(Reason { state: "memory cap".into(), on: false, since_s: None, because });
         }
         Some(Reason { state: "memory cap".into(), on: true, since_s: None, because: format!("{kind} memory cap {cap}: {what} ({file}){held}") })

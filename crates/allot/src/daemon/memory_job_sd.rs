@@ -92,6 +92,7 @@ impl Daemon {
         let mut groups: HashSet<String> =
             w.iter().filter(|((_, what), v)| v.is_some() && *what == "oom_group").map(|((r, _), _)| r.clone()).collect();
         groups.extend(self.desired().jobs.values().filter(|j| j.oom_group).map(|j| j.rel()));
+        self.memory_mut().refused.clear();
         let Some(sm) = self.tree().cg().slice_memory() else { return };
         for rel in rels {
             if let Err(e) = sm.set_job_memory(&rel, None, None) {

@@ -130,7 +130,7 @@ fn explain_says_when_the_scope_refused_a_jobs_cap_or_oom_group() {
     let rs = explain(&d);
     assert_eq!(rs.len(), 2, "{rs:?}");
     for r in &rs {
-        assert!(!r.on && r.because.contains("not in force: the kernel refused it") && r.because.contains("does not delegate"), "{r:?}");
+        assert!(!r.on && r.because.contains("not in force: it could not be written") && r.because.contains("does not delegate"), "{r:?}");
     }
     step(&mut d);
     assert!(jobs_sent(&w).is_empty(), "not tried again every tick");
