@@ -540,16 +540,7 @@ impl SliceMemory for FakeCg {
         self.w.lock().unwrap().slice_mem.job(rel, high, max)
     }
     fn set_job_oom_group(&self, rel: &str, whole: bool) -> allot_linux::Result<()> {
-        let mut w = self.w.lock().unwrap();
-        if w.slice_mem.undelegated.contains(rel) {
-            w.slice_mem.sent.push(format!("job {rel} refused"));
-            return Err(allot_linux::Error::Sys {
-                call: format!("write memory.oom.group of {rel}"),
-                source: std::io::Error::other("the scope does not delegate the memory controller"),
-            });
-        }
-        w.slice_mem.sent.push(format!("job {rel} memory.oom.group={}", u8::from(whole)));
-        Ok(())
+        self.w.lock().unwrap().slice_mem.oom_group(rel, whole)
     }
     fn job_usage(&self, rel: &str) -> allot_linux::Result<u64> {
         Ok(self.w.lock().unwrap().slice_mem.usage.get(rel).copied().unwrap_or(0))

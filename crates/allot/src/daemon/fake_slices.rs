@@ -51,16 +51,29 @@ impl SliceMem {
     /// A job's caps written in its directory, as the kernel keeps them; each write is
     /// logged in `sent` as `job REL memory.high=..,memory.max=..` (or `job REL refused`).
     pub(super) fn job(&mut self, rel: &str, high: Option<u64>, max: Option<u64>) -> allot_linux::Result<()> {
-        if self.undelegated.contains(rel) {
-            self.sent.push(format!("job {rel} refused"));
-            return Err(allot_linux::Error::Sys {
-                call: format!("enable the memory controller for {rel}"),
-                source: std::io::Error::other("the scope does not delegate the memory controller"),
-            });
-        }
+        self.delegated(rel, "enable the memory controller for")?;
         let t = |v: Option<u64>| v.map_or("max".into(), |b| b.to_string());
         self.sent.push(format!("job {rel} memory.high={},memory.max={}", t(high), t(max)));
         self.jobs.insert(rel.to_string(), (high, max));
         Ok(())
+    }
+
+    /// A job's `memory.oom.group`, logged as `job REL memory.oom.group=0|1` (or refused).
+    pub(super) fn oom_group(&mut self, rel: &str, whole: bool) -> allot_linux::Result<()> {
+        self.delegated(rel, "write memory.oom.group of")?;
+        self.sent.push(format!("job {rel} memory.oom.group={}", u8::from(whole)));
+        Ok(())
+    }
+
+    /// A job in a scope that does not delegate memory takes no write: `job REL refused`.
+    fn delegated(&mut self, rel: &str, call: &str) -> allot_linux::Result<()> {
+        if !self.undelegated.contains(rel) {
+            return Ok(());
+        }
+        self.sent.push(format!("job {rel} refused"));
+        Err(allot_linux::Error::Sys {
+            call: format!("{call} {rel}"),
+            source: std::io::Error::other("the scope does not delegate the memory controller"),
+        })
     }
 }
