@@ -29,6 +29,8 @@ pub struct Memory {
     version: Version,
     mount: PathBuf,
     root: PathBuf,
+    /// Where `MemAvailable` is read: /proc/meminfo, or a test's fixture.
+    meminfo: PathBuf,
 }
 
 impl Memory {
@@ -38,12 +40,22 @@ impl Memory {
     /// systemd instead ([`super::systemd::SliceMemory`]).
     pub fn for_tree(cg: &dyn CpuController) -> Option<Memory> {
         let (version, root, mount) = super::beside(cg, "memory", "memory")?;
-        Some(Memory { version, root, mount })
+        Some(Memory { version, root, mount, meminfo: PROC_MEMINFO.into() })
     }
 
     /// A controller at an explicit root (tests with a fixture directory).
     pub fn at(version: Version, mount: PathBuf, root: PathBuf) -> Memory {
-        Memory { version, mount, root }
+        Memory { version, mount, root, meminfo: PROC_MEMINFO.into() }
+    }
+
+    /// The same controller, reading `MemAvailable` from `path` (tests with a fixture).
+    pub fn with_meminfo(self, path: PathBuf) -> Memory {
+        Memory { meminfo: path, ..self }
+    }
+
+    /// What the kernel reckons can still be had without swapping ([`mem_available`]).
+    pub fn mem_available(&self) -> Result<u64> {
+        mem_available_in(&self.meminfo)
     }
 
     /// Which version.
@@ -196,11 +208,13 @@ pub fn mem_total() -> Result<u64> {
 /// What the kernel reckons can still be had without swapping, bytes (`MemAvailable` in
 /// /proc/meminfo: free memory above the watermarks and the caches it can reclaim).
 pub fn mem_available() -> Result<u64> {
-    parse_meminfo(&read("/proc/meminfo")?, "MemAvailable:").ok_or_else(|| Error::Parse {
-        path: "/proc/meminfo".into(),
-        what: "a MemAvailable line",
-        text: String::new(),
-    })
+    mem_available_in(Path::new(PROC_MEMINFO))
+}
+
+const PROC_MEMINFO: &str = "/proc/meminfo";
+
+fn mem_available_in(path: &Path) -> Result<u64> {
+    parse_meminfo(&read(path)?, "MemAvailable:").ok_or_else(|| Error::Parse { path: path.into(), what: "a MemAvailable line", text: String::new() })
 }
 
 fn parse_mem_total(s: &str) -> Option<u64> {

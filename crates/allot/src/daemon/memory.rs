@@ -35,7 +35,7 @@ impl Daemon {
         }
         let Some(mem) = self.memory().mem.clone() else { return };
         let total = kmem::mem_total().unwrap_or(0);
-        let available = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
+        let reserved = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
         let mut jobs: Vec<Vec<super::registry::JobSpec>> = vec![];
@@ -62,6 +62,15 @@ impl Daemon {
                 jobs: js.iter().map(|j| JobMem { tickets: j.tickets.get(), cap: j.mem }).collect(),
             })
             .collect();
+        // v2: no more than the machine has room for, as on a systemd host's slices
+        // (memory_sd.rs): `memory.high` at what the others leave a currency then keeps it
+        // from running the machine short. v1 writes hard guards from it, so it keeps the
+        // reserve alone.
+        let available = match mem.version() {
+            Version::V2 => model::room(reserved, ins.iter().map(|i| i.usage).sum(), mem.mem_available().ok(), self.memory().room),
+            Version::V1 => reserved,
+        };
+        self.memory_mut().room = Some(available);
         let plan = model::plan(available, &ins);
         self.memory_mut().last = (ins.clone(), available);
         let mut seen = std::collections::HashSet::new();

@@ -28,8 +28,8 @@ pub struct MemoryState {
     pub(super) raised: std::collections::HashSet<CurrencyId>,
     /// cgroup v2: job directories the memory controller was delegated down to.
     pub(super) delegated: std::collections::HashSet<String>,
-    /// A systemd host: the memory available to users the last step used, bounded by what
-    /// the machine has room for ([`allot_model::memory::room`]: kept while it still fits).
+    /// A systemd host and cgroup v2: the memory available to users the last step used,
+    /// bounded by what the machine has room for ([`allot_model::memory::room`]: kept while it still fits).
     pub(super) room: Option<u64>,
     /// When the last step ran.
     pub(super) at: Option<std::time::Instant>,

@@ -29,28 +29,36 @@ pub(super) fn read(p: PathBuf) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-#[test]
-fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
+/// A v2 fixture: allot's root bounded at 512 MiB (the memory available to users), users
+/// 3000 (100 MiB, funded 300) and 3001 (10 MiB, a hard cap of 64 MiB), and a
+/// /proc/meminfo whose `MemAvailable` is `available_kb`.
+fn two_users(tag: &str, available_kb: u64) -> (super::super::core::Daemon, Fixture, PathBuf, PathBuf) {
     let w = world();
     w.lock().unwrap().spawn(100, 3000, "/", "sh");
     w.lock().unwrap().spawn(101, 3001, "/", "sh");
     let mut d = start(&w, None);
     d.scan();
-    let mount = std::env::temp_dir().join(format!("allot-memory-step-{}", std::process::id()));
-    let _f = Fixture(mount.clone());
+    let mount = std::env::temp_dir().join(format!("allot-memory-{tag}-{}", std::process::id()));
+    let f = Fixture(mount.clone());
     let root = mount.join("fake");
-    files(&mount, &[("cgroup.subtree_control", "")]);
-    // allot's root bounded at 512 MiB: the memory available to users.
+    files(&mount, &[("cgroup.subtree_control", ""), ("meminfo", &format!("MemTotal: 25165824 kB\nMemAvailable: {available_kb} kB\n"))]);
     files(&root, &[("cgroup.subtree_control", ""), ("memory.max", "536870912\n")]);
     for c in ["user-3000", "user-3001"] {
         let cur = if c == "user-3000" { "104857600\n" } else { "10485760\n" };
         files(&root.join(c), &[("cgroup.subtree_control", ""), ("memory.current", cur), ("memory.low", ""), ("memory.high", ""), ("memory.max", "")]);
         files(&root.join(c).join("default"), &[("memory.current", "0\n"), ("memory.low", "")]);
     }
-    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()));
+    d.memory_mut().mem = Some(Memory::at(Version::V2, mount.clone(), root.clone()).with_meminfo(mount.join("meminfo")));
     d.cfg_mut().memory.oom = false;
     d.registry_mut().set_funding(CurrencyId::User(3000), 300);
     d.cfg_mut().funding.insert("3001".into(), crate::config_funding::FundingEntry { mem: Some("64M!".parse().unwrap()), ..Default::default() });
+    (d, f, mount, root)
+}
+
+#[test]
+fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
+    // Plenty of room (16 GiB available): the 512 MiB bound is the memory available.
+    let (mut d, _f, mount, root) = two_users("step", 16 << 20);
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), (384 * M).to_string());
     assert_eq!(read(root.join("user-3001/memory.low")), (128 * M).to_string());
@@ -81,6 +89,35 @@ fn v2_protection_follows_funding_and_tickets_and_caps_are_written() {
     d.memory_mut().at = None;
     d.apply_memory();
     assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
+}
+
+/// cgroup v2 without systemd: the memory available to users is no more than the machine
+/// has room for (the users' charges and `MemAvailable`, less 32 MiB), as on a systemd
+/// host's slices; kept while the room grows by less than 32 MiB, lowered at once.
+#[test]
+fn v2_memory_available_is_what_the_machine_has_room_for() {
+    // The users hold 110 MiB, the kernel has 82 MiB more: room for 160 of the 512.
+    let (mut d, _f, mount, root) = two_users("room", 82 << 10);
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), (120 * M).to_string(), "3/4 of 160 MiB");
+    assert_eq!(read(root.join("user-3001/memory.low")), (40 * M).to_string(), "1/4 of 160 MiB");
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 160 * M);
+    // Room for 168 now: less than 32 MiB more, so the value stays and nothing is written.
+    std::fs::write(mount.join("meminfo"), "MemAvailable: 92160 kB\n").unwrap();
+    std::fs::write(root.join("user-3000/memory.low"), "untouched").unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), "untouched");
+    // Room for 128: lowered at once.
+    std::fs::write(mount.join("meminfo"), "MemAvailable: 51200 kB\n").unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(read(root.join("user-3000/memory.low")), (96 * M).to_string(), "3/4 of 128 MiB");
+    // No MemAvailable to read: the 512 MiB bound alone.
+    std::fs::write(mount.join("meminfo"), "MemTotal: 25165824 kB\n").unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 512 * M);
 }
 
 /// Hostile: allot raised a process's `oom_score_adj`, the process exited and its pid now
