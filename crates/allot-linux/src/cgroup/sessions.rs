@@ -29,9 +29,17 @@ impl SessionScope {
         let p = self.dir.join("cpu.stat");
         super::stat::parse_usage(&p, &files.read(&p)?)
     }
-    /// Its thread ids (`cgroup.threads`).
+    /// Its thread ids (`cgroup.threads`, or `tasks` in a v1 hierarchy: systemd's
+    /// `name=systemd` one on a v1 host).
     pub fn threads(&self) -> Result<Vec<i32>> {
-        Ok(read(self.dir.join("cgroup.threads"))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        let f = if self.counted() { "cgroup.threads" } else { "tasks" };
+        Ok(read(self.dir.join(f))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+    /// Whether the kernel counts its CPU time (a cgroup2 directory has `cpu.stat` without
+    /// the cpu controller); a v1 `name=systemd` directory has none: its usage is its
+    /// threads' own.
+    pub fn counted(&self) -> bool {
+        !self.dir.join("tasks").exists()
     }
 }
 
@@ -82,6 +90,12 @@ mod tests {
         let got = list(&d);
         assert_eq!(got.iter().map(|s| (s.uid, s.name())).collect::<Vec<_>>(), [(1001, "session-3.scope".into()), (1002, "session-c1.scope".into())]);
         assert_eq!((got[0].usage_ns().unwrap(), got[0].threads().unwrap()), (1_500_000, vec![10, 11]));
+        assert!(got[0].counted(), "a cgroup2 directory counts its usage");
+        // v1's name=systemd hierarchy: `tasks`, no usage.
+        let v1 = SessionScope { uid: 1002, dir: d.join("user.slice/user-1002.slice/session-c1.scope") };
+        std::fs::write(v1.dir.join("tasks"), "20\n21\n").unwrap();
+        assert!(!v1.counted());
+        assert_eq!(v1.threads().unwrap(), vec![20, 21]);
         let kept = crate::reread::Rereader::default();
         assert_eq!(got[0].usage_ns_with(&kept).unwrap(), 1_500_000);
         std::fs::write(s3.join("cpu.stat"), "usage_usec 2500\n").unwrap();

@@ -4,7 +4,8 @@
 //!
 //! - **observed** each tick from their scopes' `cpu.stat` and `cgroup.threads` (read
 //!   only) and each thread's `/proc/TID/schedstat`: one claimant per user for the plan,
-//!   and each thread's usage for its boost;
+//!   and each thread's usage for its boost (on a v1 host, whose `name=systemd` hierarchy
+//!   keeps no usage, a scope's usage is the sum of its threads');
 //! - **boosted** per task: a thread the model boosts gets the boost slice by
 //!   sched_setattr (its own given back when it is no longer boosted);
 //! - **rules** (rules.rs): a rule's `background` is SCHED_IDLE on the process's threads,
@@ -61,6 +62,10 @@ impl Daemon {
         }
         let scopes = self.sessions().listed.as_ref().map(|(l, _)| l.clone()).unwrap_or_default();
         for s in scopes {
+            if !s.counted() {
+                samples.extend(self.summed_sample(&s, &mut left));
+                continue;
+            }
             // Gone since the list (a logout): left out, and forgotten below.
             let Ok(usage_ns) = s.usage_ns_with(&self.sessions().files) else { continue };
             let name = s.name();
@@ -80,6 +85,18 @@ impl Daemon {
             samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: Some(threads) });
         }
         self.observe_session_samples(samples, now);
+    }
+
+    /// A session scope on a v1 host, whose `name=systemd` hierarchy keeps no usage: its
+    /// usage is what its threads (at most `left` of them) have used, each thread's
+    /// /proc/TID/schedstat, read every tick. A thread that exits takes its time with it,
+    /// so a tick in which one exits counts less, never more.
+    pub(in crate::daemon) fn summed_sample(&self, s: &allot_linux::cgroup::sessions::SessionScope, left: &mut usize) -> Option<ScopeSample> {
+        let mut threads = s.threads().ok()?;
+        threads.truncate(*left);
+        *left -= threads.len();
+        let usage_ns = threads.iter().filter_map(|&t| self.host().thread(t)).map(|x| x.run_ns).sum();
+        Some(ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads: Some(threads) })
     }
 
     /// [`Self::observe_sessions`] from scopes already read.

@@ -343,3 +343,42 @@ fn a_session_whose_running_threads_are_niced_weighs_its_users_currency_by_the_ni
     }
     assert_eq!(d.session_weight(&CurrencyId::User(3001)), None);
 }
+
+/// A v1 host: systemd's `name=systemd` hierarchy has a session's `tasks` but no usage, so
+/// the session's usage is what its threads used, and the plan counts it as on cgroup v2.
+#[test]
+fn on_a_v1_host_a_sessions_usage_is_its_threads() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.spawn(400, 3001, S4, "spin");
+        x.spawn(401, 3001, S4, "sh");
+    }
+    let mut d = start(&w);
+    let top = std::env::temp_dir().join(format!("allot-v1-session-{}", std::process::id()));
+    let dir = top.join("session-4.scope");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tasks"), "400\n401\n").unwrap();
+    let scope = allot_linux::cgroup::sessions::SessionScope { uid: 3001, dir: dir.clone() };
+    let t0 = Instant::now();
+    let dt = Duration::from_millis(100);
+    for k in 0..3u64 {
+        {
+            let mut x = w.lock().unwrap();
+            x.runs.insert(400, (k * 100_000_000, 0));
+            x.runs.insert(401, (k * 1_000_000, 0));
+        }
+        let mut left = 1024;
+        let smp = d.summed_sample(&scope, &mut left).expect("its tasks are read");
+        assert_eq!((smp.usage_ns, left), (k * 101_000_000, 1022), "the threads' time, two threads of the budget");
+        d.observe_session_samples(vec![smp], t0 + dt * k as u32);
+        d.replan();
+    }
+    let used = d.sessions().scopes["session-4.scope"].usage.expect("a usage after two ticks").last;
+    assert!((used - 1.01).abs() < 0.02, "one CPU and a bit over the last tick: {used}");
+    assert!(d.sessions().planned.contains_key(&3001), "a claimant of the plan: {:?}", d.sessions().planned);
+    // At most `left` threads are read.
+    let mut left = 1;
+    assert_eq!(d.summed_sample(&scope, &mut left).unwrap().threads, Some(vec![400]));
+    let _ = std::fs::remove_dir_all(&top);
+}
