@@ -82,11 +82,16 @@ impl Daemon {
     }
 
     /// SIGKILL to everything in a job's directory: `cgroup.kill`, else each process
-    /// through its pidfd.
-    fn kill_job(&self, rel: &str) {
+    /// through its pidfd. The job's lists are read again at the next observation: on
+    /// cgroup v1 systemd kills the processes after moving them out, so the job's own
+    /// usage does not move and would not tell the observer to look.
+    fn kill_job(&mut self, rel: &str) {
         if let Err(e) = self.tree().cg().kill_all(rel) {
             log::warn!("{rel}: cgroup.kill failed ({e}); SIGKILL each process");
             self.signal_job(rel, &[libc::SIGKILL]);
+        }
+        if let Some(id) = self.desired().jobs.values().find(|j| j.rel() == rel).map(|j| j.id) {
+            self.read_again(&id);
         }
     }
 

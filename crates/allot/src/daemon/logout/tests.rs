@@ -118,3 +118,30 @@ fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
     assert_eq!(signals(&w), vec![(100, libc::SIGKILL)], "cgroup.kill, not a SIGTERM that cannot be sent");
     assert!(w.lock().unwrap().procs[&100].zombie);
 }
+
+/// cgroup v1 through systemd: the job's processes are moved out of the job and killed
+/// there, so the job's usage never moves; the job is still read again and reaped.
+#[test]
+fn a_job_killed_outside_its_directory_is_still_reaped() {
+    let w = world();
+    {
+        let mut x = w.lock().unwrap();
+        x.systemd = true;
+        x.spawn(100, 3000, SESSION, "sh");
+    }
+    let mut d = start(&w, None);
+    let tied = run(&mut d, &w, 100);
+    {
+        let mut x = w.lock().unwrap();
+        x.no_kill_cap = true;
+        x.kill_moves_out = true;
+        x.tethers.remove(&tied);
+    }
+    let t0 = Instant::now();
+    d.tick_at(t0);
+    assert_eq!(signals(&w), vec![(100, libc::SIGKILL)]);
+    for k in 1..=10 {
+        d.tick_at(t0 + Duration::from_secs(k));
+    }
+    assert!(d.desired().jobs.is_empty(), "the emptied job is reaped: {:?}", d.desired().jobs.keys().collect::<Vec<_>>());
+}
