@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::scale::Axis;
+use crate::scale::{fmt_num, Axis};
 use crate::svg::{self, color, esc, Area};
 use crate::terminal::width;
 
@@ -51,12 +51,35 @@ pub struct BarChart {
     pub series: Vec<String>,
     /// Groups, top to bottom.
     pub groups: Vec<BarGroup>,
+    /// Reference lines across every group: (value, label), e.g. a bar a result must reach.
+    pub marks: Vec<(f64, String)>,
+    /// Writes each bar's value at its end.
+    pub values_shown: bool,
 }
 
 impl BarChart {
     /// A chart with no groups yet.
     pub fn new(title: impl Into<String>, axis: Axis, series: &[&str]) -> BarChart {
-        BarChart { title: title.into(), axis, series: series.iter().map(|s| s.to_string()).collect(), groups: vec![] }
+        BarChart {
+            title: title.into(),
+            axis,
+            series: series.iter().map(|s| s.to_string()).collect(),
+            groups: vec![],
+            marks: vec![],
+            values_shown: false,
+        }
+    }
+
+    /// Adds a dashed reference line at `value`, labelled above the bars.
+    pub fn mark(mut self, value: f64, label: impl Into<String>) -> BarChart {
+        self.marks.push((value, label.into()));
+        self
+    }
+
+    /// Writes each bar's value (as [`fmt_num`] prints it) just past its end.
+    pub fn show_values(mut self) -> BarChart {
+        self.values_shown = true;
+        self
     }
 
     /// Adds a group.
@@ -77,6 +100,7 @@ impl BarChart {
         let (w, h) = (a.r + 30.0, a.b + 70.0);
         let log = matches!(self.axis.scale, crate::scale::Scale::Log);
         let vals = self.groups.iter().flat_map(|g| g.values.iter().copied().chain(g.spread.iter().flatten().flat_map(|s| [s.0, s.1])));
+        let vals = vals.chain(self.marks.iter().map(|m| m.0));
         let vals: Vec<f64> = vals.filter(|v| v.is_finite() && (!log || *v > 0.0)).collect();
         let tk = self.axis.fit(vals);
         let mut out = String::new();
@@ -92,6 +116,10 @@ impl BarChart {
                     let x1 = a.x(&tk, *v);
                     let _ =
                         writeln!(out, r#"<rect x="{l}" y="{y}" width="{:.1}" height="{}" fill="{}"/>"#, (x1 - l).max(0.5), bar_h - 1.0, color(si));
+                    if self.values_shown {
+                        let _ =
+                            writeln!(out, r#"<text x="{:.1}" y="{}" font-size="9">{}</text>"#, x1.max(l) + 3.0, y + bar_h - 2.0, esc(&fmt_num(*v)));
+                    }
                 }
                 if let Some(Some((lo, hi))) = g.spread.get(si) {
                     if lo.is_finite() && hi.is_finite() {
@@ -108,8 +136,22 @@ impl BarChart {
                 }
             }
         }
+        for (v, label) in &self.marks {
+            if v.is_finite() && (!log || *v > 0.0) {
+                let x = a.x(&tk, *v);
+                let _ = writeln!(
+                    out,
+                    r##"<line x1="{x:.1}" x2="{x:.1}" y1="{}" y2="{}" stroke="#222" stroke-dasharray="5,3"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+                    a.t - 4.0,
+                    a.b,
+                    a.t - 8.0,
+                    esc(label)
+                );
+            }
+        }
+        // Each legend entry as wide as its name (about 6.2 px a character), at least 110 px.
+        let mut x = a.l;
         for (si, name) in self.series.iter().enumerate() {
-            let x = a.l + 110.0 * si as f64;
             let _ = writeln!(
                 out,
                 r#"<rect x="{x}" y="{}" width="10" height="10" fill="{}"/><text x="{}" y="{}">{}</text>"#,
@@ -119,6 +161,7 @@ impl BarChart {
                 a.b + 53.0,
                 esc(name)
             );
+            x += (30.0 + 6.2 * width(name) as f64).max(110.0);
         }
         let _ = writeln!(out, r##"<line x1="{l}" x2="{l}" y1="{}" y2="{}" stroke="#444"/>"##, a.t, a.b);
         svg::close(&mut out);
@@ -150,5 +193,19 @@ mod tests {
     fn linear_bars_start_at_zero() {
         let s = BarChart::new("t", Axis::linear("%"), &["a"]).group(BarGroup::new("x", vec![42.0])).to_svg();
         assert!(s.contains(">0<") && s.contains(">50<"), "{s}");
+    }
+
+    #[test]
+    fn a_mark_is_drawn_and_values_are_written() {
+        let s = BarChart::new("t", Axis::linear("%"), &["kept", "held"])
+            .mark(90.0, "the bar: 90%")
+            .show_values()
+            .group(BarGroup::new("allot", vec![98.0, f64::NAN]))
+            .to_svg();
+        assert!(s.contains("the bar: 90%") && s.contains(r#"stroke-dasharray="5,3""#), "{s}");
+        assert!(s.contains(">98<") && !s.contains(">NaN<"), "{s}");
+        // The axis reaches the mark though every bar is below it.
+        let s = BarChart::new("t", Axis::linear("%"), &["a"]).mark(90.0, "m").group(BarGroup::new("x", vec![40.0])).to_svg();
+        assert!(s.contains(">80<"), "{s}");
     }
 }

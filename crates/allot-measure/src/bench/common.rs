@@ -70,12 +70,18 @@ pub use crate::harness::Kids;
 /// `--replot`: reads the benchmark `bench`'s JSON report at `json` and writes the chart
 /// `svg` draws from it to `--svg`.
 pub fn replot(c: &Common, json: &Path, bench: &str, svg: fn(&serde_json::Value) -> String) -> anyhow::Result<i32> {
+    replot_to(json, c.svg.as_deref(), bench, svg)
+}
+
+/// `--replot` for a benchmark whose options are not [`Common`]: reads the benchmark
+/// `bench`'s JSON report at `json` and writes the chart `svg` draws from it to `out`.
+pub fn replot_to(json: &Path, out: Option<&Path>, bench: &str, svg: fn(&serde_json::Value) -> String) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(json).with_context(|| format!("read {}", json.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", json.display()))?;
     if v["bench"] != bench {
         bail!("{} is a report of bench {}, not of bench {bench}", json.display(), v["bench"]);
     }
-    let out = c.svg.as_ref().context("--replot needs --svg FILE to write the chart to")?;
+    let out = out.context("--replot needs --svg FILE to write the chart to")?;
     crate::report::write_file(out, &svg(&v))?;
     Ok(0)
 }
