@@ -202,6 +202,7 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         );
     }
     let arms = chosen(&args.arms)?;
+    super::memory_chart::check_paths(args)?;
     if args.check && !arms.contains(&Arm::Allot) {
         bail!("--check checks the allot arm: --arms must name allot");
     }
@@ -228,8 +229,13 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
     }
     let al = rows.iter().find(|r| r.arm == Arm::Allot.name());
     let ok = al.is_some_and(|al| al.kept >= 0.9 && al.b_lost == 0 && al.a_alone_mib as f64 >= 0.9 * (2 * s.alone_array) as f64);
+    let report = serde_json::json!({
+        "bench": super::memory_chart::BENCH, "host": "systemd", "sizes_mib": s, "seconds": args.seconds,
+        "a_alone_hog_mib": 2 * s.alone_array, "rows": rows, "passed": ok, "machine": allot_measure::bench::common::machine(),
+    });
+    super::memory_chart::emit(args, &report)?;
     if json {
-        println!("{}", serde_json::json!({"sizes_mib": s, "seconds": args.seconds, "rows": rows, "passed": ok}));
+        println!("{report}");
         return Ok(if args.check && !ok { 1 } else { 0 });
     }
     let mut t = allot_report::Table::new([
