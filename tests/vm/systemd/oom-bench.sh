@@ -11,7 +11,11 @@
 #     --file target/release/allot-lab:/usr/local/bin/allot-lab --file tests/vm/build/debs:/root/debs \
 #     --mem 1024 --script tests/vm/systemd/oom-bench.sh [-- BENCH-ARGS]
 # BENCH-ARGS are passed to the bench (default: --users allot-tb,allot-ta --check --seconds 30;
-# --arms kernel,allot runs only those arms, for a shorter run).
+# --arms kernel,allot runs only those arms, for a shorter run). The bench also writes its JSON
+# report and chart in the guest (--output, --svg); the JSON comes back at the end of stdout
+# between "# --- JSON begins" and "# --- JSON ends", with the chart's sha256. On the host:
+#   sed -n '/^# --- JSON begins$/,/^# --- JSON ends$/{//!p}' STDOUT > run.json
+#   target/release/allot-lab bench memory --replot run.json --svg run.svg   # the same chart
 set -euo pipefail
 # shellcheck source=tests/vm/systemd/guest-lib.sh
 . "$ALLOT_VM_LIB"
@@ -29,11 +33,17 @@ echo "# swap: $(swapon --show=NAME,SIZE --noheadings | tr -s ' ')"
 [ $# -gt 0 ] || set -- --users allot-tb,allot-ta --check --seconds 30
 echo "# allot-lab bench memory $*"
 rc=0
-allot-lab bench memory "$@" || rc=$?
+allot-lab bench memory "$@" --output /root/oom-bench.json --svg /root/oom-bench.svg || rc=$?
 echo "# the killers' own words (journal):"
 journalctl -b --no-pager -o short-monotonic -u systemd-oomd.service -u earlyoom.service | grep -vE 'Starting|Started|Stopping|Stopped|Deactivated|Consumed' | head -n 60 | sed 's/^/#   /' || true
 echo "# the kernel's OOM kills (journal):"
 journalctl -b -k --no-pager -o short-monotonic | grep -E 'Killed process|oom-kill:' | head -n 20 | sed 's/^/#   /' || true
 echo "# systemd-oomd started and stopped (journal):"
 journalctl -b --no-pager -o short-monotonic -u systemd-oomd.service -u systemd-oomd.socket | grep -E 'Started|Stopped|Listening' | sed 's/^/#   /' || true
+if [ -s /root/oom-bench.json ]; then
+  echo "# the bench's JSON report (--output, $(wc -c </root/oom-bench.json) bytes); its chart (--svg) in the guest has sha256 $(sha256sum </root/oom-bench.svg | cut -d' ' -f1)"
+  echo "# --- JSON begins"
+  cat /root/oom-bench.json
+  echo "# --- JSON ends"
+fi
 exit "$rc"
