@@ -143,7 +143,7 @@ fn real_main(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench { which: BenchCmd::Overhead(a) } => overhead_bench::run(a, json),
         // A systemd host with cgroup v2 has the five-arm bench (memory_bench_sd.rs), after the
         // same root check; cgroup v1 the raw tree's.
-        Command::Bench { which: BenchCmd::Memory(a) } if a.replot.is_some() => memory_chart::replot(&a),
+        Command::Bench { which: BenchCmd::Memory(a) } if a.files.replot.is_some() => a.files.replot(),
         Command::Bench { which: BenchCmd::Memory(a) } if memory_bench_sd::is_systemd_v2() => {
             memory_bench::require_root()?;
             memory_bench_sd::run(&a, json)

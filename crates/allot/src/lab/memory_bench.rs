@@ -54,17 +54,9 @@ pub struct MemoryBenchArgs {
     /// allot (default: all five, in that order).
     #[arg(long, value_delimiter = ',')]
     pub arms: Vec<String>,
-    /// Also write the JSON report (every arm's numbers) to this file.
-    #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
-    /// Write a chart to this file (SVG): per arm, B's rate beside A's hog against its rate
-    /// alone and what A alone held, against the 90% bar, and what B lost.
-    #[arg(long, value_name = "FILE")]
-    pub svg: Option<PathBuf>,
-    /// Measure nothing: draw the chart (--svg FILE) again from a JSON report this bench
-    /// wrote with --output.
-    #[arg(long, value_name = "JSON", requires = "svg")]
-    pub replot: Option<PathBuf>,
+    /// Where the report and its chart go (--output, --svg, --replot).
+    #[command(flatten)]
+    pub files: super::memory_chart::ReportFiles,
     /// The two uids (B, A) the benchmark runs processes as (cgroup v1).
     #[command(flatten)]
     pub uids: allot_measure::test_uids::TestUids,
@@ -124,7 +116,7 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
     if args.working_set == 0 || args.working_set * 2 > args.limit || args.seconds == 0 {
         bail!("--working-set must be 1..{} MiB (at most half of --limit {}), --seconds at least 1", args.limit / 2, args.limit);
     }
-    super::memory_chart::check_paths(&args)?;
+    args.files.check_paths()?;
     let uids = args.uids.pick(2)?;
     let (b, a) = (uids[0], uids[1]);
     let exe = std::env::current_exe().context("the allot binary")?;
@@ -139,7 +131,7 @@ pub fn run(args: MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         "bench": super::memory_chart::BENCH, "host": "cgroup v1", "limit_mib": args.limit, "working_set_mib": args.working_set,
         "a_alone_hog_mib": 2 * alone_mib(args.limit), "rows": rows, "passed": ok, "machine": allot_measure::bench::common::machine(),
     });
-    super::memory_chart::emit(&args, &report)?;
+    args.files.emit(&report)?;
     if json {
         println!("{report}");
     } else {

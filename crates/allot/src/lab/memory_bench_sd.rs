@@ -202,7 +202,7 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         );
     }
     let arms = chosen(&args.arms)?;
-    super::memory_chart::check_paths(args)?;
+    args.files.check_paths()?;
     if args.check && !arms.contains(&Arm::Allot) {
         bail!("--check checks the allot arm: --arms must name allot");
     }
@@ -233,7 +233,7 @@ pub fn run(args: &MemoryBenchArgs, json: bool) -> anyhow::Result<i32> {
         "bench": super::memory_chart::BENCH, "host": "systemd", "sizes_mib": s, "seconds": args.seconds,
         "a_alone_hog_mib": 2 * s.alone_array, "rows": rows, "passed": ok, "machine": allot_measure::bench::common::machine(),
     });
-    super::memory_chart::emit(args, &report)?;
+    args.files.emit(&report)?;
     if json {
         println!("{report}");
         return Ok(if args.check && !ok { 1 } else { 0 });

@@ -4,11 +4,11 @@
 //! shape at the top (`bench`, `host`, `a_alone_hog_mib`, `rows`, `passed`), so one chart
 //! draws either.
 
-use super::memory_bench::MemoryBenchArgs;
 use allot_report::{Axis, BarChart, BarGroup};
 use anyhow::bail;
+use clap::Args;
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The `bench` word of the JSON report, checked by `--replot`.
 pub const BENCH: &str = "memory";
@@ -17,39 +17,57 @@ pub const BENCH: &str = "memory";
 /// (systemd host) and A alone holds this much of its hog. Drawn as the chart's bar.
 pub const BAR: f64 = 0.9;
 
-/// Refuses, before anything is measured, files the bench could not write at its end:
-/// a directory that does not exist, or one file named for both.
-pub fn check_paths(args: &MemoryBenchArgs) -> anyhow::Result<()> {
-    for (flag, p) in [("--output", &args.output), ("--svg", &args.svg)] {
-        let Some(p) = p else { continue };
-        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !dir.is_dir() {
-            bail!("{flag} {}: the directory {} does not exist; make it first or name a file in one that does", p.display(), dir.display());
-        }
-    }
-    if let (Some(o), Some(s)) = (&args.output, &args.svg) {
-        if o == s {
-            bail!("--output and --svg both name {}: give the JSON and the chart a file each", o.display());
-        }
-    }
-    Ok(())
+/// `allot-lab bench memory`'s options for its report as files.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReportFiles {
+    /// Also write the JSON report (every arm's numbers) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write a chart to this file (SVG): per arm, B's rate beside A's hog against its rate
+    /// alone and what A alone held, against the 90% bar, and what B lost.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Measure nothing: draw the chart (--svg FILE) again from a JSON report this bench
+    /// wrote with --output.
+    #[arg(long, value_name = "JSON", requires = "svg")]
+    pub replot: Option<PathBuf>,
 }
 
-/// Writes the JSON report and its chart where `--output` and `--svg` ask.
-pub fn emit(args: &MemoryBenchArgs, report: &Value) -> anyhow::Result<()> {
-    if let Some(p) = &args.output {
-        allot_measure::report::write_file(p, &(serde_json::to_string_pretty(report)? + "\n"))?;
+impl ReportFiles {
+    /// Refuses, before anything is measured, files the bench could not write at its end:
+    /// a directory that does not exist, or one file named for both.
+    pub fn check_paths(&self) -> anyhow::Result<()> {
+        for (flag, p) in [("--output", &self.output), ("--svg", &self.svg)] {
+            let Some(p) = p else { continue };
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if !dir.is_dir() {
+                bail!("{flag} {}: the directory {} does not exist; make it first or name a file in one that does", p.display(), dir.display());
+            }
+        }
+        if let (Some(o), Some(s)) = (&self.output, &self.svg) {
+            if o == s {
+                bail!("--output and --svg both name {}: give the JSON and the chart a file each", o.display());
+            }
+        }
+        Ok(())
     }
-    if let Some(p) = &args.svg {
-        allot_measure::report::write_file(p, &svg(report))?;
-    }
-    Ok(())
-}
 
-/// `--replot JSON --svg FILE`: the chart of a saved report; measures nothing.
-pub fn replot(args: &MemoryBenchArgs) -> anyhow::Result<i32> {
-    let Some(json) = &args.replot else { bail!("--replot names no JSON report") };
-    allot_measure::bench::common::replot_to(json, args.svg.as_deref(), BENCH, svg)
+    /// Writes the JSON report and its chart where `--output` and `--svg` ask.
+    pub fn emit(&self, report: &Value) -> anyhow::Result<()> {
+        if let Some(p) = &self.output {
+            allot_measure::report::write_file(p, &(serde_json::to_string_pretty(report)? + "\n"))?;
+        }
+        if let Some(p) = &self.svg {
+            allot_measure::report::write_file(p, &svg(report))?;
+        }
+        Ok(())
+    }
+
+    /// `--replot JSON --svg FILE`: the chart of a saved report; measures nothing.
+    pub fn replot(&self) -> anyhow::Result<i32> {
+        let Some(json) = &self.replot else { bail!("--replot names no JSON report") };
+        allot_measure::bench::common::replot_to(json, self.svg.as_deref(), BENCH, svg)
+    }
 }
 
 /// The chart of a report: per arm, B's rate beside A's memory hog as a percent of its rate
@@ -112,10 +130,10 @@ mod tests {
     #[derive(Debug, Parser)]
     struct Cli {
         #[command(flatten)]
-        args: MemoryBenchArgs,
+        args: ReportFiles,
     }
 
-    fn parse(words: &[&str]) -> Result<MemoryBenchArgs, clap::Error> {
+    fn parse(words: &[&str]) -> Result<ReportFiles, clap::Error> {
         Cli::try_parse_from(std::iter::once("bench-memory").chain(words.iter().copied())).map(|c| c.args)
     }
 
@@ -154,13 +172,13 @@ mod tests {
         let (json, out) = (dir.join("r.json"), dir.join("r.svg"));
         std::fs::write(&json, serde_json::to_string_pretty(&fixture()).unwrap()).unwrap();
         let a = parse(&["--replot", json.to_str().unwrap(), "--svg", out.to_str().unwrap()]).unwrap();
-        assert_eq!(replot(&a).unwrap(), 0);
+        assert_eq!(a.replot().unwrap(), 0);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), svg(&fixture()));
         std::fs::write(&json, r#"{"bench": "latency"}"#).unwrap();
-        let e = format!("{:#}", replot(&a).unwrap_err());
+        let e = format!("{:#}", a.replot().unwrap_err());
         assert!(e.contains("is a report of bench \"latency\", not of bench memory"), "{e}");
         std::fs::write(&json, "not json").unwrap();
-        let e = format!("{:#}", replot(&a).unwrap_err());
+        let e = format!("{:#}", a.replot().unwrap_err());
         assert!(e.contains("r.json is not JSON"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -170,13 +188,13 @@ mod tests {
         let e = parse(&["--replot", "r.json"]).unwrap_err().to_string();
         assert!(e.contains("--svg"), "{e}");
         let a = parse(&["--svg", "/nonexistent-allot-dir/r.svg"]).unwrap();
-        let e = check_paths(&a).unwrap_err().to_string();
+        let e = a.check_paths().unwrap_err().to_string();
         assert_eq!(
             e,
             "--svg /nonexistent-allot-dir/r.svg: the directory /nonexistent-allot-dir does not exist; make it first or name a file in one that does"
         );
         let a = parse(&["--output", "r", "--svg", "r"]).unwrap();
-        assert_eq!(check_paths(&a).unwrap_err().to_string(), "--output and --svg both name r: give the JSON and the chart a file each");
-        check_paths(&parse(&["--output", "r.json", "--svg", "r.svg"]).unwrap()).unwrap();
+        assert_eq!(a.check_paths().unwrap_err().to_string(), "--output and --svg both name r: give the JSON and the chart a file each");
+        parse(&["--output", "r.json", "--svg", "r.svg"]).unwrap().check_paths().unwrap();
     }
 }
