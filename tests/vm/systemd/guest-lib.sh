@@ -48,6 +48,13 @@ cgroup_of() {
   echo "${line:-.}"
 }
 
+# The hierarchy systemd tracks units in, where every unit has a cgroup: the cgroup2 mount
+# (/sys/fs/cgroup on v2, /sys/fs/cgroup/unified booted hybrid), else name=systemd (v1).
+units_root() {
+  awk '$3 == "cgroup2" { print $2; f = 1; exit } END { if (!f) exit 1 }' /proc/mounts 2> /dev/null ||
+    awk '$3 == "cgroup" && $4 ~ /(^|,)name=systemd(,|$)/ { print $2; exit }' /proc/mounts
+}
+
 session_of() {
   local cg
   cg=$(cgroup_of "$1") || return 1

@@ -2,9 +2,9 @@
 # allot on a systemd host whose cgroups are v1 or hybrid (the Ubuntu 20.04 and RHEL 8
 # layouts), run inside the systemd VM booted with `run.sh --cgroup hybrid` (or v1):
 #   tests/vm/systemd/run.sh --cgroup hybrid --file "$DEB:/root/allot.deb" \
-#     --script tests/vm/systemd/hybrid.sh
-# (`--cgroup v1` runs the same checks but the one on login sessions' load, which needs
-# the unified hierarchy: it is printed there.)
+#     --file tests/vm/systemd/sessions.sh:/root/sessions.sh --script tests/vm/systemd/hybrid.sh
+# (`--cgroup v1` runs the same checks: there the plan reads a login session's load from
+# its threads, systemd's name=systemd hierarchy keeping none.)
 # There systemd owns every hierarchy, and allot works through systemd's API as on cgroup
 # v2 (docs/systemd.md, hybrid and v1 hosts): its scopes (Delegate=cpu) and slices exist in
 # the v1 cpu,cpuacct hierarchy, its jobs are directories inside its scopes there, a
@@ -12,8 +12,9 @@
 # layout is what was asked; the installed service starts; an `allot run` job lands in
 # allot's scope in the cpu hierarchy with its tickets as cpu.shares; jobs of 300 and 100
 # tickets divide a CPU 0.75 / 0.25; a hard cap holds; a background job yields and runs
-# alone; a job from a login session is placed, and (hybrid) the plan sees the session;
-# `allot fund` reaches a user's slice; no tree of allot's own is at the root of any
+# alone; a job from a login session is placed, and the plan sees the session;
+# logout ends a session's allot jobs as on v2 (sessions.sh's logout_checks), leaving no
+# cgroup of the user's behind; `allot fund` reaches a user's slice; no tree of allot's own is at the root of any
 # hierarchy; after the purge every cgroup outside allot's units that was there before
 # (cpu knobs included) is byte-identical, and the ones systemd made meanwhile hold the
 # kernel's defaults.
@@ -24,7 +25,8 @@ CPU=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/moun
 
 # Every cgroup directory of every mounted hierarchy, with its cpu knobs, except allot's
 # own units (its scopes allot:*, its slices allot_*, its service) and the test's service
-# (it runs this script). Login sessions are not used here, so none come and go.
+# (it runs this script). Sessions that come and go are new cgroups: only the ones still
+# there after must hold the kernel's defaults.
 snap() {
   local m d f
   for m in $(awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/mounts | sort -u); do
@@ -116,7 +118,7 @@ check "alone, the background job runs (>= 0.8 CPU)" near "$r" bg 1 0.2
 stop_pids /tmp/bg
 
 # The plan sees login sessions (read in systemd's own hierarchy, where each session has
-# its scope): allot-ta's session hog against allot-tb's `allot run` job of 4 hogs on 2
+# its scope: their cpu.stat on hybrid, their threads' schedstat on v1): allot-ta's session hog against allot-tb's `allot run` job of 4 hogs on 2
 # CPUs. allot-tb's CPU-bound job is entitled to 1 CPU of 2, never more, so it is never
 # boosted. allot-ta's share is printed, not checked (tests/vm/systemd/sessions.sh checks it
 # on v2, in a phase where the checker starts no process: one thread against four unpinned
@@ -149,18 +151,27 @@ PY
 ) || r="a=-1 boosted=-1 samples=0 entitlement=-1"
 echo "allot-ta's session hog against allot-tb's job of 4 hogs: $r" >&2
 echo "measured, not checked: allot-ta's session hog's share of the machine against allot-tb's job of 4: $r" >&2
-if grep -q ' cgroup2 ' /proc/mounts; then
-  check "allot-tb's CPU-bound job is never boosted, and entitled to at most 1.1 CPU of 2" python3 -c "
+check "allot-tb's CPU-bound job is never boosted, and entitled to at most 1.1 CPU of 2" python3 -c "
 v = dict(x.split('=') for x in '$r'.split()); assert int(v['samples']) > 0 and int(v['boosted']) == 0 and float(v['entitlement']) <= 1.1, v"
-else
-  # Booted v1: name=systemd keeps no usage, so the plan does not see login sessions
-  # (docs/systemd.md, hybrid and v1 hosts): printed, not checked.
-  echo "measured, not checked (v1: sessions unseen): allot-tb's job against allot-ta's session: $r" >&2
-fi
 kill "$ahog_sess" 2> /dev/null || true
 stop_pids /tmp/ahog
 for q in $(cat /tmp/bjob.pids 2> /dev/null); do kill "$q" 2> /dev/null || true; done
 kill "$bsess" 2> /dev/null || true
+
+# Logout (sessions.sh's logout_checks, as on v2; put in the guest with --file
+# tests/vm/systemd/sessions.sh:/root/sessions.sh): a job from a login session is tied to
+# it by a PartOf= tether; KillUserProcesses=no lets it run on, terminate-user and a
+# logout under KillUserProcesses=yes end it. Here the job is a directory of allot's in the
+# cpu hierarchy, which v1 cannot kill whole (no cgroup.kill): the daemon kills each process
+# it lists there. The user's slice must go from every hierarchy afterwards: a directory
+# allot left in the cpu hierarchy would hold it there.
+check "the session checks are in the guest" test -s /root/sessions.sh
+if [ -s /root/sessions.sh ]; then
+  . /root/sessions.sh
+  logout_checks
+  check "allot-tc's slice is gone from the cpu hierarchy too" wait_for -t 30 sh -c "! test -d $CPU/user.slice/user-2003.slice"
+  ls -d "$CPU"/user.slice/user-2003.slice/* >&2 2> /dev/null || true
+fi
 
 # Funding a logged-in user's slice: CPUWeight= through systemd, cpu.shares on v1.
 check "allot fund allot-ta 300" $A fund allot-ta 300

@@ -368,7 +368,7 @@ ROOT
   kill "$root" "$root2" 2> /dev/null || true
   systemctl stop reach-cron 2> /dev/null || true
   # root's session and slice go (the byte-identical check at the end must not see them).
-  wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-0.slice' || { echo "user-0.slice still there:" >&2; _slice_holders 0; }
+  wait_for -t 60 sh -c "! test -d $(units_root)/user.slice/user-0.slice" || { echo "user-0.slice still there:" >&2; _slice_holders 0; }
 }
 
 # What holds a user's slice after its user logged out: the units in it (user@UID.service
@@ -377,7 +377,7 @@ ROOT
 _slice_holders() {   # UID
   systemctl list-units --all --plain --no-legend "user-$1*" "user@$1.service" "user-runtime-dir@$1.service" "allot*$1*" >&2 || true
   systemctl show -p ActiveState,SubState,Job,ActiveEnterTimestamp,InactiveEnterTimestamp "user@$1.service" >&2 || true
-  find "/sys/fs/cgroup/user.slice/user-$1.slice" -name cgroup.procs -exec sh -c 'for f; do printf "%s: %s\n" "$f" "$(tr "\n" " " < "$f")"; done' sh {} + >&2 || true
+  find "$(units_root)/user.slice/user-$1.slice" -name cgroup.procs -exec sh -c 'for f; do printf "%s: %s\n" "$f" "$(tr "\n" " " < "$f")"; done' sh {} + >&2 || true
   loginctl show-user "$1" >&2 || true
   journalctl -b -o short-precise --no-pager -u systemd-logind -u "user@$1.service" -u "user-runtime-dir@$1.service" -u "user-$1.slice" | tail -n 40 >&2 || true
 }
@@ -436,13 +436,13 @@ JOB
   # user-2003.slice" and user@2003.service started by the new logind, and `loginctl
   # show-user` then "not logged in or lingering" with the manager still running.
   local t0; t0=$(date +%s%N)
-  if wait_for -t 90 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice && ! test -e /run/systemd/users/2003'; then
+  if wait_for -t 90 sh -c "! test -d $(units_root)/user.slice/user-2003.slice && ! test -e /run/systemd/users/2003"; then
     echo "after terminate-user: user-2003.slice and logind's record of allot-tc gone $((($(date +%s%N) - t0) / 1000000)) ms after the job" >&2
   else
     echo "after terminate-user: user-2003.slice or logind's record of allot-tc still there after 90 s:" >&2
     _slice_holders 2003
   fi
-  check "after terminate-user allot-tc's slice goes (nothing of allot's holds it)" sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice'
+  check "after terminate-user allot-tc's slice goes (nothing of allot's holds it)" sh -c "! test -d $(units_root)/user.slice/user-2003.slice"
   # 3. KillUserProcesses=yes: the logout itself ends the job.
   mkdir -p /etc/systemd/logind.conf.d
   printf '[Login]\nKillUserProcesses=yes\n' > /etc/systemd/logind.conf.d/zz-allot-test.conf
@@ -458,7 +458,7 @@ JOB
   # Whatever a failed check above left running goes, so the checks after it stand alone.
   for f in /tmp/lo.keep.pid /tmp/lo.term.pid /tmp/lo.kill.pid; do [ -s "$f" ] && kill "$(cat "$f")" 2> /dev/null || true; done
   check "the ties of the ended jobs are let go" wait_for -t 20 sh -c "! systemctl list-units --all --plain --no-legend 'allot_logout_*-u2003.scope' | grep -q ."
-  if ! wait_for -t 60 sh -c '! test -d /sys/fs/cgroup/user.slice/user-2003.slice'; then
+  if ! wait_for -t 60 sh -c "! test -d $(units_root)/user.slice/user-2003.slice"; then
     echo "user-2003.slice still there:" >&2
     _slice_holders 2003
   fi
