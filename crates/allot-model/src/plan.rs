@@ -51,6 +51,13 @@ pub const DEFAULT_BOOST_WEIGHT: f64 = 100.0;
 /// long (the daemon's `policy.boost_window_ms`; Petrou et al. 1999 used 10 × 1 s).
 pub const DEFAULT_BOOST_WINDOW_MS: u64 = 500;
 
+/// The shortest boost window, ms: the shortest `tick_ms` (the daemon's window is at least
+/// its tick).
+pub const MIN_BOOST_WINDOW_MS: u64 = 50;
+
+/// The longest boost window, ms.
+pub const MAX_BOOST_WINDOW_MS: u64 = 60_000;
+
 /// The policy's parameters (the daemon's `[policy]` config).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Params {

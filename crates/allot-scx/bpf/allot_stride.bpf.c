@@ -32,8 +32,8 @@
  * §3.2 abbreviated quanta and §3.3 windowed ticket boost; the rule is
  * allot_model::wake in crates/allot-model/src/wake.rs, which this follows in the same
  * integers): each job with a boost entitlement keeps its CPU use over a sliding
- * WINDOW_NS (two buckets). A task that wakes while its job used less than BELOW of its
- * entitlement over the window is boosted: its pass moves to the most credit a sleeper may
+ * window_ns (two buckets; the loader sets it, wake.h). A task that wakes while its job
+ * used less than BELOW of its entitlement over the window is boosted: its pass moves to the most credit a sleeper may
  * hold, it goes first on its CPU's local queue and preempts the task running there, and
  * it runs at most BOOST_SLICE, and no longer than what is left of the entitlement.
  *
@@ -78,13 +78,13 @@ struct job {
 	u64 cap;
 	/* JOB_BACKGROUND */
 	u64 flags;
-	/* Its entitlement over WINDOW_NS, ns of CPU (0: never boosted). */
+	/* Its entitlement over window_ns, ns of CPU (0: never boosted). */
 	u64 boost;
 	/* Its currency's key when the currency has a hard cap (0: none), and that cap: ns of
 	 * CPU per CAP_PERIOD for all the currency's jobs together (cap.h). */
 	u64 group;
 	u64 group_cap;
-	/* Boosted while its use over WINDOW_NS is below this, ns (0: BELOW of boost; a
+	/* Boosted while its use over window_ns is below this, ns (0: BELOW of boost; a
 	 * configured boost_below, or focus: the whole window). */
 	u64 line;
 };

@@ -2,7 +2,7 @@
 /*
  * allot's sched_ext scheduler, the boost per wakeup (included by allot_stride.bpf.c after
  * struct job): the rule of allot_model::wake (crates/allot-model/src/wake.rs) in the same
- * integers and constants. A job's CPU use over a sliding WINDOW_NS in two buckets; a
+ * integers and constants. A job's CPU use over a sliding window_ns in two buckets; a
  * waking task of a job below its line (BELOW of its entitlement over the window, or the
  * line user space gave it) is boosted for at most BOOST_SLICE, and never past the
  * larger of the two.
@@ -10,12 +10,18 @@
 #ifndef ALLOT_WAKE_H
 #define ALLOT_WAKE_H
 
-/* The boost's window, a boosted slice, and the line below which a job is boosted
- * (allot_model::wake: WINDOW_NS, BOOST_SLICE_NS, BELOW). */
-#define WINDOW_NS 500000000ULL
+/* A boosted slice, the line below which a job is boosted, and the part of the bucket
+ * before still covered in 1/2^FRAC_BITS (allot_model::wake: BOOST_SLICE_NS, BELOW,
+ * FRAC_BITS). */
 #define BOOST_SLICE 2000000ULL
 #define BELOW_NUM 1ULL
 #define BELOW_DEN 2ULL
+#define FRAC_BITS 16
+
+/* The boost window, ns: the loader sets it before the load (allot_model::wake::window_ns:
+ * 50 ms..60 s, the daemon's [policy] boost_window_ms; 500 ms when none is given). In a
+ * section of its own, so that the loader finds it as the whole of its map's value. */
+const volatile u64 window_ns SEC(".rodata.window") = 500000000ULL;
 
 /* A boosted job's CPU use over the sliding window (allot_model::wake::Window). Written by
  * the BPF side only; two CPUs charging one job at once may lose a charge (the estimate
@@ -36,7 +42,7 @@ struct {
 /* The window's (prev, cur) as of now: a bucket that ended moves to prev. */
 static void window_at(struct window *w, u64 now, u64 *prev, u64 *cur)
 {
-	u64 b = now / WINDOW_NS;
+	u64 b = now / window_ns;
 
 	*prev = 0;
 	*cur = 0;
@@ -52,25 +58,26 @@ static void window_at(struct window *w, u64 now, u64 *prev, u64 *cur)
 static u64 window_used(u64 job, u64 now)
 {
 	struct window *w = bpf_map_lookup_elem(&windows, &job);
-	u64 prev, cur, left, den = WINDOW_NS >> 10;
+	u64 prev, cur, frac, win = window_ns;
 
-	if (!w)
+	if (!w || !win)
 		return 0;
 	window_at(w, now, &prev, &cur);
-	left = (WINDOW_NS - now % WINDOW_NS) >> 10;
-	return cur + (prev * left + den - 1) / den;
+	/* (window - now % window) << 16 fits 64 bits for a window up to 2^47 ns */
+	frac = (((win - now % win) << FRAC_BITS) + win - 1) / win;
+	return cur + (prev * frac + (1ULL << FRAC_BITS) - 1) / (1ULL << FRAC_BITS);
 }
 
 static void window_charge(u64 job, u64 now, u64 ns)
 {
-	struct window zero = { .bucket = now / WINDOW_NS }, *w;
+	struct window zero = { .bucket = now / window_ns }, *w;
 	u64 prev, cur;
 
 	w = value_of(&windows, &job, &zero);
 	if (!w)
 		return;
 	window_at(w, now, &prev, &cur);
-	w->bucket = now / WINDOW_NS;
+	w->bucket = now / window_ns;
 	w->prev = prev;
 	w->cur = cur + ns;
 }

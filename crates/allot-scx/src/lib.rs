@@ -28,6 +28,9 @@ const SCX_OPS_ENQ_LAST: u64 = 2;
 /// A hard cap's accounting period in the BPF program (CAP_PERIOD), ns.
 pub const CAP_PERIOD_NS: u64 = 100_000_000;
 
+/// The BPF program's map (section) holding the boost window, window_ns (bpf/wake.h).
+const WINDOW_MAP: &str = ".rodata.window";
+
 /// struct job's flags in the BPF program: a background job.
 pub const JOB_BACKGROUND: u64 = 1;
 
@@ -164,17 +167,20 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Loads the BPF program (the verifier checks it here) and attaches it. `all`: it
-    /// schedules every task, not only those set to SCHED_EXT (docs/scx.md, coexistence).
-    pub fn load(all: bool) -> Result<Self> {
-        let mut s = Self::prepare(all)?;
+    /// schedules every task, not only those set to SCHED_EXT (docs/scx.md, coexistence);
+    /// `window_ns`: the boost window ([`allot_model::wake::window_ns`]).
+    pub fn load(all: bool, window_ns: u64) -> Result<Self> {
+        let mut s = Self::prepare(all, window_ns)?;
         s.attach()?;
         Ok(s)
     }
 
     /// Loads the BPF program without attaching it: its maps can be written, and tasks set
     /// to SCHED_EXT run on in the fair class until [`Scheduler::attach`], which moves them
-    /// all in one pass of the kernel's (docs/scx.md, "Many tasks").
-    pub fn prepare(all: bool) -> Result<Self> {
+    /// all in one pass of the kernel's (docs/scx.md, "Many tasks"). The boost window
+    /// (`window_ns`, [`allot_model::wake::window_ns`]) is read-only to the BPF side: it is
+    /// set here, before the load, for the scheduler's life.
+    pub fn prepare(all: bool, window_ns: u64) -> Result<Self> {
         if !Path::new("/sys/kernel/sched_ext/state").exists() {
             bail!("this kernel has no sched_ext (/sys/kernel/sched_ext/state is missing)");
         }
@@ -185,6 +191,15 @@ impl Scheduler {
             let v = ops.initial_value_mut().context("allot_ops has no initial value")?;
             let flags: u64 = if all { SCX_OPS_ENQ_LAST } else { SCX_OPS_SWITCH_PARTIAL | SCX_OPS_ENQ_LAST };
             v[..8].copy_from_slice(&flags.to_ne_bytes());
+        }
+        {
+            let mut rodata = open.maps_mut().find(|m| m.name() == WINDOW_MAP).with_context(|| format!("no {WINDOW_MAP} in the BPF object"))?;
+            // its one variable, window_ns (bpf/wake.h)
+            let v = rodata.initial_value_mut().with_context(|| format!("{WINDOW_MAP} has no initial value"))?;
+            if v.len() != 8 {
+                bail!("{WINDOW_MAP} is {} bytes, expected 8 (window_ns alone)", v.len());
+            }
+            v.copy_from_slice(&window_ns.to_ne_bytes());
         }
         let obj = open.load().context("loading the BPF scheduler (the verifier's log is above)")?;
         Ok(Scheduler { obj, link: None })
@@ -338,8 +353,12 @@ mod tests {
     #[test]
     fn the_bpf_program_boosts_by_the_model_s_constants() {
         let def = |name| define(include_str!("../bpf/wake.h"), name);
-        use allot_model::wake::{BELOW, BOOST_SLICE_NS, WINDOW_NS};
-        assert_eq!((def("WINDOW_NS"), def("BOOST_SLICE"), def("BELOW_NUM"), def("BELOW_DEN")), (WINDOW_NS, BOOST_SLICE_NS, BELOW.0, BELOW.1));
+        use allot_model::wake::{BELOW, BOOST_SLICE_NS, DEFAULT_WINDOW_NS, FRAC_BITS};
+        assert_eq!((def("BOOST_SLICE"), def("BELOW_NUM"), def("BELOW_DEN"), def("FRAC_BITS")), (BOOST_SLICE_NS, BELOW.0, BELOW.1, FRAC_BITS as u64));
+        // the window's default, which the loader always overwrites
+        let src = include_str!("../bpf/wake.h");
+        let l = src.lines().find(|l| l.starts_with("const volatile u64 window_ns SEC(\".rodata.window\") = ")).expect("window_ns in bpf/wake.h");
+        assert_eq!(l.rsplit(' ').next().unwrap().trim_end_matches(';').trim_end_matches("ULL").parse::<u64>().unwrap(), DEFAULT_WINDOW_NS);
     }
 
     /// The BPF program's quantum follows allot_model::quantum's constants.

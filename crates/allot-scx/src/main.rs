@@ -5,8 +5,9 @@
 //!                 [--cap CGROUP=CPUS]... [--currency-cap CURRENCY=CPUS]...
 //!                 [--background CGROUP]...
 //!                 [--outside-weight W] [--all] [--lottery] [--no-boost]
-//!                 [--no-boost-for CGROUP]... [--for SECS]
-//!   allot-scx serve [--all] [--lottery]  (the daemon's: a job table on stdin, src/serve.rs)
+//!                 [--no-boost-for CGROUP]... [--boost-window-ms MS] [--for SECS]
+//!   allot-scx serve [--all] [--lottery] [--boost-window-ms MS]
+//!                                         (the daemon's: a job table on stdin, src/serve.rs)
 //!   allot-scx probe --every MS --for SECS   (wakeup latency, src/probe.rs)
 //!   allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR
 //!                                         (a simulator scenario's task, src/work.rs)
@@ -22,7 +23,8 @@
 //! (bpf/cap.h), `--background` makes a job a background one
 //! (it runs only when no other job's task is runnable on the CPU). A foreground job's
 //! wakeups are boosted while it used less than half its entitlement over the boost window
-//! (allot_model::wake); `--no-boost` turns that off, `--no-boost-for` for one job (a
+//! (allot_model::wake; `--boost-window-ms`, 50..60000, 500 by default, the daemon's
+//! `[policy] boost_window_ms`); `--no-boost` turns that off, `--no-boost-for` for one job (a
 //! probe beside a boosted one, to measure the boost in one run). Then it puts those threads
 //! back in the fair class, detaches, and prints why the scheduler left.
 
@@ -51,9 +53,10 @@ struct Args {
     lottery: bool,
     boost: bool,
     no_boost_for: Vec<String>,
+    window: u64,
 }
 
-const USAGE: &str = "usage: allot-scx serve [--all] [--lottery] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--currency-cap CURRENCY=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--lottery] [--no-boost] [--no-boost-for CGROUP]... [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
+const USAGE: &str = "usage: allot-scx serve [--all] [--lottery] [--boost-window-ms MS] | allot-scx run --job CGROUP=TICKETS[:CURRENCY]... [--funding CURRENCY=N]... [--cap CGROUP=CPUS]... [--currency-cap CURRENCY=CPUS]... [--background CGROUP]... [--outside-weight W] [--all] [--lottery] [--no-boost] [--no-boost-for CGROUP]... [--boost-window-ms MS] [--for SECS] | allot-scx probe --every MS --for SECS | allot-scx work --start UNIX_SECS --for SECS --marks S,... BEHAVIOUR | allot-scx hackbench --groups G --loops L";
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
     if it.next().as_deref() != Some("run") {
@@ -71,6 +74,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
         lottery: false,
         boost: true,
         no_boost_for: vec![],
+        window: allot_model::wake::DEFAULT_WINDOW_NS,
     };
     while let Some(opt) = it.next() {
         if opt == "--all" {
@@ -111,6 +115,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args> {
             }
             "--background" => a.background.push(val),
             "--no-boost-for" => a.no_boost_for.push(val),
+            "--boost-window-ms" => a.window = allot_scx::serve::parse_window_ms(&val).map_err(anyhow::Error::msg)?,
             "--outside-weight" => {
                 a.outside_weight = val
                     .parse()
@@ -148,7 +153,7 @@ fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) ->
         let cap = a.caps.get(&name).copied();
         let bg = a.background.contains(&name);
         let boost = if a.boost && !bg && !a.no_boost_for.contains(&name) {
-            allot_model::wake::entitlement_ns(*share, a.outside_weight.min(u32::MAX as u64) as u32)
+            allot_model::wake::entitlement_ns(*share, a.outside_weight.min(u32::MAX as u64) as u32, a.window)
         } else {
             0
         };
@@ -181,11 +186,8 @@ fn describe(a: &Args, shares: &[u64], s: &Scheduler, switched: &mut Vec<i32>) ->
         let cap = cap.map_or(String::new(), |c| format!(" hard cap {c} CPUs"))
             + &ccap.map_or(String::new(), |c| format!(" (its currency's hard cap {c} CPUs)"));
         let bg = if bg { " background" } else { "" };
-        let boost = if boost > 0 {
-            format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, allot_model::wake::WINDOW_NS / 1_000_000)
-        } else {
-            String::new()
-        };
+        let boost =
+            if boost > 0 { format!(" boosted below {:.1} ms of CPU per {} ms", boost as f64 / 2e6, a.window / 1_000_000) } else { String::new() };
         lines.push(format!(
             "allot-scx: job {} tickets {} currency {} share {share}{cap}{bg}{boost}: {n} threads",
             j.cgroup.display(),
@@ -208,13 +210,8 @@ fn main() -> Result<()> {
         return allot_scx::hackbench::main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("serve") {
-        return match &args[1..] {
-            [] => allot_scx::serve::serve(false, false),
-            flags if flags.iter().all(|f| f == "--all" || f == "--lottery") && flags.len() <= 2 => {
-                allot_scx::serve::serve(flags.iter().any(|f| f == "--all"), flags.iter().any(|f| f == "--lottery"))
-            }
-            _ => bail!("usage: allot-scx serve [--all] [--lottery]"),
-        };
+        let a = allot_scx::serve::parse_serve(&args[1..]).map_err(anyhow::Error::msg)?;
+        return allot_scx::serve::serve(a.all, a.lottery, a.window);
     }
     let a = parse(args.into_iter())?;
     let shares = flatten(&a.jobs, &a.funding, a.outside_weight);
@@ -223,7 +220,7 @@ fn main() -> Result<()> {
     // under a loaded scheduler, the first threads of a job of thousands waited in
     // sched_ext behind the rest still in the fair class, which runs first, until the
     // kernel's watchdog ejected the scheduler (tests/vm/scx/storm.sh).
-    let mut s = Scheduler::prepare(a.all)?;
+    let mut s = Scheduler::prepare(a.all, a.window)?;
     s.set_lottery(a.lottery)?;
     // SAFETY: the handler only stores to an atomic.
     unsafe {
@@ -241,6 +238,7 @@ fn main() -> Result<()> {
             if a.all { "every task" } else { "SCHED_EXT tasks only (partial switch)" },
             if a.lottery { "the lottery mode" } else { "stride scheduling" }
         );
+        let mode = format!("{mode}, boost window {} ms", a.window / 1_000_000);
         println!(
             "allot-scx: loaded allot_stride for {mode} (sched_ext state: {}, switch_all {}); {} threads set to SCHED_EXT in {} ms before it was attached, attached in {} ms",
             state.trim(),

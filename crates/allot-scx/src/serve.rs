@@ -7,7 +7,7 @@
 //! (SHARE in base units, already flattened by the daemon from its plan; CPUS a hard cap,
 //! held by the sinbin; currency-cap the hard cap of the job's currency, held by the sinbin
 //! for all the jobs that name that currency together, bpf/cap.h; NS the job's entitlement
-//! over the boost window,
+//! over the boost window (`--boost-window-ms`, 500 ms by default),
 //! allot_model::wake::entitlement_ns: its wakeups are boosted while it used less than half
 //! of it, and without it never; background: dispatched only when no other task of allot's
 //! is runnable on the CPU) and then a line `end`. Each table replaces the
@@ -19,7 +19,7 @@
 //! stopped, or died) or SIGTERM unloads the scheduler.
 //!
 //! stdout, one line per event:
-//!   `loaded allot_stride MODE`               attached;
+//!   `loaded allot_stride MODE window=MSms`   attached, boosting over a window of MS ms;
 //!   `table N jobs M threads`                  a table is in the maps (M threads newly SCHED_EXT);
 //!   `bad LINE: WHY`                           a line it could not take (the rest of the table is);
 //!   `maps runnable N job_passes N usages N windows N retired N`
@@ -108,8 +108,9 @@ fn cap_cpus(what: &str, c: &str) -> Result<u64, String> {
 }
 
 /// Parses `job SHARE [cap=CPUS] [currency-cap=CURRENCY:CPUS] [boost=NS [line=NS]] [background]
-/// CGROUP-DIR`, a capped currency's key from `keys`.
-pub fn parse_job(line: &str, keys: &mut CurrencyKeys) -> Result<(PathBuf, Terms), String> {
+/// CGROUP-DIR`, a capped currency's key from `keys`; boost and line are ns of CPU over
+/// the boost window of `window` ns, so at most `window`.
+pub fn parse_job(line: &str, keys: &mut CurrencyKeys, window: u64) -> Result<(PathBuf, Terms), String> {
     let rest = line.strip_prefix("job ").ok_or_else(|| format!("wanted {JOB_LINE} or `end`"))?;
     let (share, mut rest) = rest.split_once(' ').ok_or_else(|| format!("wanted {JOB_LINE}"))?;
     let share: u64 = share.parse().ok().filter(|s| *s >= 1).ok_or_else(|| format!("share must be a whole number 1 or more, got {share:?}"))?;
@@ -128,14 +129,14 @@ pub fn parse_job(line: &str, keys: &mut CurrencyKeys) -> Result<(PathBuf, Terms)
             t.boost_ns = n
                 .parse()
                 .ok()
-                .filter(|n| *n <= allot_model::wake::WINDOW_NS)
-                .ok_or_else(|| format!("boost must be ns of CPU 0..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
+                .filter(|n| *n <= window)
+                .ok_or_else(|| format!("boost must be ns of CPU 0..{window} (the boost window), got {n:?}"))?;
         } else if let Some(n) = word.strip_prefix("line=") {
             t.line_ns = n
                 .parse()
                 .ok()
-                .filter(|n| (1..=allot_model::wake::WINDOW_NS).contains(n))
-                .ok_or_else(|| format!("line must be ns of CPU 1..{} (the boost window), got {n:?}", allot_model::wake::WINDOW_NS))?;
+                .filter(|n| (1..=window).contains(n))
+                .ok_or_else(|| format!("line must be ns of CPU 1..{window} (the boost window), got {n:?}"))?;
         } else {
             return Err(format!(
                 "unknown term {word:?}: wanted cap=CPUS, currency-cap=CURRENCY:CPUS, boost=NS, line=NS, background or the cgroup's absolute directory"
@@ -204,10 +205,52 @@ fn back_to_fair(dir: &std::path::Path) -> usize {
     threads(dir).unwrap_or_default().into_iter().filter(|t| set_policy(*t, false).is_ok()).count()
 }
 
+/// How `allot-scx serve` is asked to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeArgs {
+    /// `--all`: every task of the machine, not only allot's jobs' (a partial switch).
+    pub all: bool,
+    /// `--lottery`: the lottery mode.
+    pub lottery: bool,
+    /// `--boost-window-ms MS`: the boost window, ns (500 ms when not given).
+    pub window: u64,
+}
+
+/// The usage of `allot-scx serve`.
+pub const SERVE_USAGE: &str = "usage: allot-scx serve [--all] [--lottery] [--boost-window-ms MS]";
+
+/// Parses `serve`'s options (after the word `serve`), each at most once.
+pub fn parse_serve(args: &[String]) -> Result<ServeArgs, String> {
+    let mut a = ServeArgs { all: false, lottery: false, window: allot_model::wake::DEFAULT_WINDOW_NS };
+    let (mut seen, mut it) = (HashSet::new(), args.iter());
+    while let Some(opt) = it.next() {
+        if !seen.insert(opt.as_str()) {
+            return Err(format!("{opt} is given twice; {SERVE_USAGE}"));
+        }
+        match opt.as_str() {
+            "--all" => a.all = true,
+            "--lottery" => a.lottery = true,
+            "--boost-window-ms" => {
+                let v = it.next().ok_or_else(|| format!("--boost-window-ms needs a value; {SERVE_USAGE}"))?;
+                a.window = parse_window_ms(v)?;
+            }
+            _ => return Err(format!("unknown option {opt:?}; {SERVE_USAGE}")),
+        }
+    }
+    Ok(a)
+}
+
+/// `--boost-window-ms MS`: the window in ns, within [`allot_model::wake::window_ns`]'s limits.
+pub fn parse_window_ms(v: &str) -> Result<u64, String> {
+    let ms: u64 = v.parse().map_err(|_| format!("--boost-window-ms wants a whole number of ms, got {v:?}"))?;
+    allot_model::wake::window_ns(ms).map_err(|e| format!("--boost-window-ms: {e}"))
+}
+
 /// Runs the serve mode until end of input, SIGTERM/SIGINT, or an ejection (exit 3);
-/// `lottery`: the lottery mode (docs/scx.md), else stride scheduling.
-pub fn serve(all: bool, lottery: bool) -> Result<()> {
-    let mut s = Scheduler::prepare(all)?;
+/// `lottery`: the lottery mode (docs/scx.md), else stride scheduling; `window`: the boost
+/// window, ns ([`allot_model::wake::window_ns`]).
+pub fn serve(all: bool, lottery: bool, window: u64) -> Result<()> {
+    let mut s = Scheduler::prepare(all, window)?;
     s.set_lottery(lottery)?;
     s.attach()?;
     // SAFETY: the handler only stores to an atomic.
@@ -215,7 +258,7 @@ pub fn serve(all: bool, lottery: bool) -> Result<()> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    println!("loaded allot_stride {}{}", if all { "all" } else { "partial" }, if lottery { " lottery" } else { "" });
+    println!("loaded allot_stride {}{} window={}ms", if all { "all" } else { "partial" }, if lottery { " lottery" } else { "" }, window / 1_000_000);
     let (tx, rx) = channel::<Option<String>>();
     std::thread::spawn(move || {
         for line in std::io::stdin().lines() {
@@ -291,7 +334,7 @@ pub fn serve(all: bool, lottery: bool) -> Result<()> {
                 Err(e) => println!("bad maps: {e:#}"),
             },
             Ok(Some(line)) if line.trim().is_empty() => {}
-            Ok(Some(line)) => match parse_job(&line, &mut keys) {
+            Ok(Some(line)) => match parse_job(&line, &mut keys, window) {
                 Ok(j) => pending.push(j),
                 Err(e) => println!("bad {line}: {e}"),
             },
@@ -352,7 +395,7 @@ mod tests {
     #[test]
     fn job_lines_are_read_or_refused_naming_why() {
         let k = &mut CurrencyKeys::default();
-        let mut parse_job = |l: &str| parse_job(l, k);
+        let mut parse_job = |l: &str| parse_job(l, k, allot_model::wake::DEFAULT_WINDOW_NS);
         let plain = Terms { share: 50000, ..Terms::default() };
         assert_eq!(parse_job("job 50000 /sys/fs/cgroup/allot/u/j 1").unwrap(), (PathBuf::from("/sys/fs/cgroup/allot/u/j 1"), plain));
         assert_eq!(
@@ -375,9 +418,45 @@ mod tests {
     }
 
     #[test]
+    fn the_window_is_read_bounded_and_bounds_the_table() {
+        let a = |v: &[&str]| parse_serve(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let def = allot_model::wake::DEFAULT_WINDOW_NS;
+        assert_eq!(a(&[]), Ok(ServeArgs { all: false, lottery: false, window: def }));
+        assert_eq!(a(&["--lottery", "--boost-window-ms", "100", "--all"]), Ok(ServeArgs { all: true, lottery: true, window: 100_000_000 }));
+        assert_eq!(a(&["--boost-window-ms", "60000"]).unwrap().window, 60_000_000_000);
+        for (bad, why) in [
+            (&["--boost-window-ms", "0"][..], "50..60000 ms (policy.boost_window_ms's limits), got 0"),
+            (&["--boost-window-ms", "60001"], "got 60001"),
+            (&["--boost-window-ms", "18446744073709551615"], "got 18446744073709551615"),
+            (&["--boost-window-ms", "99999999999999999999"], "whole number of ms, got \"99999999999999999999\""),
+            (&["--boost-window-ms", "0.5"], "got \"0.5\""),
+            (&["--boost-window-ms", "-1"], "got \"-1\""),
+            (&["--boost-window-ms", ""], "got \"\""),
+            (&["--boost-window-ms"], "needs a value"),
+            (&["--boost-window-ms", "100", "--boost-window-ms", "200"], "given twice"),
+            (&["--window", "100"], "unknown option \"--window\""),
+        ] {
+            let e = a(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        // a job's boost and line are bounded by the window in force
+        let k = &mut CurrencyKeys::default();
+        let w = 100_000_000;
+        assert_eq!(parse_job("job 7 boost=100000000 line=100000000 /a", k, w).unwrap().1.boost_ns, w);
+        assert!(parse_job("job 7 boost=100000001 /a", k, w)
+            .unwrap_err()
+            .contains("boost must be ns of CPU 0..100000000 (the boost window), got \"100000001\""));
+        assert!(parse_job("job 7 boost=50 line=100000001 /a", k, w).unwrap_err().contains("line must be ns of CPU 1..100000000"));
+        assert!(parse_job("job 7 boost=18446744073709551616 /a", k, w).unwrap_err().contains("boost must be"));
+        assert!(parse_job("job 7 boost=1e6 /a", k, w).unwrap_err().contains("got \"1e6\""));
+        assert!(parse_job("job 7 boost= /a", k, w).unwrap_err().contains("got \"\""));
+        assert_eq!(parse_job("job 7 boost=0 /a", k, w).unwrap().1.boost_ns, 0);
+    }
+
+    #[test]
     fn a_currency_cap_names_its_currency_whose_key_stays_its_own() {
         let mut k = CurrencyKeys::default();
-        let t = |l: &str, k: &mut CurrencyKeys| parse_job(l, k).map(|(_, t)| t);
+        let t = |l: &str, k: &mut CurrencyKeys| parse_job(l, k, allot_model::wake::DEFAULT_WINDOW_NS).map(|(_, t)| t);
         let a = t("job 7 currency-cap=user-1000:0.4 /a", &mut k).unwrap();
         assert_eq!((a.group, a.group_cap_ns, a.cap_ns), (1, 40_000_000, 0));
         let b = t("job 7 cap=0.1 currency-cap=ci:2 /b", &mut k).unwrap();

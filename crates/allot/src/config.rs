@@ -427,10 +427,13 @@ impl Config {
             return bad("tick_ms", format!("tick_ms must be 50..60000, got {}", self.tick_ms));
         }
         let p = &self.policy;
-        if !(self.tick_ms..=60_000).contains(&p.boost_window_ms) {
+        // the same limits as allot-scx's --boost-window-ms (allot_model::wake::window_ns),
+        // tick_ms being 50 at least
+        let most = allot_model::plan::MAX_BOOST_WINDOW_MS;
+        if !(self.tick_ms..=most).contains(&p.boost_window_ms) {
             return bad(
                 "policy.boost_window_ms",
-                format!("policy.boost_window_ms must be tick_ms ({})..60000, got {}", self.tick_ms, p.boost_window_ms),
+                format!("policy.boost_window_ms must be tick_ms ({})..{most}, got {}", self.tick_ms, p.boost_window_ms),
             );
         }
         if !(p.boost_below > 0.0 && p.boost_below <= 1.0) {

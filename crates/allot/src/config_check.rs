@@ -200,18 +200,6 @@ fn warnings(cfg: &Config, text: &str, names: &dyn Names) -> Vec<Finding> {
             }
         }
     }
-    // the other way round: the cgroup backend's plan window, which the BPF side's boost
-    // per wakeup does not use (its window is allot_model::wake::WINDOW_NS)
-    let window = cfg.policy.boost_window_ms;
-    if cfg.scheduler.kind == crate::config_scheduler::Kind::Scx && window != allot_model::plan::DEFAULT_BOOST_WINDOW_MS {
-        warn(
-            locate(text, "policy.boost_window_ms"),
-            format!(
-                "policy.boost_window_ms = {window} is the cgroup backend's: allot's sched_ext scheduler (kind = \"scx\") boosts per wakeup over a fixed {} ms window (docs/scx.md); it applies again after a fall back to the cgroup backend",
-                allot_model::plan::DEFAULT_BOOST_WINDOW_MS
-            ),
-        );
-    }
     if let Some(only) = &cfg.users.only {
         for n in only {
             if let Some(why) = user(n) {

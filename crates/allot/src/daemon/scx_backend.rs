@@ -21,8 +21,9 @@ impl Daemon {
     pub fn sync_scx(&mut self) {
         let want = self.cfg().scheduler.kind == Kind::Scx && crate::config_scheduler::support().available;
         let running = matches!(self.scx().state(), State::Loading | State::Loaded { .. });
-        // a reload that changed [scheduler] draw or tasks loads it again in the new mode
-        let args = self.cfg().scheduler.serve_args();
+        // a reload that changed [scheduler] draw or tasks, or [policy] boost_window_ms,
+        // loads it again in the new mode
+        let args = self.loader_args();
         if want && (!running || self.scx().args() != args) {
             self.start_scx(&loader_path());
         } else if !want && !matches!(self.scx().state(), State::Off) {
@@ -30,10 +31,20 @@ impl Daemon {
         }
     }
 
+    /// The loader's arguments: `serve` with the scheduler's mode, and the boost window
+    /// (`[policy] boost_window_ms`: the BPF side boosts per wakeup over it, as the plan
+    /// does per tick; the table's boost= and line= are ns of CPU over it).
+    pub fn loader_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = self.cfg().scheduler.serve_args().into_iter().map(String::from).collect();
+        a.extend(["--boost-window-ms".to_string(), self.cfg().policy.boost_window_ms.to_string()]);
+        a
+    }
+
     /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
     pub fn start_scx(&mut self, path: &std::path::Path) {
-        let args = self.cfg().scheduler.serve_args();
+        let args = self.loader_args();
         log::info!("scheduler: starting allot's sched_ext scheduler ({} {})", path.display(), args.join(" "));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.scx_mut().start(path, &args);
         if let State::Fallen { reason, .. } = self.scx().state().clone() {
             self.fell(reason); // could not even start it
@@ -83,11 +94,12 @@ impl Daemon {
         let outside = self.cfg().outside.weight;
         let shares = allot_model::flat::flatten(&flat, outside);
         let (boost, below) = (self.cfg().policy.boost, self.cfg().policy.boost_below);
+        let window = self.cfg().policy.boost_window_ms * 1_000_000;
         rows.into_iter()
             .zip(shares)
             .map(|((r, focus), share)| {
-                let boost_ns = if boost && !r.background { allot_model::wake::entitlement_ns(share, outside) } else { 0 };
-                let line_ns = if boost_ns > 0 { allot_model::wake::line_ns(boost_ns, below, focus) } else { 0 };
+                let boost_ns = if boost && !r.background { allot_model::wake::entitlement_ns(share, outside, window) } else { 0 };
+                let line_ns = if boost_ns > 0 { allot_model::wake::line_ns(boost_ns, below, focus, window) } else { 0 };
                 TableJob { share, boost_ns, line_ns, ..r }
             })
             .collect()
@@ -173,8 +185,8 @@ impl Daemon {
             State::Off => ("cgroup", String::new(), false),
             State::Loading => ("cgroup", "loading allot_stride".to_string(), false),
             State::Loaded { mode, since } => {
-                let (m, draw) = loaded_mode(mode);
-                ("scx", format!("allot_stride loaded since {}, {m}, {draw}, {} job tables taken", utc(*since), self.scx().tables()), true)
+                let (m, draw, window) = loaded_mode(mode);
+                ("scx", format!("allot_stride loaded since {}, {m}, {draw}{window}, {} job tables taken", utc(*since), self.scx().tables()), true)
             }
             State::Fallen { at, reason } => ("cgroup", format!("scx fell back at {}: {reason}", utc(*at)), false),
         };
@@ -190,16 +202,20 @@ impl Daemon {
 }
 
 /// What `allot status` says of the loader's mode ("partial" or "all", then "lottery" in
-/// the lottery mode): the tasks it schedules, and how it picks.
-fn loaded_mode(mode: &str) -> (&'static str, &'static str) {
+/// the lottery mode, then "window=MSms"): the tasks it schedules, how it picks, and the
+/// boost window it loaded with, as the loader said it (empty if it did not).
+fn loaded_mode(mode: &str) -> (&'static str, &'static str, String) {
     let m = if mode.split(' ').next() == Some("all") { "every task" } else { "allot's jobs only (partial switch)" };
-    (m, if mode.split(' ').any(|w| w == "lottery") { "lottery" } else { "stride" })
+    let window =
+        mode.split(' ').find_map(|w| w.strip_prefix("window=")).map_or(String::new(), |w| format!(", boost window {}", w.replace("ms", " ms")));
+    (m, if mode.split(' ').any(|w| w == "lottery") { "lottery" } else { "stride" }, window)
 }
 
 #[cfg(test)]
 #[test]
-fn status_names_the_tasks_and_the_draw() {
-    assert_eq!(loaded_mode("partial"), ("allot's jobs only (partial switch)", "stride"));
-    assert_eq!(loaded_mode("all lottery"), ("every task", "lottery"));
-    assert_eq!(loaded_mode("partial lottery"), ("allot's jobs only (partial switch)", "lottery"));
+fn status_names_the_tasks_the_draw_and_the_window() {
+    assert_eq!(loaded_mode("partial"), ("allot's jobs only (partial switch)", "stride", String::new()));
+    assert_eq!(loaded_mode("all lottery"), ("every task", "lottery", String::new()));
+    assert_eq!(loaded_mode("partial lottery window=100ms"), ("allot's jobs only (partial switch)", "lottery", ", boost window 100 ms".into()));
+    assert_eq!(loaded_mode("all window=500ms").2, ", boost window 500 ms");
 }

@@ -233,7 +233,7 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     assert_eq!((plain.cap, plain.background), (None, false));
     // [policy] boost is on by default: a foreground job carries its entitlement over the
     // boost window (the BPF side boosts its wakeups by it), a background job none
-    let ent = |share| allot_model::wake::entitlement_ns(share, 100);
+    let ent = |share| allot_model::wake::entitlement_ns(share, 100, allot_model::wake::DEFAULT_WINDOW_NS);
     assert_eq!((capped.boost_ns, plain.boost_ns, bg.boost_ns), (ent(capped.share), ent(plain.share), 0));
     assert!(plain.boost_ns > 0, "{table:?}");
     let want = format!(" cap=0.3 boost={} /fake-mount/", capped.boost_ns);
@@ -250,11 +250,21 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     let table = d.scx_table();
     let row = |name: &str| table.iter().find(|r| r.dir.ends_with(&format!("/{name}"))).unwrap().clone();
     let (capped, bg, plain) = (row(&dirs[0]), row(&dirs[1]), row(&dirs[2]));
-    assert_eq!(plain.line_ns, allot_model::wake::WINDOW_NS, "focused");
+    assert_eq!(plain.line_ns, allot_model::wake::DEFAULT_WINDOW_NS, "focused");
     assert!(plain.line().contains(&format!(" boost={} line=500000000 /", plain.boost_ns)), "{}", plain.line());
-    assert_eq!(capped.line_ns, allot_model::wake::line_ns(capped.boost_ns, 0.25, false));
+    assert_eq!(capped.line_ns, allot_model::wake::line_ns(capped.boost_ns, 0.25, false, allot_model::wake::DEFAULT_WINDOW_NS));
     assert!(capped.line_ns > 0 && capped.line_ns * 4 <= capped.boost_ns + 2, "{capped:?}");
     assert_eq!(bg.line_ns, 0, "background: never boosted, no line");
+    // [policy] boost_window_ms: the entitlement and a focused job's line are over it, and
+    // the loader is told it
+    d.cfg_mut().policy.boost_window_ms = 100;
+    let table = d.scx_table();
+    let row = |name: &str| table.iter().find(|r| r.dir.ends_with(&format!("/{name}"))).unwrap().clone();
+    let (capped100, plain100) = (row(&dirs[0]), row(&dirs[2]));
+    assert_eq!(capped100.boost_ns, allot_model::wake::entitlement_ns(capped100.share, 100, 100_000_000));
+    assert!(capped100.boost_ns * 5 <= capped.boost_ns + 5 && capped100.boost_ns > 0, "{capped100:?} {capped:?}");
+    assert!(plain100.line().contains(" line=100000000 /"), "{}", plain100.line());
+    assert_eq!(d.loader_args()[1..], ["--boost-window-ms", "100"]);
     // The boost off: no boost term, so no line either, focused or not.
     d.cfg_mut().policy.boost = false;
     assert!(d.scx_table().iter().all(|r| r.boost_ns == 0 && r.line_ns == 0 && !r.line().contains("line=")));

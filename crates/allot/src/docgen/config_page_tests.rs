@@ -135,6 +135,11 @@ fn the_ranges_in_words_are_the_loaders_too() {
     for (v, ok) in [("99", false), ("100", true), ("60000", true), ("60001", false)] {
         assert_eq!(load(&format!("tick_ms = 100\n[policy]\nboost_window_ms = {v}\n")).is_ok(), ok, "boost_window_ms = {v}: tick_ms..60000");
     }
+    // every window the config takes, at the shortest tick, is one the loader takes
+    for (v, ok) in [("49", false), ("50", true), ("60000", true), ("60001", false)] {
+        let got = load(&format!("tick_ms = 50\n[policy]\nboost_window_ms = {v}\n")).is_ok();
+        assert_eq!((got, allot_model::wake::window_ns(v.parse().unwrap()).is_ok()), (ok, ok), "boost_window_ms = {v}");
+    }
     let l = table("[limits]");
     for (k, v, ok) in
         [("requests_per_second", "0.0", false), ("requests_per_second", "0.1", true), ("request_burst", "0.9", false), ("request_burst", "1.0", true)]
