@@ -10,7 +10,9 @@
 # within 0.03 against another job and alone, and a background job at most 0.05 beside a
 # foreground hog and at least 0.90 alone. Then boost.sh: a probe job that sleeps and
 # wakes every 10 ms beside hogs at 3:2:1, without and then with the boost per wakeup: its
-# p99 wakeup latency lower with it, the hogs' shares within 0.02 in both. Then sim.sh:
+# p99 wakeup latency lower with it, the hogs' shares within 0.02 in both; and the
+# loader's --boost-window-ms in force: a probe job that bursts is refused the boost
+# at most half as often over a 100 ms window as over 500 ms. Then sim.sh:
 # three of allot-lab sim's scenarios run live and compared with the simulator's runs of
 # them (shares within 0.02, the same ordering of latencies). Then storm.sh: a job of 1000
 # CPU-bound threads and a fork storm, each against a one-hog job at equal tickets: every
@@ -24,7 +26,8 @@
 # "lottery"), holds `allot run --cap '0.3!'` and `--background` jobs as ebs.sh does,
 # schedules every task on a reload with tasks = "all" (an `allot run` hog within 0.05 of
 # half against a hog it does not manage), and unloads it at stop. Before it, focus.sh: a
-# daemon with [policy] boost_below = 0.05 leaves a probe job over its line unboosted, and
+# daemon reloaded to [policy] boost_below = 0.05 and boost_window_ms = 1000 loads the
+# scheduler again with that window and leaves a probe job over its line unboosted, and
 # `allot focus` boosts it (its p90 lower focused), at the default line it is boosted. --only bench runs bench.sh alone, which
 # checks nothing: the side-by-side bench (docs/results/scx/): shares, insulation, Table 1
 # latency and hackbench under the kernel alone, allot's cgroup backend, allot's BPF
