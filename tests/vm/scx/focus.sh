@@ -1,14 +1,16 @@
 # Guest script (before daemon.sh, sharing checks.sh's helpers): a configured boost line
 # and focus through the daemon ([scheduler] kind = "scx"; allot_model::wake::line_ns, the
 # table's line=NS). First at the default line (half), then a reload to
-# [policy] boost_below = 0.05, which puts every job's line at a twentieth of
-# its entitlement over the 500 ms window: the probe job (tickets 3 of 9, entitled to
-# 166 ms per 500 ms, its line then 8.3 ms) uses about 22 ms per 500 ms under TCG (a
-# wakeup that preempts a hog costs the guest about 0.4 ms; boost.sh), over that line, so
-# its wakeups are not boosted. `allot focus` moves its line to the whole window: boosted
+# [policy] boost_below = 0.05 and boost_window_ms = 1000, which puts every job's line at
+# a twentieth of its entitlement over a 1000 ms window: the probe job (tickets 3 of 9,
+# entitled to 333 ms per 1000 ms, its line then 16.7 ms) uses about 44 ms per 1000 ms
+# under TCG (a wakeup that preempts a hog costs the guest about 0.4 ms; boost.sh), over
+# that line, so its wakeups are not boosted. `allot focus` moves its line to the whole window: boosted
 # at every wakeup. Three hog jobs at 3:2:1 and the probe job, all on CPU 1, one daemon.
 #   focus-default at the default line: the hogs within 0.02 of 3:2:1; the probe boosted:
 #                its p50 at most a third of the one over a line of 0.05
+#   focus-window the reload loaded the scheduler again with the daemon's new window:
+#                `allot status` says the loader's `boost window 1000 ms`
 #   focus-line   unfocused under boost_below = 0.05: the hogs within 0.02 of 3:2:1; the
 #                probe not boosted: its p50 at least 3 times the focused one's (with the
 #                default line it would be boosted, as in boost.sh: about 1 ms)
@@ -52,11 +54,21 @@ focus_probe() {
   stop_hogs
 }
 focus_probe focus-default
-# The line at a twentieth of the entitlement, by a reload
-printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n[policy]\nboost_below = 0.05\n' > $F/allot.toml
+# The line at a twentieth of the entitlement over a window of 1000 ms, by a reload (a
+# new window loads the scheduler again)
+printf 'scan_ms = 200\n[users]\nonly = []\n[scheduler]\nkind = "scx"\n[policy]\nboost_below = 0.05\nboost_window_ms = 1000\n' > $F/allot.toml
 kill -HUP $FP
-sleep 2
-echo "SCX-STATE focus: after the reload: $($AF status 2>/dev/null | grep '^scheduler')"
+n=0
+until $AF status 2>/dev/null | grep -q '^scheduler.*scx (allot_stride loaded.*boost window 1000 ms'; do
+  n=$((n + 1)); [ $n -lt 100 ] || break; sleep 0.1
+done
+sleep 1
+st=$($AF status 2>/dev/null | grep '^scheduler')
+echo "SCX-STATE focus: after the reload: $st"
+case "$st" in
+  *"boost window 1000 ms"*) echo "SCX-RESULT focus-window: after the reload $st" ;;
+  *) echo "SCX-RESULT focus-window: after a reload to boost_window_ms = 1000 the loader does not say that window: $st"; fail=1 ;;
+esac
 focus_probe focus-line
 focus_probe focus focus
 def50=$(sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' /tmp/focus-default.probe)
