@@ -90,7 +90,7 @@ pub const TABLES: &[Table] = &[
         text: "The dynamic policy, applied every tick.",
         keys: &[
             key("boost", "boolean", Value("true"), Words("true or false"), "Boost jobs that use less than their entitlement: they run first when they wake, which buys them latency, never more CPU."),
-            key("boost_window_ms", "integer", Value("500"), Words("tick_ms..60000"), "The sliding window, in milliseconds, over which a job's usage is compared with its entitlement."),
+            key("boost_window_ms", "integer", Value("500"), Words("tick_ms..60000"), "The sliding window, in milliseconds, over which a job's usage is compared with its entitlement: for the boost of the cgroup backend's plan, and of allot's sched_ext scheduler (kind = \"scx\"), which boosts per wakeup over it; a change loads that scheduler again."),
             key("boost_below", "float", Value("0.5"), Words("above 0, at most 1"), "A job is boosted while its usage over the window is below this fraction of its entitlement."),
             key("boost_slice_us", "integer", Value("0"), Words("0, or 100..100000"), "The scheduler slice, in microseconds, of a boosted job's tasks (EEVDF, Linux 6.6 and later). 0 leaves slices alone and boosts by weight only, which measured best."),
             key("boost_weight", "float", Value("100.0"), Floats(1.0, 10_000.0), "A boosted job's weight is its tickets times this (at most 10000). The boost is withdrawn at the first tick in which the job used its entitlement."),
