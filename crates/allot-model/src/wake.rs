@@ -111,9 +111,9 @@ impl Window {
     /// The use over the window that ends at `now`: this bucket, and the part of the one
     /// before that the window still covers (taken as spread evenly over it). That part is
     /// taken in 1/2^[`FRAC_BITS`] of a bucket, whatever the window's length, and rounded
-    /// up, so that the use is never undercounted by it. (In 1024 ns units, as before the
-    /// window could be configured, the product overflowed for a busy job over a long
-    /// window: 5 CPUs over 60 s.)
+    /// up, so that the use is never undercounted by it. (In units of 1024 ns, as when the
+    /// window was fixed at 500 ms, the product would overflow for a job busy on more than
+    /// 5 CPUs over a 60 s window.)
     pub fn used(&self, now: u64, window: u64) -> u64 {
         let window = window.max(1);
         let (prev, cur) = self.at(now, window);
