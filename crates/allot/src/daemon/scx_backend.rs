@@ -40,6 +40,13 @@ impl Daemon {
         a
     }
 
+    /// Whether the loader runs with the boost window in force (or was started without one).
+    pub fn loader_window_current(&self) -> bool {
+        let a = self.scx().args();
+        let given = a.iter().position(|x| x == "--boost-window-ms").and_then(|i| a.get(i + 1));
+        given.is_none_or(|w| *w == self.cfg().policy.boost_window_ms.to_string())
+    }
+
     /// Starts the loader at `path` (`allot-scx serve`) and sends it the table.
     pub fn start_scx(&mut self, path: &std::path::Path) {
         let args = self.loader_args();
@@ -106,8 +113,11 @@ impl Daemon {
     }
 
     /// Sends the table if the scheduler runs and the table changed (after each plan).
+    /// Not to a loader started with another boost window: a reload that changed the
+    /// window plans before it starts the new loader, and the table's boost= and line= are
+    /// ns over the new window, which the old loader would refuse or misread.
     pub fn feed_scx(&mut self) {
-        if matches!(self.scx().state(), State::Loading | State::Loaded { .. }) {
+        if matches!(self.scx().state(), State::Loading | State::Loaded { .. }) && self.loader_window_current() {
             let t = self.scx_table();
             self.scx_mut().feed(t);
         }

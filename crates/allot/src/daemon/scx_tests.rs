@@ -265,6 +265,13 @@ fn the_table_carries_a_hard_cap_background_and_the_boost() {
     assert!(capped100.boost_ns * 5 <= capped.boost_ns + 5 && capped100.boost_ns > 0, "{capped100:?} {capped:?}");
     assert!(plain100.line().contains(" line=100000000 /"), "{}", plain100.line());
     assert_eq!(d.loader_args()[1..], ["--boost-window-ms", "100"]);
+    // A loader started with another window is sent no table made for this one (a reload
+    // that changed it plans before the new loader starts).
+    d.scx_mut().start(Path::new("/nonexistent/allot-scx"), &["serve", "--boost-window-ms", "500"]);
+    assert!(!d.loader_window_current());
+    d.cfg_mut().policy.boost_window_ms = 500;
+    assert!(d.loader_window_current());
+    d.cfg_mut().policy.boost_window_ms = 100;
     // The boost off: no boost term, so no line either, focused or not.
     d.cfg_mut().policy.boost = false;
     assert!(d.scx_table().iter().all(|r| r.boost_ns == 0 && r.line_ns == 0 && !r.line().contains("line=")));
