@@ -7,8 +7,7 @@
 //! and SIGCONT, then SIGKILL (`cgroup.kill`) to what is left after [`GRACE`]. Sending
 //! signals to other users' processes takes CAP_KILL, which the shipped unit does not
 //! grant: there the job is killed with `cgroup.kill` at once, a write to allot's own
-//! directory (on cgroup v1, which has none, systemd kills it: allot-linux's
-//! `SystemdTree::kill_in`).
+//! directory.
 
 use super::core::Daemon;
 use super::registry::JobSpec;

@@ -299,18 +299,6 @@ impl Manager for FakeSystemd {
         self.lock().units.remove(name);
         Ok(())
     }
-    fn kill_unit(&mut self, unit: &str, signal: i32) -> Result<()> {
-        self.log(format!("KillUnit {unit} all {signal}"));
-        let u = self.loaded("KillUnit", unit)?;
-        // systemd has CAP_KILL: the fake signals what its unit's cgroup lists (the test's
-        // own children), so a test sees them end.
-        let procs = self.mount.join(u.cgroup.trim_start_matches('/')).join("cgroup.procs");
-        for pid in std::fs::read_to_string(procs).unwrap_or_default().lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            // SAFETY: kill(2) with a pid the test put in the unit.
-            unsafe { libc::kill(pid, signal) };
-        }
-        Ok(())
-    }
     fn attach(&mut self, unit: &str, subcgroup: &str, pids: &[u32]) -> Result<()> {
         self.log(format!("AttachProcessesToUnit {unit} {subcgroup} {pids:?}"));
         let u = self.loaded("AttachProcessesToUnit", unit)?;

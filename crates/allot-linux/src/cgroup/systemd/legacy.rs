@@ -167,56 +167,27 @@ impl SystemdTree {
     }
 
     /// Kills every process in a job's directory: `cgroup.kill`, or on v1 (which has none)
-    /// through systemd, since the daemon may not signal other users' processes (the
-    /// shipped unit has no CAP_KILL). Each round the processes listed in the directory
-    /// are handed to a transient scope of allot's (`<root>_end_<job>_<round>.scope`, in
-    /// the slice of the job's scope), which systemd then kills whole (KillUnit, SIGKILL);
-    /// an empty scope ends by itself. A process forked between the listing and the move
-    /// stays in the directory and is listed next round; one that exited meanwhile makes
-    /// systemd refuse the round, and the next lists again. Each pid is opened (pidfd)
-    /// right after the listing and held over the call, so a pid that names no live
-    /// process then (gone, or a zombie) is never given to systemd.
+    /// SIGKILL to each process listed, through a pidfd, until none is left (a fork between
+    /// the listing and the kill is listed next time).
     pub(super) fn kill_in(&self, rel: &str) -> Result<()> {
         if self.v1.is_none() {
             return write(self.dir(rel).join("cgroup.kill"), "1");
         }
-        let (key, job) = match Self::place(rel)? {
-            super::names::Place::Inside(key, sub) => (key, sub.rsplit('/').next().unwrap_or_default().to_string()),
-            _ => return Err(super::unsupported("kill the processes of", rel)),
-        };
-        let slice = self.names().slice(&key);
-        let mut last = None;
-        for round in 0..KILL_ROUNDS {
-            let fds: Vec<(u32, crate::process::pidfd::PidFd)> = self
-                .procs(rel)?
-                .into_iter()
-                .filter_map(|p| Some((p as u32, crate::process::pidfd::PidFd::open(p).ok().filter(|f| f.alive())?)))
-                .collect();
-            if fds.is_empty() {
+        for _ in 0..50 {
+            let pids = self.procs(rel)?;
+            if pids.is_empty() {
                 return Ok(());
             }
-            let pids: Vec<u32> = fds.iter().map(|(p, _)| *p).collect();
-            let unit = format!("{}_end_{job}_{round}.scope", self.names().root());
-            let desc = crate::ipc::systemd_bus::prop("Description", crate::ipc::dbus::Value::str(format!("allot: ends job {job}")));
-            let mut st = self.lock();
-            last = st.sd.start_scope(&unit, &slice, &pids, None, vec![desc]).and_then(|()| st.sd.kill_unit(&unit, libc::SIGKILL)).err();
-            if last.is_some() {
-                // A scope that failed to start stays loaded as failed until reset.
-                let _ = st.sd.reset_failed(&unit);
+            for pid in pids {
+                if let Ok(fd) = crate::process::pidfd::PidFd::open(pid) {
+                    let _ = fd.signal(libc::SIGKILL);
+                }
             }
-            drop(st);
-            drop(fds);
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Err(last.unwrap_or_else(|| Error::Sys {
-            call: format!("kill the processes of {rel}"),
-            source: std::io::Error::other(format!("some were still there after {KILL_ROUNDS} rounds")),
-        }))
+        Ok(())
     }
 }
-
-/// How many rounds [`SystemdTree::kill_in`] takes on v1 before it gives up.
-const KILL_ROUNDS: u32 = 50;
 
 #[cfg(test)]
 #[path = "legacy_tests.rs"]

@@ -178,30 +178,16 @@ fn a_process_from_outside_goes_to_the_scope_through_systemd_then_to_its_job() {
     assert_eq!(fx.read(&format!("{SCOPE}/j1/cgroup.procs")), me.to_string(), "written by allot inside its scope");
 }
 
-/// v1 has no cgroup.kill, and the shipped unit no CAP_KILL (another user's processes
-/// cannot be signalled): systemd kills them, in a transient scope of allot's they are
-/// handed to. A pid in the listing that names no live process is not given to systemd.
 #[test]
 fn a_job_is_killed_without_cgroup_kill() {
-    let (fx, sd, t) = host(252);
+    let (fx, _sd, t) = host(252);
     t.create("user-1000/j1").unwrap();
     fx.cgroup(&format!("{SCOPE}/j1"), &v1_files());
     let mut child = std::process::Command::new("/bin/sleep").arg("30").spawn().unwrap();
-    let mut gone = std::process::Command::new("/bin/true").spawn().unwrap();
-    gone.wait().unwrap();
-    fx.put(&format!("{SCOPE}/j1/cgroup.procs"), &format!("{}\n{}\n", child.id(), gone.id()));
+    fx.put(&format!("{SCOPE}/j1/cgroup.procs"), &format!("{}\n", child.id()));
     t.kill_all("user-1000/j1").unwrap();
     let st = child.wait().unwrap();
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL));
-    let calls = sd.calls();
-    let start = calls.iter().find(|c| c.starts_with("StartTransientUnit allot_end_j1_0.scope")).unwrap_or_else(|| panic!("{calls:?}"));
-    assert!(start.contains("Slice=\"user-1000.slice\""), "{start}: in the slice of the job's scope");
-    let end = sd.unit("allot_end_j1_0.scope").expect("the scope the job was handed to");
-    assert_eq!(fx.read(&format!("cpu{}/cgroup.procs", end.cgroup)), format!("{}\n", child.id()), "the live pid only");
-    assert!(calls.contains(&"KillUnit allot_end_j1_0.scope all 9".to_string()), "{calls:?}");
-    // The listing still names the killed child (the fixture is not the kernel): a pid
-    // whose process is gone, or not yet reaped, is not handed over again.
-    assert!(!calls.iter().any(|c| c.contains("_end_j1_1.scope")), "{calls:?}");
 }
 
 #[test]

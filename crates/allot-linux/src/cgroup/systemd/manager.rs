@@ -31,8 +31,6 @@ pub trait Manager: Send + std::fmt::Debug {
     fn stop_unit(&mut self, name: &str) -> Result<()>;
     /// AttachProcessesToUnit.
     fn attach(&mut self, unit: &str, subcgroup: &str, pids: &[u32]) -> Result<()>;
-    /// KillUnit: `signal` to every process of the unit, without waiting.
-    fn kill_unit(&mut self, unit: &str, signal: i32) -> Result<()>;
     /// GetUnitByControlGroup.
     fn unit_by_cgroup(&mut self, path: &str) -> Result<String>;
     /// The unit a process is in and what decides whether it may be moved.
@@ -74,9 +72,6 @@ impl Manager for Systemd {
     }
     fn attach(&mut self, unit: &str, subcgroup: &str, pids: &[u32]) -> Result<()> {
         Systemd::attach(self, unit, subcgroup, pids)
-    }
-    fn kill_unit(&mut self, unit: &str, signal: i32) -> Result<()> {
-        Systemd::kill_unit(self, unit, signal)
     }
     fn unit_by_cgroup(&mut self, path: &str) -> Result<String> {
         Systemd::unit_by_cgroup(self, path)

@@ -367,11 +367,6 @@ impl Systemd {
         }
     }
 
-    /// Sends `signal` to every process of a unit (KillUnit, whom "all"); no job, no wait.
-    pub fn kill_unit(&mut self, unit: &str, signal: i32) -> Result<()> {
-        self.manager("KillUnit", unit, vec![Value::str(unit), Value::str("all"), Value::I32(signal)]).map(|_| ())
-    }
-
     /// Clears a unit's failed state (ResetFailedUnit).
     pub fn reset_failed(&mut self, unit: &str) -> Result<()> {
         self.manager("ResetFailedUnit", unit, vec![Value::str(unit)]).map(|_| ())
