@@ -74,9 +74,6 @@ pub struct World {
     pub signals: Vec<(i32, i32)>,
     /// Signals the daemon may not send (as without CAP_KILL): refused.
     pub no_kill_cap: bool,
-    /// `kill_all` as on cgroup v1 through systemd: the processes are moved out of the
-    /// job (into a scope of their own) and killed there.
-    pub kill_moves_out: bool,
     /// Directories whose weight and cpu.max writes are refused (EACCES), by absolute path.
     pub refuse_writes: std::collections::BTreeSet<String>,
     /// Threads whose slice writes are refused (EPERM) while they live.
@@ -295,13 +292,8 @@ impl CpuController for FakeCg {
         let a = abs(rel);
         let mut w = self.w.lock().unwrap();
         let pids: Vec<i32> = w.procs.iter().filter(|(_, p)| p.path == a && !p.zombie).map(|(&k, _)| k).collect();
-        let out = w.kill_moves_out;
         for pid in pids {
-            let p = w.procs.get_mut(&pid).unwrap();
-            p.zombie = true;
-            if out {
-                p.path = "/user.slice/allot_end.scope".into();
-            }
+            w.procs.get_mut(&pid).unwrap().zombie = true;
             w.signals.push((pid, libc::SIGKILL));
         }
         Ok(())

@@ -11,6 +11,10 @@ pub struct Features {
     pub psi: bool,
     /// kernel.task_delayacct = 1.
     pub delay_accounting: bool,
+    /// A systemd host booted v1 or hybrid, without CAP_KILL: v1 has no `cgroup.kill`, so a
+    /// job from a login session cannot be ended at logout (another user's processes
+    /// cannot be signalled).
+    pub no_logout_kill: bool,
 }
 
 impl Features {
@@ -21,6 +25,7 @@ impl Features {
             custom_slices: allot_linux::process::sched::custom_slices_supported(),
             psi: std::path::Path::new("/proc/pressure/cpu").exists(),
             delay_accounting: std::fs::read_to_string("/proc/sys/kernel/task_delayacct").map(|s| s.trim() == "1").unwrap_or(false),
+            no_logout_kill: cg.delegation().and_then(|d| d.units_mount()).is_some() && !cap_kill(),
         }
     }
     /// What is degraded, in sentences.
@@ -38,8 +43,21 @@ impl Features {
         if !self.delay_accounting {
             v.push("delay accounting off: `allot why` has no worst-wait maxima (sysctl kernel.task_delayacct=1)".into());
         }
+        if self.no_logout_kill {
+            v.push("cgroup v1 without CAP_KILL: a job started from a login session is not ended with the session (no cgroup.kill; a drop-in can grant CAP_KILL: docs/systemd.md, hybrid and v1 hosts)".into());
+        }
         v
     }
+}
+
+/// CAP_KILL's bit (linux/capability.h).
+const CAP_KILL: u32 = 5;
+
+/// Whether this process may signal any process: CAP_KILL in its effective set
+/// (/proc/self/status `CapEff`, bit 5).
+fn cap_kill() -> bool {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else { return false };
+    s.lines().find_map(|l| l.strip_prefix("CapEff:")).and_then(|v| u64::from_str_radix(v.trim(), 16).ok()).is_some_and(|e| e >> CAP_KILL & 1 == 1)
 }
 
 /// What the daemon found about the kernel and the machine at start.

@@ -7,7 +7,8 @@
 //! and SIGCONT, then SIGKILL (`cgroup.kill`) to what is left after [`GRACE`]. Sending
 //! signals to other users' processes takes CAP_KILL, which the shipped unit does not
 //! grant: there the job is killed with `cgroup.kill` at once, a write to allot's own
-//! directory.
+//! directory. cgroup v1 has no `cgroup.kill`: there, without CAP_KILL, the job is not
+//! ended, the daemon says so, and `allot status` lists it as degraded.
 
 use super::core::Daemon;
 use super::registry::JobSpec;
@@ -42,18 +43,27 @@ impl Daemon {
             let (found, sent) = self.signal_job(&rel, &[libc::SIGTERM, libc::SIGHUP, libc::SIGCONT]);
             if found > 0 && sent == 0 {
                 // No signal could be sent (the shipped unit has no CAP_KILL): cgroup.kill,
-                // which takes only the write to allot's own directory.
-                log::info!("{} ended with its login session: its {found} process(es) killed (SIGTERM could not be sent)", self.job_label(&j));
-                self.kill_job(&rel);
+                // which takes only the write to allot's own directory (cgroup v2).
+                match self.kill_job(&rel) {
+                    Ok(()) => {
+                        log::info!("{} ended with its login session: its {found} process(es) killed (SIGTERM could not be sent)", self.job_label(&j))
+                    }
+                    Err(e) => log::warn!("{} was not ended with its login session: {e}", self.job_label(&j)),
+                }
             } else {
                 log::info!("{} ended with its login session: {sent} process(es) sent SIGTERM", self.job_label(&j));
                 self.kill_at(rel, now + GRACE);
+                // Read again at the next observations, as after a kill (kill_job).
+                self.read_again(&j.id);
             }
         }
         for rel in self.kills_due(now) {
+            self.read_again_rel(&rel);
             if self.tree().cg().procs(&rel).is_ok_and(|p| !p.is_empty()) {
-                log::info!("{rel}: what outlived {GRACE:?} after its session ended is killed");
-                self.kill_job(&rel);
+                match self.kill_job(&rel) {
+                    Ok(()) => log::info!("{rel}: what outlived {GRACE:?} after its session ended is killed"),
+                    Err(e) => log::warn!("{rel}: what outlived {GRACE:?} after its session ended could not be killed: {e}"),
+                }
             }
         }
         let leaves: std::collections::HashSet<String> = self.desired().jobs.values().map(|j| j.leaf()).collect();
@@ -81,14 +91,24 @@ impl Daemon {
     }
 
     /// SIGKILL to everything in a job's directory: `cgroup.kill`, else each process
-    /// through its pidfd. The job's lists are read again at the next observation: on
-    /// cgroup v1 systemd kills the processes after moving them out, so the job's own
-    /// usage does not move and would not tell the observer to look.
-    fn kill_job(&mut self, rel: &str) {
-        if let Err(e) = self.tree().cg().kill_all(rel) {
-            log::warn!("{rel}: cgroup.kill failed ({e}); SIGKILL each process");
+    /// through its pidfd. The job's lists are read again at the next observation: a process
+    /// that exits does not move the job's usage on cgroup v1 (`cpuacct.usage`), which would
+    /// then not tell the observer to look, and the job would never be reaped.
+    fn kill_job(&mut self, rel: &str) -> Result<(), String> {
+        let r = self.tree().cg().kill_all(rel).map_err(|e| e.to_string());
+        if let Err(e) = &r {
+            log::debug!("{rel}: {e}; SIGKILL each process");
             self.signal_job(rel, &[libc::SIGKILL]);
         }
+        self.read_again_rel(rel);
+        match r {
+            Err(e) if self.tree().cg().procs(rel).is_ok_and(|p| !p.is_empty()) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// The job at `rel` is read again at the next observation.
+    fn read_again_rel(&mut self, rel: &str) {
         if let Some(id) = self.desired().jobs.values().find(|j| j.rel() == rel).map(|j| j.id) {
             self.read_again(&id);
         }

@@ -167,27 +167,51 @@ impl SystemdTree {
     }
 
     /// Kills every process in a job's directory: `cgroup.kill`, or on v1 (which has none)
-    /// SIGKILL to each process listed, through a pidfd, until none is left (a fork between
-    /// the listing and the kill is listed next time).
+    /// SIGKILL to each process listed, through a pidfd opened before the directory is
+    /// listed again (a pid reused meanwhile is never signalled), until none is left (a fork
+    /// between the listing and the kill is listed next time). Another user's process
+    /// takes CAP_KILL, which the shipped unit does not grant: refused at the first such
+    /// process, with the error saying so (docs/systemd.md, hybrid and v1 hosts).
     pub(super) fn kill_in(&self, rel: &str) -> Result<()> {
         if self.v1.is_none() {
             return write(self.dir(rel).join("cgroup.kill"), "1");
         }
-        for _ in 0..50 {
+        for _ in 0..KILL_ROUNDS {
             let pids = self.procs(rel)?;
             if pids.is_empty() {
                 return Ok(());
             }
-            for pid in pids {
-                if let Ok(fd) = crate::process::pidfd::PidFd::open(pid) {
-                    let _ = fd.signal(libc::SIGKILL);
+            // Each pid opened, then the directory listed again: a pid still listed there
+            // whose pidfd's process lives is that process (a live process's pid names no
+            // other).
+            let fds: Vec<(i32, crate::process::pidfd::PidFd)> =
+                pids.into_iter().filter_map(|p| Some((p, crate::process::pidfd::PidFd::open(p).ok()?))).collect();
+            let still = self.procs(rel)?;
+            let live: Vec<_> = fds.into_iter().filter(|(pid, fd)| still.contains(pid) && fd.alive()).collect();
+            if live.is_empty() {
+                return Ok(());
+            }
+            for (pid, fd) in live {
+                if let Err(e) = fd.signal(libc::SIGKILL) {
+                    return Err(Error::Sys {
+                        call: format!("kill process {pid} of {rel}"),
+                        source: std::io::Error::other(format!(
+                            "{e}: cgroup v1 has no cgroup.kill, and signalling another user's process takes CAP_KILL, which allot.service does not grant (docs/systemd.md, hybrid and v1 hosts)"
+                        )),
+                    });
                 }
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Ok(())
+        Err(Error::Sys {
+            call: format!("kill the processes of {rel}"),
+            source: std::io::Error::other(format!("some were still there after {KILL_ROUNDS} rounds")),
+        })
     }
 }
+
+/// How many listings [`SystemdTree::kill_in`] takes on v1 before it gives up.
+const KILL_ROUNDS: u32 = 50;
 
 #[cfg(test)]
 #[path = "legacy_tests.rs"]
