@@ -158,13 +158,36 @@ stop_pids /tmp/ahog
 for q in $(cat /tmp/bjob.pids 2> /dev/null); do kill "$q" 2> /dev/null || true; done
 kill "$bsess" 2> /dev/null || true
 
-# Logout (sessions.sh's logout_checks, as on v2; put in the guest with --file
-# tests/vm/systemd/sessions.sh:/root/sessions.sh): a job from a login session is tied to
-# it by a PartOf= tether; KillUserProcesses=no lets it run on, terminate-user and a
-# logout under KillUserProcesses=yes end it. Here the job is a directory of allot's in the
-# cpu hierarchy, which v1 cannot kill whole (no cgroup.kill): the daemon kills each process
-# it lists there. The user's slice must go from every hierarchy afterwards: a directory
-# allot left in the cpu hierarchy would hold it there.
+# Logout. Here a job is a directory of allot's in the cpu hierarchy, which v1 cannot kill
+# whole (no cgroup.kill), so the daemon signals each process, and another user's process
+# takes CAP_KILL, which allot.service does not grant. By default, then, a job from a
+# session survives terminate-user, and the daemon says why.
+check "status: without CAP_KILL a session's job is not ended with the session" sh -c "$A status | grep -q 'cgroup v1 without CAP_KILL'"
+id allot-tc > /dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash allot-tc
+rm -f /tmp/nocap.pid
+login_session allot-tc sh -c "$A run -- sh -c 'echo \$\$ > /tmp/nocap.pid; exec sleep 3000' & exec sleep 3000" > /dev/null || true
+wait_for -t 20 test -s /tmp/nocap.pid || true
+nocap=$(cat /tmp/nocap.pid 2> /dev/null || echo 0)
+loginctl terminate-user allot-tc
+sleep 4
+check "without CAP_KILL a job from a session outlives terminate-user" kill -0 "$nocap"
+check "and the daemon says why (CAP_KILL)" sh -c "journalctl -b -u allot --no-pager | grep -q 'was not ended with its login session.*CAP_KILL'"
+journalctl -b -u allot --no-pager | grep 'login session' | tail -n 3 >&2 || true
+kill "$nocap" 2> /dev/null || true
+wait_for -t 60 sh -c "! test -d $(units_root)/user.slice/user-2003.slice" || echo "user-2003.slice still there after the job" >&2
+
+# With CAP_KILL (the drop-in docs/systemd.md gives), sessions.sh's logout checks, as on
+# v2 (put in the guest with --file tests/vm/systemd/sessions.sh:/root/sessions.sh): a job
+# from a login session is tied to it by a PartOf= tether; KillUserProcesses=no lets it
+# run on, terminate-user and a logout under KillUserProcesses=yes end it. The user's
+# slice must go from every hierarchy afterwards: a directory allot left in the cpu
+# hierarchy would hold it there.
+mkdir -p /etc/systemd/system/allot.service.d
+printf '[Service]\nCapabilityBoundingSet=CAP_KILL\n' > /etc/systemd/system/allot.service.d/kill.conf
+systemctl daemon-reload
+systemctl restart allot
+check "allot.service runs with CAP_KILL (bit 5 of CapEff)" wait_for -t 30 sh -c 'systemctl is-active --quiet allot && python3 -c "import sys; e = [l for l in open(\"/proc/%s/status\" % sys.argv[1]) if l.startswith(\"CapEff:\")][0].split()[1]; sys.exit(0 if int(e, 16) >> 5 & 1 else 1)" $(systemctl show -p MainPID --value allot)'
+check "status: with it, nothing about CAP_KILL" sh -c "! $A status | grep -q 'CAP_KILL'"
 check "the session checks are in the guest" test -s /root/sessions.sh
 if [ -s /root/sessions.sh ]; then
   . /root/sessions.sh
@@ -172,6 +195,8 @@ if [ -s /root/sessions.sh ]; then
   check "allot-tc's slice is gone from the cpu hierarchy too" wait_for -t 30 sh -c "! test -d $CPU/user.slice/user-2003.slice"
   ls -d "$CPU"/user.slice/user-2003.slice/* >&2 2> /dev/null || true
 fi
+rm -rf /etc/systemd/system/allot.service.d
+systemctl daemon-reload
 
 # Funding a logged-in user's slice: CPUWeight= through systemd, cpu.shares on v1.
 check "allot fund allot-ta 300" $A fund allot-ta 300
