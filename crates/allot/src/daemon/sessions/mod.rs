@@ -88,15 +88,26 @@ impl Daemon {
     }
 
     /// A session scope on a v1 host, whose `name=systemd` hierarchy keeps no usage: its
-    /// usage is what its threads (at most `left` of them) have used, each thread's
-    /// /proc/TID/schedstat, read every tick. A thread that exits takes its time with it,
-    /// so a tick in which one exits counts less, never more.
+    /// usage is a running sum of what its threads (at most `left` of them) used since the
+    /// last tick, each thread's /proc/TID/schedstat against what it read then (the same
+    /// baselines the boost keeps, a thread known by its id and start time). A thread seen
+    /// for the first time counts from then, not its whole life, and one that exits takes
+    /// only its last partial tick with it, so the sum never jumps and never goes back.
     pub(in crate::daemon) fn summed_sample(&self, s: &allot_linux::cgroup::sessions::SessionScope, left: &mut usize) -> Option<ScopeSample> {
         let mut threads = s.threads().ok()?;
         threads.truncate(*left);
         *left -= threads.len();
-        let usage_ns = threads.iter().filter_map(|&t| self.host().thread(t)).map(|x| x.run_ns).sum();
-        Some(ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads: Some(threads) })
+        let name = s.name();
+        let ss = self.sessions();
+        let prev = ss.scopes.get(&name).and_then(|x| x.last).map_or(0, |(ns, _)| ns);
+        let ran: u64 = threads
+            .iter()
+            .filter_map(|&tid| {
+                let (run, _, _) = ss.tasks.get(&tid).filter(|t| t.scope == name)?.last?;
+                Some(self.host().thread(tid)?.run_ns.saturating_sub(run))
+            })
+            .sum();
+        Some(ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads) })
     }
 
     /// [`Self::observe_sessions`] from scopes already read.

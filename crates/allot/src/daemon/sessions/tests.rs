@@ -370,7 +370,8 @@ fn on_a_v1_host_a_sessions_usage_is_its_threads() {
         }
         let mut left = 1024;
         let smp = d.summed_sample(&scope, &mut left).expect("its tasks are read");
-        assert_eq!((smp.usage_ns, left), (k * 101_000_000, 1022), "the threads' time, two threads of the budget");
+        // The first read is the baseline (the threads start at 0 here).
+        assert_eq!((smp.usage_ns, left), (k * 101_000_000, 1022), "the threads' time since first seen, two threads of the budget");
         d.observe_session_samples(vec![smp], t0 + dt * k as u32);
         d.replan();
     }
@@ -380,5 +381,15 @@ fn on_a_v1_host_a_sessions_usage_is_its_threads() {
     // At most `left` threads are read.
     let mut left = 1;
     assert_eq!(d.summed_sample(&scope, &mut left).unwrap().threads, Some(vec![400]));
+    // A thread that has run for an hour, listed for the first time (it was past the
+    // budget, or new to the session), adds nothing at once; one that exits takes its
+    // time with it without the sum going back.
+    let before = d.summed_sample(&scope, &mut 1024).unwrap().usage_ns;
+    w.lock().unwrap().spawn(402, 3001, S4, "old");
+    w.lock().unwrap().runs.insert(402, (3_600_000_000_000, 0));
+    std::fs::write(dir.join("tasks"), "400\n401\n402\n").unwrap();
+    assert_eq!(d.summed_sample(&scope, &mut 1024).unwrap().usage_ns, before, "no jump");
+    std::fs::write(dir.join("tasks"), "401\n").unwrap();
+    assert_eq!(d.summed_sample(&scope, &mut 1024).unwrap().usage_ns, before, "no step back");
     let _ = std::fs::remove_dir_all(&top);
 }
