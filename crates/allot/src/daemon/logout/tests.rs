@@ -102,8 +102,9 @@ fn a_job_that_ended_lets_go_of_its_tie_and_release_lets_go_of_all() {
     assert!(w.lock().unwrap().tethers.is_empty());
 }
 
-#[test]
-fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
+/// One job (pid 100) run from a session of uid 3000, then its session stopped (its tether
+/// gone) with the daemon unable to send signals (no CAP_KILL).
+fn session_stopped_without_kill_cap() -> (Shared, Daemon) {
     let w = world();
     {
         let mut x = w.lock().unwrap();
@@ -112,8 +113,16 @@ fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
     }
     let mut d = start(&w, None);
     let tied = run(&mut d, &w, 100);
-    w.lock().unwrap().no_kill_cap = true;
-    w.lock().unwrap().tethers.remove(&tied);
+    let mut x = w.lock().unwrap();
+    x.no_kill_cap = true;
+    x.tethers.remove(&tied);
+    drop(x);
+    (w, d)
+}
+
+#[test]
+fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
+    let (w, mut d) = session_stopped_without_kill_cap();
     d.tick_at(Instant::now());
     assert_eq!(signals(&w), vec![(100, libc::SIGKILL)], "cgroup.kill, not a SIGTERM that cannot be sent");
     assert!(w.lock().unwrap().procs[&100].zombie);
@@ -123,19 +132,7 @@ fn without_the_right_to_signal_the_job_is_killed_through_its_cgroup_at_once() {
 /// counters always): the job is still read again, seen empty and reaped.
 #[test]
 fn a_killed_job_is_reaped_though_its_usage_did_not_move() {
-    let w = world();
-    {
-        let mut x = w.lock().unwrap();
-        x.systemd = true;
-        x.spawn(100, 3000, SESSION, "sh");
-    }
-    let mut d = start(&w, None);
-    let tied = run(&mut d, &w, 100);
-    {
-        let mut x = w.lock().unwrap();
-        x.no_kill_cap = true;
-        x.tethers.remove(&tied);
-    }
+    let (w, mut d) = session_stopped_without_kill_cap();
     let t0 = Instant::now();
     d.tick_at(t0);
     assert_eq!(signals(&w), vec![(100, libc::SIGKILL)]);
