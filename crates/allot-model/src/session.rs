@@ -152,6 +152,23 @@ pub fn task_boost(p: &Params, usage: Option<Usage>, session_entitlement: f64) ->
     boost_rule(p, &j, session_entitlement)
 }
 
+/// `budget` items divided among claimants that want `wants` each, max-min fair: none gets
+/// more than it wants, what one does not want goes to the others, and one that gets less
+/// than it wants gets at least as much as any other. The daemon reads a bounded number of
+/// session threads a tick; divided this way among users (and within a user among their
+/// sessions), one user's thousands of threads cannot leave another user's session unread.
+pub fn fair_division(budget: usize, wants: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..wants.len()).collect();
+    order.sort_by_key(|&i| wants[i]);
+    let mut give = vec![0; wants.len()];
+    let mut left = budget;
+    for (k, &i) in order.iter().enumerate() {
+        give[i] = wants[i].min(left / (wants.len() - k));
+        left -= give[i];
+    }
+    give
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +344,36 @@ mod tests {
         assert_eq!(task_boost(&p, Some(Usage::default()), 0.0), Boost::Asleep);
         assert_eq!(task_boost(&p, None, 1.0), Boost::New);
         assert_eq!(task_boost(&Params { boost: false, ..p }, probe, 1.0), Boost::Off);
+    }
+
+    #[test]
+    fn a_budget_is_divided_max_min_fair() {
+        // One user's 5000 threads against two users' 10 and 300: the small ones whole.
+        assert_eq!(fair_division(1024, &[5000, 10, 300]), [714, 10, 300]);
+        // Two big claimants: halves; the last takes what the division leaves.
+        assert_eq!(fair_division(1024, &[5000, 5000]), [512, 512]);
+        assert_eq!(fair_division(10, &[100, 100, 100]), [3, 3, 4]);
+        assert_eq!(fair_division(1024, &[3, 4]), [3, 4], "all of a want within budget");
+        assert_eq!(fair_division(0, &[3, 4]), [0, 0]);
+        assert!(fair_division(5, &[]).is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_fair_division_gives_what_it_can_and_no_one_less_than_an_equal_part(
+            budget in 0usize..5000, wants in proptest::collection::vec(0usize..3000, 0..12)
+        ) {
+            let got = fair_division(budget, &wants);
+            proptest::prop_assert_eq!(got.len(), wants.len());
+            proptest::prop_assert_eq!(got.iter().sum::<usize>(), budget.min(wants.iter().sum()));
+            for (g, w) in got.iter().zip(&wants) {
+                proptest::prop_assert!(g <= w);
+                // Short of its want: at least an equal part, and no other has more (but one).
+                if g < w {
+                    proptest::prop_assert!(*g >= budget / wants.len());
+                    proptest::prop_assert!(got.iter().all(|o| *o <= g + 1));
+                }
+            }
+        }
     }
 }

@@ -29,11 +29,20 @@ impl SessionScope {
         let p = self.dir.join("cpu.stat");
         super::stat::parse_usage(&p, &files.read(&p)?)
     }
-    /// Its thread ids (`cgroup.threads`, or `tasks` in a v1 hierarchy: systemd's
-    /// `name=systemd` one on a v1 host).
-    pub fn threads(&self) -> Result<Vec<i32>> {
-        let f = if self.counted() { "cgroup.threads" } else { "tasks" };
-        Ok(read(self.dir.join(f))?.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    /// Its first `n` thread ids at most (`cgroup.threads`, or `tasks` in a v1 hierarchy:
+    /// systemd's `name=systemd` one on a v1 host), reading no more of the list than they
+    /// take: a user's session may hold tens of thousands of threads, and the daemon reads
+    /// a bounded number a tick whatever a user starts.
+    pub fn threads_upto(&self, n: usize) -> Result<Vec<i32>> {
+        use std::io::Read;
+        let path = self.dir.join(if self.counted() { "cgroup.threads" } else { "tasks" });
+        let io = |source| crate::Error::Io { op: "read", path: path.clone(), source };
+        // A thread id is at most 7 digits (pid_max is at most 2^22) and its newline.
+        let mut bytes = vec![];
+        std::fs::File::open(&path).and_then(|f| f.take(n.saturating_mul(8) as u64).read_to_end(&mut bytes)).map_err(io)?;
+        // Only whole lines: the bound may cut the last one.
+        let text = String::from_utf8_lossy(&bytes);
+        Ok(text.split_inclusive('\n').filter(|l| l.ends_with('\n')).filter_map(|l| l.trim().parse().ok()).take(n).collect())
     }
     /// Whether the kernel counts its CPU time (a cgroup2 directory has `cpu.stat` without
     /// the cpu controller); a v1 `name=systemd` directory has none: its usage is its
@@ -89,13 +98,19 @@ mod tests {
         std::fs::write(s3.join("cgroup.threads"), "10\n11\n").unwrap();
         let got = list(&d);
         assert_eq!(got.iter().map(|s| (s.uid, s.name())).collect::<Vec<_>>(), [(1001, "session-3.scope".into()), (1002, "session-c1.scope".into())]);
-        assert_eq!((got[0].usage_ns().unwrap(), got[0].threads().unwrap()), (1_500_000, vec![10, 11]));
+        assert_eq!((got[0].usage_ns().unwrap(), got[0].threads_upto(1024).unwrap()), (1_500_000, vec![10, 11]));
         assert!(got[0].counted(), "a cgroup2 directory counts its usage");
         // v1's name=systemd hierarchy: `tasks`, no usage.
         let v1 = SessionScope { uid: 1002, dir: d.join("user.slice/user-1002.slice/session-c1.scope") };
         std::fs::write(v1.dir.join("tasks"), "20\n21\n").unwrap();
         assert!(!v1.counted());
-        assert_eq!(v1.threads().unwrap(), vec![20, 21]);
+        assert_eq!(v1.threads_upto(1024).unwrap(), vec![20, 21]);
+        // A session of many threads: only the first n are read and returned.
+        let many: String = (4_000_000..4_050_000).map(|t| format!("{t}\n")).collect();
+        std::fs::write(v1.dir.join("tasks"), many).unwrap();
+        assert_eq!(v1.threads_upto(3).unwrap(), vec![4_000_000, 4_000_001, 4_000_002]);
+        assert_eq!(v1.threads_upto(1024).unwrap().len(), 1024);
+        assert!(v1.threads_upto(0).unwrap().is_empty());
         let kept = crate::reread::Rereader::default();
         assert_eq!(got[0].usage_ns_with(&kept).unwrap(), 1_500_000);
         std::fs::write(s3.join("cpu.stat"), "usage_usec 2500\n").unwrap();

@@ -52,6 +52,8 @@ pub struct World {
     pub policies: BTreeMap<i32, (u32, i32)>,
     /// Per thread: run and wait ns (`thread`); absent: zero.
     pub runs: BTreeMap<i32, (u64, u64)>,
+    /// How many times a thread's counters were read (/proc/TID/schedstat).
+    pub thread_reads: usize,
     /// A process that exits at its first `set_policy` (before the write reaches it).
     pub exit_on_write: Option<i32>,
     /// A process that exits as it is moved (before the kernel takes it), and the
@@ -427,7 +429,8 @@ impl Host for FakeHost {
         self.w.lock().unwrap().procs.get(&pid).map(|p| p.start)
     }
     fn thread(&self, tid: i32) -> Option<ThreadSample> {
-        let w = self.w.lock().unwrap();
+        let mut w = self.w.lock().unwrap();
+        w.thread_reads += 1;
         let (run_ns, wait_ns) = w.runs.get(&tid).copied().unwrap_or_default();
         w.procs.values().any(|p| p.threads.contains(&tid)).then_some(ThreadSample { run_ns, wait_ns })
     }

@@ -31,6 +31,10 @@ use allot_model::usage::BoostWindow;
 use state::{Scope, ScopeSample, Task};
 use std::time::Instant;
 
+/// A session scope read this tick: its usage (None: a v1 scope, summed from its threads)
+/// and the threads to read (None: its usage did not move, so none ran).
+pub(in crate::daemon) type Row = (allot_linux::cgroup::sessions::SessionScope, Option<u64>, Option<Vec<i32>>);
+
 /// Threads of session scopes followed per tick, all users together: a login node of a
 /// hundred sessions of ten threads each is followed whole; past it, the rest wait for the
 /// next list (each costs one schedstat read per tick).
@@ -53,61 +57,88 @@ impl Daemon {
         if !self.backend().has_sessions() {
             return;
         }
-        let mut left = MAX_TASKS;
-        let mut samples = vec![];
         if self.sessions().listed.as_ref().is_none_or(|(_, at)| now.saturating_duration_since(*at) >= SCOPE_LIST_GAP) {
             let units = self.tree().cg().delegation().and_then(|d| d.units_mount()).map(std::path::Path::to_path_buf);
             let list = allot_linux::cgroup::sessions::list(units.as_deref().unwrap_or(self.tree().cg().mount()));
             self.sessions_mut().listed = Some((list, now));
         }
         let scopes = self.sessions().listed.as_ref().map(|(l, _)| l.clone()).unwrap_or_default();
+        // Each scope's usage (None: a v1 scope, summed from its threads below) and the
+        // threads to read: none when its usage did not move.
+        let mut read: Vec<Row> = vec![];
         for s in scopes {
-            if !s.counted() {
-                samples.extend(self.summed_sample(&s, &mut left));
-                continue;
-            }
-            // Gone since the list (a logout): left out, and forgotten below.
-            let Ok(usage_ns) = s.usage_ns_with(&self.sessions().files) else { continue };
-            let name = s.name();
-            if self.sessions().scopes.get(&name).and_then(|x| x.last).is_some_and(|(ns, _)| ns == usage_ns) {
-                samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: None });
-                continue;
-            }
-            let mut threads = s.threads().unwrap_or_default();
-            if threads.len() > left {
-                threads.truncate(left);
-                if !self.sessions().capped_logged {
-                    log::warn!("login sessions have more than {MAX_TASKS} threads: the boost follows the first {MAX_TASKS}");
-                    self.sessions_mut().capped_logged = true;
+            let usage_ns = if s.counted() {
+                // Gone since the list (a logout): left out, and forgotten.
+                let Ok(ns) = s.usage_ns_with(&self.sessions().files) else { continue };
+                if self.sessions().scopes.get(&s.name()).and_then(|x| x.last).is_some_and(|(last, _)| last == ns) {
+                    read.push((s, Some(ns), None));
+                    continue;
                 }
-            }
-            left -= threads.len();
-            samples.push(ScopeSample { uid: s.uid, name, usage_ns, threads: Some(threads) });
+                Some(ns)
+            } else {
+                None
+            };
+            let threads = s.threads_upto(MAX_TASKS).unwrap_or_default();
+            read.push((s, usage_ns, Some(threads)));
         }
+        self.divide_thread_budget(&mut read);
+        let samples = read
+            .into_iter()
+            .map(|(s, usage_ns, threads)| match (usage_ns, threads) {
+                (Some(usage_ns), threads) => ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads, read: Default::default() },
+                (None, threads) => self.summed_sample(&s, threads.unwrap_or_default()),
+            })
+            .collect();
         self.observe_session_samples(samples, now);
     }
 
+    /// The threads read a tick, [`MAX_TASKS`] in all, divided max-min fair among the users
+    /// whose sessions ran and then among each user's sessions
+    /// ([`allot_model::session::fair_division`]): a user's thousands of threads take only
+    /// what the other users' sessions do not need. The threads past a scope's part are not
+    /// read this tick.
+    pub(in crate::daemon) fn divide_thread_budget(&mut self, read: &mut [Row]) {
+        use allot_model::session::fair_division;
+        let mut uids: Vec<u32> = read.iter().filter(|r| r.2.is_some()).map(|r| r.0.uid).collect();
+        uids.sort_unstable();
+        uids.dedup();
+        let wants =
+            |read: &[Row], uid: u32| -> Vec<usize> { read.iter().filter(|r| r.0.uid == uid).filter_map(|r| r.2.as_ref().map(Vec::len)).collect() };
+        let per_user = fair_division(MAX_TASKS, &uids.iter().map(|&u| wants(read, u).iter().sum()).collect::<Vec<_>>());
+        let mut cut = false;
+        for (&uid, &budget) in uids.iter().zip(&per_user) {
+            let parts = fair_division(budget, &wants(read, uid));
+            for (threads, part) in read.iter_mut().filter(|r| r.0.uid == uid).filter_map(|r| r.2.as_mut()).zip(parts) {
+                cut |= threads.len() > part;
+                threads.truncate(part);
+            }
+        }
+        if cut && !self.sessions().capped_logged {
+            log::warn!("login sessions have more than {MAX_TASKS} threads: the boost follows {MAX_TASKS}, divided fairly among the users");
+            self.sessions_mut().capped_logged = true;
+        }
+    }
+
     /// A session scope on a v1 host, whose `name=systemd` hierarchy keeps no usage: its
-    /// usage is a running sum of what its threads (at most `left` of them) used since the
-    /// last tick, each thread's /proc/TID/schedstat against what it read then (the same
-    /// baselines the boost keeps, a thread known by its id and start time). A thread seen
-    /// for the first time counts from then, not its whole life, and one that exits takes
-    /// only its last partial tick with it, so the sum never jumps and never goes back.
-    pub(in crate::daemon) fn summed_sample(&self, s: &allot_linux::cgroup::sessions::SessionScope, left: &mut usize) -> Option<ScopeSample> {
-        let mut threads = s.threads().ok()?;
-        threads.truncate(*left);
-        *left -= threads.len();
+    /// usage is a running sum of what `threads` (its threads within its part of the budget)
+    /// used since the last tick, each thread's /proc/TID/schedstat against what it read then
+    /// (the same baselines the boost keeps, a thread known by its id and start time). A
+    /// thread seen for the first time counts from then, not its whole life, and one that
+    /// exits takes only its last partial tick with it, so the sum never jumps and never goes
+    /// back. What it read is kept in the sample, so no thread is read twice a tick.
+    pub(in crate::daemon) fn summed_sample(&self, s: &allot_linux::cgroup::sessions::SessionScope, threads: Vec<i32>) -> ScopeSample {
         let name = s.name();
         let ss = self.sessions();
         let prev = ss.scopes.get(&name).and_then(|x| x.last).map_or(0, |(ns, _)| ns);
-        let ran: u64 = threads
-            .iter()
-            .filter_map(|&tid| {
-                let (run, _, _) = ss.tasks.get(&tid).filter(|t| t.scope == name)?.last?;
-                Some(self.host().thread(tid)?.run_ns.saturating_sub(run))
-            })
-            .sum();
-        Some(ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads) })
+        let mut read = std::collections::HashMap::new();
+        let mut ran = 0u64;
+        for &tid in &threads {
+            let Some((run, _, _)) = ss.tasks.get(&tid).filter(|t| t.scope == name).and_then(|t| t.last) else { continue };
+            let Some(smp) = self.host().thread(tid) else { continue };
+            ran += smp.run_ns.saturating_sub(run);
+            read.insert(tid, smp);
+        }
+        ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads), read }
     }
 
     /// [`Self::observe_sessions`] from scopes already read.
@@ -158,7 +189,7 @@ impl Daemon {
                 continue;
             };
             for tid in threads {
-                let Some(smp) = host.thread(tid) else { continue };
+                let Some(smp) = s.read.get(&tid).copied().or_else(|| host.thread(tid)) else { continue };
                 let t = ss.tasks.entry(tid).or_insert_with(|| Task::new(s.uid, &s.name, 0));
                 // A new task, or the id reused (its counters went back): start afresh.
                 let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);

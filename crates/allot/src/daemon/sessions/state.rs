@@ -35,6 +35,8 @@ pub struct ScopeSample {
     /// Its threads; None when its usage did not move since the last read (none of them
     /// ran, so none is read: an idle session costs one `cpu.stat` read a tick).
     pub threads: Option<Vec<i32>>,
+    /// Threads already read this tick (a v1 scope's, for its sum): not read again.
+    pub read: HashMap<i32, crate::daemon::host::ThreadSample>,
 }
 
 #[derive(Debug)]

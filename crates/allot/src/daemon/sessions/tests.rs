@@ -168,7 +168,7 @@ fn hostile_a_name_that_is_not_utf8_still_meets_the_rules() {
 }
 
 fn sample(uid: u32, name: &str, usage_ns: u64, threads: &[i32]) -> ScopeSample {
-    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()) }
+    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()), read: Default::default() }
 }
 
 #[test]
@@ -220,7 +220,7 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
     // A session whose usage did not move is not read: its threads used nothing.
     d.observe_session_samples(
         vec![
-            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None },
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None, read: Default::default() },
             sample(3002, "session-9.scope", 400_000_000, &[402]),
         ],
         t0 + dt * 4,
@@ -320,7 +320,7 @@ fn a_session_whose_running_threads_are_niced_weighs_its_users_currency_by_the_ni
     w.lock().unwrap().runs.insert(452, (3 * 90_000_000, 3 * 10_000_000));
     d.observe_session_samples(
         vec![
-            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None },
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None, read: Default::default() },
             sample(3002, "session-9.scope", 3 * 90_000_000, &[452]),
         ],
         t0 + dt * 3,
@@ -368,28 +368,56 @@ fn on_a_v1_host_a_sessions_usage_is_its_threads() {
             x.runs.insert(400, (k * 100_000_000, 0));
             x.runs.insert(401, (k * 1_000_000, 0));
         }
-        let mut left = 1024;
-        let smp = d.summed_sample(&scope, &mut left).expect("its tasks are read");
+        let reads = w.lock().unwrap().thread_reads;
+        let smp = d.summed_sample(&scope, scope.threads_upto(1024).unwrap());
         // The first read is the baseline (the threads start at 0 here).
-        assert_eq!((smp.usage_ns, left), (k * 101_000_000, 1022), "the threads' time since first seen, two threads of the budget");
+        assert_eq!(smp.usage_ns, k * 101_000_000, "the threads' time since first seen");
         d.observe_session_samples(vec![smp], t0 + dt * k as u32);
+        assert_eq!(w.lock().unwrap().thread_reads - reads, 2, "each of the two threads read once a tick");
         d.replan();
     }
     let used = d.sessions().scopes["session-4.scope"].usage.expect("a usage after two ticks").last;
     assert!((used - 1.01).abs() < 0.02, "one CPU and a bit over the last tick: {used}");
     assert!(d.sessions().planned.contains_key(&3001), "a claimant of the plan: {:?}", d.sessions().planned);
-    // At most `left` threads are read.
-    let mut left = 1;
-    assert_eq!(d.summed_sample(&scope, &mut left).unwrap().threads, Some(vec![400]));
     // A thread that has run for an hour, listed for the first time (it was past the
     // budget, or new to the session), adds nothing at once; one that exits takes its
     // time with it without the sum going back.
-    let before = d.summed_sample(&scope, &mut 1024).unwrap().usage_ns;
+    let before = d.summed_sample(&scope, scope.threads_upto(1024).unwrap()).usage_ns;
     w.lock().unwrap().spawn(402, 3001, S4, "old");
     w.lock().unwrap().runs.insert(402, (3_600_000_000_000, 0));
     std::fs::write(dir.join("tasks"), "400\n401\n402\n").unwrap();
-    assert_eq!(d.summed_sample(&scope, &mut 1024).unwrap().usage_ns, before, "no jump");
+    assert_eq!(d.summed_sample(&scope, scope.threads_upto(1024).unwrap()).usage_ns, before, "no jump");
     std::fs::write(dir.join("tasks"), "401\n").unwrap();
-    assert_eq!(d.summed_sample(&scope, &mut 1024).unwrap().usage_ns, before, "no step back");
+    assert_eq!(d.summed_sample(&scope, scope.threads_upto(1024).unwrap()).usage_ns, before, "no step back");
     let _ = std::fs::remove_dir_all(&top);
+}
+
+/// Hostile: one user's sessions of thousands of threads cannot take the whole per-tick
+/// budget of thread reads and leave other users' sessions unread (their boost unfollowed,
+/// and on a v1 host their usage not summed). Before the budget was divided, the first
+/// scopes listed took it all.
+#[test]
+fn hostile_one_users_many_threads_leave_the_other_users_sessions_read() {
+    let w = world();
+    let mut d = start(&w);
+    let scope = |uid: u32, n: u32| allot_linux::cgroup::sessions::SessionScope { uid, dir: format!("/user-{uid}.slice/session-{n}.scope").into() };
+    let tids = |n: i32| Some((0..n).collect::<Vec<i32>>());
+    let parts = |d: &mut Daemon, mut read: Vec<super::Row>| {
+        d.divide_thread_budget(&mut read);
+        read.iter().map(|r| r.2.as_ref().map_or(0, Vec::len)).collect::<Vec<_>>()
+    };
+    // A user listed first with a full list, two others small (one on v1, in two sessions),
+    // one idle (nothing to read, nothing taken): the small ones are read whole.
+    let read = vec![
+        (scope(3001, 1), Some(0), tids(1024)),
+        (scope(3002, 2), Some(0), tids(10)),
+        (scope(3003, 3), None, tids(200)),
+        (scope(3003, 4), None, tids(100)),
+        (scope(3004, 5), Some(0), None),
+    ];
+    assert_eq!(parts(&mut d, read), [714, 10, 200, 100, 0]);
+    // Two users of many threads, one in two sessions: halves per user, then per session.
+    let read = vec![(scope(3001, 1), Some(0), tids(1024)), (scope(3001, 6), Some(0), tids(1024)), (scope(3002, 2), Some(0), tids(1024))];
+    assert_eq!(parts(&mut d, read), [256, 256, 512]);
+    assert!(d.sessions().capped_logged, "the cut is logged");
 }
