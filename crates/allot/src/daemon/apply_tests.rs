@@ -87,6 +87,9 @@ fn a_refused_slice_write_is_a_failure() {
     w.lock().unwrap().refuse_slices.insert(100);
     let mut d = start(&w, None);
     d.cfg_mut().policy.boost_slice_us = 100;
+    // The fake kernel honours custom slices whatever this one does, or whatever policy the
+    // test runs under (the probe reads its own thread: a SCHED_IDLE one reads "no").
+    d.features_mut().custom_slices = true;
     run(&mut d, &w, 100);
     assert_eq!(w.lock().unwrap().slices.get(&100), None, "refused");
     assert_eq!(d.counters().write_errors, 1, "a slice write that failed is no longer silent");

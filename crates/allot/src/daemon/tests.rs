@@ -297,6 +297,9 @@ fn a_configured_boost_slice_is_set_on_a_boosted_job_s_tasks() {
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
     d.cfg_mut().policy.boost_slice_us = 100;
+    // The fake kernel honours custom slices whatever this one does, or whatever policy the
+    // test runs under (the probe reads its own thread: a SCHED_IDLE one reads "no").
+    d.features_mut().custom_slices = true;
     let r = d.handle(run_req(Some(50), None), &peer(&w, 3000, 100)).unwrap();
     let Response::Job(_) = r else { panic!() };
     assert_eq!(w.lock().unwrap().slices.get(&100), Some(&100_000), "the boost slice");
@@ -311,6 +314,9 @@ fn an_inherited_boost_slice_is_given_back_as_the_default() {
     w.lock().unwrap().spawn(100, 3000, "/", "allot run");
     let mut d = start(&w, None);
     d.cfg_mut().policy.boost_slice_us = 100;
+    // The fake kernel honours custom slices whatever this one does, or whatever policy the
+    // test runs under (the probe reads its own thread: a SCHED_IDLE one reads "no").
+    d.features_mut().custom_slices = true;
     let Response::Job(_) = d.handle(run_req(None, None), &peer(&w, 3000, 100)).unwrap() else { panic!() };
     let job = path_of(&w, 100);
     let slice = |t: i32| w.lock().unwrap().slices.get(&t).copied();
