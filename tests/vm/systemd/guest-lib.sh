@@ -177,12 +177,14 @@ settled_snapshot() {
 
 CHECKS_OK=0
 CHECKS_FAILED=0
+# Each line ends with the seconds the script had run when the check ended (guest time), so
+# that a slow run shows which part took the time.
 check() {
   local name=$1; shift
   if "$@"; then
-    echo "ok   $name"; CHECKS_OK=$((CHECKS_OK + 1))
+    echo "ok   $name [${SECONDS}s]"; CHECKS_OK=$((CHECKS_OK + 1))
   else
-    echo "FAIL $name"; CHECKS_FAILED=$((CHECKS_FAILED + 1))
+    echo "FAIL $name [${SECONDS}s]"; CHECKS_FAILED=$((CHECKS_FAILED + 1))
   fi
 }
 # same A B: true when the two files are byte-identical; otherwise their differences go to

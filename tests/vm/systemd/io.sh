@@ -22,13 +22,21 @@
 # Every workload of a measurement runs over the same wall-clock window (iolab.py waits
 # for its start), so logins that start one after another under TCG do not shorten one.
 #   cargo build --release -p allot --bin allot
-#   bash tests/vm/systemd/run.sh --allot target/release/allot --script tests/vm/systemd/io.sh [-- SECS [SERVICE_US]]
+#   bash tests/vm/systemd/run.sh --allot target/release/allot --script tests/vm/systemd/io.sh [-- SECS [SERVICE_US [ARMS]]]
+# ARMS: `all` (the default: every arm above, the docs' tables) or `checked` (scripts/test:
+# only what a check reads: none, the BFQ warm-up, BFQ alone and with allot twice; not
+# mq-deadline, BFQ without the weights, io.cost, nor the insulation readers, which are
+# printed and not checked).
 set -euo pipefail
 # shellcheck source=tests/vm/systemd/guest-lib.sh
 . "$ALLOT_VM_LIB"
 trap 'rc=$?; if [ $rc != 0 ]; then { echo "--- journal"; journalctl -b --no-pager -n 40 -u allot-io -o short-monotonic; } >&2; fi' EXIT
 SECS=${1:-8}
 SERVICE_US=${2:-4000}
+ARMS=${3:-all}
+case $ARMS in all | checked) ;; *) echo "io.sh: ARMS '$ARMS' is not one of: all, checked" >&2; exit 2 ;; esac
+# Whether the arms that are printed and not checked run too.
+all() { [ "$ARMS" = all ]; }
 for v in "SECS=$SECS" "SERVICE_US=$SERVICE_US"; do
   [[ ${v#*=} =~ ^[1-9][0-9]{0,6}$ ]] || { echo "io.sh: ${v%%=*} '${v#*=}' is not a whole number of 1 or more" >&2; exit 2; }
 done
@@ -129,16 +137,18 @@ check "funding 300:100 reads at least 1.2 times the ratio equal funding reads ($
 # Load insulation: four readers of allot-ta's against one of allot-tb's, equal funding.
 # With allot's weights the slices are BFQ groups and divide the device between the users;
 # without them BFQ divides it between the five processes.
-read -r ia ib <<< "$(streams 20 4 1)"
-echo "# BFQ, funding 100:100, allot-ta's 4 readers against allot-tb's 1: $ia and $ib MiB in 20 s"
-io_off
-read -r ka kb <<< "$(streams 20 4 1)"
-echo "# the same, [io] by_share = false (BFQ alone): $ka and $kb MiB in 20 s"
-io_on
-# Shared by process, allot-tb's one reader would read a quarter of the four's; shared by
-# user, as much. Printed, not checked: with the windows aligned it read about a quarter
-# with allot's weights too (docs/memory.md).
-echo "# insulation: allot-tb's one reader against allot-ta's four read $(python3 -c "print(round($ib / $ia, 2))") of theirs with allot's weights, $(python3 -c "print(round($kb / max($ka, 0.1), 2))") under BFQ alone"
+if all; then
+  read -r ia ib <<< "$(streams 20 4 1)"
+  echo "# BFQ, funding 100:100, allot-ta's 4 readers against allot-tb's 1: $ia and $ib MiB in 20 s"
+  io_off
+  read -r ka kb <<< "$(streams 20 4 1)"
+  echo "# the same, [io] by_share = false (BFQ alone): $ka and $kb MiB in 20 s"
+  io_on
+  # Shared by process, allot-tb's one reader would read a quarter of the four's; shared by
+  # user, as much. Printed, not checked: with the windows aligned it read about a quarter
+  # with allot's weights too (docs/memory.md).
+  echo "# insulation: allot-tb's one reader against allot-ta's four read $(python3 -c "print(round($ib / $ia, 2))") of theirs with allot's weights, $(python3 -c "print(round($kb / max($ka, 0.1), 2))") under BFQ alone"
+fi
 
 # ---- The bench's I/O half: B's reads alone and beside A's streaming writes.
 # reads LABEL: B's reader for SECS (in 0..400 MiB); A's writers (400..1000 MiB) run
@@ -160,32 +170,36 @@ reads() {
   echo "# $label: user.slice's subtree_control '$(cat /sys/fs/cgroup/user.slice/cgroup.subtree_control)', user-2002.slice's io.bfq.weight '$(head -n1 /sys/fs/cgroup/user.slice/user-2002.slice/io.bfq.weight 2>/dev/null || echo none)'"
 }
 : > "$T/bench"
-sched none; reads none-alone; reads none
-sched mq-deadline; reads mq-deadline
+sched none
+if all; then reads none-alone; fi
+reads none
+if all; then sched mq-deadline; reads mq-deadline; fi
 # BFQ learns the device's rate (its budgets and weight-raising times follow it) from
 # scratch when it is switched to: a first arm with A and B, not counted, lets it learn (in
 # two trials the first arm of each kind after the switch read 21-42% less than the second).
 sched bfq; reads bfq-warmup; reads bfq-alone
-io_off; reads bfq-kernel
-io_on; reads bfq-allot
-io_off; reads bfq-kernel2
-io_on; reads bfq-allot2
+if all; then io_off; reads bfq-kernel; io_on; fi
+reads bfq-allot
+if all; then io_off; reads bfq-kernel2; io_on; fi
+reads bfq-allot2
 # io.cost (cgroup v2's weight-based controller, with the kernel's default model and QoS
 # for the device) under the none scheduler: allot's weights, and without them.
 sched none
-echo "$(cat /sys/block/$d/dev) enable=1" > /sys/fs/cgroup/io.cost.qos
-echo "# io.cost.qos: $(grep "^$(cat /sys/block/$d/dev) " /sys/fs/cgroup/io.cost.qos); model: $(grep "^$(cat /sys/block/$d/dev) " /sys/fs/cgroup/io.cost.model)"
-io_on; reads iocost-allot
-io_off; reads iocost-kernel
-# and with a model of this device (every request 4 ms, whatever its size: 250 IOPS; the
-# size costs next to nothing) and latency targets, as an operator would write them
-dev=$(cat /sys/block/$d/dev)
-echo "$dev ctrl=user model=linear rbps=262144000 rseqiops=$((1000000 / SERVICE_US)) rrandiops=$((1000000 / SERVICE_US)) wbps=262144000 wseqiops=$((1000000 / SERVICE_US)) wrandiops=$((1000000 / SERVICE_US))" > /sys/fs/cgroup/io.cost.model
-echo "$dev enable=1 ctrl=user rpct=95 rlat=$((SERVICE_US * 5)) wpct=95 wlat=$((SERVICE_US * 5)) min=50 max=150" > /sys/fs/cgroup/io.cost.qos
-echo "# io.cost.qos: $(grep "^$dev " /sys/fs/cgroup/io.cost.qos); model: $(grep "^$dev " /sys/fs/cgroup/io.cost.model)"
-io_on; reads iocost-model-allot
-io_off; reads iocost-model-kernel
-echo "$dev enable=0" > /sys/fs/cgroup/io.cost.qos
+if all; then
+  echo "$(cat /sys/block/$d/dev) enable=1" > /sys/fs/cgroup/io.cost.qos
+  echo "# io.cost.qos: $(grep "^$(cat /sys/block/$d/dev) " /sys/fs/cgroup/io.cost.qos); model: $(grep "^$(cat /sys/block/$d/dev) " /sys/fs/cgroup/io.cost.model)"
+  io_on; reads iocost-allot
+  io_off; reads iocost-kernel
+  # and with a model of this device (every request 4 ms, whatever its size: 250 IOPS; the
+  # size costs next to nothing) and latency targets, as an operator would write them
+  dev=$(cat /sys/block/$d/dev)
+  echo "$dev ctrl=user model=linear rbps=262144000 rseqiops=$((1000000 / SERVICE_US)) rrandiops=$((1000000 / SERVICE_US)) wbps=262144000 wseqiops=$((1000000 / SERVICE_US)) wrandiops=$((1000000 / SERVICE_US))" > /sys/fs/cgroup/io.cost.model
+  echo "$dev enable=1 ctrl=user rpct=95 rlat=$((SERVICE_US * 5)) wpct=95 wlat=$((SERVICE_US * 5)) min=50 max=150" > /sys/fs/cgroup/io.cost.qos
+  echo "# io.cost.qos: $(grep "^$dev " /sys/fs/cgroup/io.cost.qos); model: $(grep "^$dev " /sys/fs/cgroup/io.cost.model)"
+  io_on; reads iocost-model-allot
+  io_off; reads iocost-model-kernel
+  echo "$dev enable=0" > /sys/fs/cgroup/io.cost.qos
+fi
 echo "# B's 4 KiB reads, one at a time, ${SECS}s each; A: four 1 MiB O_DIRECT writers (guest load $(cut -d' ' -f1-3 /proc/loadavg))"
 python3 - "$T/bench" <<'PY'
 import json, sys
