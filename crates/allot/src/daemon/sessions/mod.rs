@@ -78,7 +78,13 @@ impl Daemon {
             } else {
                 None
             };
-            let threads = s.threads_upto(MAX_TASKS).unwrap_or_default();
+            let threads = match s.threads_upto(MAX_TASKS) {
+                Ok(t) => t,
+                // A v1 scope gone since the list (a logout): left out, and forgotten, as a
+                // counted one whose usage cannot be read.
+                Err(_) if usage_ns.is_none() => continue,
+                Err(_) => vec![],
+            };
             read.push((s, usage_ns, Some(threads)));
         }
         self.divide_thread_budget(&mut read);
