@@ -15,7 +15,7 @@
 #                   after STRIDE_SKIP (10): shares within 0.02, the largest error below
 #                   100 ms. Its first readings favour the half for longer than the
 #                   lottery's five: j1 read 0.526-0.578 for its first 4 readings in one
-#                   run and 0.514-0.560 for its first 9-10 in both runs of a CI run
+#                   run and 0.503-0.560 for its first 9-10 in both runs of a CI run
 #                   (2026-11-28; its error past 5 readings 106 and 147 ms), then
 #                   0.488-0.512. Why the stride mode starts so is not known yet
 #                   (docs/scx.md); the check is on what follows.
