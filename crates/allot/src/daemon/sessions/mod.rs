@@ -35,10 +35,16 @@ use std::time::Instant;
 /// and the threads to read (None: its usage did not move, so none ran).
 pub(in crate::daemon) type Row = (allot_linux::cgroup::sessions::SessionScope, Option<u64>, Option<Vec<i32>>);
 
-/// Threads of session scopes followed per tick, all users together: a login node of a
-/// hundred sessions of ten threads each is followed whole; past it, the rest wait for the
-/// next list (each costs one schedstat read per tick).
+/// Threads of session scopes read per tick, all users together: a login node of a
+/// hundred sessions of ten threads each is followed whole; past it, each scope's reads go
+/// round its threads, its part of the budget a tick (each costs one schedstat read).
 pub const MAX_TASKS: usize = 1024;
+
+/// Threads of session scopes kept, all users together, divided as [`MAX_TASKS`] is: the
+/// ones the reads go round (each read at least once every `MAX_KEPT / MAX_TASKS` ticks
+/// when every user has that many), so the daemon's memory for them stays bounded. A
+/// scope's threads past its part of it are not followed.
+pub const MAX_KEPT: usize = 4 * MAX_TASKS;
 
 /// How often the session scopes are listed again (two directory reads per user): a login
 /// is counted by the plan within a second; between lists, each scope listed costs one
@@ -87,42 +93,73 @@ impl Daemon {
             };
             read.push((s, usage_ns, Some(threads)));
         }
-        self.divide_thread_budget(&mut read);
-        let samples = read
-            .into_iter()
-            .map(|(s, usage_ns, threads)| match (usage_ns, threads) {
-                (Some(usage_ns), threads) => ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads, read: Default::default() },
-                (None, threads) => self.summed_sample(&s, threads.unwrap_or_default()),
-            })
-            .collect();
+        let samples = self.samples(read);
         self.observe_session_samples(samples, now);
     }
 
-    /// The threads read a tick, [`MAX_TASKS`] in all, divided max-min fair among the users
-    /// whose sessions ran and then among each user's sessions
-    /// ([`allot_model::session::fair_division`]): a user's thousands of threads take only
-    /// what the other users' sessions do not need. The threads past a scope's part are not
-    /// read this tick.
-    pub(in crate::daemon) fn divide_thread_budget(&mut self, read: &mut [Row]) {
+    /// The tick's samples of the scopes read: the budget divided, then a v1 scope's usage
+    /// summed from its threads.
+    pub(in crate::daemon) fn samples(&mut self, mut read: Vec<Row>) -> Vec<ScopeSample> {
+        let skipped = self.divide_thread_budget(&mut read);
+        read.into_iter()
+            .zip(skipped)
+            .map(|((s, usage_ns, threads), skipped)| {
+                let smp = match (usage_ns, threads) {
+                    (Some(usage_ns), threads) => ScopeSample { uid: s.uid, name: s.name(), usage_ns, threads, ..Default::default() },
+                    (None, threads) => self.summed_sample(&s, threads.unwrap_or_default()),
+                };
+                ScopeSample { skipped, ..smp }
+            })
+            .collect()
+    }
+
+    /// The threads read a tick, [`MAX_TASKS`] in all, and those kept, [`MAX_KEPT`], each
+    /// divided max-min fair among the users whose sessions ran and then among each user's
+    /// sessions ([`allot_model::session::fair_division`]): a user's thousands of threads
+    /// take only what the other users' sessions do not need. A scope with more kept than
+    /// its part to read is read from where the last tick stopped, going round, so each of
+    /// its kept threads is read in turn (a v1 session's usage, summed from its threads,
+    /// then misses none of them for good). Returns, per row, the kept threads not read.
+    pub(in crate::daemon) fn divide_thread_budget(&mut self, read: &mut [Row]) -> Vec<Vec<i32>> {
         use allot_model::session::fair_division;
         let mut uids: Vec<u32> = read.iter().filter(|r| r.2.is_some()).map(|r| r.0.uid).collect();
         uids.sort_unstable();
         uids.dedup();
         let wants =
             |read: &[Row], uid: u32| -> Vec<usize> { read.iter().filter(|r| r.0.uid == uid).filter_map(|r| r.2.as_ref().map(Vec::len)).collect() };
-        let per_user = fair_division(MAX_TASKS, &uids.iter().map(|&u| wants(read, u).iter().sum()).collect::<Vec<_>>());
+        let user_wants: Vec<usize> = uids.iter().map(|&u| wants(read, u).iter().sum()).collect();
+        let (to_read, to_keep) = (fair_division(MAX_TASKS, &user_wants), fair_division(MAX_KEPT, &user_wants));
+        let mut skipped = vec![vec![]; read.len()];
+        let old = std::mem::take(&mut self.sessions_mut().cursors);
         let mut cut = false;
-        for (&uid, &budget) in uids.iter().zip(&per_user) {
-            let parts = fair_division(budget, &wants(read, uid));
-            for (threads, part) in read.iter_mut().filter(|r| r.0.uid == uid).filter_map(|r| r.2.as_mut()).zip(parts) {
+        for (k, &uid) in uids.iter().enumerate() {
+            let w = wants(read, uid);
+            let (parts, kept) = (fair_division(to_read[k], &w), fair_division(to_keep[k], &w));
+            let rows = read.iter_mut().zip(&mut skipped).filter(|(r, _)| r.0.uid == uid && r.2.is_some());
+            for (((row, skip), part), keep) in rows.zip(parts).zip(kept) {
+                let threads = row.2.as_mut().expect("filtered");
                 cut |= threads.len() > part;
-                threads.truncate(part);
+                threads.truncate(keep);
+                if threads.len() > part {
+                    let name = row.0.name();
+                    let at = old.get(&name).copied().unwrap_or(0) % threads.len();
+                    threads.rotate_left(at);
+                    *skip = threads.split_off(part);
+                    self.sessions_mut().cursors.insert(name, (at + part) % (part + skip.len()));
+                }
+            }
+        }
+        // Scopes whose usage did not move keep their place.
+        for r in read.iter().filter(|r| r.2.is_none()) {
+            if let Some(&at) = old.get(&r.0.name()) {
+                self.sessions_mut().cursors.insert(r.0.name(), at);
             }
         }
         if cut && !self.sessions().capped_logged {
-            log::warn!("login sessions have more than {MAX_TASKS} threads: the boost follows {MAX_TASKS}, divided fairly among the users");
+            log::warn!("login sessions have more than {MAX_TASKS} threads: each tick reads {MAX_TASKS}, divided fairly among the users, and goes round the rest");
             self.sessions_mut().capped_logged = true;
         }
+        skipped
     }
 
     /// A session scope on a v1 host, whose `name=systemd` hierarchy keeps no usage: its
@@ -139,12 +176,17 @@ impl Daemon {
         let mut read = std::collections::HashMap::new();
         let mut ran = 0u64;
         for &tid in &threads {
-            let Some((run, _, _)) = ss.tasks.get(&tid).filter(|t| t.scope == name).and_then(|t| t.last) else { continue };
+            let Some(t) = ss.tasks.get(&tid).filter(|t| t.scope == name) else { continue };
+            let Some((run, _, _)) = t.last else { continue };
+            // Not read since a tick before: the id may name a thread that took it since.
+            if t.skipped && self.host().start_of(tid) != Some(t.start) {
+                continue;
+            }
             let Some(smp) = self.host().thread(tid) else { continue };
             ran += smp.run_ns.saturating_sub(run);
             read.insert(tid, smp);
         }
-        ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads), read }
+        ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads), read, skipped: vec![] }
     }
 
     /// [`Self::observe_sessions`] from scopes already read.
@@ -197,9 +239,10 @@ impl Daemon {
             for tid in threads {
                 let Some(smp) = s.read.get(&tid).copied().or_else(|| host.thread(tid)) else { continue };
                 let t = ss.tasks.entry(tid).or_insert_with(|| Task::new(s.uid, &s.name, 0));
-                // A new task, or the id reused (its counters went back): start afresh.
+                // A new task, or the id reused (its counters went back, or, for one not read
+                // at the last tick, its start time is not the one seen): start afresh.
                 let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);
-                if t.last.is_none() || reused {
+                if t.last.is_none() || reused || std::mem::take(&mut t.skipped) {
                     let Some(start) = host.start_of(tid) else { continue };
                     if reused || t.start != start {
                         *t = Task::new(s.uid, &s.name, start);
@@ -224,6 +267,13 @@ impl Daemon {
                     waited += smp.wait_ns.saturating_sub(wait);
                 }
                 t.last = Some((smp.run_ns, smp.wait_ns, now));
+            }
+            // Listed past the scope's part of the budget: kept as last read, and read in turn.
+            for tid in s.skipped {
+                if let Some(t) = ss.tasks.get_mut(&tid).filter(|t| t.scope == s.name) {
+                    t.seen = true;
+                    t.skipped = true;
+                }
             }
             sc.runnable = runnable;
             sc.cpus = if all_cpus { vec![] } else { cpus.into_iter().collect() };

@@ -24,7 +24,7 @@ pub struct Ruled {
 }
 
 /// One scope, as read.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ScopeSample {
     /// Its user.
     pub uid: u32,
@@ -37,6 +37,9 @@ pub struct ScopeSample {
     pub threads: Option<Vec<i32>>,
     /// Threads already read this tick (a v1 scope's, for its sum): not read again.
     pub read: HashMap<i32, crate::daemon::host::ThreadSample>,
+    /// Threads listed past its part of the tick's budget, not read this tick: those known
+    /// keep their last reading, so a later tick's read counts the time between too.
+    pub skipped: Vec<i32>,
 }
 
 #[derive(Debug)]
@@ -71,6 +74,9 @@ pub struct Task {
     /// Its nice when it last ran or waited for CPU.
     pub(super) nice: i32,
     pub(super) seen: bool,
+    /// Listed and not read at the last tick (past its scope's part of the budget): its id
+    /// is checked against its start time when it is read again, before its time counts.
+    pub(super) skipped: bool,
 }
 
 impl Task {
@@ -87,6 +93,7 @@ impl Task {
             boost: None,
             nice: 0,
             seen: false,
+            skipped: false,
         }
     }
 }
@@ -114,6 +121,9 @@ pub struct Sessions {
     pub(super) weights: BTreeMap<u32, u32>,
     /// Threads past [`super::MAX_TASKS`] were left out (logged once).
     pub(super) capped_logged: bool,
+    /// Per scope with more threads than its part of the budget: where the next tick's
+    /// reads of its thread list begin (they go round it, [`super::MAX_KEPT`]).
+    pub(super) cursors: HashMap<String, usize>,
     /// The session scopes as last listed, and when ([`super::SCOPE_LIST_GAP`]).
     pub(super) listed: Option<(Vec<allot_linux::cgroup::sessions::SessionScope>, Instant)>,
     /// Their `cpu.stat` files, kept open and read again with pread.

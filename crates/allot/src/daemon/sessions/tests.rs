@@ -168,7 +168,7 @@ fn hostile_a_name_that_is_not_utf8_still_meets_the_rules() {
 }
 
 fn sample(uid: u32, name: &str, usage_ns: u64, threads: &[i32]) -> ScopeSample {
-    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()), read: Default::default() }
+    ScopeSample { uid, name: name.into(), usage_ns, threads: Some(threads.to_vec()), ..Default::default() }
 }
 
 #[test]
@@ -220,7 +220,7 @@ fn session_load_is_a_claimant_and_its_threads_are_boosted_against_their_users_sh
     // A session whose usage did not move is not read: its threads used nothing.
     d.observe_session_samples(
         vec![
-            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None, read: Default::default() },
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 410_000_000, threads: None, ..Default::default() },
             sample(3002, "session-9.scope", 400_000_000, &[402]),
         ],
         t0 + dt * 4,
@@ -320,7 +320,7 @@ fn a_session_whose_running_threads_are_niced_weighs_its_users_currency_by_the_ni
     w.lock().unwrap().runs.insert(452, (3 * 90_000_000, 3 * 10_000_000));
     d.observe_session_samples(
         vec![
-            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None, read: Default::default() },
+            ScopeSample { uid: 3001, name: "session-4.scope".into(), usage_ns: 20_000_000, threads: None, ..Default::default() },
             sample(3002, "session-9.scope", 3 * 90_000_000, &[452]),
         ],
         t0 + dt * 3,
@@ -403,7 +403,9 @@ fn hostile_one_users_many_threads_leave_the_other_users_sessions_read() {
     let scope = |uid: u32, n: u32| allot_linux::cgroup::sessions::SessionScope { uid, dir: format!("/user-{uid}.slice/session-{n}.scope").into() };
     let tids = |n: i32| Some((0..n).collect::<Vec<i32>>());
     let parts = |d: &mut Daemon, mut read: Vec<super::Row>| {
-        d.divide_thread_budget(&mut read);
+        let skipped = d.divide_thread_budget(&mut read);
+        let kept: usize = read.iter().zip(&skipped).map(|(r, s)| r.2.as_ref().map_or(0, Vec::len) + s.len()).sum();
+        assert!(kept <= super::MAX_KEPT, "at most {} kept: {kept}", super::MAX_KEPT);
         read.iter().map(|r| r.2.as_ref().map_or(0, Vec::len)).collect::<Vec<_>>()
     };
     // A user listed first with a full list, two others small (one on v1, in two sessions),
@@ -420,4 +422,94 @@ fn hostile_one_users_many_threads_leave_the_other_users_sessions_read() {
     let read = vec![(scope(3001, 1), Some(0), tids(1024)), (scope(3001, 6), Some(0), tids(1024)), (scope(3002, 2), Some(0), tids(1024))];
     assert_eq!(parts(&mut d, read), [256, 256, 512]);
     assert!(d.sessions().capped_logged, "the cut is logged");
+    // Six full sessions of one user: 170 or 171 read of each, and the kept (what the reads
+    // go round) bounded too, at 682 or 683 of each.
+    let read: Vec<super::Row> = (1..=6).map(|n| (scope(3001, n), Some(0), tids(1024))).collect();
+    assert_eq!(parts(&mut d, read), [170, 170, 171, 171, 171, 171]);
+}
+
+/// v1 scopes of `n` threads each (ids from `first`, `per` apart between scopes), in files
+/// under a directory of the test's; the fake kernel's processes for them.
+fn v1_scopes(w: &Shared, top: &std::path::Path, uid: u32, scopes: u32, n: i32) -> Vec<allot_linux::cgroup::sessions::SessionScope> {
+    (0..scopes)
+        .map(|k| {
+            let dir = top.join(format!("session-{}.scope", 10 + k));
+            std::fs::create_dir_all(&dir).unwrap();
+            let tids: Vec<i32> = (0..n).map(|i| 10_000 * (k as i32 + 1) + i).collect();
+            for &t in &tids {
+                w.lock().unwrap().spawn(t, uid, &format!("/user.slice/user-{uid}.slice/session-{}.scope", 10 + k), "make");
+            }
+            std::fs::write(dir.join("tasks"), tids.iter().map(|t| format!("{t}\n")).collect::<String>()).unwrap();
+            allot_linux::cgroup::sessions::SessionScope { uid, dir }
+        })
+        .collect()
+}
+
+/// Hostile, on a v1 host: a user whose sessions have more threads than the tick's budget
+/// of reads had their usage summed from the same first threads each tick, so the plan saw
+/// about half of what two sessions of 1000 busy threads used. The reads now go round
+/// each scope's threads: every thread's time is counted, no tick reads more than
+/// [`super::MAX_TASKS`], and a thread whose id is taken while it is not read adds nothing.
+#[test]
+fn hostile_on_v1_threads_past_the_budget_are_read_in_turn_and_counted() {
+    let w = world();
+    let mut d = start(&w);
+    let top = std::env::temp_dir().join(format!("allot-v1-rotate-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let scopes = v1_scopes(&w, &top, 3001, 2, 1000);
+    let t0 = Instant::now();
+    let tick = |d: &mut Daemon, k: u64| {
+        let rows = scopes.iter().map(|s| (s.clone(), None, Some(s.threads_upto(super::MAX_TASKS).unwrap()))).collect();
+        let reads = w.lock().unwrap().thread_reads;
+        let samples = d.samples(rows);
+        let usage: Vec<u64> = samples.iter().map(|s| s.usage_ns).collect();
+        d.observe_session_samples(samples, t0 + Duration::from_millis(100) * k as u32);
+        let read = w.lock().unwrap().thread_reads - reads;
+        assert!(read <= super::MAX_TASKS, "tick {k} read {read} threads");
+        usage
+    };
+    // Each thread runs 1 ms a tick.
+    let run = |k: u64| {
+        let mut x = w.lock().unwrap();
+        for s in 1..=2 {
+            for i in 0..1000 {
+                x.runs.insert(10_000 * s + i, (k * 1_000_000, 0));
+            }
+        }
+    };
+    let mut usage = vec![];
+    for k in 0..=10 {
+        run(k);
+        usage = tick(&mut d, k);
+    }
+    // Each thread first read at tick 0 or 1 and last at tick 9 or 10: at least 8 ms of
+    // each counted, at most 10 (the first 512 of each, always, counted 5.12 s).
+    for u in &usage {
+        assert!((8_000_000_000..=10_000_000_000).contains(u), "a scope's summed usage after 10 ticks: {u} ns");
+    }
+    assert!(d.sessions().tasks.len() <= super::MAX_KEPT);
+    // A thread not read at the last tick (past its part) exits and its id is taken by a
+    // thread that has run for an hour: when the reads come round to it, nothing jumps.
+    assert_eq!(d.sessions().cursors.len(), 2, "both scopes go round: {:?}", d.sessions().cursors);
+    let victim = d.sessions().tasks.iter().find(|(_, t)| t.skipped).map(|(&tid, _)| tid).expect("a thread not read at the last tick");
+    {
+        let mut x = w.lock().unwrap();
+        x.procs.remove(&victim);
+        x.spawn(victim, 3001, "/user.slice/user-3001.slice/session-10.scope", "intruder");
+        x.runs.insert(victim, (3_600_000_000_000, 0));
+    }
+    let before: u64 = usage.iter().sum();
+    let mut after = 0;
+    for k in 11..=13 {
+        run(k);
+        let mut x = w.lock().unwrap();
+        x.runs.insert(victim, (3_600_000_000_000 + k * 1_000_000, 0));
+        drop(x);
+        after = tick(&mut d, k).iter().sum();
+    }
+    assert!(
+        after - before <= 3 * 2_000 * 1_000_000 + 2_000 * 2_000_000,
+        "the hour of the thread that took the id is not counted: {} ns more",
+        after - before
+    );
+    let _ = std::fs::remove_dir_all(&top);
 }
