@@ -22,7 +22,8 @@ pub const ROOM_MARGIN: u64 = 2 * GUARD_MARGIN;
 
 /// The memory available to users: `available` (MemTotal less the reserve, at most
 /// `user.slice`'s own limit), and at most what the machine has room for now, the users'
-/// memory (`users`, the sum of their currencies' charges) plus the kernel's
+/// memory (`users`, the sum of their currencies' charges and the background's, which
+/// their reclaim takes first) plus the kernel's
 /// `MemAvailable` (`mem_available`, None: not known) less [`ROOM_MARGIN`], rounded down to a
 /// multiple of [`GUARD_MARGIN`]. `last` is what the previous step used: it is kept while
 /// it is no more than the room and less than two [`GUARD_MARGIN`]s under it, so the value

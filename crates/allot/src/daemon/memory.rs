@@ -65,9 +65,17 @@ impl Daemon {
         // v2: no more than the machine has room for, as on a systemd host's slices
         // (memory_sd.rs): `memory.high` at what the others leave a currency then keeps it
         // from running the machine short. v1 writes hard guards from it, so it keeps the
-        // reserve alone.
+        // reserve alone. The background sibling's charge is the users' too: it is what
+        // their reclaim takes first (it has no protection), not the system's.
+        let bg = self.desired().jobs.values().any(|j| j.class() == Class::Background).then(|| {
+            // allot's background sibling, beside its root at the top of the hierarchy
+            let (sibling, rel) = job::job_dir(&mem, &format!("{}/", super::registry::BACKGROUND));
+            sibling.usage(&rel).ok()
+        });
+        let bg = bg.flatten();
+        let users = ins.iter().map(|i| i.usage).sum::<u64>() + bg.unwrap_or(0);
         let available = match mem.version() {
-            Version::V2 => model::room(reserved, ins.iter().map(|i| i.usage).sum(), mem.mem_available().ok(), self.memory().room),
+            Version::V2 => model::room(reserved, users, mem.mem_available().ok(), self.memory().room),
             Version::V1 => reserved,
         };
         self.memory_mut().room = Some(available);

@@ -12,7 +12,7 @@
 //! currency's slice, its login sessions' too: they are the user's.
 
 use crate::daemon::core::Daemon;
-use crate::daemon::registry::{currency_rel, Class, CurrencyId};
+use crate::daemon::registry::{currency_rel, Class, CurrencyId, BACKGROUND};
 use crate::memory_view::CurrencyMemory;
 use allot_linux::cgroup::systemd::SliceProp;
 use allot_model::memory::{self as model, CurrencyMem};
@@ -43,9 +43,13 @@ impl Daemon {
         let usages: Vec<Option<u64>> = ids.iter().map(|c| sm.slice_usage(&currency_rel(Class::Foreground, c)).ok()).collect();
         // MemTotal less the reserve, and no more than the machine has room for: what the
         // system really uses (the kernel's MemAvailable beside the users' charges), so a
-        // currency held at what the others leave it does not run the machine short.
+        // currency held at what the others leave it does not run the machine short. The
+        // background slice's charge is the users' too: it is what their reclaim takes
+        // first (it has no protection), not the system's.
         let reserved = model::available(total, self.cfg().memory.reserve, sm.users_max().ok().flatten());
-        let available = model::room(reserved, usages.iter().flatten().sum(), sm.mem_available().ok(), self.memory().room);
+        let bg = self.desired().jobs.values().any(|j| j.class() == Class::Background).then(|| sm.slice_usage(BACKGROUND).ok()).flatten();
+        let users = usages.iter().flatten().sum::<u64>() + bg.unwrap_or(0);
+        let available = model::room(reserved, users, sm.mem_available().ok(), self.memory().room);
         let ins: Vec<CurrencyMem> = ids
             .iter()
             .zip(&usages)

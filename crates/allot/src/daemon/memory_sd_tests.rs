@@ -179,3 +179,26 @@ fn the_memory_available_to_users_is_what_the_machine_has_room_for() {
     step(&mut d);
     assert!(sent(&w).contains(&format!("user.slice MemoryLow={}", 512 * M)));
 }
+
+/// A background job's memory is the users' in the room bound, not the system's: the
+/// background slice has no protection, so the users' reclaim takes it first. Counted as
+/// the system's, it shrank every user's share while it held memory.
+#[test]
+fn the_background_slices_memory_is_in_the_users_room() {
+    let (w, mut d) = host();
+    {
+        let mut x = w.lock().unwrap();
+        x.slice_mem.mem_available = Some(300 * M);
+        x.slice_mem.usage.insert("background".into(), 96 * M);
+    }
+    step(&mut d);
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 368 * M, "no background job: its slice is not read");
+    let bg = Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: None, oom_group: false };
+    d.handle(bg, &peer(&w, 3000, 100)).unwrap();
+    w.lock().unwrap().slice_mem.mem_available = Some(204 * M);
+    step(&mut d);
+    // 110 + 96 + 204 - 32 = 378, to 16 MiB: 368, as before the background took 96 MiB of
+    // MemAvailable (counted as the system's, 272 to 16 MiB).
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 368 * M);
+    assert!(sent(&w).iter().all(|s| !s.starts_with("background ") || s.contains("IOWeight")), "no memory property on the background slice");
+}

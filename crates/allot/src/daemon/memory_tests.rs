@@ -1,6 +1,7 @@
 //! The memory step against the fake kernel and a cgroup v2 memory fixture: what it writes
 //! where, without root (the v1 path runs on the real kernel in tests/memory.rs).
 
+use super::super::fake::Shared;
 use super::super::registry::CurrencyId;
 use super::super::tests::{start, world};
 use allot_linux::cgroup::memory::Memory;
@@ -33,10 +34,13 @@ pub(super) fn read(p: PathBuf) -> String {
 /// 3000 (100 MiB, funded 300) and 3001 (10 MiB, a hard cap of 64 MiB), and a
 /// /proc/meminfo whose `MemAvailable` is `available_kb`.
 fn two_users(tag: &str, available_kb: u64) -> (super::super::core::Daemon, Fixture, PathBuf, PathBuf) {
-    let w = world();
+    two_users_in(&world(), tag, available_kb)
+}
+
+fn two_users_in(w: &Shared, tag: &str, available_kb: u64) -> (super::super::core::Daemon, Fixture, PathBuf, PathBuf) {
     w.lock().unwrap().spawn(100, 3000, "/", "sh");
     w.lock().unwrap().spawn(101, 3001, "/", "sh");
-    let mut d = start(&w, None);
+    let mut d = start(w, None);
     d.scan();
     let mount = std::env::temp_dir().join(format!("allot-memory-{tag}-{}", std::process::id()));
     let f = Fixture(mount.clone());
@@ -118,6 +122,25 @@ fn v2_memory_available_is_what_the_machine_has_room_for() {
     d.memory_mut().at = None;
     d.apply_memory();
     assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 512 * M);
+}
+
+/// cgroup v2 without systemd: a background job's charge is in the users' room (their
+/// reclaim takes it first: it has no protection), not the system's.
+#[test]
+fn v2_the_background_jobs_memory_is_in_the_users_room() {
+    let w = world();
+    let (mut d, _f, _mount, root) = two_users_in(&w, "bgroom", 82 << 10);
+    // allot's background sibling, beside its root
+    files(&root.with_file_name("fake-background"), &[("memory.current", &(64 * M).to_string())]);
+    d.apply_memory();
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 160 * M, "no background job: not read");
+    let run = crate::proto::Request::Run { tickets: None, currency: None, cap: None, background: true, force: false, mem: None, oom_group: false };
+    d.handle(run, &super::super::tests::peer(&w, 3000, 100)).unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    // 110 + 64 + 82 - 32 = 224 MiB, against 160 with the background's 64 counted as the system's.
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 224 * M);
+    assert_eq!(read(root.join("user-3000/memory.low")), (168 * M).to_string(), "3/4 of 224 MiB");
 }
 
 /// Hostile: allot raised a process's `oom_score_adj`, the process exited and its pid now
