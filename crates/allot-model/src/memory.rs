@@ -15,7 +15,7 @@
 //! a currency within its protection, which keeps its own ([`oom_score_adj`]).
 
 use crate::ModelError;
-pub use room::{room, ROOM_MARGIN};
+pub use room::{least, room, ROOM_MARGIN};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -108,14 +108,12 @@ impl Memory {
 
     /// The hard limit of `rel` (None: unlimited).
     pub fn max(&self, rel: &str) -> Result<Option<u64>> {
-        let p = self.file(rel, "memory.limit_in_bytes", "memory.max");
-        let s = read(&p)?;
-        let t = s.trim();
-        if t == "max" {
-            return Ok(None);
-        }
-        let v: u64 = t.parse().map_err(|_| Error::Parse { path: p, what: "a byte count or max", text: t.chars().take(80).collect() })?;
-        Ok((v < UNLIMITED_FROM).then_some(v))
+        read_limit(&self.file(rel, "memory.limit_in_bytes", "memory.max"))
+    }
+
+    /// The limits above allot's root ([`bound_above`]): in a container, its own.
+    pub fn bound_above(&self) -> Bound {
+        bound_above(&self.root, &self.mount, self.version)
     }
 
     /// Sets or clears the hard limit (v2 `memory.max`, v1 `memory.limit_in_bytes`). The
@@ -203,6 +201,51 @@ pub fn mem_total() -> Result<u64> {
         what: "a MemTotal line",
         text: String::new(),
     })
+}
+
+/// A hard limit file's value: v2 `memory.max`, v1 `memory.limit_in_bytes` (None: unlimited).
+fn read_limit(p: &Path) -> Result<Option<u64>> {
+    let s = read(p)?;
+    let t = s.trim();
+    if t == "max" {
+        return Ok(None);
+    }
+    let v: u64 = t.parse().map_err(|_| Error::Parse { path: p.into(), what: "a byte count or max", text: t.chars().take(80).collect() })?;
+    Ok((v < UNLIMITED_FROM).then_some(v))
+}
+
+/// The limits on the cgroups above one, as far up as its hierarchy's mount shows them.
+/// In a container, the mount's top is the container's own cgroup, whose limit is the
+/// container's memory, while /proc/meminfo (MemTotal, MemAvailable) is the host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bound {
+    /// The least hard limit among them (None: none is limited).
+    pub limit: Option<u64>,
+    /// The least room left under any of them: its limit less its charge.
+    pub headroom: Option<u64>,
+}
+
+/// [`Bound`] of the cgroups above `dir` (not `dir` itself) up to and with `mount`, the
+/// hierarchy's top as mounted here. A file that cannot be read (the host's root cgroup
+/// has no v2 `memory.max`) limits nothing.
+pub fn bound_above(dir: &Path, mount: &Path, version: Version) -> Bound {
+    let (lim, cur) = match version {
+        Version::V1 => ("memory.limit_in_bytes", "memory.usage_in_bytes"),
+        Version::V2 => ("memory.max", "memory.current"),
+    };
+    let mut b = Bound::default();
+    let mut at = dir.parent().filter(|p| p.starts_with(mount));
+    while let Some(p) = at {
+        if let Ok(Some(l)) = read_limit(&p.join(lim)) {
+            b.limit = Some(b.limit.map_or(l, |x| x.min(l)));
+            if let Ok(u) = read_u64(p.join(cur)) {
+                let h = l.saturating_sub(u);
+                b.headroom = Some(b.headroom.map_or(h, |x| x.min(h)));
+            }
+        }
+        at = p.parent().filter(|q| p != mount && q.starts_with(mount));
+    }
+    b
 }
 
 /// What the kernel reckons can still be had without swapping, bytes (`MemAvailable` in
@@ -300,6 +343,37 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.join("memory.oom.group")).unwrap(), "1");
         std::fs::write(dir.join("memory.events"), "low 0\nhigh 2\nmax 1\noom 1\noom_kill 3\n").unwrap();
         assert_eq!(m.oom_kills("user-1000").unwrap(), 3);
+    }
+
+    /// A container: the mount's top is the container's cgroup, limited to 1 GiB and
+    /// holding 700 MiB, with a level between it and allot's root limited to 2 GiB and
+    /// holding 100 MiB; the root's own limit is not counted (it is `max` of its own).
+    #[test]
+    fn the_limits_above_the_root_are_the_containers() {
+        const M: u64 = 1 << 20;
+        for version in [Version::V1, Version::V2] {
+            let d = std::env::temp_dir().join(format!("allot-memory-above-{}-{version:?}", std::process::id()));
+            let _f = Fixture(d.clone());
+            let root = d.join("mid/allot");
+            std::fs::create_dir_all(&root).unwrap();
+            let (lim, cur) =
+                if version == Version::V1 { ("memory.limit_in_bytes", "memory.usage_in_bytes") } else { ("memory.max", "memory.current") };
+            let m = Memory::at(version, d.clone(), root.clone());
+            assert_eq!(m.bound_above(), Bound::default(), "no file: nothing limited (the host's root cgroup)");
+            std::fs::write(d.join(lim), format!("{}\n", 1024 * M)).unwrap();
+            std::fs::write(d.join(cur), format!("{}\n", 700 * M)).unwrap();
+            std::fs::write(d.join("mid").join(lim), format!("{}\n", 2048 * M)).unwrap();
+            std::fs::write(d.join("mid").join(cur), format!("{}\n", 100 * M)).unwrap();
+            std::fs::write(root.join(lim), format!("{}\n", 64 * M)).unwrap();
+            assert_eq!(m.bound_above(), Bound { limit: Some(1024 * M), headroom: Some(324 * M) }, "{version:?}");
+            // Unlimited above (v1's huge number, v2's max): none; above the mount: never read.
+            let unlimited = if version == Version::V1 { "9223372036854771712\n" } else { "max\n" };
+            std::fs::write(d.join(lim), unlimited).unwrap();
+            assert_eq!(m.bound_above(), Bound { limit: Some(2048 * M), headroom: Some(1948 * M) });
+            let inner = Memory::at(version, d.join("mid"), root.clone());
+            std::fs::write(d.join(lim), format!("{}\n", M)).unwrap();
+            assert_eq!(inner.bound_above().limit, Some(2048 * M), "the mount is the top");
+        }
     }
 
     #[test]

@@ -42,6 +42,16 @@ pub fn room(available: u64, users: u64, mem_available: Option<u64>, last: Option
     }
 }
 
+/// The lesser of two bounds, either of which may be unknown (None): a limit on allot's
+/// root and a container's above it, or the kernel's `MemAvailable` (the host's, in a
+/// container) and the room left under a container's limit.
+pub fn least(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{plan, soft_limit, CurrencyMem};
@@ -51,6 +61,14 @@ mod tests {
 
     fn cur(usage: u64) -> CurrencyMem {
         CurrencyMem { funding: 100, usage, cap: None, jobs: vec![] }
+    }
+
+    #[test]
+    fn least_of_two_bounds_either_unknown() {
+        assert_eq!(least(Some(3), Some(2)), Some(2));
+        assert_eq!(least(None, Some(2)), Some(2));
+        assert_eq!(least(Some(3), None), Some(3));
+        assert_eq!(least(None, None), None);
     }
 
     #[test]

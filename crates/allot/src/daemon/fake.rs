@@ -511,6 +511,9 @@ impl SliceMemory for FakeCg {
     fn users_max(&self) -> allot_linux::Result<Option<u64>> {
         Ok(self.w.lock().unwrap().slice_mem.users_max)
     }
+    fn above_users(&self) -> allot_linux::cgroup::memory::Bound {
+        self.w.lock().unwrap().slice_mem.above
+    }
     fn mem_available(&self) -> allot_linux::Result<u64> {
         let a = self.w.lock().unwrap().slice_mem.mem_available;
         a.ok_or_else(|| allot_linux::Error::Io {

@@ -19,6 +19,8 @@ pub struct SliceMem {
     pub users_max: Option<u64>,
     /// The machine's MemAvailable (None: not read).
     pub mem_available: Option<u64>,
+    /// The limits above `user.slice` (a container's).
+    pub above: allot_linux::cgroup::memory::Bound,
     /// Sent, in order: `unit Property=bytes` (`none`: unset).
     pub sent: Vec<String>,
     /// Properties now, by `(currency path or user.slice, property)`.

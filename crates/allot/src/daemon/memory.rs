@@ -35,7 +35,9 @@ impl Daemon {
         }
         let Some(mem) = self.memory().mem.clone() else { return };
         let total = kmem::mem_total().unwrap_or(0);
-        let reserved = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
+        // In a container, its own limit above allot's root (/proc/meminfo is the host's).
+        let above = mem.bound_above();
+        let reserved = model::available(total, self.cfg().memory.reserve, model::least(mem.max("").ok().flatten(), above.limit));
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
         let mut jobs: Vec<Vec<super::registry::JobSpec>> = vec![];
@@ -75,7 +77,7 @@ impl Daemon {
         let bg = bg.flatten();
         let users = ins.iter().map(|i| i.usage).sum::<u64>() + bg.unwrap_or(0);
         let available = match mem.version() {
-            Version::V2 => model::room(reserved, users, mem.mem_available().ok(), self.memory().room),
+            Version::V2 => model::room(reserved, users, model::least(mem.mem_available().ok(), above.headroom), self.memory().room),
             Version::V1 => reserved,
         };
         self.memory_mut().room = Some(available);

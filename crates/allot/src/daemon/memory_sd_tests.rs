@@ -180,6 +180,25 @@ fn the_memory_available_to_users_is_what_the_machine_has_room_for() {
     assert!(sent(&w).contains(&format!("user.slice MemoryLow={}", 512 * M)));
 }
 
+/// A systemd host in a container: /proc/meminfo is the host's (plenty available), the
+/// container's cgroup above `user.slice` is limited to 400 MiB with 300 left: the users'
+/// memory is bounded by it, not by the host's.
+#[test]
+fn in_a_container_its_own_limit_bounds_the_users() {
+    let (w, mut d) = host();
+    {
+        let mut x = w.lock().unwrap();
+        x.slice_mem.mem_available = Some(16 * G);
+        x.slice_mem.above = allot_linux::cgroup::memory::Bound { limit: Some(400 * M), headroom: Some(300 * M) };
+    }
+    step(&mut d);
+    // 110 held + 300 left - 32 = 378, to 16 MiB: 368 (under its 400 and user.slice's 512).
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 368 * M);
+    w.lock().unwrap().slice_mem.above.headroom = Some(G);
+    step(&mut d);
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 400 * M, "its limit, below user.slice's");
+}
+
 /// A background job's memory is the users' in the room bound, not the system's: the
 /// background slice has no protection, so the users' reclaim takes it first. Counted as
 /// the system's, it shrank every user's share while it held memory.

@@ -143,6 +143,25 @@ fn v2_the_background_jobs_memory_is_in_the_users_room() {
     assert_eq!(read(root.join("user-3000/memory.low")), (168 * M).to_string(), "3/4 of 224 MiB");
 }
 
+/// cgroup v2 without systemd, in a container: /proc/meminfo is the host's (16 GiB
+/// available here), the container's own cgroup (the mount's top) is limited to 256 MiB
+/// and holds 200; the users may hold what it leaves them, not what the host has.
+#[test]
+fn v2_in_a_container_its_own_limit_bounds_the_users() {
+    let (mut d, _f, mount, root) = two_users("container", 16 << 20);
+    files(&mount, &[("memory.max", &(256 * M).to_string()), ("memory.current", &(200 * M).to_string())]);
+    d.apply_memory();
+    // 110 MiB held + 56 left under the container's limit - 32 = 134, to 16 MiB: 128 (the
+    // host's MemAvailable would have left the root's 512).
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 128 * M);
+    assert_eq!(read(root.join("user-3000/memory.low")), (96 * M).to_string(), "3/4 of 128 MiB");
+    // Room to spare under it: the container's limit, below the root's 512.
+    std::fs::write(mount.join("memory.current"), (10 * M).to_string()).unwrap();
+    d.memory_mut().at = None;
+    d.apply_memory();
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 256 * M);
+}
+
 /// Hostile: allot raised a process's `oom_score_adj`, the process exited and its pid now
 /// names another process (here: a child of the test, with its own start time). Neither
 /// the give-back when the currency is within its share again nor the undo at stop may

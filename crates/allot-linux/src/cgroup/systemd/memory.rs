@@ -95,6 +95,11 @@ pub trait SliceMemory: Send + Sync + std::fmt::Debug {
     fn slice_usage(&self, rel: &str) -> Result<u64>;
     /// The hard limit on all users together (`user.slice`'s `memory.max`); None: none.
     fn users_max(&self) -> Result<Option<u64>>;
+    /// The limits above `user.slice`, as far up as the cgroup2 mount shows them: in a
+    /// container running systemd, the container's own ([`crate::cgroup::memory::Bound`]).
+    fn above_users(&self) -> crate::cgroup::memory::Bound {
+        crate::cgroup::memory::Bound::default()
+    }
     /// What the machine can still give without swapping (`MemAvailable` in /proc/meminfo):
     /// with the users' charges, what they may hold together before it runs short.
     fn mem_available(&self) -> Result<u64> {
@@ -210,6 +215,12 @@ impl SliceMemory for SystemdTree {
         match s.trim() {
             "max" => Ok(None),
             t => t.parse().map(Some).map_err(|_| Error::Parse { path: p, what: "a byte count or max", text: t.chars().take(80).collect() }),
+        }
+    }
+    fn above_users(&self) -> crate::cgroup::memory::Bound {
+        match self.slice_dir(&mut self.lock(), USERS_SLICE) {
+            Ok(d) => crate::cgroup::memory::bound_above(&d, &self.mount, crate::cgroup::Version::V2),
+            Err(_) => Default::default(),
         }
     }
     fn set_slice_memory(&self, rel: &str, p: SliceProp, bytes: Option<u64>) -> Result<()> {
