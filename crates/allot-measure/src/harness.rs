@@ -196,6 +196,10 @@ pub struct PrivateDaemon {
     /// Files bind-mounted for the daemon only, in a private mount namespace (source,
     /// target): a test's own /etc/nsswitch.conf or /etc/subuid, with nothing outside changed.
     pub binds: Vec<(PathBuf, PathBuf)>,
+    /// A v1 memory cgroup (its `cgroup.procs`) the daemon starts in, with a cgroup
+    /// namespace and the memory hierarchy mounted again in a private mount namespace: the
+    /// daemon sees that cgroup as the hierarchy's top, as in a container.
+    pub memory_container: Option<PathBuf>,
     stopped: bool,
 }
 
@@ -240,6 +244,7 @@ impl PrivateDaemon {
             shelter,
             env: vec![],
             binds: vec![],
+            memory_container: None,
             stopped: false,
         };
         me.launch(!persistent)?;
@@ -267,27 +272,43 @@ impl PrivateDaemon {
             .stdout(log.try_clone()?)
             .stderr(log)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        if !self.binds.is_empty() {
-            let binds: Vec<(std::ffi::CString, std::ffi::CString)> = self
-                .binds
-                .iter()
-                .map(|(a, b)| {
-                    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in paths");
-                    (c(a), c(b))
-                })
-                .collect();
+        if !self.binds.is_empty() || self.memory_container.is_some() {
+            let cstr = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in paths");
+            let binds: Vec<(std::ffi::CString, std::ffi::CString)> = self.binds.iter().map(|(a, b)| (cstr(a), cstr(b))).collect();
+            let procs = self.memory_container.as_ref().map(|d| cstr(&d.join("cgroup.procs")));
             // SAFETY: raw syscalls only between fork and exec, on data prepared before.
             unsafe {
                 c.pre_exec(move || {
+                    let err = || Err(std::io::Error::last_os_error());
+                    if let Some(procs) = &procs {
+                        // "0": the writer itself, then its cgroup is the namespace's top
+                        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                        if fd < 0 || libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                            return err();
+                        }
+                        libc::close(fd);
+                        if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
+                            return err();
+                        }
+                    }
                     if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                        return err();
                     }
                     if libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
-                        return Err(std::io::Error::last_os_error());
+                        return err();
+                    }
+                    // The same hierarchy cannot be mounted on its own mount point again
+                    // (EBUSY): the host's view is taken off first, in this namespace only.
+                    let at = c"/sys/fs/cgroup/memory";
+                    if procs.is_some()
+                        && (libc::umount2(at.as_ptr(), libc::MNT_DETACH) != 0
+                            || libc::mount(c"cgroup".as_ptr(), at.as_ptr(), c"cgroup".as_ptr(), 0, c"memory".as_ptr().cast()) != 0)
+                    {
+                        return err();
                     }
                     for (a, b) in &binds {
                         if libc::mount(a.as_ptr(), b.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
-                            return Err(std::io::Error::last_os_error());
+                            return err();
                         }
                     }
                     Ok(())

@@ -278,3 +278,67 @@ fn funding_3_to_1_protects_3_to_1_a_hard_cap_holds_and_release_leaves_nothing() 
     drop(files);
     kids.kill_all();
 }
+
+/// A memory cgroup of the test's, removed with everything the daemon left in it.
+struct Container(PathBuf);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        // Deepest first: a cgroup directory goes only once its children have.
+        let mut dirs = vec![];
+        let mut todo = vec![self.0.clone()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    todo.push(e.path());
+                }
+            }
+            dirs.push(d);
+        }
+        for d in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// In a container: the daemon starts in a memory cgroup of the test's limited to 256 MiB,
+/// in a cgroup namespace with the memory hierarchy mounted again, so that cgroup is the
+/// top it sees, while /proc/meminfo stays the host's (24 GiB). The memory available to
+/// users is the container's 256 MiB, not MemTotal less the reserve.
+#[test]
+#[ignore = "root: kernel tier, run by scripts/test"]
+fn in_a_container_its_limit_bounds_the_memory_available_to_users() {
+    require_root();
+    let _s = serial();
+    let ctr = Container(Path::new("/sys/fs/cgroup/memory").join(format!("allot-test-container-{}", std::process::id())));
+    std::fs::create_dir(&ctr.0).unwrap();
+    std::fs::write(ctr.0.join("memory.limit_in_bytes"), (256 * MIB).to_string()).unwrap();
+    let mut d = PrivateDaemon::start(exe(), &format!("[users]\nonly = [\"{A}\"]\n")).unwrap();
+    d.memory_container = Some(ctr.0.clone());
+    d.terminate().unwrap();
+    d.launch(true).unwrap();
+    let mut kids = Kids::default();
+    let a = spawn_as(&d, &mut kids, A, &["sleep", "600"]);
+    wait_for("A placed", || job_with_pid(&show(&d), a).map(|_| ()));
+    let user = format!("user-{A}");
+    let t0 = Instant::now();
+    let available = loop {
+        if let Some(m) = currency(&show(&d), &A.to_string()).and_then(|c| c.memory.clone()) {
+            break m.available;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no memory view of {user} in 30 s; status: {}; the daemon's log: {}",
+            ok(&d.cli(&["status"], None).unwrap()),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(available, 256 * MIB, "the container's limit, not the host's MemTotal less the reserve");
+    // Its memory tree is inside the container: the daemon's top is the container's cgroup.
+    let inside = ctr.0.join(&d.root_name).join(&user);
+    assert!(inside.is_dir(), "{} exists", inside.display());
+    assert!(!Path::new("/sys/fs/cgroup/memory").join(&d.root_name).exists(), "nothing at the host's top");
+    drop(kids);
+    d.stop().unwrap();
+}
