@@ -158,8 +158,22 @@ pub fn task_boost(p: &Params, usage: Option<Usage>, session_entitlement: f64) ->
 /// session threads a tick; divided this way among users (and within a user among their
 /// sessions), one user's thousands of threads cannot leave another user's session unread.
 pub fn fair_division(budget: usize, wants: &[usize]) -> Vec<usize> {
+    fair_division_turn(budget, wants, 0)
+}
+
+/// [`fair_division`], with what the division leaves over among equal claimants (one more
+/// each, for some of them; none at all when the budget is smaller than their number) going
+/// to the next ones as listed at each `turn`, as many as had it. The daemon turns it every
+/// tick, so no session is left unread tick after tick by the rounding: ten equal sessions
+/// sharing three reads are each read within four turns.
+pub fn fair_division_turn(budget: usize, wants: &[usize], turn: usize) -> Vec<usize> {
+    let n = wants.len().max(1);
+    // Equal claimants are ordered from `shift` on, and the last ones get the leftover; the
+    // leftover's count is the budget's remainder by their number, so a shift of that much
+    // a turn hands it to the ones after.
+    let shift = (turn % n) * (budget % n) % n;
     let mut order: Vec<usize> = (0..wants.len()).collect();
-    order.sort_by_key(|&i| wants[i]);
+    order.sort_by_key(|&i| (wants[i], (i + n - shift) % n));
     let mut give = vec![0; wants.len()];
     let mut left = budget;
     for (k, &i) in order.iter().enumerate() {
@@ -358,12 +372,29 @@ mod tests {
         assert!(fair_division(5, &[]).is_empty());
     }
 
+    #[test]
+    fn the_leftover_goes_round_with_the_turn() {
+        // Three reads for ten equal sessions: three of them each turn, all ten within four.
+        let mut read = [0usize; 10];
+        for turn in 0..4 {
+            let got = fair_division_turn(3, &[50; 10], turn);
+            assert_eq!(got.iter().sum::<usize>(), 3);
+            for (r, g) in read.iter_mut().zip(&got) {
+                *r += g;
+            }
+        }
+        assert!(read.iter().all(|&r| r >= 1), "each read within four turns: {read:?}");
+        assert_eq!(fair_division_turn(10, &[100, 100, 100], 0), [3, 3, 4]);
+        assert_eq!(fair_division_turn(10, &[100, 100, 100], 1), [4, 3, 3]);
+        assert_eq!(fair_division_turn(1024, &[5000, 10, 300], 2), [714, 10, 300], "only ties turn");
+    }
+
     proptest::proptest! {
         #[test]
         fn a_fair_division_gives_what_it_can_and_no_one_less_than_an_equal_part(
-            budget in 0usize..5000, wants in proptest::collection::vec(0usize..3000, 0..12)
+            budget in 0usize..5000, wants in proptest::collection::vec(0usize..3000, 0..12), turn in 0usize..100
         ) {
-            let got = fair_division(budget, &wants);
+            let got = fair_division_turn(budget, &wants, turn);
             proptest::prop_assert_eq!(got.len(), wants.len());
             proptest::prop_assert_eq!(got.iter().sum::<usize>(), budget.min(wants.iter().sum()));
             for (g, w) in got.iter().zip(&wants) {

@@ -41,10 +41,15 @@ pub(in crate::daemon) type Row = (allot_linux::cgroup::sessions::SessionScope, O
 pub const MAX_TASKS: usize = 1024;
 
 /// Threads of session scopes kept, all users together, divided as [`MAX_TASKS`] is: the
-/// ones the reads go round (each read at least once every `MAX_KEPT / MAX_TASKS` ticks
-/// when every user has that many), so the daemon's memory for them stays bounded. A
-/// scope's threads past its part of it are not followed.
+/// ones the reads go round (each read about once every `MAX_KEPT / MAX_TASKS` ticks when
+/// every user has that many), so the daemon's memory for them stays bounded. A scope's
+/// thread list is read as far as this (32 KiB); its threads past its part of it are not
+/// followed.
 pub const MAX_KEPT: usize = 4 * MAX_TASKS;
+
+/// A kept thread not read for this many ticks in a row is forgotten (its slice given back
+/// if it was boosted), so nothing the daemon did to it outlives what it knows of it.
+pub const MAX_SKIPPED_TICKS: u32 = 16;
 
 /// How often the session scopes are listed again (two directory reads per user): a login
 /// is counted by the plan within a second; between lists, each scope listed costs one
@@ -55,6 +60,11 @@ pub const SCOPE_LIST_GAP: std::time::Duration = std::time::Duration::from_secs(1
 /// for jobs): a session has no weight of allot's to raise, so its boost is the slice. The
 /// kernel's shortest, 100 µs (docs/systemd.md has what it measured).
 pub const SESSION_BOOST_SLICE_NS: u64 = 100_000;
+
+/// A scope's thread ids, as far as the reads may go round ([`MAX_KEPT`]).
+pub(in crate::daemon) fn scope_threads(s: &allot_linux::cgroup::sessions::SessionScope) -> allot_linux::Result<Vec<i32>> {
+    s.threads_upto(MAX_KEPT)
+}
 
 impl Daemon {
     /// Reads every session scope (systemd hosts only): called each tick, before the jobs
@@ -84,7 +94,7 @@ impl Daemon {
             } else {
                 None
             };
-            let threads = match s.threads_upto(MAX_TASKS) {
+            let threads = match scope_threads(&s) {
                 Ok(t) => t,
                 // A v1 scope gone since the list (a logout): left out, and forgotten, as a
                 // counted one whose usage cannot be read.
@@ -121,20 +131,23 @@ impl Daemon {
     /// its kept threads is read in turn (a v1 session's usage, summed from its threads,
     /// then misses none of them for good). Returns, per row, the kept threads not read.
     pub(in crate::daemon) fn divide_thread_budget(&mut self, read: &mut [Row]) -> Vec<Vec<i32>> {
-        use allot_model::session::fair_division;
+        use allot_model::session::fair_division_turn as fair_division;
+        // What the rounding leaves over goes to other users and sessions each tick.
+        let turn = self.sessions().turn;
+        self.sessions_mut().turn = turn.wrapping_add(1);
         let mut uids: Vec<u32> = read.iter().filter(|r| r.2.is_some()).map(|r| r.0.uid).collect();
         uids.sort_unstable();
         uids.dedup();
         let wants =
             |read: &[Row], uid: u32| -> Vec<usize> { read.iter().filter(|r| r.0.uid == uid).filter_map(|r| r.2.as_ref().map(Vec::len)).collect() };
         let user_wants: Vec<usize> = uids.iter().map(|&u| wants(read, u).iter().sum()).collect();
-        let (to_read, to_keep) = (fair_division(MAX_TASKS, &user_wants), fair_division(MAX_KEPT, &user_wants));
+        let (to_read, to_keep) = (fair_division(MAX_TASKS, &user_wants, turn), fair_division(MAX_KEPT, &user_wants, turn));
         let mut skipped = vec![vec![]; read.len()];
         let old = std::mem::take(&mut self.sessions_mut().cursors);
         let mut cut = false;
         for (k, &uid) in uids.iter().enumerate() {
             let w = wants(read, uid);
-            let (parts, kept) = (fair_division(to_read[k], &w), fair_division(to_keep[k], &w));
+            let (parts, kept) = (fair_division(to_read[k], &w, turn), fair_division(to_keep[k], &w, turn));
             let rows = read.iter_mut().zip(&mut skipped).filter(|(r, _)| r.0.uid == uid && r.2.is_some());
             for (((row, skip), part), keep) in rows.zip(parts).zip(kept) {
                 let threads = row.2.as_mut().expect("filtered");
@@ -178,13 +191,15 @@ impl Daemon {
         for &tid in &threads {
             let Some(t) = ss.tasks.get(&tid).filter(|t| t.scope == name) else { continue };
             let Some((run, _, _)) = t.last else { continue };
-            // Not read since a tick before: the id may name a thread that took it since.
-            if t.skipped && self.host().start_of(tid) != Some(t.start) {
+            let Some(smp) = self.host().thread(tid) else { continue };
+            read.insert(tid, smp);
+            // Not read since a tick before: the id may name a thread that took it since
+            // (checked after the read, so the counters read are the one seen's). Its time
+            // is not counted; the observation starts it afresh.
+            if t.skipped > 0 && self.host().start_of(tid) != Some(t.start) {
                 continue;
             }
-            let Some(smp) = self.host().thread(tid) else { continue };
             ran += smp.run_ns.saturating_sub(run);
-            read.insert(tid, smp);
         }
         ScopeSample { uid: s.uid, name, usage_ns: prev + ran, threads: Some(threads), read, skipped: vec![] }
     }
@@ -242,7 +257,7 @@ impl Daemon {
                 // A new task, or the id reused (its counters went back, or, for one not read
                 // at the last tick, its start time is not the one seen): start afresh.
                 let reused = t.last.is_some_and(|(run, wait, _)| smp.run_ns < run || smp.wait_ns < wait);
-                if t.last.is_none() || reused || std::mem::take(&mut t.skipped) {
+                if t.last.is_none() || reused || std::mem::take(&mut t.skipped) > 0 {
                     let Some(start) = host.start_of(tid) else { continue };
                     if reused || t.start != start {
                         *t = Task::new(s.uid, &s.name, start);
@@ -268,11 +283,12 @@ impl Daemon {
                 }
                 t.last = Some((smp.run_ns, smp.wait_ns, now));
             }
-            // Listed past the scope's part of the budget: kept as last read, and read in turn.
+            // Listed past the scope's part of the budget: kept as last read, and read in turn;
+            // forgotten when not read for too long.
             for tid in s.skipped {
-                if let Some(t) = ss.tasks.get_mut(&tid).filter(|t| t.scope == s.name) {
+                if let Some(t) = ss.tasks.get_mut(&tid).filter(|t| t.scope == s.name && t.skipped < MAX_SKIPPED_TICKS) {
                     t.seen = true;
-                    t.skipped = true;
+                    t.skipped += 1;
                 }
             }
             sc.runnable = runnable;

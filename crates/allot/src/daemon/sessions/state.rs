@@ -74,9 +74,9 @@ pub struct Task {
     /// Its nice when it last ran or waited for CPU.
     pub(super) nice: i32,
     pub(super) seen: bool,
-    /// Listed and not read at the last tick (past its scope's part of the budget): its id
-    /// is checked against its start time when it is read again, before its time counts.
-    pub(super) skipped: bool,
+    /// Ticks in a row it was listed and not read (past its scope's part of the budget): its
+    /// id is checked against its start time when it is read again, before its time counts.
+    pub(super) skipped: u32,
 }
 
 impl Task {
@@ -93,7 +93,7 @@ impl Task {
             boost: None,
             nice: 0,
             seen: false,
-            skipped: false,
+            skipped: 0,
         }
     }
 }
@@ -124,6 +124,8 @@ pub struct Sessions {
     /// Per scope with more threads than its part of the budget: where the next tick's
     /// reads of its thread list begin (they go round it, [`super::MAX_KEPT`]).
     pub(super) cursors: HashMap<String, usize>,
+    /// Turns the reads' division each tick ([`allot_model::session::fair_division_turn`]).
+    pub(super) turn: usize,
     /// The session scopes as last listed, and when ([`super::SCOPE_LIST_GAP`]).
     pub(super) listed: Option<(Vec<allot_linux::cgroup::sessions::SessionScope>, Instant)>,
     /// Their `cpu.stat` files, kept open and read again with pread.

@@ -425,7 +425,15 @@ fn hostile_one_users_many_threads_leave_the_other_users_sessions_read() {
     // Six full sessions of one user: 170 or 171 read of each, and the kept (what the reads
     // go round) bounded too, at 682 or 683 of each.
     let read: Vec<super::Row> = (1..=6).map(|n| (scope(3001, n), Some(0), tids(1024))).collect();
-    assert_eq!(parts(&mut d, read), [170, 170, 171, 171, 171, 171]);
+    let got = parts(&mut d, read);
+    assert_eq!(got.iter().sum::<usize>(), 1024);
+    assert!(got.iter().all(|&p| p == 170 || p == 171), "{got:?}");
+    // More sessions than reads (1100 users of one session each): the 76 left unread at
+    // one tick are read at the next, not left unread tick after tick by the rounding.
+    let many = || (0..1100u32).map(|u| (scope(4000 + u, 1), Some(0), tids(5))).collect::<Vec<super::Row>>();
+    let (a, b) = (parts(&mut d, many()), parts(&mut d, many()));
+    assert_eq!(a.iter().filter(|&&p| p == 0).count(), 76);
+    assert!(a.iter().zip(&b).all(|(x, y)| x + y > 0), "every session read within two ticks");
 }
 
 /// v1 scopes of `n` threads each (ids from `first`, `per` apart between scopes), in files
@@ -458,7 +466,7 @@ fn hostile_on_v1_threads_past_the_budget_are_read_in_turn_and_counted() {
     let scopes = v1_scopes(&w, &top, 3001, 2, 1000);
     let t0 = Instant::now();
     let tick = |d: &mut Daemon, k: u64| {
-        let rows = scopes.iter().map(|s| (s.clone(), None, Some(s.threads_upto(super::MAX_TASKS).unwrap()))).collect();
+        let rows = scopes.iter().map(|s| (s.clone(), None, Some(super::scope_threads(s).unwrap()))).collect();
         let reads = w.lock().unwrap().thread_reads;
         let samples = d.samples(rows);
         let usage: Vec<u64> = samples.iter().map(|s| s.usage_ns).collect();
@@ -490,7 +498,7 @@ fn hostile_on_v1_threads_past_the_budget_are_read_in_turn_and_counted() {
     // A thread not read at the last tick (past its part) exits and its id is taken by a
     // thread that has run for an hour: when the reads come round to it, nothing jumps.
     assert_eq!(d.sessions().cursors.len(), 2, "both scopes go round: {:?}", d.sessions().cursors);
-    let victim = d.sessions().tasks.iter().find(|(_, t)| t.skipped).map(|(&tid, _)| tid).expect("a thread not read at the last tick");
+    let victim = d.sessions().tasks.iter().find(|(_, t)| t.skipped > 0).map(|(&tid, _)| tid).expect("a thread not read at the last tick");
     {
         let mut x = w.lock().unwrap();
         x.procs.remove(&victim);
@@ -511,5 +519,39 @@ fn hostile_on_v1_threads_past_the_budget_are_read_in_turn_and_counted() {
         "the hour of the thread that took the id is not counted: {} ns more",
         after - before
     );
+    let _ = std::fs::remove_dir_all(&top);
+}
+
+/// Hostile, on a v1 host: one session of 3000 threads. Its thread list was read only as
+/// far as the tick's 1024 reads, so the 1976 after them were never counted; now the list
+/// is read as far as what is kept (4096) and the reads go round all of it.
+#[test]
+fn hostile_on_v1_one_session_of_3000_threads_is_counted_whole() {
+    let w = world();
+    let mut d = start(&w);
+    let top = std::env::temp_dir().join(format!("allot-v1-big-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let scopes = v1_scopes(&w, &top, 3001, 1, 3000);
+    let t0 = Instant::now();
+    let mut usage = 0;
+    for k in 0..=10u64 {
+        {
+            let mut x = w.lock().unwrap();
+            for i in 0..3000 {
+                x.runs.insert(10_000 + i, (k * 1_000_000, 0));
+            }
+        }
+        let rows = vec![(scopes[0].clone(), None, Some(super::scope_threads(&scopes[0]).unwrap()))];
+        let reads = w.lock().unwrap().thread_reads;
+        let samples = d.samples(rows);
+        usage = samples[0].usage_ns;
+        d.observe_session_samples(samples, t0 + Duration::from_millis(100) * k as u32);
+        assert!(w.lock().unwrap().thread_reads - reads <= super::MAX_TASKS, "tick {k}");
+    }
+    // Each thread first read at tick 0, 1 or 2 and last at 8, 9 or 10: 6 to 10 ms of each.
+    assert!(
+        (18_000_000_000..=30_000_000_000).contains(&usage),
+        "the session's summed usage after 10 ticks: {usage} ns (its first 1024 alone: 10.24 s)"
+    );
+    assert!(d.sessions().tasks.len() <= super::MAX_KEPT);
     let _ = std::fs::remove_dir_all(&top);
 }
