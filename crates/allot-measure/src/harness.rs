@@ -282,11 +282,16 @@ impl PrivateDaemon {
                     let err = || Err(std::io::Error::last_os_error());
                     if let Some(procs) = &procs {
                         // "0": the writer itself, then its cgroup is the namespace's top
-                        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                        if fd < 0 || libc::write(fd, c"0".as_ptr().cast(), 1) != 1 {
+                        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                        if fd < 0 {
                             return err();
                         }
+                        let wrote = libc::write(fd, c"0".as_ptr().cast(), 1);
+                        let e = std::io::Error::last_os_error();
                         libc::close(fd);
+                        if wrote != 1 {
+                            return Err(e);
+                        }
                         if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
                             return err();
                         }

@@ -221,7 +221,9 @@ fn read_limit(p: &Path) -> Result<Option<u64>> {
 pub struct Bound {
     /// The least hard limit among them (None: none is limited).
     pub limit: Option<u64>,
-    /// The least room left under any of them: its limit less its charge.
+    /// The least room left under any of them: its limit less its charge, the inactive page
+    /// cache in it not counted as charged (the kernel reclaims that first, as MemAvailable
+    /// counts the machine's cache as available).
     pub headroom: Option<u64>,
 }
 
@@ -229,9 +231,9 @@ pub struct Bound {
 /// hierarchy's top as mounted here. A file that cannot be read (the host's root cgroup
 /// has no v2 `memory.max`) limits nothing.
 pub fn bound_above(dir: &Path, mount: &Path, version: Version) -> Bound {
-    let (lim, cur) = match version {
-        Version::V1 => ("memory.limit_in_bytes", "memory.usage_in_bytes"),
-        Version::V2 => ("memory.max", "memory.current"),
+    let (lim, cur, cache) = match version {
+        Version::V1 => ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"),
+        Version::V2 => ("memory.max", "memory.current", "inactive_file"),
     };
     let mut b = Bound::default();
     let mut at = dir.parent().filter(|p| p.starts_with(mount));
@@ -239,13 +241,19 @@ pub fn bound_above(dir: &Path, mount: &Path, version: Version) -> Bound {
         if let Ok(Some(l)) = read_limit(&p.join(lim)) {
             b.limit = Some(b.limit.map_or(l, |x| x.min(l)));
             if let Ok(u) = read_u64(p.join(cur)) {
-                let h = l.saturating_sub(u);
+                let inactive = read(p.join("memory.stat")).ok().and_then(|s| stat_value(&s, cache)).unwrap_or(0);
+                let h = l.saturating_sub(u.saturating_sub(inactive));
                 b.headroom = Some(b.headroom.map_or(h, |x| x.min(h)));
             }
         }
         at = p.parent().filter(|q| p != mount && q.starts_with(mount));
     }
     b
+}
+
+/// One `memory.stat` line's value (`key value`).
+fn stat_value(stat: &str, key: &str) -> Option<u64> {
+    stat.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// What the kernel reckons can still be had without swapping, bytes (`MemAvailable` in
@@ -366,6 +374,10 @@ mod tests {
             std::fs::write(d.join("mid").join(cur), format!("{}\n", 100 * M)).unwrap();
             std::fs::write(root.join(lim), format!("{}\n", 64 * M)).unwrap();
             assert_eq!(m.bound_above(), Bound { limit: Some(1024 * M), headroom: Some(324 * M) }, "{version:?}");
+            // Its inactive page cache is room (the kernel reclaims it first).
+            let stat = if version == Version::V1 { "inactive_file 1\ntotal_inactive_file 104857600\n" } else { "anon 5\ninactive_file 104857600\n" };
+            std::fs::write(d.join("memory.stat"), stat).unwrap();
+            assert_eq!(m.bound_above().headroom, Some(424 * M), "{version:?}");
             // Unlimited above (v1's huge number, v2's max): none; above the mount: never read.
             let unlimited = if version == Version::V1 { "9223372036854771712\n" } else { "max\n" };
             std::fs::write(d.join(lim), unlimited).unwrap();

@@ -35,9 +35,11 @@ impl Daemon {
         }
         let Some(mem) = self.memory().mem.clone() else { return };
         let total = kmem::mem_total().unwrap_or(0);
-        // In a container, its own limit above allot's root (/proc/meminfo is the host's).
+        // In a container, its own limit above allot's root is its MemTotal (/proc/meminfo
+        // is the host's), and the reserve is kept of it.
         let above = mem.bound_above();
-        let reserved = model::available(total, self.cfg().memory.reserve, model::least(mem.max("").ok().flatten(), above.limit));
+        let total = model::least(Some(total), above.limit).unwrap_or(total);
+        let reserved = model::available(total, self.cfg().memory.reserve, mem.max("").ok().flatten());
         // Foreground currencies with jobs, their jobs in a stable order.
         let mut ids: Vec<CurrencyId> = vec![];
         let mut jobs: Vec<Vec<super::registry::JobSpec>> = vec![];

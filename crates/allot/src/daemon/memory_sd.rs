@@ -46,9 +46,11 @@ impl Daemon {
         // currency held at what the others leave it does not run the machine short. The
         // background slice's charge is the users' too: it is what their reclaim takes
         // first (it has no protection), not the system's.
-        // In a container, its own limit above user.slice (/proc/meminfo is the host's).
+        // In a container, its own limit above user.slice is its MemTotal (/proc/meminfo is
+        // the host's), and the reserve is kept of it.
         let above = sm.above_users();
-        let reserved = model::available(total, self.cfg().memory.reserve, model::least(sm.users_max().ok().flatten(), above.limit));
+        let total = model::least(Some(total), above.limit).unwrap_or(total);
+        let reserved = model::available(total, self.cfg().memory.reserve, sm.users_max().ok().flatten());
         let bg = self.desired().jobs.values().any(|j| j.class() == Class::Background).then(|| sm.slice_usage(BACKGROUND).ok()).flatten();
         let users = usages.iter().flatten().sum::<u64>() + bg.unwrap_or(0);
         let available = model::room(reserved, users, model::least(sm.mem_available().ok(), above.headroom), self.memory().room);

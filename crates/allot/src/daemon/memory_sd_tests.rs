@@ -181,22 +181,22 @@ fn the_memory_available_to_users_is_what_the_machine_has_room_for() {
 }
 
 /// A systemd host in a container: /proc/meminfo is the host's (plenty available), the
-/// container's cgroup above `user.slice` is limited to 400 MiB with 300 left: the users'
-/// memory is bounded by it, not by the host's.
+/// container's cgroup above `user.slice` is limited to 400 MiB with 200 left: the users'
+/// memory is bounded by it, not by the host's, and the reserve is kept of its 400.
 #[test]
 fn in_a_container_its_own_limit_bounds_the_users() {
     let (w, mut d) = host();
     {
         let mut x = w.lock().unwrap();
         x.slice_mem.mem_available = Some(16 * G);
-        x.slice_mem.above = allot_linux::cgroup::memory::Bound { limit: Some(400 * M), headroom: Some(300 * M) };
+        x.slice_mem.above = allot_linux::cgroup::memory::Bound { limit: Some(400 * M), headroom: Some(200 * M) };
     }
     step(&mut d);
-    // 110 held + 300 left - 32 = 378, to 16 MiB: 368 (under its 400 and user.slice's 512).
-    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 368 * M);
+    // 110 held + 200 left - 32 = 278, to 16 MiB: 272 (under its 400 less the reserve).
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 272 * M);
     w.lock().unwrap().slice_mem.above.headroom = Some(G);
     step(&mut d);
-    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 400 * M, "its limit, below user.slice's");
+    assert_eq!(d.memory_view(&CurrencyId::User(3001)).unwrap().available, 360 * M, "its limit less the 10% reserve, below user.slice's");
 }
 
 /// A background job's memory is the users' in the room bound, not the system's: the

@@ -155,11 +155,11 @@ fn v2_in_a_container_its_own_limit_bounds_the_users() {
     // host's MemAvailable would have left the root's 512).
     assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 128 * M);
     assert_eq!(read(root.join("user-3000/memory.low")), (96 * M).to_string(), "3/4 of 128 MiB");
-    // Room to spare under it: the container's limit, below the root's 512.
+    // Room to spare under it: the container's limit less the 10% reserve, below the root's 512.
     std::fs::write(mount.join("memory.current"), (10 * M).to_string()).unwrap();
     d.memory_mut().at = None;
     d.apply_memory();
-    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 256 * M);
+    assert_eq!(d.memory_view(&CurrencyId::User(3000)).unwrap().available, 256 * M - 256 * M / 10);
 }
 
 /// Hostile: allot raised a process's `oom_score_adj`, the process exited and its pid now
